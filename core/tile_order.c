@@ -1,0 +1,137 @@
+/* apx_tile_order: the host op that re-orders tile ids along a space-filling
+ * or scan order (spec/ops.md 1; decision 1 keeps it out of tilepack). */
+#include <ctype.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "validate.h"
+
+/* A sort key: a 128-bit primary (hi, lo) and the input position, which
+ * makes qsort stable (spec/ops.md 1: duplicates keep their input order). */
+typedef struct order_entry {
+  uint64_t hi, lo;
+  int64_t pos;
+  int64_t id;
+} order_entry;
+
+static int compare_entries(const void *pa, const void *pb) {
+  const order_entry *a = pa, *b = pb;
+  if (a->hi != b->hi) return a->hi < b->hi ? -1 : 1;
+  if (a->lo != b->lo) return a->lo < b->lo ? -1 : 1;
+  return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+/* Smallest power of two >= extent (1 for extent 1). extent <= INT64_MAX so
+ * the result fits uint64. */
+static uint64_t power_of_two_at_least(uint64_t extent) {
+  uint64_t n = 1;
+  while (n < extent) n <<= 1;
+  return n;
+}
+
+/* spec/ops.md 1, hilbert_d in the masked form. Level s = 2^j contributes
+ * ((3*rx) ^ ry) * s*s, i.e. two bits at position 2j, so d is assembled by
+ * OR-ing bit pairs; n may reach 2^63, hence 128 bits. */
+static void hilbert_key(uint64_t x, uint64_t y, uint64_t n, order_entry *e) {
+  e->hi = e->lo = 0;
+  int level = 0;
+  while ((n >> (level + 1)) != 0) level++; /* n = 2^level */
+  for (int j = level - 1; j >= 0; j--) {
+    uint64_t s = (uint64_t)1 << j;
+    uint64_t rx = (x & s) != 0, ry = (y & s) != 0;
+    uint64_t quadrant = (3u * rx) ^ ry;
+    int bit = 2 * j;
+    if (bit >= 64)
+      e->hi |= quadrant << (bit - 64);
+    else
+      e->lo |= quadrant << bit;
+    if (ry == 0) {
+      if (rx == 1) {
+        x = (s - 1) - (x & (s - 1));
+        y = (s - 1) - (y & (s - 1));
+      }
+      uint64_t swap = x;
+      x = y;
+      y = swap;
+    }
+  }
+}
+
+static void mode_key(apx_order_mode mode, int64_t id, uint64_t grid_h,
+                     uint64_t grid_w, uint64_t hilbert_n, order_entry *e) {
+  uint64_t ty = (uint64_t)id / grid_w, tx = (uint64_t)id % grid_w;
+  e->hi = 0;
+  switch (mode) {
+  case APX_ORDER_HILBERT: hilbert_key(tx, ty, hilbert_n, e); break;
+  case APX_ORDER_L2R: e->lo = ty * grid_w + tx; break;                  /* (ty, tx) */
+  case APX_ORDER_R2L: e->lo = ty * grid_w + (grid_w - 1 - tx); break;   /* (ty, gw-1-tx) */
+  case APX_ORDER_U2D: e->lo = tx * grid_h + ty; break;                  /* (tx, ty) */
+  case APX_ORDER_D2U: e->lo = tx * grid_h + (grid_h - 1 - ty); break;   /* (tx, gh-1-ty) */
+  case APX_ORDER_MULTI_DIRECTION:
+    /* The spec's key 2*(ty*gw + tx*gh) + gw + gh - 2 is an increasing
+     * function of ty*gw + tx*gh, which stays below 2*gh*gw <= 2^64. */
+    e->lo = ty * grid_w + tx * grid_h;
+    break;
+  }
+}
+
+APX_API apx_status apx_tile_order(apx_context *ctx,
+                                  const apx_tile_order_args *args) {
+  (void)ctx; /* a pure host computation: no backend, no context state */
+  apx__clear_error();
+  apx_status st = apx__validate_tile_order(args);
+  if (st != APX_OK) return st;
+
+  const apx_tensor *ids = args->ids, *out = args->out;
+  int64_t count = ids->shape[0];
+  if (count == 0) return APX_OK;
+  order_entry *entries = malloc((size_t)count * sizeof *entries);
+  if (!entries)
+    return apx__error(APX_ERR_NO_MEMORY, "tile_order: no memory to sort [%lld] ids",
+                      (long long)count);
+  uint64_t grid_h = (uint64_t)args->grid_h, grid_w = (uint64_t)args->grid_w;
+  uint64_t hilbert_n = power_of_two_at_least(grid_h > grid_w ? grid_h : grid_w);
+  for (int64_t i = 0; i < count; i++) {
+    int64_t id = ids->dtype == APX_DTYPE_I32 ? ((const int32_t *)ids->data)[i]
+                                             : ((const int64_t *)ids->data)[i];
+    entries[i].pos = i;
+    entries[i].id = id;
+    mode_key(args->mode, id, grid_h, grid_w, hilbert_n, &entries[i]);
+  }
+  qsort(entries, (size_t)count, sizeof *entries, compare_entries);
+  /* Every id was read above, so writing out is safe when it aliases ids. */
+  for (int64_t i = 0; i < count; i++) {
+    if (out->dtype == APX_DTYPE_I32)
+      ((int32_t *)out->data)[i] = (int32_t)entries[i].id;
+    else
+      ((int64_t *)out->data)[i] = entries[i].id;
+  }
+  free(entries);
+  return APX_OK;
+}
+
+APX_API int apx_order_mode_from_name(const char *name) {
+  static const struct {
+    const char *name;
+    apx_order_mode mode;
+  } names[] = {
+      {"hilbert", APX_ORDER_HILBERT},
+      {"multi_direction", APX_ORDER_MULTI_DIRECTION},
+      {"l2r", APX_ORDER_L2R}, {"lr", APX_ORDER_L2R}, {"scan_lr", APX_ORDER_L2R},
+      {"r2l", APX_ORDER_R2L}, {"rl", APX_ORDER_R2L}, {"scan_rl", APX_ORDER_R2L},
+      {"u2d", APX_ORDER_U2D}, {"ud", APX_ORDER_U2D}, {"scan_ud", APX_ORDER_U2D},
+      {"d2u", APX_ORDER_D2U}, {"du", APX_ORDER_D2U}, {"scan_du", APX_ORDER_D2U},
+  };
+  if (!name) return -1;
+  /* spec/ops.md 1: names are matched trimmed and case-insensitively. */
+  while (*name && isspace((unsigned char)*name)) name++;
+  size_t length = strlen(name);
+  while (length > 0 && isspace((unsigned char)name[length - 1])) length--;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strlen(names[i].name) == length &&
+        strncasecmp(name, names[i].name, length) == 0)
+      return (int)names[i].mode;
+  return -1;
+}
