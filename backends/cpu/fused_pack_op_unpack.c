@@ -1,0 +1,120 @@
+/* cpu fused_pack_op_unpack, spec/ops.md 7: out = features, except every
+ * pixel x of a selected tile becomes
+ *   fl(fl(fl(x*vs)+vb) * relu(fl(fl(x*gs)+gb)))   (rounding model R,
+ * scalars entering as fp32). The reference packs, transforms and unpacks
+ * (override, key = k); since every tile of an id holds the same value
+ * computed from the original input, the result only depends on the SET of
+ * selected ids. So the ids are reduced to a per-batch mask of the tile grid
+ * first: a duplicate id (require_unique = 0) is transformed once, also when
+ * out is features (in place, where transforming twice would be wrong).
+ *
+ * One pass: work items are (b, c, tile row); each walks the runs of
+ * consecutive selected tiles of its tile row, transforming runs from
+ * features into out and copying the gaps (skipped when out is features). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tile_simd.h"
+
+apx_status cpu_fused_pack_op_unpack(void *state,
+                                    const apx_fused_pack_op_unpack_args *args,
+                                    const apx_call *call) {
+  (void)call;
+  cpu_state *st = state;
+  const apx_tensor *features = args->features, *idx = args->idx;
+  const int64_t batch = features->shape[0], channels = features->shape[1];
+  const int64_t height = features->shape[2], width = features->shape[3];
+  const int64_t t = args->tile, tiles = idx->shape[1];
+  if (apx_tensor_numel(features) == 0) return APX_OK;
+  const int64_t grid_h = height / t, grid_w = width / t;
+  const size_t elem = apx_dtype_size(features->dtype);
+  const int idx_i64 = idx->dtype == APX_DTYPE_I64;
+
+  /* runs[(b*grid_h + ty)*max_runs + r] = (first tx, one past last tx) */
+  const int64_t max_runs = (grid_w + 1) / 2;
+  const size_t tile_rows = (size_t)(batch * grid_h);
+  unsigned char *selected = calloc((size_t)(grid_h * grid_w), 1);
+  int32_t *run_count = calloc(tile_rows, sizeof(int32_t));
+  int64_t *runs = malloc(tile_rows * (size_t)max_runs * 2 * sizeof(int64_t));
+  if (!selected || !run_count || !runs) {
+    free(selected);
+    free(run_count);
+    free(runs);
+    return st->svc->set_error(APX_ERR_NO_MEMORY,
+                              "fused_pack_op_unpack: out of host memory for the tile "
+                              "mask (grid %lldx%lld)",
+                              (long long)grid_h, (long long)grid_w);
+  }
+  for (int64_t b = 0; b < batch; b++) {
+    memset(selected, 0, (size_t)(grid_h * grid_w));
+    for (int64_t k = 0; k < tiles; k++)
+      selected[cpu_index_at(idx->data, idx_i64, b * tiles + k)] = 1;
+    for (int64_t ty = 0; ty < grid_h; ty++) {
+      const unsigned char *row = selected + ty * grid_w;
+      int64_t *row_runs = runs + (size_t)((b * grid_h + ty) * max_runs) * 2;
+      int32_t n = 0;
+      for (int64_t tx = 0; tx < grid_w;) {
+        if (!row[tx]) {
+          tx++;
+          continue;
+        }
+        int64_t end = tx;
+        while (end < grid_w && row[end]) end++;
+        row_runs[2 * n] = tx;
+        row_runs[2 * n + 1] = end;
+        n++;
+        tx = end;
+      }
+      run_count[b * grid_h + ty] = n;
+    }
+  }
+
+  const cpu_tile_kernels *kernels =
+      cpu_tile_kernels_for(features->dtype, cpu_tile_simd_level());
+  /* spec/ops.md 7: Python float scalars enter the fp32 math as fp32 */
+  const float vs = (float)args->value_scale, vb = (float)args->value_bias;
+  const float gs = (float)args->gate_scale, gb = (float)args->gate_bias;
+  const char *src = features->data;
+  char *dst = args->out->data;
+  const int in_place = dst == src;
+  const size_t row_bytes = (size_t)width * elem;
+  const size_t band_bytes = (size_t)t * row_bytes;
+  const int64_t items = batch * channels * grid_h;
+  const int64_t work = apx_tensor_numel(features);
+  (void)work;
+
+  CPU_OMP_FOR(st->threads, work)
+  for (int64_t item = 0; item < items; item++) {
+    const int64_t ty = item % grid_h;
+    const int64_t b = item / (channels * grid_h);
+    const size_t offset = (size_t)item * band_bytes; /* band ty of plane (b,c) */
+    const char *in_band = src + offset;
+    char *out_band = dst + offset;
+    const int64_t *row_runs = runs + (size_t)((b * grid_h + ty) * max_runs) * 2;
+    const int32_t n = run_count[b * grid_h + ty];
+    if (n == 0) {
+      if (!in_place) memcpy(out_band, in_band, band_bytes);
+      continue;
+    }
+    int64_t done_x = 0; /* pixels [0, done_x) of the band's rows handled */
+    for (int32_t r = 0; r <= n; r++) {
+      const int64_t run_x0 = r < n ? row_runs[2 * r] * t : width;
+      if (!in_place && run_x0 > done_x) {
+        const size_t gap = (size_t)(run_x0 - done_x) * elem;
+        for (int64_t dy = 0; dy < t; dy++)
+          memcpy(out_band + (size_t)dy * row_bytes + (size_t)done_x * elem,
+                 in_band + (size_t)dy * row_bytes + (size_t)done_x * elem, gap);
+      }
+      if (r == n) break;
+      const int64_t run_x1 = row_runs[2 * r + 1] * t;
+      kernels->affine_reglu(out_band + (size_t)run_x0 * elem, (size_t)width,
+                            in_band + (size_t)run_x0 * elem, (size_t)width, (size_t)t,
+                            (size_t)(run_x1 - run_x0), vs, vb, gs, gb);
+      done_x = run_x1;
+    }
+  }
+  free(selected);
+  free(run_count);
+  free(runs);
+  return APX_OK;
+}

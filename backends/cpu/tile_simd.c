@@ -1,0 +1,275 @@
+/* Row kernels of the cpu tile ops: portable scalar loops (the reading copy
+ * of rounding model R, spec/ops.md 0.2) and AVX2+F16C loops chosen at run
+ * time that give the same bits. See tile_simd.h. */
+#include "tile_simd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "apx_half.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_HAVE_X86 1
+#include <immintrin.h>
+#else
+#define CPU_HAVE_X86 0
+#endif
+
+cpu_simd_level cpu_tile_simd_level(void) {
+  /* Read per call (a getenv is nothing next to a tile op) so that a test can
+   * run both paths in one process. */
+  const char *env = getenv("APEXX_CPU_SIMD");
+  if (env && (!strcmp(env, "off") || !strcmp(env, "scalar") || !strcmp(env, "0")))
+    return CPU_SIMD_SCALAR;
+#if CPU_HAVE_X86
+  static int cpu_has_avx2 = -1; /* racy but idempotent */
+  if (cpu_has_avx2 < 0) {
+    __builtin_cpu_init();
+    cpu_has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  }
+  if (cpu_has_avx2) return CPU_SIMD_AVX2;
+#endif
+  return CPU_SIMD_SCALAR;
+}
+
+/* ---- scalar loops ----------------------------------------------------------
+ * One always-inline body per kernel, instantiated per dtype with constant
+ * `dtype` so the conversions inline and the switch disappears. `fl` is the
+ * R-model rounding to storage and back. */
+#define DT_F32 0
+#define DT_F16 1
+#define DT_BF16 2
+
+static inline __attribute__((always_inline)) float load_dt(const void *p, size_t i,
+                                                           int dtype) {
+  if (dtype == DT_F32) return ((const float *)p)[i];
+  if (dtype == DT_F16) return apx_f16_to_f32(((const uint16_t *)p)[i]);
+  return apx_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+static inline __attribute__((always_inline)) void store_dt(void *p, size_t i, float v,
+                                                           int dtype) {
+  if (dtype == DT_F32)
+    ((float *)p)[i] = v;
+  else if (dtype == DT_F16)
+    ((uint16_t *)p)[i] = apx_f32_to_f16(v);
+  else
+    ((uint16_t *)p)[i] = apx_f32_to_bf16(v);
+}
+
+static inline __attribute__((always_inline)) float fl_dt(float v, int dtype) {
+  if (dtype == DT_F32) return v;
+  if (dtype == DT_F16) return apx_round_f16(v);
+  return apx_round_bf16(v);
+}
+
+static inline __attribute__((always_inline)) void
+blend_body(void *cur, const void *tile, size_t begin, size_t n, float a,
+           float one_minus_a, int dtype) {
+  for (size_t i = begin; i < n; i++) {
+    float p1 = fl_dt(one_minus_a * load_dt(cur, i, dtype), dtype);
+    float p2 = fl_dt(a * load_dt(tile, i, dtype), dtype);
+    store_dt(cur, i, p1 + p2, dtype);
+  }
+}
+
+static inline __attribute__((always_inline)) void
+fuse_body(void *out, const void *base, const void *detail, const void *alpha,
+          size_t begin, size_t n, int dtype) {
+  for (size_t i = begin; i < n; i++) {
+    float b = load_dt(base, i, dtype);
+    float d = fl_dt(load_dt(detail, i, dtype) - b, dtype);
+    float p = fl_dt(load_dt(alpha, i, dtype) * d, dtype);
+    store_dt(out, i, b + p, dtype);
+  }
+}
+
+static inline __attribute__((always_inline)) void
+affine_reglu_body(void *out, const void *in, size_t begin, size_t n, float vs,
+                  float vb, float gs, float gb, int dtype) {
+  for (size_t i = begin; i < n; i++) {
+    float x = load_dt(in, i, dtype);
+    float value = fl_dt(fl_dt(x * vs, dtype) + vb, dtype);
+    float gate = fl_dt(fl_dt(x * gs, dtype) + gb, dtype);
+    /* torch.relu = clamp_min(g, 0) = std::max(g, 0): NaN and -0 pass */
+    float relu = gate < 0.0f ? 0.0f : gate;
+    store_dt(out, i, value * relu, dtype);
+  }
+}
+
+static inline __attribute__((always_inline)) size_t elem_size(int dtype) {
+  return dtype == DT_F32 ? 4 : 2;
+}
+
+#define SCALAR_KERNELS(suffix, dtype)                                          \
+  static void blend_##suffix(void *cur, size_t cur_stride, const void *tile,   \
+                             size_t tile_stride, size_t rows, size_t cols,     \
+                             float a, float one_minus_a) {                     \
+    for (size_t r = 0; r < rows; r++)                                          \
+      blend_body((char *)cur + r * cur_stride * elem_size(dtype),              \
+                 (const char *)tile + r * tile_stride * elem_size(dtype), 0,   \
+                 cols, a, one_minus_a, dtype);                                 \
+  }                                                                            \
+  static void fuse_##suffix(void *out, const void *base, const void *detail,   \
+                            const void *alpha, size_t n) {                     \
+    fuse_body(out, base, detail, alpha, 0, n, dtype);                          \
+  }                                                                            \
+  static void affine_reglu_##suffix(void *out, size_t out_stride,              \
+                                    const void *in, size_t in_stride,          \
+                                    size_t rows, size_t cols, float vs,        \
+                                    float vb, float gs, float gb) {            \
+    for (size_t r = 0; r < rows; r++)                                          \
+      affine_reglu_body((char *)out + r * out_stride * elem_size(dtype),       \
+                        (const char *)in + r * in_stride * elem_size(dtype),   \
+                        0, cols, vs, vb, gs, gb, dtype);                       \
+  }                                                                            \
+  static const cpu_tile_kernels kernels_##suffix = {                           \
+      blend_##suffix, fuse_##suffix, affine_reglu_##suffix};
+
+SCALAR_KERNELS(f32, DT_F32)
+SCALAR_KERNELS(f16, DT_F16)
+SCALAR_KERNELS(bf16, DT_BF16)
+
+/* ---- AVX2 + F16C -----------------------------------------------------------
+ * 8 lanes per step; the tail (n % 8) runs the scalar body, which gives the
+ * same bits. */
+#if CPU_HAVE_X86
+#define SIMD_TARGET __attribute__((target("avx2,f16c")))
+
+/* f16: vcvtph2ps is exact; vcvtps2ph with imm 0 rounds to nearest even,
+ * keeps subnormals and quiets NaN like apx_f32_to_f16. */
+SIMD_TARGET static inline __m256 load8_f16(const void *p, size_t i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+}
+SIMD_TARGET static inline void store8_f16(void *p, size_t i, __m256 v) {
+  _mm_storeu_si128((__m128i *)((uint16_t *)p + i), _mm256_cvtps_ph(v, 0));
+}
+SIMD_TARGET static inline __m256 fl8_f16(__m256 v) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(v, 0));
+}
+
+/* bf16: the bits of apx_f32_to_bf16, in integer lanes (VCVTNEPS2BF16 would
+ * flush subnormals). Returns fp32 bits whose low half is zero. */
+SIMD_TARGET static inline __m256i round_bits_bf16(__m256 v) {
+  __m256i u = _mm256_castps_si256(v);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+  __m256i quiet_nan = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+  __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  rounded = _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
+  return _mm256_and_si256(rounded, _mm256_set1_epi32((int)0xffff0000u));
+}
+SIMD_TARGET static inline __m256 load8_bf16(const void *p, size_t i) {
+  __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+SIMD_TARGET static inline void store8_bf16(void *p, size_t i, __m256 v) {
+  __m256i hi = _mm256_srli_epi32(round_bits_bf16(v), 16);
+  __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(hi),
+                                    _mm256_extracti128_si256(hi, 1));
+  _mm_storeu_si128((__m128i *)((uint16_t *)p + i), packed);
+}
+SIMD_TARGET static inline __m256 fl8_bf16(__m256 v) {
+  return _mm256_castsi256_ps(round_bits_bf16(v));
+}
+
+SIMD_TARGET static inline __m256 load8_f32(const void *p, size_t i) {
+  return _mm256_loadu_ps((const float *)p + i);
+}
+SIMD_TARGET static inline void store8_f32(void *p, size_t i, __m256 v) {
+  _mm256_storeu_ps((float *)p + i, v);
+}
+SIMD_TARGET static inline __m256 fl8_f32(__m256 v) { return v; }
+
+#define AVX2_KERNELS(suffix, dtype)                                            \
+  SIMD_TARGET static void blend_row_##suffix##_avx2(                           \
+      void *cur, const void *tile, size_t n, __m256 va, __m256 vu, float a,    \
+      float one_minus_a) {                                                     \
+    size_t i = 0;                                                              \
+    for (; i + 8 <= n; i += 8) {                                               \
+      __m256 p1 = fl8_##suffix(_mm256_mul_ps(vu, load8_##suffix(cur, i)));     \
+      __m256 p2 = fl8_##suffix(_mm256_mul_ps(va, load8_##suffix(tile, i)));    \
+      store8_##suffix(cur, i, _mm256_add_ps(p1, p2));                          \
+    }                                                                          \
+    blend_body(cur, tile, i, n, a, one_minus_a, dtype);                        \
+  }                                                                            \
+  SIMD_TARGET static void blend_##suffix##_avx2(                               \
+      void *cur, size_t cur_stride, const void *tile, size_t tile_stride,      \
+      size_t rows, size_t cols, float a, float one_minus_a) {                  \
+    const __m256 va = _mm256_set1_ps(a), vu = _mm256_set1_ps(one_minus_a);    \
+    for (size_t r = 0; r < rows; r++)                                          \
+      blend_row_##suffix##_avx2(                                               \
+          (char *)cur + r * cur_stride * elem_size(dtype),                     \
+          (const char *)tile + r * tile_stride * elem_size(dtype), cols, va,   \
+          vu, a, one_minus_a);                                                 \
+  }                                                                            \
+  SIMD_TARGET static void fuse_##suffix##_avx2(                                \
+      void *out, const void *base, const void *detail, const void *alpha,      \
+      size_t n) {                                                              \
+    size_t i = 0;                                                              \
+    for (; i + 8 <= n; i += 8) {                                               \
+      __m256 b = load8_##suffix(base, i);                                      \
+      __m256 d = fl8_##suffix(_mm256_sub_ps(load8_##suffix(detail, i), b));    \
+      __m256 p = fl8_##suffix(_mm256_mul_ps(load8_##suffix(alpha, i), d));     \
+      store8_##suffix(out, i, _mm256_add_ps(b, p));                            \
+    }                                                                          \
+    fuse_body(out, base, detail, alpha, i, n, dtype);                          \
+  }                                                                            \
+  SIMD_TARGET static void affine_reglu_row_##suffix##_avx2(                    \
+      void *out, const void *in, size_t n, float vs, float vb, float gs,       \
+      float gb) {                                                              \
+    const __m256 vvs = _mm256_set1_ps(vs), vvb = _mm256_set1_ps(vb);           \
+    const __m256 vgs = _mm256_set1_ps(gs), vgb = _mm256_set1_ps(gb);           \
+    const __m256 zero = _mm256_setzero_ps();                                   \
+    size_t i = 0;                                                              \
+    for (; i + 8 <= n; i += 8) {                                               \
+      __m256 x = load8_##suffix(in, i);                                        \
+      __m256 value = fl8_##suffix(                                             \
+          _mm256_add_ps(fl8_##suffix(_mm256_mul_ps(x, vvs)), vvb));            \
+      __m256 gate = fl8_##suffix(                                              \
+          _mm256_add_ps(fl8_##suffix(_mm256_mul_ps(x, vgs)), vgb));            \
+      /* max_ps returns its second operand for NaN and for +-0 pairs:        \
+       * the scalar `g < 0 ? 0 : g` */                                         \
+      __m256 relu = _mm256_max_ps(zero, gate);                                 \
+      store8_##suffix(out, i, _mm256_mul_ps(value, relu));                     \
+    }                                                                          \
+    affine_reglu_body(out, in, i, n, vs, vb, gs, gb, dtype);                   \
+  }                                                                            \
+  SIMD_TARGET static void affine_reglu_##suffix##_avx2(                        \
+      void *out, size_t out_stride, const void *in, size_t in_stride,          \
+      size_t rows, size_t cols, float vs, float vb, float gs, float gb) {      \
+    for (size_t r = 0; r < rows; r++)                                          \
+      affine_reglu_row_##suffix##_avx2(                                        \
+          (char *)out + r * out_stride * elem_size(dtype),                     \
+          (const char *)in + r * in_stride * elem_size(dtype), cols, vs, vb,   \
+          gs, gb);                                                             \
+  }                                                                            \
+  static const cpu_tile_kernels kernels_##suffix##_avx2 = {                    \
+      blend_##suffix##_avx2, fuse_##suffix##_avx2,                             \
+      affine_reglu_##suffix##_avx2};
+
+AVX2_KERNELS(f32, DT_F32)
+AVX2_KERNELS(f16, DT_F16)
+AVX2_KERNELS(bf16, DT_BF16)
+#endif
+
+const cpu_tile_kernels *cpu_tile_kernels_for(int dtype, cpu_simd_level level) {
+#if CPU_HAVE_X86
+  if (level == CPU_SIMD_AVX2) {
+    switch (dtype) {
+    case APX_DTYPE_F32: return &kernels_f32_avx2;
+    case APX_DTYPE_F16: return &kernels_f16_avx2;
+    case APX_DTYPE_BF16: return &kernels_bf16_avx2;
+    default: return NULL;
+    }
+  }
+#else
+  (void)level;
+#endif
+  switch (dtype) {
+  case APX_DTYPE_F32: return &kernels_f32;
+  case APX_DTYPE_F16: return &kernels_f16;
+  case APX_DTYPE_BF16: return &kernels_bf16;
+  default: return NULL;
+  }
+}

@@ -1,0 +1,77 @@
+/* Shared helpers of the cpu backend's tile ops (tilepack, tileunpack,
+ * fused_pack_op_unpack, fusiongate): index reads, OpenMP plumbing and the
+ * elementwise row kernels of rounding model R (spec/ops.md 0.2).
+ *
+ * Every row kernel exists twice for f16/bf16: a portable scalar loop over
+ * apx_half.h (the reading copy) and an AVX2+F16C loop chosen at run time.
+ * Both give identical bits: the arithmetic is the same IEEE fp32 operation
+ * sequence, F16C's vcvtps2ph with imm 0 rounds to nearest even and keeps
+ * subnormals, and bf16 rounding is done with integer ops exactly like
+ * apx_f32_to_bf16. $APEXX_CPU_SIMD=off (read on every call, so a test can
+ * compare both paths in one process) forces the scalar loops. */
+#ifndef APX_CPU_TILE_SIMD_H
+#define APX_CPU_TILE_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#define CPU_PRAGMA_(x) _Pragma(#x)
+/* Parallel for over a loop with the backend's thread count; `if` keeps tiny
+ * calls on the calling thread, where a thread team would cost more than the
+ * work. */
+#define CPU_OMP_FOR(threads, work)                                             \
+  CPU_PRAGMA_(omp parallel for schedule(static) num_threads(threads)           \
+                  if ((threads) > 1 && (work) >= 32768))
+#define CPU_OMP_FOR_DYNAMIC(threads, work)                                     \
+  CPU_PRAGMA_(omp parallel for schedule(dynamic, 1) num_threads(threads)       \
+                  if ((threads) > 1 && (work) >= 32768))
+#else
+#define CPU_OMP_FOR(threads, work)
+#define CPU_OMP_FOR_DYNAMIC(threads, work)
+#endif
+
+/* Element i of an i32|i64 index tensor's data. */
+static inline int64_t cpu_index_at(const void *data, int is_i64, int64_t i) {
+  return is_i64 ? ((const int64_t *)data)[i] : (int64_t)((const int32_t *)data)[i];
+}
+
+/* Which implementation the row kernels use. */
+typedef enum cpu_simd_level {
+  CPU_SIMD_SCALAR = 0, /* portable apx_half.h loops */
+  CPU_SIMD_AVX2 = 1    /* AVX2 + F16C */
+} cpu_simd_level;
+
+/* The level for this call: the best the CPU supports, lowered to scalar by
+ * $APEXX_CPU_SIMD=off (or "scalar"). */
+cpu_simd_level cpu_tile_simd_level(void);
+
+/* Elementwise kernels over n contiguous elements of one float dtype, with
+ * the R-model rounding of that dtype after every operation (plain fp32 for
+ * f32). Scalars are fp32 values (already rounded as the op's spec says). */
+typedef struct cpu_tile_kernels {
+  /* spec/ops.md 4.A blend over a rows x cols block (strides in elements):
+   * cur = fl(fl(one_minus_a*cur) + fl(a*tile)). */
+  void (*blend)(void *cur, size_t cur_stride, const void *tile,
+                size_t tile_stride, size_t rows, size_t cols, float a,
+                float one_minus_a);
+  /* spec/ops.md 5.A fuse over n elements:
+   * out = fl(base + fl(alpha*fl(detail - base))). out may equal base. */
+  void (*fuse)(void *out, const void *base, const void *detail,
+               const void *alpha, size_t n);
+  /* spec/ops.md 7 over a rows x cols block (strides in elements):
+   * out = fl(fl(fl(x*vs)+vb) * relu(fl(fl(x*gs)+gb))), relu(g) = g < 0 ?
+   * 0 : g (NaN and -0 pass through, like torch's clamp_min). out may equal
+   * in (then with equal strides). */
+  void (*affine_reglu)(void *out, size_t out_stride, const void *in,
+                       size_t in_stride, size_t rows, size_t cols, float vs,
+                       float vb, float gs, float gb);
+} cpu_tile_kernels;
+
+/* Kernels of float dtype `dtype` (f32, f16, bf16) at SIMD level `level`. */
+const cpu_tile_kernels *cpu_tile_kernels_for(int dtype, cpu_simd_level level);
+
+#endif
