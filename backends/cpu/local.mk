@@ -1,0 +1,19 @@
+pkglib_LTLIBRARIES += backends/apexx-cpu.la
+backends_apexx_cpu_la_SOURCES = \
+	backends/cpu/cpu.h \
+	backends/cpu/backend.c \
+	backends/cpu/tilepack.c \
+	backends/cpu/tileunpack.c \
+	backends/cpu/fused_pack_op_unpack.c \
+	backends/cpu/fusiongate.c \
+	backends/cpu/tile_simd.h \
+	backends/cpu/tile_simd.c \
+	backends/cpu/tilessm.c \
+	backends/cpu/indexing.c
+# -ffp-contract=off: GCC would contract a*b+c into FMA, which breaks rounding
+# model R (spec/ops.md decision 3).
+backends_apexx_cpu_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) -O3 -ffp-contract=off \
+	-fvisibility=hidden
+backends_apexx_cpu_la_LIBADD = $(M_LIBS)
+backends_apexx_cpu_la_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -module -avoid-version \
+	-shared -export-symbols-regex '^apx_backend_entry$$' -no-undefined

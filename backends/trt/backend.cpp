@@ -1,0 +1,142 @@
+// The trt (TensorRT) backend: a real probe, no ops yet.
+//
+// TensorRT is found at run time, never at link time: the probe dlopens
+// libnvinfer (the major versions apexx knows, from $APEXX_TRT_DIR/lib, the
+// configure-time --with-tensorrt prefix, then the dynamic linker's path),
+// reads its version through getInferLibVersion, and reports exactly what it
+// did not find. The op table is empty until the TensorRT plugins land, so
+// dispatch passes this backend over with "op_unsupported".
+#include "config.h"
+
+#include <apexx/backend.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+namespace {
+
+const char *const kLibraryNames[] = {"libnvinfer.so.10", "libnvinfer.so.8", "libnvinfer.so"};
+
+struct TrtState {
+  const apx_core_services *svc;
+  void *nvinfer;
+  int version;
+};
+
+// Try one directory (or the linker path when dir is empty); on failure append
+// the dlerror text of the first name to `tried`.
+void *open_nvinfer(const char *dir, char *tried, size_t tried_size, const char **opened) {
+  for (const char *name : kLibraryNames) {
+    char path[1024];
+    if (dir && *dir)
+      snprintf(path, sizeof path, "%s/%s", dir, name);
+    else
+      snprintf(path, sizeof path, "%s", name);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+      *opened = name;
+      return h;
+    }
+    if (name == kLibraryNames[0]) {
+      const char *err = dlerror();
+      size_t used = strlen(tried);
+      snprintf(tried + used, tried_size - used, "%s%s", used ? "; " : "",
+               err ? err : path);
+    }
+  }
+  return nullptr;
+}
+
+void *find_nvinfer(char *reason, size_t reason_size, int *version) {
+  char tried[768] = "";
+  const char *opened = nullptr;
+  void *h = nullptr;
+  const char *env_dir = getenv("APEXX_TRT_DIR");
+  char dir[900];
+  if (env_dir && *env_dir) {
+    snprintf(dir, sizeof dir, "%s/lib", env_dir);
+    h = open_nvinfer(dir, tried, sizeof tried, &opened);
+  }
+  if (!h && APEXX_TRT_DIR[0]) {
+    snprintf(dir, sizeof dir, "%s/lib", APEXX_TRT_DIR);
+    h = open_nvinfer(dir, tried, sizeof tried, &opened);
+  }
+  if (!h) h = open_nvinfer("", tried, sizeof tried, &opened);
+  if (!h) {
+    snprintf(reason, reason_size, "TensorRT not found: %s", tried);
+    return nullptr;
+  }
+  void *sym = dlsym(h, "getInferLibVersion");
+  if (!sym) {
+    snprintf(reason, reason_size, "%s lacks getInferLibVersion: not a TensorRT library", opened);
+    dlclose(h);
+    return nullptr;
+  }
+  int (*get_version)(void);
+  memcpy(&get_version, &sym, sizeof get_version);
+  *version = get_version();
+  return h;
+}
+
+int trt_probe(char *reason, size_t reason_size, char *desc, size_t desc_size) {
+  int version = 0;
+  void *h = find_nvinfer(reason, reason_size, &version);
+  if (!h) return 0;
+  dlclose(h);
+  snprintf(desc, desc_size, "TensorRT %d.%d.%d", version / 10000, (version / 100) % 100,
+           version % 100);
+  return 1;
+}
+
+apx_status trt_init(const apx_core_services *svc, void **state) {
+  TrtState *st = static_cast<TrtState *>(calloc(1, sizeof(TrtState)));
+  if (!st) return svc->set_error(APX_ERR_NO_MEMORY, "trt: out of memory");
+  st->svc = svc;
+  char reason[512];
+  st->nvinfer = find_nvinfer(reason, sizeof reason, &st->version);
+  if (!st->nvinfer) {
+    free(st);
+    return svc->set_error(APX_ERR_BACKEND, "trt: %s", reason);
+  }
+  const char *plugins = svc->config_get(svc->core, "backend trt", "plugin_library");
+  if (plugins && *plugins) {
+    void *p = dlopen(plugins, RTLD_NOW | RTLD_GLOBAL);
+    if (!p) {
+      const char *err = dlerror();
+      svc->log(svc->core, APX_LOG_WARN, "plugin_library %s not loaded: %s", plugins,
+               err ? err : "unknown error");
+    }
+  }
+  *state = st;
+  return APX_OK;
+}
+
+void trt_fini(void *state) {
+  TrtState *st = static_cast<TrtState *>(state);
+  if (!st) return;
+  if (st->nvinfer) dlclose(st->nvinfer);
+  free(st);
+}
+
+apx_backend_table make_table() {
+  apx_backend_table t;
+  memset(&t, 0, sizeof t);
+  t.abi_version = APX_BACKEND_ABI_VERSION;
+  t.size = sizeof(apx_backend_table);
+  t.name = "trt";
+  t.version = "0.1.0";
+  t.device = APX_DEVICE_CUDA;
+  t.probe = trt_probe;
+  t.init = trt_init;
+  t.fini = trt_fini;
+  return t;  // no memory functions: device memory comes from the cuda backend
+}
+
+const apx_backend_table trt_table = make_table();
+
+}  // namespace
+
+extern "C" APX_BACKEND_EXPORT const apx_backend_table *apx_backend_entry(void) {
+  return &trt_table;
+}

@@ -1,0 +1,128 @@
+/* The context: configuration, the loaded backends, interned strings. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+APX_API apx_status apx_open(apx_context **out, const char *config_path) {
+  apx__clear_error();
+  if (!out) return apx__error(APX_ERR_INVALID_ARG, "apx_open: ctx = [NULL]");
+  *out = NULL;
+  apx_context *ctx = calloc(1, sizeof *ctx);
+  if (!ctx) return apx__error(APX_ERR_NO_MEMORY, "apx_open: out of memory");
+  pthread_mutex_init(&ctx->lock, NULL);
+  ctx->log_level = apx__log_level_from_env();
+  apx_status st = apx__config_load(&ctx->config, config_path);
+  if (st != APX_OK) {
+    /* keep the message: freeing does not touch the thread's error */
+    apx__config_free(&ctx->config);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+    return st;
+  }
+  if (ctx->config.warnings[0]) {
+    /* one log line per warning */
+    char *copy = apx__strdup(ctx->config.warnings);
+    for (char *save = NULL, *line = strtok_r(copy, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save))
+      apx__log(ctx, APX_LOG_WARN, "%s", line);
+    free(copy);
+  }
+  ctx->backend_count = ctx->config.backend_count;
+  for (int i = 0; i < ctx->backend_count; i++) {
+    apx__backend *b = &ctx->backends[i];
+    b->config = &ctx->config.backends[i];
+    apx__backend_load(ctx, b);
+    if (b->state != APX_BACKEND_OK)
+      apx__log(ctx, b->state == APX_BACKEND_DISABLED ? APX_LOG_DEBUG : APX_LOG_INFO,
+               "backend %s: %s: %s", b->config->name, apx_backend_state_name(b->state),
+               b->reason);
+  }
+  for (int i = 0; i < ctx->backend_count; i++) {
+    apx__backend *b = &ctx->backends[i];
+    if (b->config->enabled == APX__ENABLED_YES && b->state != APX_BACKEND_OK) {
+      char msg[900];
+      snprintf(msg, sizeof msg, "backend %s has enabled = yes but is %s: %s",
+               b->config->name, apx_backend_state_name(b->state), b->reason);
+      apx_close(ctx);
+      return apx__error(APX_ERR_BACKEND, "%s", msg);
+    }
+  }
+  apx__clear_error();
+  *out = ctx;
+  return APX_OK;
+}
+
+APX_API void apx_close(apx_context *ctx) {
+  if (!ctx) return;
+  for (int i = ctx->backend_count - 1; i >= 0; i--) {
+    apx__backend_unload(&ctx->backends[i]);
+    free(ctx->backends[i].path);
+  }
+  for (int i = 0; i < ctx->interned_count; i++) free(ctx->interned[i]);
+  free(ctx->interned);
+  apx__config_free(&ctx->config);
+  pthread_mutex_destroy(&ctx->lock);
+  free(ctx);
+}
+
+const char *apx__intern(apx_context *ctx, const char *s) {
+  const char *found = NULL;
+  pthread_mutex_lock(&ctx->lock);
+  for (int i = 0; i < ctx->interned_count && !found; i++)
+    if (strcmp(ctx->interned[i], s) == 0) found = ctx->interned[i];
+  if (!found) {
+    if (ctx->interned_count == ctx->interned_cap) {
+      int cap = ctx->interned_cap ? ctx->interned_cap * 2 : 32;
+      char **grown = realloc(ctx->interned, sizeof *grown * (size_t)cap);
+      if (grown) {
+        ctx->interned = grown;
+        ctx->interned_cap = cap;
+      }
+    }
+    if (ctx->interned_count < ctx->interned_cap) {
+      char *copy = apx__strdup(s);
+      if (copy) ctx->interned[ctx->interned_count++] = copy;
+      found = copy;
+    }
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  return found ? found : "(out of memory)";
+}
+
+APX_API const char *apx_config_warnings(const apx_context *ctx) {
+  return ctx ? ctx->config.warnings : "";
+}
+
+APX_API const char *apx_config_source(const apx_context *ctx) {
+  return ctx ? ctx->config.source : "";
+}
+
+APX_API const char *apx_config_overrides(const apx_context *ctx) {
+  return ctx ? ctx->config.overrides : "";
+}
+
+APX_API int apx_backend_count(const apx_context *ctx) {
+  return ctx ? ctx->backend_count : 0;
+}
+
+APX_API apx_status apx_backend_info(const apx_context *ctx, int i,
+                                    struct apx_backend_info *info) {
+  apx__clear_error();
+  if (!ctx || !info) return apx__error(APX_ERR_INVALID_ARG, "apx_backend_info: NULL argument");
+  if (i < 0 || i >= ctx->backend_count)
+    return apx__error(APX_ERR_INVALID_ARG, "apx_backend_info: i = [%d] is outside [0, %d]", i,
+                      ctx->backend_count - 1);
+  const apx__backend *b = &ctx->backends[i];
+  info->name = b->config->name;
+  info->library = b->path ? b->path : "";
+  info->version = b->table && b->table->version ? b->table->version : "";
+  info->device = b->table ? b->table->device : APX_DEVICE_HOST;
+  info->device_name = b->device_desc;
+  info->state = b->state;
+  info->reason = b->reason;
+  return APX_OK;
+}

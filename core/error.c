@@ -1,0 +1,189 @@
+/* Status names, the per-thread last-error message, small string helpers. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static __thread char last_error[1024];
+
+APX_API const char *apx_status_name(apx_status status) {
+  switch (status) {
+#define STATUS_NAME_(name, value, text)                                        \
+  case APX_##name:                                                             \
+    return "APX_" #name;
+    APX_STATUS_MAP(STATUS_NAME_)
+#undef STATUS_NAME_
+  }
+  return "APX_UNKNOWN";
+}
+
+static const char *status_default_message(apx_status status) {
+  switch (status) {
+#define STATUS_TEXT_(name, value, text)                                        \
+  case APX_##name:                                                             \
+    return text;
+    APX_STATUS_MAP(STATUS_TEXT_)
+#undef STATUS_TEXT_
+  }
+  return "unknown status";
+}
+
+APX_API const char *apx_last_error(void) { return last_error; }
+
+void apx__clear_error(void) { last_error[0] = '\0'; }
+
+apx_status apx__verror(apx_status st, const char *fmt, va_list ap) {
+  if (fmt)
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+  else
+    apx__strlcpy(last_error, status_default_message(st), sizeof last_error);
+  return st;
+}
+
+apx_status apx__error(apx_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  apx__verror(st, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+APX_API const char *apx_version(void) { return PACKAGE_VERSION; }
+
+char *apx__strdup(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+char *apx__strdupf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return NULL;
+  char *s = malloc((size_t)n + 1);
+  if (!s) return NULL;
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+void apx__strlcpy(char *dst, const char *src, size_t size) {
+  if (size == 0) return;
+  size_t n = strlen(src);
+  if (n >= size) n = size - 1;
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+const char *apx__getenv(const char *name) {
+#ifdef HAVE_SECURE_GETENV
+  return secure_getenv(name);
+#else
+  return getenv(name);
+#endif
+}
+
+/* ---- names of the enums in apexx.h ---- */
+APX_API const char *apx_dtype_name(apx_dtype dtype) {
+  switch (dtype) {
+#define DTYPE_NAME_(upper, lower, size)                                        \
+  case APX_DTYPE_##upper:                                                      \
+    return #lower;
+    APX_DTYPE_MAP(DTYPE_NAME_)
+#undef DTYPE_NAME_
+  default:
+    return NULL;
+  }
+}
+
+APX_API size_t apx_dtype_size(apx_dtype dtype) {
+  switch (dtype) {
+#define DTYPE_SIZE_(upper, lower, size)                                        \
+  case APX_DTYPE_##upper:                                                      \
+    return size;
+    APX_DTYPE_MAP(DTYPE_SIZE_)
+#undef DTYPE_SIZE_
+  default:
+    return 0;
+  }
+}
+
+APX_API const char *apx_device_name(apx_device device) {
+  switch (device) {
+  case APX_DEVICE_HOST: return "host";
+  case APX_DEVICE_CUDA: return "cuda";
+  }
+  return NULL;
+}
+
+APX_API const char *apx_backend_state_name(apx_backend_state state) {
+  switch (state) {
+#define STATE_NAME_(upper, lower)                                              \
+  case APX_BACKEND_##upper:                                                    \
+    return #lower;
+    APX_BACKEND_STATE_MAP(STATE_NAME_)
+#undef STATE_NAME_
+  default:
+    return NULL;
+  }
+}
+
+APX_API const char *apx_pass_over_name(apx_pass_over_code code) {
+  switch (code) {
+#define PASS_NAME_(upper, lower)                                               \
+  case APX_PASS_##upper:                                                       \
+    return #lower;
+    APX_PASS_OVER_MAP(PASS_NAME_)
+#undef PASS_NAME_
+  default:
+    return NULL;
+  }
+}
+
+APX_API const char *apx_op_name(apx_op_id op) {
+  switch (op) {
+#define OP_NAME_(upper, lower)                                                 \
+  case APX_OP_##upper:                                                         \
+    return #lower;
+    APX_OP_MAP(OP_NAME_)
+#undef OP_NAME_
+  default:
+    return NULL;
+  }
+}
+
+APX_API int apx_op_from_name(const char *name) {
+  if (!name) return -1;
+#define OP_MATCH_(upper, lower)                                                \
+  if (strcmp(name, #lower) == 0) return APX_OP_##upper;
+  APX_OP_MAP(OP_MATCH_)
+#undef OP_MATCH_
+  return -1;
+}
+
+APX_API int64_t apx_tensor_numel(const apx_tensor *t) {
+  if (!t || t->ndim < 0 || t->ndim > APX_MAX_DIMS) return 0;
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+  return n;
+}
+
+APX_API apx_tensor apx_tensor_host(void *data, apx_dtype dtype, int ndim,
+                                   const int64_t *shape) {
+  apx_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.dtype = dtype;
+  t.device = APX_DEVICE_HOST;
+  t.ndim = ndim < 0 ? 0 : (ndim > APX_MAX_DIMS ? APX_MAX_DIMS : ndim);
+  for (int i = 0; i < t.ndim; i++) t.shape[i] = shape[i];
+  return t;
+}

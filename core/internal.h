@@ -1,0 +1,128 @@
+/* libapexx internals shared across core/ files (apx__ prefix). */
+#ifndef APX_CORE_INTERNAL_H
+#define APX_CORE_INTERNAL_H
+
+#include <apexx/apexx.h>
+#include <apexx/backend.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+/* ---- errors (core/error.c) ---- */
+/* Set the calling thread's last-error text (printf format) and return st. */
+apx_status apx__error(apx_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+apx_status apx__verror(apx_status st, const char *fmt, va_list ap);
+/* Clear the thread's last error (at the start of each API call). */
+void apx__clear_error(void);
+
+/* ---- small string helpers (core/error.c) ---- */
+char *apx__strdup(const char *s);
+/* printf into a fresh heap string; NULL on allocation failure. */
+char *apx__strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Copy at most size-1 bytes and NUL-terminate. */
+void apx__strlcpy(char *dst, const char *src, size_t size);
+/* Environment lookup that ignores the environment in setuid programs. */
+const char *apx__getenv(const char *name);
+
+/* ---- configuration (core/config.c) ---- */
+typedef struct apx__config_entry {
+  char *section; /* "apexx", "backend cpu", "op tilessm_scan", ... */
+  char *key;
+  char *value;
+  int line;
+} apx__config_entry;
+
+typedef enum apx__enabled { APX__ENABLED_AUTO, APX__ENABLED_YES, APX__ENABLED_NO } apx__enabled;
+
+typedef struct apx__backend_config {
+  char *name;    /* section "backend NAME" */
+  char *library; /* as configured */
+  apx__enabled enabled;
+  int device_index;
+} apx__backend_config;
+
+typedef struct apx__config {
+  char *source;     /* file read, "" for the built-in default */
+  char *overrides;  /* "NAME=value\n"... */
+  char *warnings;   /* "file:line: ...\n"... */
+  char *backend_dir;
+  apx_validate_mode validate;
+  char *forced_backend; /* $APEXX_BACKEND, or NULL */
+  int backend_count;
+  apx__backend_config backends[APX_MAX_BACKENDS];
+  int order_count;
+  char *order[APX_MAX_BACKENDS];
+  int op_order_count[APX_OP_COUNT]; /* 0 = use the global order */
+  char *op_order[APX_OP_COUNT][APX_MAX_BACKENDS];
+  int entry_count;
+  apx__config_entry *entries;
+} apx__config;
+
+/* Read the configuration by the lookup order of DESIGN.md (explicit path,
+ * $APEXX_CONFIG, installed file, built-in default) and apply the
+ * environment overrides. APX_ERR_CONFIG with "file:line: message" on a
+ * malformed or unsafe file. */
+apx_status apx__config_load(apx__config *cfg, const char *path);
+void apx__config_free(apx__config *cfg);
+/* Raw value of section/key after overrides, or NULL. */
+const char *apx__config_get(const apx__config *cfg, const char *section,
+                            const char *key);
+/* Refuse a file other users can write: NULL when safe, else a sentence
+ * (static storage per thread). */
+const char *apx__unsafe_file_reason(const char *path);
+
+/* ---- backends and the context (core/loader.c, core/context.c) ---- */
+typedef struct apx__backend {
+  apx__backend_config *config;
+  char *path; /* resolved library path */
+  apx_backend_state state;
+  char reason[512];
+  char device_desc[256];
+  void *handle;
+  const apx_backend_table *table;
+  void *state_ptr;
+  apx_core_services services;
+  struct apx_context *ctx;
+} apx__backend;
+
+struct apx_context {
+  apx__config config;
+  int backend_count;
+  apx__backend backends[APX_MAX_BACKENDS];
+  apx_log_fn log_fn;
+  void *log_user;
+  apx_log_level log_level;
+  pthread_mutex_t lock; /* guards the interned strings and host peaks */
+  char **interned;
+  int interned_count, interned_cap;
+  uint64_t host_bytes_in_use, host_peak_bytes;
+};
+
+/* Load, check, probe and init one backend; always ends with a state and a
+ * reason. */
+void apx__backend_load(apx_context *ctx, apx__backend *b);
+void apx__backend_unload(apx__backend *b);
+apx__backend *apx__backend_find(apx_context *ctx, const char *name);
+/* 1 when the table's size covers the op's slot and the slot is set. */
+int apx__backend_has_op(const apx__backend *b, apx_op_id op);
+/* The loaded backend serving memory of `device`, or NULL (message set). */
+apx__backend *apx__backend_for_device(apx_context *ctx, apx_device device);
+
+/* A copy of s that lives as long as ctx (deduplicated). */
+const char *apx__intern(apx_context *ctx, const char *s);
+
+/* ---- logging (core/log.c) ---- */
+void apx__log(apx_context *ctx, apx_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void apx__vlog(apx_context *ctx, apx_log_level level, const char *prefix,
+               const char *fmt, va_list ap);
+apx_log_level apx__log_level_from_env(void);
+
+/* ---- dispatch (core/dispatch.c) ---- */
+/* Validate, then choose the backend for op; fills *expl when non-NULL. */
+apx_status apx__dispatch(apx_context *ctx, apx_op_id op, const void *args,
+                         const apx_call *call, apx__backend **chosen,
+                         apx_explanation *expl);
+
+#endif

@@ -1,0 +1,199 @@
+/* Loader: dlopen only the configured backends and check their table before
+ * use (DESIGN.md, "Plugin ABI"). Every backend ends in a state with a
+ * reason; none of these failures is fatal to the others. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+static void set_state(apx__backend *b, apx_backend_state state, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_state(apx__backend *b, apx_backend_state state, const char *fmt, ...) {
+  b->state = state;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b->reason, sizeof b->reason, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- the services handed to a backend ---- */
+static const char *svc_config_get(void *core, const char *section, const char *key) {
+  apx__backend *b = core;
+  return apx__config_get(&b->ctx->config, section, key);
+}
+
+static void svc_log(void *core, apx_log_level level, const char *fmt, ...) {
+  apx__backend *b = core;
+  va_list ap;
+  va_start(ap, fmt);
+  apx__vlog(b->ctx, level, b->config->name, fmt, ap);
+  va_end(ap);
+}
+
+static apx_status svc_set_error(apx_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  apx__verror(status, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+static char *resolve_path(const apx__config *cfg, const char *library) {
+  /* a bare name resolves in backend_dir only, never through the dynamic
+   * linker's search path */
+  if (strchr(library, '/')) return apx__strdup(library);
+  return apx__strdupf("%s/%s", cfg->backend_dir, library);
+}
+
+void apx__backend_load(apx_context *ctx, apx__backend *b) {
+  apx__backend_config *bc = b->config;
+  b->ctx = ctx;
+  b->path = resolve_path(&ctx->config, bc->library);
+  if (bc->enabled == APX__ENABLED_NO) {
+    set_state(b, APX_BACKEND_DISABLED, "disabled in the configuration (enabled = no)");
+    return;
+  }
+  struct stat file_stat;
+  if (stat(b->path, &file_stat) != 0) {
+    set_state(b, APX_BACKEND_NOT_FOUND, "library %s not found (%s)", b->path,
+              strerror(errno));
+    return;
+  }
+  const char *unsafe = apx__unsafe_file_reason(b->path);
+  if (unsafe) {
+    set_state(b, APX_BACKEND_LOAD_FAILED, "refused to load: %s (other users could edit it)",
+              unsafe);
+    return;
+  }
+  dlerror();
+  b->handle = dlopen(b->path, RTLD_NOW | RTLD_LOCAL);
+  if (!b->handle) {
+    const char *err = dlerror(); /* copied at once: dlerror text is fleeting */
+    set_state(b, APX_BACKEND_LOAD_FAILED, "dlopen failed: %s", err ? err : "unknown error");
+    return;
+  }
+  dlerror();
+  void *sym = dlsym(b->handle, APX_BACKEND_ENTRY_SYMBOL);
+  const char *sym_err = dlerror();
+  if (!sym || sym_err) {
+    set_state(b, APX_BACKEND_SYMBOL_MISSING, "%s does not export %s (%s)", b->path,
+              APX_BACKEND_ENTRY_SYMBOL, sym_err ? sym_err : "NULL symbol");
+    apx__backend_unload(b);
+    return;
+  }
+  apx_backend_entry_fn entry;
+  memcpy(&entry, &sym, sizeof entry);
+  const apx_backend_table *t = entry();
+  if (!t) {
+    set_state(b, APX_BACKEND_SYMBOL_MISSING, "%s returned no table", APX_BACKEND_ENTRY_SYMBOL);
+    apx__backend_unload(b);
+    return;
+  }
+  /* ABI version and size first: nothing else in the table is trusted yet. */
+  if (t->abi_version != APX_BACKEND_ABI_VERSION) {
+    set_state(b, APX_BACKEND_ABI_MISMATCH, "ABI version [%u], core expects [%u]",
+              (unsigned)t->abi_version, (unsigned)APX_BACKEND_ABI_VERSION);
+    apx__backend_unload(b);
+    return;
+  }
+  if (t->size < APX_BACKEND_TABLE_MIN_SIZE) {
+    set_state(b, APX_BACKEND_ABI_MISMATCH, "table size [%u] is below the minimum [%u]",
+              (unsigned)t->size, (unsigned)APX_BACKEND_TABLE_MIN_SIZE);
+    apx__backend_unload(b);
+    return;
+  }
+  if (!t->name || strcmp(t->name, bc->name) != 0) {
+    set_state(b, APX_BACKEND_NAME_MISMATCH, "library calls itself [%s], configured as [%s]",
+              t->name ? t->name : "(null)", bc->name);
+    apx__backend_unload(b);
+    return;
+  }
+  if (!t->probe || !t->init) {
+    set_state(b, APX_BACKEND_SYMBOL_MISSING, "table lacks %s", !t->probe ? "probe" : "init");
+    apx__backend_unload(b);
+    return;
+  }
+  b->table = t;
+  char reason[512] = "";
+  b->device_desc[0] = '\0';
+  if (!t->probe(reason, sizeof reason, b->device_desc, sizeof b->device_desc)) {
+    reason[sizeof reason - 1] = '\0';
+    set_state(b, APX_BACKEND_UNAVAILABLE, "%s", reason[0] ? reason : "probe failed (no reason given)");
+    b->device_desc[0] = '\0';
+    return; /* stays loaded so apexx-info can show its version */
+  }
+  b->device_desc[sizeof b->device_desc - 1] = '\0';
+  b->services.size = sizeof b->services;
+  b->services.core = b;
+  b->services.config_get = svc_config_get;
+  b->services.log = svc_log;
+  b->services.set_error = svc_set_error;
+  b->services.validate_mode = ctx->config.validate;
+  apx__clear_error();
+  apx_status st = t->init(&b->services, &b->state_ptr);
+  if (st != APX_OK) {
+    const char *msg = apx_last_error();
+    set_state(b, APX_BACKEND_INIT_FAILED, "init failed: %s: %s", apx_status_name(st),
+              msg[0] ? msg : "(no message)");
+    b->state_ptr = NULL;
+    apx__clear_error();
+    return;
+  }
+  set_state(b, APX_BACKEND_OK, "%s", "");
+}
+
+void apx__backend_unload(apx__backend *b) {
+  if (b->table && b->state == APX_BACKEND_OK && b->table->fini) b->table->fini(b->state_ptr);
+  b->state_ptr = NULL;
+  b->table = NULL;
+  if (b->handle) dlclose(b->handle);
+  b->handle = NULL;
+}
+
+apx__backend *apx__backend_find(apx_context *ctx, const char *name) {
+  for (int i = 0; i < ctx->backend_count; i++)
+    if (strcmp(ctx->backends[i].config->name, name) == 0) return &ctx->backends[i];
+  return NULL;
+}
+
+int apx__backend_has_op(const apx__backend *b, apx_op_id op) {
+  const apx_backend_table *t = b->table;
+  if (!t) return 0;
+  switch (op) {
+#define HAS_OP_(upper, lower)                                                  \
+  case APX_OP_##upper:                                                         \
+    return t->size >= offsetof(apx_backend_table, lower) + sizeof t->lower &&  \
+           t->lower != NULL;
+    APX_OP_MAP(HAS_OP_)
+#undef HAS_OP_
+  default:
+    return 0;
+  }
+}
+
+apx__backend *apx__backend_for_device(apx_context *ctx, apx_device device) {
+  for (int i = 0; i < ctx->backend_count; i++) {
+    apx__backend *b = &ctx->backends[i];
+    if (b->state == APX_BACKEND_OK && b->table->device == device && b->table->alloc &&
+        b->table->free && b->table->copy)
+      return b;
+  }
+  char reasons[1024] = "";
+  size_t len = 0;
+  for (int i = 0; i < ctx->backend_count && len < sizeof reasons; i++) {
+    apx__backend *b = &ctx->backends[i];
+    int n = snprintf(reasons + len, sizeof reasons - len, "; %s: %s%s%s", b->config->name,
+                     apx_backend_state_name(b->state), b->reason[0] ? ": " : "", b->reason);
+    if (n > 0) len += (size_t)n;
+  }
+  apx__error(APX_ERR_UNSUPPORTED, "no loaded backend serves %s memory%s",
+             apx_device_name(device) ? apx_device_name(device) : "unknown", reasons);
+  return NULL;
+}

@@ -1,0 +1,510 @@
+/* apexx: tile-sparse vision kernels behind one C API.
+ *
+ * This is the header a user reads first. A context (apx_open) reads the INI
+ * configuration, dlopens the configured backends and probes them; every op
+ * call is validated here in the core, then dispatched to the first backend of
+ * the op's order that can run it. Op math: spec/ops.md. Config and dispatch:
+ * docs/config.md. */
+#ifndef APEXX_APEXX_H
+#define APEXX_APEXX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define APEXX_VERSION_MAJOR 0
+#define APEXX_VERSION_MINOR 1
+#define APEXX_VERSION_PATCH 0
+#define APEXX_VERSION_STRING "0.1.0"
+
+#if defined(__GNUC__)
+#define APX_API __attribute__((visibility("default")))
+#else
+#define APX_API
+#endif
+
+/* ---- status codes --------------------------------------------------------
+ * One X-macro list gives the enum, apx_status_name() and default messages. */
+#define APX_STATUS_MAP(X)                                                      \
+  X(OK, 0, "success")                                                          \
+  X(ERR_INVALID_ARG, 1, "invalid argument")                                    \
+  X(ERR_UNSUPPORTED, 2, "no backend can run this call")                        \
+  X(ERR_NO_MEMORY, 3, "out of memory")                                         \
+  X(ERR_CONFIG, 4, "configuration error")                                      \
+  X(ERR_BACKEND, 5, "backend error")                                           \
+  X(ERR_DEVICE, 6, "device error reported at synchronisation")
+
+typedef enum apx_status {
+#define APX_STATUS_ENUM_(name, value, text) APX_##name = value,
+  APX_STATUS_MAP(APX_STATUS_ENUM_)
+#undef APX_STATUS_ENUM_
+} apx_status;
+
+/* Name of a status code ("APX_ERR_INVALID_ARG"); "APX_UNKNOWN" otherwise. */
+APX_API const char *apx_status_name(apx_status status);
+
+/* The calling thread's message for its last failed apexx call, e.g.
+ * "tilepack: idx[0][3] = [300] is outside [0, 255]". Never NULL; valid until
+ * the same thread's next apexx call. */
+APX_API const char *apx_last_error(void);
+
+/* Library version "MAJOR.MINOR.PATCH" (may differ from the header's). */
+APX_API const char *apx_version(void);
+
+/* ---- tensors -------------------------------------------------------------- */
+#define APX_MAX_DIMS 8
+
+#define APX_DTYPE_MAP(X)                                                       \
+  X(F32, f32, 4)                                                               \
+  X(F16, f16, 2)                                                               \
+  X(BF16, bf16, 2)                                                             \
+  X(I32, i32, 4)                                                               \
+  X(I64, i64, 8)
+
+typedef enum apx_dtype {
+#define APX_DTYPE_ENUM_(upper, lower, size) APX_DTYPE_##upper,
+  APX_DTYPE_MAP(APX_DTYPE_ENUM_)
+#undef APX_DTYPE_ENUM_
+  APX_DTYPE_COUNT
+} apx_dtype;
+
+typedef enum apx_device { APX_DEVICE_HOST = 0, APX_DEVICE_CUDA = 1 } apx_device;
+
+/* A dense, row-major (NCHW) view of memory the caller owns or got from
+ * apx_tensor_alloc. The struct is plain data: copy it freely. */
+typedef struct apx_tensor {
+  void *data;
+  apx_dtype dtype;
+  apx_device device;
+  int device_index; /* CUDA ordinal; 0 for host */
+  int ndim;
+  int64_t shape[APX_MAX_DIMS];
+} apx_tensor;
+
+/* "f32", "f16", "bf16", "i32", "i64"; NULL for an unknown value. */
+APX_API const char *apx_dtype_name(apx_dtype dtype);
+/* Bytes per element; 0 for an unknown dtype. */
+APX_API size_t apx_dtype_size(apx_dtype dtype);
+/* "host" or "cuda"; NULL for an unknown value. */
+APX_API const char *apx_device_name(apx_device device);
+/* Number of elements (product of shape; 1 for ndim 0). */
+APX_API int64_t apx_tensor_numel(const apx_tensor *t);
+/* Describe a host tensor over caller memory (no allocation). */
+APX_API apx_tensor apx_tensor_host(void *data, apx_dtype dtype, int ndim,
+                                   const int64_t *shape);
+
+/* ---- context --------------------------------------------------------------- */
+typedef struct apx_context apx_context;
+
+/* Per-call options. NULL means all defaults. `backend` forces one backend
+ * (an error naming why if it cannot run the call); `stream` is a
+ * cudaStream_t for device backends (NULL = the default stream). */
+typedef struct apx_call {
+  const char *backend;
+  void *stream;
+} apx_call;
+#define APX_CALL_INIT {NULL, NULL}
+
+/* Read the configuration (config_path, else $APEXX_CONFIG, else the installed
+ * apexx.ini, else the built-in default), load and probe every configured
+ * backend. A backend that fails to load or probe is recorded with a reason,
+ * not fatal, unless its section says `enabled = yes`. Returns
+ * APX_ERR_CONFIG for a malformed or unsafe file; *ctx is NULL on failure. */
+APX_API apx_status apx_open(apx_context **ctx, const char *config_path);
+
+/* Finalise every backend and unload it; frees all strings the context handed
+ * out. ctx may be NULL. Tensors still allocated are leaked, not freed. */
+APX_API void apx_close(apx_context *ctx);
+
+/* ---- logging --------------------------------------------------------------- */
+typedef enum apx_log_level {
+  APX_LOG_OFF = 0,
+  APX_LOG_ERROR = 1,
+  APX_LOG_WARN = 2,
+  APX_LOG_INFO = 3,
+  APX_LOG_DEBUG = 4
+} apx_log_level;
+
+typedef void (*apx_log_fn)(void *user, apx_log_level level, const char *message);
+
+/* Route the context's log lines to fn (NULL restores the default: stderr,
+ * level from $APEXX_LOG, warn by default). Lines emitted during apx_open
+ * go to the default sink. */
+APX_API void apx_set_log(apx_context *ctx, apx_log_fn fn, void *user);
+
+/* Warnings collected while reading the configuration (unknown keys ...),
+ * one per line; "" when none. Lives as long as ctx. */
+APX_API const char *apx_config_warnings(const apx_context *ctx);
+
+/* Configuration files that were read ("" when the built-in default was used)
+ * and the APEXX_* overrides in effect ("NAME=value" separated by '\n'). */
+APX_API const char *apx_config_source(const apx_context *ctx);
+APX_API const char *apx_config_overrides(const apx_context *ctx);
+
+/* ---- backends -------------------------------------------------------------- */
+#define APX_BACKEND_STATE_MAP(X)                                               \
+  X(OK, ok)                                                                    \
+  X(DISABLED, disabled)                                                        \
+  X(NOT_FOUND, not_found)                                                      \
+  X(LOAD_FAILED, load_failed)                                                  \
+  X(SYMBOL_MISSING, symbol_missing)                                            \
+  X(ABI_MISMATCH, abi_mismatch)                                                \
+  X(NAME_MISMATCH, name_mismatch)                                              \
+  X(UNAVAILABLE, unavailable)                                                  \
+  X(INIT_FAILED, init_failed)
+
+typedef enum apx_backend_state {
+#define APX_BACKEND_STATE_ENUM_(upper, lower) APX_BACKEND_##upper,
+  APX_BACKEND_STATE_MAP(APX_BACKEND_STATE_ENUM_)
+#undef APX_BACKEND_STATE_ENUM_
+  APX_BACKEND_STATE_COUNT
+} apx_backend_state;
+
+/* "ok", "disabled", ...; NULL for an unknown value. */
+APX_API const char *apx_backend_state_name(apx_backend_state state);
+
+/* Spelled `struct apx_backend_info` (the function below has the same name). */
+struct apx_backend_info {
+  const char *name;    /* config section name: "cpu", "cuda", "trt", ... */
+  const char *library; /* resolved path of the shared object */
+  const char *version; /* backend's version; "" when not loaded */
+  apx_device device;   /* device kind it serves (host when not loaded) */
+  const char *device_name; /* probe's description of the device; "" if none */
+  apx_backend_state state;
+  const char *reason; /* one line; "" when ok */
+};
+
+/* Number of configured backends, in configuration order. */
+APX_API int apx_backend_count(const apx_context *ctx);
+/* Fill *info for backend i (0-based). Strings live as long as ctx. */
+APX_API apx_status apx_backend_info(const apx_context *ctx, int i,
+                                    struct apx_backend_info *info);
+
+/* Spelled `struct apx_device_info` (the function below has the same name). */
+struct apx_device_info {
+  char name[256];
+  int compute_major, compute_minor; /* 0 on host */
+  int driver_version, runtime_version; /* CUDA encoding (12040 = 12.4); 0 */
+  uint64_t total_memory_bytes;
+  int multiprocessors;
+};
+
+/* Describe device `index` of kind `device` through the backend serving it. */
+APX_API apx_status apx_device_info(apx_context *ctx, apx_device device,
+                                   int index, struct apx_device_info *info);
+
+/* ---- memory ---------------------------------------------------------------- */
+/* Allocate a dense tensor on `device` (host memory is 64-byte aligned; device
+ * memory comes from the backend serving that device). Contents undefined. */
+APX_API apx_status apx_tensor_alloc(apx_context *ctx, apx_device device,
+                                    int device_index, apx_dtype dtype, int ndim,
+                                    const int64_t *shape, apx_tensor *out);
+/* Free memory from apx_tensor_alloc and clear t->data. NULL data is a no-op. */
+APX_API apx_status apx_tensor_free(apx_context *ctx, apx_tensor *t);
+/* Copy src into dst (same dtype and numel, any host/device pair).
+ * Synchronous unless call->stream is set. */
+APX_API apx_status apx_tensor_copy(apx_context *ctx, const apx_tensor *dst,
+                                   const apx_tensor *src, const apx_call *call);
+/* Wait for the call's stream on every loaded device backend (or only
+ * call->backend) and return a deferred device error (APX_ERR_DEVICE). */
+APX_API apx_status apx_sync(apx_context *ctx, const apx_call *call);
+
+/* Peak bytes allocated through backend `name` since its last reset. */
+APX_API apx_status apx_peak_memory(apx_context *ctx, const char *backend,
+                                   uint64_t *peak_bytes);
+APX_API apx_status apx_reset_peak_memory(apx_context *ctx, const char *backend);
+
+/* A timer on a backend's clock (CUDA events on cuda, a monotonic clock on
+ * cpu). begin records a start on call's stream; end records the stop, waits
+ * for it, stores the elapsed milliseconds and frees the timer. */
+typedef struct apx_timer apx_timer;
+APX_API apx_status apx_timer_begin(apx_context *ctx, const char *backend,
+                                   const apx_call *call, apx_timer **timer);
+APX_API apx_status apx_timer_end(apx_context *ctx, apx_timer *timer,
+                                 double *elapsed_ms);
+
+/* ---- ops ------------------------------------------------------------------- */
+/* Op ids for apx_explain and the backend vtable; tile_order is a host op in
+ * core and has no id. New ops go at the end. */
+#define APX_OP_MAP(X)                                                          \
+  X(TILEPACK, tilepack)                                                        \
+  X(TILEUNPACK, tileunpack)                                                    \
+  X(FUSED_PACK_OP_UNPACK, fused_pack_op_unpack)                                \
+  X(FUSIONGATE_ALPHA, fusiongate_alpha)                                        \
+  X(FUSIONGATE_FUSE, fusiongate_fuse)                                          \
+  X(TILESSM_SCAN, tilessm_scan)                                                \
+  X(GATHER, gather)                                                            \
+  X(INDEX_SELECT, index_select)                                                \
+  X(SCATTER_ADD, scatter_add)                                                  \
+  X(GATHER_BACKWARD, gather_backward)
+
+typedef enum apx_op_id {
+#define APX_OP_ENUM_(upper, lower) APX_OP_##upper,
+  APX_OP_MAP(APX_OP_ENUM_)
+#undef APX_OP_ENUM_
+  APX_OP_COUNT
+} apx_op_id;
+
+/* "tilepack", ...; NULL for an unknown id. */
+APX_API const char *apx_op_name(apx_op_id op);
+/* The id of an op name, or -1. */
+APX_API int apx_op_from_name(const char *name);
+
+/* spec/ops.md 2.A. out[b,k,c,dy,dx] = features[b,c,ty*t+dy,tx*t+dx], ids in
+ * the given order. features [B,C,H,W] f32|f16|bf16; idx [B,K] i32|i64 in
+ * [0, gh*gw); out [B,K,C,t,t], dtype of features. */
+typedef struct apx_tilepack_args {
+  const apx_tensor *features;
+  const apx_tensor *idx;
+  int64_t tile;
+  const apx_tensor *out;
+} apx_tilepack_args;
+#define APX_TILEPACK_ARGS_INIT {NULL, NULL, 8, NULL}
+APX_API apx_status apx_tilepack(apx_context *ctx, const apx_tilepack_args *args,
+                                const apx_call *call);
+
+typedef enum apx_overlap_mode {
+  APX_OVERLAP_OVERRIDE = 0,
+  APX_OVERLAP_BLEND = 1
+} apx_overlap_mode;
+
+/* spec/ops.md 4.A. out = base with packed tiles written back in priority
+ * key order (level, k), the highest key winning (override) or blended in
+ * ascending key order (blend). Exactly one of idx [B,K] and origins [B,K,2]
+ * (i32|i64, (y0,x0), any in-bounds pixel origin). levels [B,K] optional
+ * (required when assume_priority_sorted is 0). out may alias base exactly. */
+typedef struct apx_tileunpack_args {
+  const apx_tensor *base;
+  const apx_tensor *packed;
+  const apx_tensor *idx;
+  const apx_tensor *origins;
+  const apx_tensor *levels;
+  apx_overlap_mode mode;
+  double blend_alpha;
+  int assume_priority_sorted;
+  const apx_tensor *out;
+} apx_tileunpack_args;
+#define APX_TILEUNPACK_ARGS_INIT                                               \
+  {NULL, NULL, NULL, NULL, NULL, APX_OVERLAP_OVERRIDE, 0.5, 1, NULL}
+APX_API apx_status apx_tileunpack(apx_context *ctx,
+                                  const apx_tileunpack_args *args,
+                                  const apx_call *call);
+
+/* spec/ops.md 7. out = features, except every pixel x of a selected tile
+ * becomes (x*value_scale + value_bias) * max(x*gate_scale + gate_bias, 0).
+ * With require_unique, a repeated id in a batch row is rejected.
+ * out may alias features exactly. */
+typedef struct apx_fused_pack_op_unpack_args {
+  const apx_tensor *features;
+  const apx_tensor *idx;
+  int64_t tile;
+  double value_scale, value_bias, gate_scale, gate_bias;
+  int require_unique;
+  const apx_tensor *out;
+} apx_fused_pack_op_unpack_args;
+#define APX_FUSED_PACK_OP_UNPACK_ARGS_INIT                                     \
+  {NULL, NULL, 8, 1.0, 0.0, 1.0, 0.0, 1, NULL}
+APX_API apx_status apx_fused_pack_op_unpack(
+    apx_context *ctx, const apx_fused_pack_op_unpack_args *args,
+    const apx_call *call);
+
+/* spec/ops.md 5.A alpha. out [B,1,H,W] = sigmoid(softplus(blw)*b +
+ * softplus(ulw)*u + bias) after sanitising the proxies (NaN->0, +inf->1,
+ * -inf->0) in their own dtype. boundary, uncertainty [B,1,H,W] or [B,H,W],
+ * one float dtype; out any float dtype (the proxies are cast to it). */
+typedef struct apx_fusiongate_alpha_args {
+  const apx_tensor *boundary;
+  const apx_tensor *uncertainty;
+  double boundary_log_weight, uncertainty_log_weight, bias;
+  const apx_tensor *out;
+} apx_fusiongate_alpha_args;
+#define APX_FUSIONGATE_ALPHA_ARGS_INIT {NULL, NULL, 1.0, 1.0, 0.0, NULL}
+APX_API apx_status apx_fusiongate_alpha(apx_context *ctx,
+                                        const apx_fusiongate_alpha_args *args,
+                                        const apx_call *call);
+
+/* spec/ops.md 5.A fuse. out = base + alpha*(detail - base), alpha
+ * [B,1,H,W] or [B,H,W] broadcast over C; one float dtype. out may alias
+ * base exactly (the reference's inplace=True). */
+typedef struct apx_fusiongate_fuse_args {
+  const apx_tensor *base;
+  const apx_tensor *detail;
+  const apx_tensor *alpha;
+  const apx_tensor *out;
+} apx_fusiongate_fuse_args;
+#define APX_FUSIONGATE_FUSE_ARGS_INIT {NULL, NULL, NULL, NULL}
+APX_API apx_status apx_fusiongate_fuse(apx_context *ctx,
+                                       const apx_fusiongate_fuse_args *args,
+                                       const apx_call *call);
+
+typedef enum apx_scan_direction {
+  APX_SCAN_FORWARD = 0,
+  APX_SCAN_BACKWARD = 1,
+  APX_SCAN_BIDIRECTIONAL = 2
+} apx_scan_direction;
+
+typedef enum apx_scan_merge {
+  APX_MERGE_SUM = 0,
+  APX_MERGE_AVG = 1,
+  APX_MERGE_GATED = 2
+} apx_scan_merge;
+
+/* spec/ops.md 6.A. Linear recurrence per (b,c) stream over K with fp32
+ * state. tokens [B,K,C] f32|f16|bf16; decay, input_gain, output_gain,
+ * state_bias [C] any float dtype; init_state* [B,C] or [B,2,C];
+ * merge_gate* [C] or [B,1,C] (gated merge only); out [B,K,C] and
+ * final_state* ([B,C], or [B,2,C] when bidirectional) in the tokens dtype. */
+typedef struct apx_tilessm_scan_args {
+  const apx_tensor *tokens;
+  const apx_tensor *decay;
+  const apx_tensor *input_gain;
+  const apx_tensor *output_gain;
+  const apx_tensor *state_bias;
+  const apx_tensor *init_state;
+  const apx_tensor *merge_gate;
+  double clamp_value;
+  apx_scan_direction direction;
+  apx_scan_merge merge;
+  const apx_tensor *out;
+  const apx_tensor *final_state;
+} apx_tilessm_scan_args;
+#define APX_TILESSM_SCAN_ARGS_INIT                                             \
+  {NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1e4, APX_SCAN_FORWARD,            \
+   APX_MERGE_AVG, NULL, NULL}
+APX_API apx_status apx_tilessm_scan(apx_context *ctx,
+                                    const apx_tilessm_scan_args *args,
+                                    const apx_call *call);
+
+/* spec/ops.md 10.1, torch.gather: out[..i..] = src[..index[..i..] along
+ * dim..]. index same ndim as src, i32|i64, every value in [0, src[dim]);
+ * out has index's shape and src's dtype (any dtype). dim may be negative. */
+typedef struct apx_gather_args {
+  const apx_tensor *src;
+  int dim;
+  const apx_tensor *index;
+  const apx_tensor *out;
+} apx_gather_args;
+#define APX_GATHER_ARGS_INIT {NULL, 0, NULL, NULL}
+APX_API apx_status apx_gather(apx_context *ctx, const apx_gather_args *args,
+                              const apx_call *call);
+
+/* spec/ops.md 10.2, row gather: out[i,j] = src[index[i], j]. src [M,D] any
+ * dtype, index [N] i32|i64 in [0, M), out [N,D]. */
+typedef struct apx_index_select_args {
+  const apx_tensor *src;
+  const apx_tensor *index;
+  const apx_tensor *out;
+} apx_index_select_args;
+#define APX_INDEX_SELECT_ARGS_INIT {NULL, NULL, NULL}
+APX_API apx_status apx_index_select(apx_context *ctx,
+                                    const apx_index_select_args *args,
+                                    const apx_call *call);
+
+/* spec/ops.md 10.3. out = self; out[..index[i]..] += src[i] along dim for
+ * every position i of index. Floats accumulate in fp32 per destination in
+ * ascending index order from self's value and round once (deterministic);
+ * integers accumulate exactly (wrapping). out may alias self exactly. */
+typedef struct apx_scatter_add_args {
+  const apx_tensor *self;
+  int dim;
+  const apx_tensor *index;
+  const apx_tensor *src;
+  const apx_tensor *out;
+} apx_scatter_add_args;
+#define APX_SCATTER_ADD_ARGS_INIT {NULL, 0, NULL, NULL, NULL}
+APX_API apx_status apx_scatter_add(apx_context *ctx,
+                                   const apx_scatter_add_args *args,
+                                   const apx_call *call);
+
+/* spec/ops.md 10.4. grad_src = zeros (shape of grad_src) scatter_add
+ * grad_out along dim at index; grad_out has index's shape. */
+typedef struct apx_gather_backward_args {
+  const apx_tensor *grad_out;
+  int dim;
+  const apx_tensor *index;
+  const apx_tensor *grad_src;
+} apx_gather_backward_args;
+#define APX_GATHER_BACKWARD_ARGS_INIT {NULL, 0, NULL, NULL}
+APX_API apx_status apx_gather_backward(apx_context *ctx,
+                                       const apx_gather_backward_args *args,
+                                       const apx_call *call);
+
+typedef enum apx_order_mode {
+  APX_ORDER_HILBERT = 0,
+  APX_ORDER_L2R = 1,
+  APX_ORDER_R2L = 2,
+  APX_ORDER_U2D = 3,
+  APX_ORDER_D2U = 4,
+  APX_ORDER_MULTI_DIRECTION = 5
+} apx_order_mode;
+
+/* spec/ops.md 1. A host op in core (no dispatch): out = ids re-ordered by
+ * the mode's key, stably. ids and out [K] i32|i64 host tensors of one dtype
+ * (out may alias ids exactly); every id in [0, grid_h*grid_w). */
+typedef struct apx_tile_order_args {
+  const apx_tensor *ids;
+  int64_t grid_h, grid_w;
+  apx_order_mode mode;
+  const apx_tensor *out;
+} apx_tile_order_args;
+#define APX_TILE_ORDER_ARGS_INIT {NULL, 0, 0, APX_ORDER_HILBERT, NULL}
+APX_API apx_status apx_tile_order(apx_context *ctx,
+                                  const apx_tile_order_args *args);
+/* Parse "hilbert", "l2r" (lr, scan_lr), ... case-insensitively; -1 if none. */
+APX_API int apx_order_mode_from_name(const char *name);
+
+/* ---- introspection --------------------------------------------------------- */
+#define APX_PASS_OVER_MAP(X)                                                   \
+  X(DISABLED, disabled)                                                        \
+  X(NOT_LOADED, not_loaded)                                                    \
+  X(UNAVAILABLE, unavailable)                                                  \
+  X(OP_UNSUPPORTED, op_unsupported)                                            \
+  X(DTYPE_UNSUPPORTED, dtype_unsupported)                                      \
+  X(DEVICE_MISMATCH, device_mismatch)                                          \
+  X(NOT_FORCED, not_forced)
+
+typedef enum apx_pass_over_code {
+#define APX_PASS_OVER_ENUM_(upper, lower) APX_PASS_##upper,
+  APX_PASS_OVER_MAP(APX_PASS_OVER_ENUM_)
+#undef APX_PASS_OVER_ENUM_
+  APX_PASS_COUNT
+} apx_pass_over_code;
+
+/* "disabled", "not_loaded", ...; NULL for an unknown value. */
+APX_API const char *apx_pass_over_name(apx_pass_over_code code);
+
+typedef struct apx_pass_over {
+  const char *backend;
+  apx_pass_over_code code;
+  const char *reason; /* "<code>:<detail>" sentence, spec/ops.md 0.3 */
+} apx_pass_over;
+
+#define APX_MAX_BACKENDS 16
+
+typedef struct apx_explanation {
+  const char *backend; /* chosen backend, NULL when none can run the call */
+  int passed_over_count;
+  apx_pass_over passed_over[APX_MAX_BACKENDS];
+} apx_explanation;
+
+/* The dispatch order of op: its [op NAME] order, else [apexx] order, then
+ * any configured backend the order leaves out, in configuration order.
+ * names receives up to APX_MAX_BACKENDS strings that live as long as ctx. */
+APX_API apx_status apx_op_order(const apx_context *ctx, apx_op_id op,
+                                const char **names, int *count);
+
+/* Which backend the call (op `op`, args of that op's struct type) would run
+ * on, and why each other backend of the order was passed over. Validates
+ * the arguments first (APX_ERR_INVALID_ARG as the op would). Returns
+ * APX_ERR_UNSUPPORTED, with *out filled, when no backend can run it.
+ * Strings live as long as ctx. */
+APX_API apx_status apx_explain(apx_context *ctx, apx_op_id op, const void *args,
+                               const apx_call *call, apx_explanation *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* APEXX_APEXX_H */

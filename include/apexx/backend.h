@@ -1,0 +1,164 @@
+/* apexx plugin ABI: what a backend shared object exports.
+ *
+ * A backend is a shared object (a libtool module) exporting one function,
+ * apx_backend_entry, that returns a pointer to a constant apx_backend_table.
+ * The core dlopens it only when the configuration lists it, then checks, in
+ * this order and before touching anything else: abi_version equals
+ * APX_BACKEND_ABI_VERSION (else state abi_mismatch), size is at least
+ * APX_BACKEND_TABLE_MIN_SIZE (else abi_mismatch), name equals the
+ * configuration's section name (else name_mismatch). It then calls probe
+ * (false: state unavailable with the probe's reason) and init (failure:
+ * init_failed with the error text the backend set).
+ *
+ * Versioning: fields are only ever appended. The core uses a field only when
+ * the table's size covers it, so an older backend (smaller table) simply
+ * lacks the newer ops; the ABI version changes only when an existing field
+ * changes meaning.
+ *
+ * Threading: op functions, supports, alloc/free/copy/sync and the timer may
+ * be called from several threads at once on one state; init and fini never
+ * overlap anything else.
+ *
+ * Arguments: the core validates every op call before it reaches a backend
+ * (shapes, dtypes, tile grid, aliasing, and the index ranges of host
+ * tensors, spec/ops.md), so an op function may assume well-formed arguments
+ * whose tensors all live on the backend's device kind. Index tensors in
+ * device memory cannot be read by the core: a device backend checks them
+ * itself according to apx_core_services.validate_mode. */
+#ifndef APEXX_BACKEND_H
+#define APEXX_BACKEND_H
+
+#include <apexx/apexx.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define APX_BACKEND_ABI_VERSION 1u
+#define APX_BACKEND_ENTRY_SYMBOL "apx_backend_entry"
+
+/* How device index tensors are checked (the [apexx] validate key). */
+typedef enum apx_validate_mode {
+  /* A pre-pass on the stream; on a bad index no output element is written
+   * and the next sync returns APX_ERR_DEVICE with the message. Default. */
+  APX_VALIDATE_DEVICE = 0,
+  /* Synchronise inside the call and return APX_ERR_INVALID_ARG at once. */
+  APX_VALIDATE_EAGER = 1,
+  /* No check: out-of-range device indices are undefined behaviour. */
+  APX_VALIDATE_OFF = 2
+} apx_validate_mode;
+
+/* Services the core hands to init. The pointer stays valid until fini. */
+typedef struct apx_core_services {
+  uint32_t size; /* sizeof(apx_core_services) of the core; fields appended */
+  void *core;    /* opaque; pass back to the functions below */
+  /* Value of `key` in INI section `section` ("apexx", "backend cuda", ...)
+   * after environment overrides, or NULL when unset. Lives until fini. */
+  const char *(*config_get)(void *core, const char *section, const char *key);
+  /* Log one line through the context's sink, prefixed with the backend. */
+  void (*log)(void *core, apx_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+      __attribute__((format(printf, 3, 4)))
+#endif
+      ;
+  /* Set the calling thread's apx_last_error() text and return status, so a
+   * backend writes `return svc->set_error(APX_ERR_DEVICE, "...", ...);`. */
+  apx_status (*set_error)(apx_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+      __attribute__((format(printf, 2, 3)))
+#endif
+      ;
+  apx_validate_mode validate_mode;
+} apx_core_services;
+
+/* One op function pointer type per op: (state, args, call). `call` is never
+ * NULL when the core calls a backend (the core substitutes defaults). */
+#define APX_BACKEND_OP_TYPEDEF_(upper, lower)                                  \
+  typedef apx_status (*apx_##lower##_fn)(void *state,                          \
+                                         const apx_##lower##_args *args,       \
+                                         const apx_call *call);
+APX_OP_MAP(APX_BACKEND_OP_TYPEDEF_)
+#undef APX_BACKEND_OP_TYPEDEF_
+
+typedef struct apx_backend_table {
+  uint32_t abi_version; /* APX_BACKEND_ABI_VERSION */
+  uint32_t size;        /* sizeof(apx_backend_table) the backend was built with */
+  const char *name;     /* must equal the config section's name */
+  const char *version;  /* backend version string */
+  apx_device device;    /* the device kind whose memory its ops read */
+
+  /* Can this backend run on this machine? Cheap, stateless, safe to call
+   * before init. Returns 1 when it can; else 0 with one line in `reason`
+   * (e.g. "no CUDA driver: libcuda.so.1 not found"). On success it may
+   * describe the device in `device_desc` ("NVIDIA H100 80GB HBM3, cc 9.0").
+   * Both buffers are NUL-terminated within their sizes. */
+  int (*probe)(char *reason, size_t reason_size, char *device_desc,
+               size_t device_desc_size);
+
+  /* Build the backend's state from its configuration section and the core's
+   * services. On failure return non-OK after svc->set_error(). */
+  apx_status (*init)(const apx_core_services *svc, void **state);
+  /* Release everything init and later calls acquired. */
+  void (*fini)(void *state);
+
+  /* May the backend run op `op` with these (already validated) args? Returns
+   * 1 if so; else 0, sets *code (APX_PASS_DTYPE_UNSUPPORTED,
+   * APX_PASS_OP_UNSUPPORTED ...) and writes a sentence into `reason`.
+   * NULL means "every op it has a function for, any args". */
+  int (*supports)(void *state, apx_op_id op, const void *args,
+                  apx_pass_over_code *code, char *reason, size_t reason_size);
+
+  /* Memory on the backend's device kind. alloc returns at least `bytes`
+   * (64-byte aligned on host); bytes == 0 gives a valid unique pointer or
+   * NULL. free(NULL) is a no-op. */
+  apx_status (*alloc)(void *state, int device_index, size_t bytes, void **ptr);
+  void (*free)(void *state, int device_index, void *ptr);
+  /* Copy between any pair of host and this backend's device. Synchronous
+   * when stream is NULL, else ordered on the stream. */
+  apx_status (*copy)(void *state, void *dst, apx_device dst_device,
+                     int dst_index, const void *src, apx_device src_device,
+                     int src_index, size_t bytes, void *stream);
+  /* Wait for the stream (NULL = everything on the device) and return a
+   * deferred error (APX_ERR_DEVICE, message set) once, then clear it. */
+  apx_status (*sync)(void *state, int device_index, void *stream);
+  /* Peak bytes held through alloc since the last reset_peak. */
+  uint64_t (*peak_bytes)(void *state, int device_index);
+  void (*reset_peak)(void *state, int device_index);
+
+  /* Timer on the backend's clock: begin records a start on the stream and
+   * returns a handle; end records the stop, waits, stores milliseconds and
+   * frees the handle. */
+  apx_status (*timer_begin)(void *state, int device_index, void *stream,
+                            void **timer);
+  apx_status (*timer_end)(void *state, void *timer, double *elapsed_ms);
+
+  /* Describe device `index` for the report. */
+  apx_status (*device_info)(void *state, int index,
+                            struct apx_device_info *info);
+
+  /* The op vtable, in apx_op_id order: one pointer per op, NULL where the
+   * backend does not provide the op. New ops are appended. */
+#define APX_BACKEND_OP_FIELD_(upper, lower) apx_##lower##_fn lower;
+  APX_OP_MAP(APX_BACKEND_OP_FIELD_)
+#undef APX_BACKEND_OP_FIELD_
+} apx_backend_table;
+
+/* The smallest table the core accepts: everything up to the first op. */
+#define APX_BACKEND_TABLE_MIN_SIZE offsetof(apx_backend_table, tilepack)
+
+/* The one symbol a backend exports. */
+typedef const apx_backend_table *(*apx_backend_entry_fn)(void);
+
+#if defined(__GNUC__)
+#define APX_BACKEND_EXPORT __attribute__((visibility("default")))
+#else
+#define APX_BACKEND_EXPORT
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* APEXX_BACKEND_H */

@@ -1,0 +1,1 @@
+# tests of this part: see tests/local.mk

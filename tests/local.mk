@@ -1,0 +1,28 @@
+# Check suites. `make check` runs them from the build tree: the environment
+# below points the core at the freshly built modules (backends/.libs) and
+# the source tree's apexx.ini, so nothing needs installing first.
+AM_TESTS_ENVIRONMENT = \
+	APEXX_CONFIG='$(abs_top_srcdir)/conf/apexx.ini'; export APEXX_CONFIG; \
+	APEXX_BACKEND_DIR='$(abs_top_builddir)/backends/.libs'; export APEXX_BACKEND_DIR; \
+	APEXX_TEST_FIXTURES='$(abs_top_srcdir)/tests/fixtures'; export APEXX_TEST_FIXTURES; \
+	APEXX_TEST_MODULES='$(abs_top_builddir)/tests/.libs'; export APEXX_TEST_MODULES; \
+	APEXX_BUILDDIR='$(abs_top_builddir)'; export APEXX_BUILDDIR; \
+	APEXX_SRCDIR='$(abs_top_srcdir)'; export APEXX_SRCDIR; \
+	unset APEXX_BACKEND APEXX_LOG;
+
+# Shared test helpers (seeded data, host tensors, poisoning).
+check_LTLIBRARIES += tests/libtestutil.la
+tests_libtestutil_la_SOURCES = tests/testutil.c tests/testutil.h
+tests_libtestutil_la_CPPFLAGS = $(AM_CPPFLAGS) $(CHECK_CFLAGS)
+tests_libtestutil_la_LIBADD = core/libapexx.la $(M_LIBS)
+
+# What every suite links.
+APX_TEST_LIBS = tests/libtestutil.la core/libapexx.la $(CHECK_LIBS) $(M_LIBS)
+APX_TEST_CPPFLAGS = $(AM_CPPFLAGS) $(CHECK_CFLAGS)
+
+include tests/core.mk
+include tests/validate.mk
+include tests/cpu_tile.mk
+include tests/cpu_scan_index.mk
+include tests/cuda.mk
+include tests/bench.mk

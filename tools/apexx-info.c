@@ -1,0 +1,140 @@
+/* apexx-info: the configured backends (library, version, device, state,
+ * reason) and the dispatch order per op, as text or JSON (cJSON).
+ * Exit 0 even when a backend is unavailable; 1 when the configuration
+ * itself is broken or a flag is wrong. */
+#include "config.h"
+
+#include <apexx/apexx.h>
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: apexx-info [--json] [--config FILE]\n"
+          "Show apexx's configured backends, their state and reason, and the\n"
+          "dispatch order of every op.\n"
+          "  --json         print the same as JSON\n"
+          "  --config FILE  read FILE instead of $APEXX_CONFIG / the installed apexx.ini\n"
+          "  --help         this text\n"
+          "  --version      print the version\n");
+}
+
+static void split_lines(cJSON *arr, const char *text) {
+  char *copy = strdup(text ? text : "");
+  for (char *save = NULL, *line = strtok_r(copy, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save))
+    cJSON_AddItemToArray(arr, cJSON_CreateString(line));
+  free(copy);
+}
+
+static void print_indented(const char *lines) {
+  char *copy = strdup(lines);
+  for (char *save = NULL, *line = strtok_r(copy, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save))
+    printf("  %s\n", line);
+  free(copy);
+}
+
+int main(int argc, char **argv) {
+  int json = 0;
+  const char *config = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) {
+      json = 1;
+    } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+      config = argv[++i];
+    } else if (strncmp(argv[i], "--config=", 9) == 0) {
+      config = argv[i] + 9;
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (strcmp(argv[i], "--version") == 0) {
+      printf("apexx-info %s (libapexx %s)\n", PACKAGE_VERSION, apx_version());
+      return 0;
+    } else {
+      fprintf(stderr, "apexx-info: unknown argument [%s]\n", argv[i]);
+      usage(stderr);
+      return 1;
+    }
+  }
+
+  apx_context *ctx = NULL;
+  apx_status st = apx_open(&ctx, config);
+  if (st != APX_OK) {
+    fprintf(stderr, "apexx-info: %s: %s\n", apx_status_name(st), apx_last_error());
+    return 1;
+  }
+
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "version", apx_version());
+  const char *source = apx_config_source(ctx);
+  cJSON_AddStringToObject(root, "config", source[0] ? source : "(built-in default)");
+  split_lines(cJSON_AddArrayToObject(root, "overrides"), apx_config_overrides(ctx));
+  split_lines(cJSON_AddArrayToObject(root, "warnings"), apx_config_warnings(ctx));
+  cJSON *backends = cJSON_AddArrayToObject(root, "backends");
+  int n = apx_backend_count(ctx);
+  for (int i = 0; i < n; i++) {
+    struct apx_backend_info info;
+    apx_backend_info(ctx, i, &info);
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "name", info.name);
+    cJSON_AddStringToObject(b, "library", info.library);
+    cJSON_AddStringToObject(b, "version", info.version);
+    cJSON_AddStringToObject(b, "device", info.state == APX_BACKEND_OK || info.version[0]
+                                             ? apx_device_name(info.device)
+                                             : "");
+    cJSON_AddStringToObject(b, "device_name", info.device_name);
+    cJSON_AddStringToObject(b, "state", apx_backend_state_name(info.state));
+    cJSON_AddStringToObject(b, "reason", info.reason);
+    cJSON_AddItemToArray(backends, b);
+  }
+
+  cJSON *dispatch = cJSON_AddObjectToObject(root, "dispatch");
+  for (int op = 0; op < APX_OP_COUNT; op++) {
+    cJSON *entry = cJSON_CreateArray();
+    const char *order[APX_MAX_BACKENDS];
+    int count = 0;
+    apx_op_order(ctx, (apx_op_id)op, order, &count);
+    for (int k = 0; k < count; k++) cJSON_AddItemToArray(entry, cJSON_CreateString(order[k]));
+    cJSON_AddItemToObject(dispatch, apx_op_name((apx_op_id)op), entry);
+  }
+
+  if (json) {
+    char *text = cJSON_Print(root);
+    puts(text);
+    free(text);
+  } else {
+    printf("apexx %s\n", apx_version());
+    printf("config: %s\n", source[0] ? source : "(built-in default: no file found)");
+    const char *ov = apx_config_overrides(ctx);
+    if (ov[0]) printf("environment overrides:\n");
+    print_indented(ov);
+    const char *w = apx_config_warnings(ctx);
+    if (w[0]) printf("config warnings:\n");
+    print_indented(w);
+    printf("\nbackends:\n");
+    for (int i = 0; i < n; i++) {
+      struct apx_backend_info info;
+      apx_backend_info(ctx, i, &info);
+      printf("  %-6s %-14s %s\n", info.name, apx_backend_state_name(info.state), info.library);
+      if (info.version[0]) printf("         version %s, %s device", info.version, apx_device_name(info.device));
+      if (info.version[0] && info.device_name[0]) printf(": %s", info.device_name);
+      if (info.version[0]) printf("\n");
+      if (info.reason[0]) printf("         reason: %s\n", info.reason);
+    }
+    printf("\ndispatch order (first that can run a call wins):\n");
+    for (int op = 0; op < APX_OP_COUNT; op++) {
+      const char *order[APX_MAX_BACKENDS];
+      int count = 0;
+      apx_op_order(ctx, (apx_op_id)op, order, &count);
+      printf("  %-22s", apx_op_name((apx_op_id)op));
+      for (int k = 0; k < count; k++) printf("%s%s", k ? ", " : "", order[k]);
+      printf("\n");
+    }
+  }
+  cJSON_Delete(root);
+  apx_close(ctx);
+  return 0;
+}
