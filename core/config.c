@@ -237,11 +237,24 @@ static int ini_handler_fn(void *user, const char *section, const char *key,
   return 1;
 }
 
-/* inih reads through this so that the handler knows its line number. */
+/* inih reads through this so that the handler knows its line number. It
+ * also notes "[backend NAME]" headers: inih calls the handler only for
+ * keys, and a backend section may have none (every key has a default). */
 static char *counting_reader(char *str, int num, void *stream) {
   parse_state *ps = stream;
   char *r = fgets(str, num, ps->fp);
-  if (r) ps->line++;
+  if (!r) return r;
+  ps->line++;
+  char header[256];
+  apx__strlcpy(header, str, sizeof header);
+  char *h = trim(header);
+  size_t len = strlen(h);
+  if (len > 2 && h[0] == '[' && h[len - 1] == ']') {
+    h[len - 1] = '\0';
+    char *section = trim(h + 1);
+    if (strncmp(section, "backend ", 8) == 0 && *trim(section + 8))
+      backend_config(ps->cfg, trim(section + 8), 1);
+  }
   return r;
 }
 

@@ -1,1 +1,51 @@
-# tests of this part: see tests/local.mk
+# Core suites: config, loader (against deliberately broken backends) and
+# dispatch. The fixtures are check-only libtool modules built from one
+# source, each with one defect (tests/fixtures/backend_fixture.c).
+FIXTURE_LDFLAGS = -module -avoid-version -shared -rpath /nowhere -no-undefined
+FIXTURE_SRC = tests/fixtures/backend_fixture.c
+EXTRA_DIST += tests/fixtures/not-a-library.so
+
+check_LTLIBRARIES += tests/fixture-nosym.la tests/fixture-abi.la \
+	tests/fixture-small.la tests/fixture-name.la tests/fixture-probe.la \
+	tests/fixture-init.la tests/fixture-alpha.la tests/fixture-beta.la
+tests_fixture_nosym_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_nosym_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NO_ENTRY -DFIXTURE_NAME='"nosym"'
+tests_fixture_nosym_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+tests_fixture_abi_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_abi_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_ABI=99 -DFIXTURE_NAME='"abi"'
+tests_fixture_abi_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+tests_fixture_small_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_small_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_SMALL_TABLE -DFIXTURE_NAME='"small"'
+tests_fixture_small_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+tests_fixture_name_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_name_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"impostor"'
+tests_fixture_name_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+tests_fixture_probe_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_probe_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_PROBE_FAILS -DFIXTURE_NAME='"probe"'
+tests_fixture_probe_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+tests_fixture_init_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_init_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_INIT_FAILS -DFIXTURE_NAME='"init"'
+tests_fixture_init_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+tests_fixture_alpha_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_alpha_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"alpha"' \
+	-DFIXTURE_MARKER=111.0f -DFIXTURE_NO_F16
+tests_fixture_alpha_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+tests_fixture_beta_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_beta_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"beta"' \
+	-DFIXTURE_MARKER=222.0f -DFIXTURE_NO_UNPACK
+tests_fixture_beta_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+
+CORE_TEST_CPPFLAGS = $(APX_TEST_CPPFLAGS) -I$(top_srcdir)/core \
+	-DAPEXX_SYSCONF_INI='"$(sysconfdir)/apexx/apexx.ini"'
+noinst_HEADERS += tests/coretest.h
+check_PROGRAMS += tests/test_config tests/test_loader tests/test_dispatch
+TESTS += tests/test_config tests/test_loader tests/test_dispatch
+tests_test_config_SOURCES = tests/test_config.c
+tests_test_config_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
+tests_test_config_LDADD = $(APX_TEST_LIBS)
+tests_test_loader_SOURCES = tests/test_loader.c
+tests_test_loader_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
+tests_test_loader_LDADD = $(APX_TEST_LIBS)
+tests_test_dispatch_SOURCES = tests/test_dispatch.c
+tests_test_dispatch_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
+tests_test_dispatch_LDADD = $(APX_TEST_LIBS)

@@ -1,0 +1,56 @@
+/* Helpers of the core suites: write a config file, open it. */
+#ifndef APX_CORETEST_H
+#define APX_CORETEST_H
+
+#include <apexx/apexx.h>
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Write text to a fresh temporary .ini file; returns its path (static). */
+static inline const char *write_ini(const char *text) {
+  static char path[256];
+  snprintf(path, sizeof path, "/tmp/apexx-test-XXXXXX.ini");
+  int fd = mkstemps(path, 4);
+  ck_assert_int_ge(fd, 0);
+  FILE *f = fdopen(fd, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+/* "%s" in text is replaced with the directory of the check-only modules. */
+static inline const char *write_ini_modules(const char *fmt) {
+  static char text[4096];
+  const char *dir = getenv("APEXX_TEST_MODULES");
+  ck_assert_msg(dir != NULL, "APEXX_TEST_MODULES is not set (run under make check)");
+  snprintf(text, sizeof text, fmt, dir);
+  return write_ini(text);
+}
+
+static inline apx_context *open_ok(const char *path) {
+  apx_context *ctx = NULL;
+  apx_status st = apx_open(&ctx, path);
+  ck_assert_msg(st == APX_OK, "apx_open(%s): %s: %s", path ? path : "NULL", apx_status_name(st),
+                apx_last_error());
+  return ctx;
+}
+
+static inline const struct apx_backend_info *backend_named(apx_context *ctx, const char *name) {
+  static struct apx_backend_info info;
+  for (int i = 0; i < apx_backend_count(ctx); i++) {
+    ck_assert_int_eq(apx_backend_info(ctx, i, &info), APX_OK);
+    if (strcmp(info.name, name) == 0) return &info;
+  }
+  ck_abort_msg("backend %s not configured", name);
+  return NULL;
+}
+
+#define ck_assert_contains(hay, needle)                                        \
+  ck_assert_msg(strstr((hay), (needle)) != NULL, "expected [%s] in [%s]", (needle), (hay))
+
+#endif
