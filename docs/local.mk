@@ -1,1 +1,1 @@
-# docs
+EXTRA_DIST += docs/config.md
