@@ -49,3 +49,7 @@ tests_test_loader_LDADD = $(APX_TEST_LIBS)
 tests_test_dispatch_SOURCES = tests/test_dispatch.c
 tests_test_dispatch_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
 tests_test_dispatch_LDADD = $(APX_TEST_LIBS)
+
+# exported symbols, sonames, no libcuda link
+TESTS += tests/test_symbols.sh
+EXTRA_DIST += tests/test_symbols.sh
