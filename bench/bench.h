@@ -1,0 +1,169 @@
+/* apexx-bench internals shared by its files: the options of a run, the
+ * seeded input generator, statistics and parity, the report writers and
+ * compare. One job per file:
+ *   main.c         entry point, subcommands, exit status
+ *   flags.c        run flags and the profile (defaults, validation, --help)
+ *   inputs.c       splitmix64 + Box-Muller generator, tile ids, fills
+ *   stats.c        p50/p95/mean/min and parity against the cpu backend
+ *   runner.c       entries, rows per backend, timing, report "benchmarks"
+ *   report_json.c  the JSON report (spec/report.md), atomic file writes
+ *   report_md.c    the Markdown summary, rendered from the JSON report
+ *   compare.c      `compare` and `compare --emit-baseline`
+ * Exit status: 0 ok, 1 bad flags/config/unusable input, 2 failed row or
+ * regression. */
+#ifndef APEXX_BENCH_H
+#define APEXX_BENCH_H
+
+#include <apexx/apexx.h>
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define BENCH_EXIT_OK 0
+#define BENCH_EXIT_USAGE 1 /* bad flags, bad config, unusable input */
+#define BENCH_EXIT_FAILED 2 /* a row failed, or compare found a regression */
+
+#define BENCH_SCHEMA_MAJOR 1
+#define BENCH_SCHEMA_MINOR 0
+#define BENCH_BASELINE_KIND "apexx-bench-baseline"
+
+/* ---- options of a run (flags.c) ----------------------------------------- */
+#define BENCH_MAX_LIST 32
+
+typedef struct bench_options {
+  /* the profile (spec/report.md: config) */
+  int64_t batch, channels, height, width, tile_size, kmax, steps;
+  double budget_b1, budget_b2, budget_total;
+  const char *requested_dtype; /* as given: fp16|bf16|fp32|fp8 */
+  apx_dtype dtype;             /* effective (fp8 falls back to fp16) */
+  uint64_t seed;
+  int warmup, iters;
+  /* selection: entry or section names; backend names (0 = all) */
+  int op_count;
+  const char *ops[BENCH_MAX_LIST];
+  int backend_count;
+  const char *backends[BENCH_MAX_LIST];
+  /* files */
+  const char *config_path;
+  const char *output_json;
+  const char *output_md;
+  /* TensorRT */
+  const char *trt_plugin_lib; /* flag, else $APEXX_TRT_PLUGIN_LIB, else NULL */
+  const char *trt_engine_path;
+  int trt_input_shape_count;
+  const char *trt_input_shapes[BENCH_MAX_LIST];
+  int quiet;
+} bench_options;
+
+/* Parse a run's flags into *opts (defaults first). Returns 0 to run,
+ * -1 after --help/--version were printed (exit 0), or 1 after printing a
+ * message naming the bad flag and value to stderr (exit 1). */
+int bench_parse_flags(int argc, char **argv, bench_options *opts);
+void bench_print_usage(FILE *to);
+/* Names of the entries and sections --ops accepts (runner.c). */
+int bench_op_name_known(const char *name);
+void bench_print_op_names(FILE *to);
+
+/* ---- seeded inputs (inputs.c) ------------------------------------------- */
+/* splitmix64 (Steele, Lea, Flood 2014); documented in apexx-bench(1). */
+typedef struct bench_rng {
+  uint64_t state;
+} bench_rng;
+uint64_t bench_rng_next(bench_rng *rng);
+/* (next >> 11) * 2^-53: uniform in [0, 1) */
+double bench_rng_uniform(bench_rng *rng);
+/* Box-Muller: sqrt(-2 ln(1-u1)) * cos(2 pi u2), two uniforms per value */
+double bench_rng_normal(bench_rng *rng);
+/* floor(u * n): uniform integer in [0, n) */
+int64_t bench_rng_below(bench_rng *rng, int64_t n);
+
+/* Store v into element i of a host tensor (RNE via fp32 for f16/bf16). */
+void bench_set(const apx_tensor *t, int64_t i, double v);
+/* Element i of a host tensor as double. */
+double bench_get(const apx_tensor *t, int64_t i);
+void bench_fill_normal(bench_rng *rng, const apx_tensor *t, double scale,
+                       double offset);
+void bench_fill_uniform(bench_rng *rng, const apx_tensor *t, double lo,
+                        double hi);
+/* Tile ids [B,K]: per batch row the first K entries of a Fisher-Yates
+ * permutation of 0..grid-1 (drawing j = floor(u*(i+1)) for i = grid-1..1),
+ * sorted ascending. Returns 0, or -1 when K > grid. */
+int bench_fill_tile_ids(bench_rng *rng, const apx_tensor *ids, int64_t grid);
+
+/* ---- statistics and parity (stats.c) ------------------------------------ */
+typedef struct bench_stats {
+  int n;
+  double p50_ms, p95_ms, mean_ms, min_ms, max_ms;
+} bench_stats;
+/* spec/report.md 13.1: p50 = median (mean of the two middle values for an
+ * even n); p95 = sorted[floor(0.95*(n-1))]. samples is not modified.
+ * Returns 0, or -1 when n < 1 or memory runs out. */
+int bench_stats_compute(const double *samples_ms, int n, bench_stats *out);
+
+typedef struct bench_parity {
+  double max_abs_err;  /* max |got - ref| */
+  double max_rel_err;  /* max |got - ref| / max(|ref|, atol) */
+  int ok;
+  int64_t bad_count;   /* elements outside the bound */
+  int64_t first_bad;   /* flat index of the first, -1 when none */
+  int nan_mismatch;    /* a NaN on one side only */
+  double atol, rtol;   /* the dtype's bound (before doubling) */
+} bench_parity;
+/* Tolerances of spec/ops.md decision 3 for a dtype (atol = rtol); 0 for
+ * integer dtypes. */
+double bench_parity_tolerance(apx_dtype dtype);
+/* Compare got with ref (host tensors of one dtype and numel). exact: every
+ * element bit-identical (copy ops); else |got-ref| <= 2*(atol + rtol*|ref|)
+ * plus extra_ulps storage ulps of ref (transcendentals). */
+void bench_parity_compare(const apx_tensor *ref, const apx_tensor *got,
+                          int exact, int extra_ulps, bench_parity *out);
+
+/* ---- report (report_json.c) --------------------------------------------- */
+/* The build's `git rev-parse HEAD`, or NULL outside a checkout. */
+const char *bench_git_sha(void);
+/* Add a number, or null plus "<key>_reason" when v is NaN or infinite. */
+void bench_json_number(cJSON *obj, const char *key, double v,
+                       const char *reason_if_not_finite);
+/* Add a string or null. */
+void bench_json_string_or_null(cJSON *obj, const char *key, const char *s);
+/* "2026-02-08T17:34:26Z" for now, into buf (>= 32 bytes). */
+void bench_timestamp_utc(char *buf, size_t size);
+/* schema_version, suite, timestamp_utc, producer, environment, config,
+ * backends of a run; "status" and "benchmarks" are the runner's. */
+cJSON *bench_report_begin(apx_context *ctx, const bench_options *opts);
+/* Render the whole report; caller frees. */
+char *bench_report_print(const cJSON *report);
+/* Write text to path atomically: a temporary file in the same directory,
+ * fsync, then rename. A failure leaves no file (the temp is removed) and
+ * an existing file at path untouched. Returns 0, or -1 with a message in
+ * err. */
+typedef struct bench_pending_file {
+  char *tmp_path;
+  char *final_path;
+} bench_pending_file;
+int bench_write_temp(const char *path, const char *text,
+                     bench_pending_file *pending, char *err, size_t err_size);
+int bench_commit_temp(bench_pending_file *pending, char *err, size_t err_size);
+void bench_discard_temp(bench_pending_file *pending);
+int bench_write_atomic(const char *path, const char *text, char *err,
+                       size_t err_size);
+/* Read a whole file (NUL-terminated); NULL with a message in err. */
+char *bench_read_file(const char *path, char *err, size_t err_size);
+
+/* ---- markdown (report_md.c) --------------------------------------------- */
+/* The Markdown summary of a report: header, backends, one table per section
+ * with backends as columns; skipped/failed cells show their reason. */
+char *bench_render_markdown(const cJSON *report);
+
+/* ---- runner (runner.c) --------------------------------------------------- */
+/* Run every selected entry on every configured backend and add "status" and
+ * "benchmarks" to report. Returns 0 when every row ran or was skipped with
+ * a reason, 2 when a row failed, 1 when the run was aborted (the report is
+ * then not to be written; message in err). */
+int bench_run(apx_context *ctx, const bench_options *opts, cJSON *report,
+              char *err, size_t err_size);
+
+/* ---- compare (compare.c) ------------------------------------------------- */
+int bench_compare_main(int argc, char **argv);
+
+#endif

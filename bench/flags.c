@@ -1,0 +1,413 @@
+/* apexx-bench run flags: the fixed profile of spec/report.md (DESIGN.md
+ * "Bench and regression workflow") and one flag per field. A bad flag is a
+ * message naming the flag and its value, and exit status 1. */
+#include "config.h"
+
+#include "bench.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+  FLAG_BATCH = 256,
+  FLAG_CHANNELS,
+  FLAG_HEIGHT,
+  FLAG_WIDTH,
+  FLAG_TILE_SIZE,
+  FLAG_KMAX,
+  FLAG_STEPS,
+  FLAG_BUDGET_B1,
+  FLAG_BUDGET_B2,
+  FLAG_BUDGET_TOTAL,
+  FLAG_DTYPE,
+  FLAG_SEED,
+  FLAG_WARMUP,
+  FLAG_ITERS,
+  FLAG_OPS,
+  FLAG_BACKENDS,
+  FLAG_CONFIG,
+  FLAG_OUTPUT_JSON,
+  FLAG_OUTPUT_MD,
+  FLAG_TRT_PLUGIN_LIB,
+  FLAG_TRT_ENGINE_PATH,
+  FLAG_TRT_INPUT_SHAPE,
+  FLAG_QUIET,
+  FLAG_HELP,
+  FLAG_VERSION
+};
+
+static const struct option long_flags[] = {
+    {"batch", required_argument, NULL, FLAG_BATCH},
+    {"channels", required_argument, NULL, FLAG_CHANNELS},
+    {"height", required_argument, NULL, FLAG_HEIGHT},
+    {"width", required_argument, NULL, FLAG_WIDTH},
+    {"tile-size", required_argument, NULL, FLAG_TILE_SIZE},
+    {"kmax", required_argument, NULL, FLAG_KMAX},
+    {"steps", required_argument, NULL, FLAG_STEPS},
+    {"budget-b1", required_argument, NULL, FLAG_BUDGET_B1},
+    {"budget-b2", required_argument, NULL, FLAG_BUDGET_B2},
+    {"budget-total", required_argument, NULL, FLAG_BUDGET_TOTAL},
+    {"dtype", required_argument, NULL, FLAG_DTYPE},
+    {"seed", required_argument, NULL, FLAG_SEED},
+    {"warmup", required_argument, NULL, FLAG_WARMUP},
+    {"iters", required_argument, NULL, FLAG_ITERS},
+    {"ops", required_argument, NULL, FLAG_OPS},
+    {"backends", required_argument, NULL, FLAG_BACKENDS},
+    {"config", required_argument, NULL, FLAG_CONFIG},
+    {"output-json", required_argument, NULL, FLAG_OUTPUT_JSON},
+    {"output-md", required_argument, NULL, FLAG_OUTPUT_MD},
+    {"trt-plugin-lib", required_argument, NULL, FLAG_TRT_PLUGIN_LIB},
+    {"trt-engine-path", required_argument, NULL, FLAG_TRT_ENGINE_PATH},
+    {"trt-input-shape", required_argument, NULL, FLAG_TRT_INPUT_SHAPE},
+    {"quiet", no_argument, NULL, FLAG_QUIET},
+    {"help", no_argument, NULL, FLAG_HELP},
+    {"version", no_argument, NULL, FLAG_VERSION},
+    {NULL, 0, NULL, 0}};
+
+/* Every dense tensor of the profile must stay addressable and small enough
+ * to allocate: B*C*H*W and B*steps*C are capped at 2^31 elements. */
+#define MAX_ELEMENTS (INT64_C(1) << 31)
+#define MAX_DIM (INT64_C(1) << 24)
+#define MAX_ITERS 1000000
+/* JSON numbers are doubles: seeds above 2^53 would not survive the report. */
+#define MAX_SEED ((UINT64_C(1) << 53) - 1)
+
+static void defaults(bench_options *opts) {
+  memset(opts, 0, sizeof *opts);
+  /* spec/report.md 13.2 / DESIGN.md: the fixed baseline profile */
+  opts->batch = 1;
+  opts->channels = 128;
+  opts->height = 128;
+  opts->width = 128;
+  opts->tile_size = 8;
+  opts->kmax = 32;
+  opts->steps = 256;
+  opts->budget_b1 = 16.0;
+  opts->budget_b2 = 8.0;
+  opts->budget_total = 32.0;
+  opts->requested_dtype = "fp16";
+  opts->dtype = APX_DTYPE_F16;
+  opts->seed = 123;
+  opts->warmup = 10;
+  opts->iters = 50;
+}
+
+static int bad(const char *flag, const char *value, const char *why) {
+  fprintf(stderr, "apexx-bench: --%s: [%s] %s\n", flag, value, why);
+  return 1;
+}
+
+static int parse_int(const char *flag, const char *value, int64_t lo,
+                     int64_t hi, int64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(value, &end, 10);
+  if (value[0] == '\0' || *end != '\0' || errno == ERANGE) {
+    return bad(flag, value, "is not an integer");
+  }
+  if (v < lo || v > hi) {
+    char why[128];
+    snprintf(why, sizeof why, "is outside [%lld, %lld]", (long long)lo,
+             (long long)hi);
+    return bad(flag, value, why);
+  }
+  *out = v;
+  return 0;
+}
+
+static int parse_budget(const char *flag, const char *value, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(value, &end);
+  if (value[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v)) {
+    return bad(flag, value, "is not a finite number");
+  }
+  if (v < 0) return bad(flag, value, "must be >= 0");
+  *out = v;
+  return 0;
+}
+
+/* Split a comma-separated list in place (value is argv memory, which we may
+ * keep pointing into after writing NULs). Empty items are an error. */
+static int parse_list(const char *flag, char *value, const char **items,
+                      int *count) {
+  char copy[512];
+  snprintf(copy, sizeof copy, "%s", value);
+  *count = 0;
+  char *save = NULL;
+  int items_seen = 0;
+  for (char *p = value;; p = NULL) {
+    char *item = strtok_r(p, ",", &save);
+    if (!item) break;
+    while (*item == ' ') item++;
+    char *tail = item + strlen(item);
+    while (tail > item && tail[-1] == ' ') *--tail = '\0';
+    if (*item == '\0') continue;
+    if (*count == BENCH_MAX_LIST) {
+      return bad(flag, copy, "names too many items (at most 32)");
+    }
+    items[(*count)++] = item;
+    items_seen++;
+  }
+  if (items_seen == 0) return bad(flag, copy, "is an empty list");
+  return 0;
+}
+
+static int parse_dtype(const char *value, bench_options *opts) {
+  static const struct {
+    const char *name;
+    apx_dtype dtype;
+  } known[] = {{"fp16", APX_DTYPE_F16}, {"f16", APX_DTYPE_F16},
+               {"bf16", APX_DTYPE_BF16}, {"fp32", APX_DTYPE_F32},
+               {"f32", APX_DTYPE_F32},
+               /* spec/report.md 13.2: fp8 falls back to fp16 with a reason
+                * (apexx has no fp8 dtype) */
+               {"fp8", APX_DTYPE_F16}};
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+    if (strcmp(value, known[i].name) == 0) {
+      opts->requested_dtype = known[i].name;
+      opts->dtype = known[i].dtype;
+      return 0;
+    }
+  }
+  return bad("dtype", value, "is not one of fp16, bf16, fp32, fp8");
+}
+
+/* NAME=AxBx... with positive dims (spec/report.md 13.5). */
+static int check_input_shape(const char *value) {
+  const char *eq = strchr(value, '=');
+  if (!eq || eq == value) {
+    return bad("trt-input-shape", value, "must be NAME=AxBx... (no NAME=)");
+  }
+  const char *p = eq + 1;
+  int dims = 0;
+  for (;;) {
+    char *end = NULL;
+    errno = 0;
+    if (*p < '0' || *p > '9') {
+      return bad("trt-input-shape", value,
+                 "must be NAME=AxBx... with positive integer dims");
+    }
+    long long d = strtoll(p, &end, 10);
+    if (errno == ERANGE || d <= 0 || d > MAX_DIM) {
+      return bad("trt-input-shape", value,
+                 "has a dim outside [1, 16777216]");
+    }
+    dims++;
+    if (*end == '\0') break;
+    if (*end != 'x' || dims == APX_MAX_DIMS) {
+      return bad("trt-input-shape", value,
+                 "must be NAME=AxBx... with at most 8 positive integer dims");
+    }
+    p = end + 1;
+  }
+  return 0;
+}
+
+/* Relations between fields, checked once every flag is read so the message
+ * can name the flag whose value breaks them. */
+static int check_profile(const bench_options *o) {
+  char value[64], why[160];
+  if (o->height % o->tile_size != 0 || o->width % o->tile_size != 0) {
+    snprintf(value, sizeof value, "%lld", (long long)o->tile_size);
+    snprintf(why, sizeof why, "must divide --height %lld and --width %lld",
+             (long long)o->height, (long long)o->width);
+    return bad("tile-size", value, why);
+  }
+  int64_t grid = (o->height / o->tile_size) * (o->width / o->tile_size);
+  if (o->kmax > grid) {
+    snprintf(value, sizeof value, "%lld", (long long)o->kmax);
+    snprintf(why, sizeof why,
+             "exceeds the tile grid's %lld tiles (distinct ids per row)",
+             (long long)grid);
+    return bad("kmax", value, why);
+  }
+  /* each factor is <= 2^24, so products of two never overflow */
+  double dense = (double)o->batch * (double)o->channels * (double)o->height *
+                 (double)o->width;
+  if (dense > (double)MAX_ELEMENTS) {
+    snprintf(value, sizeof value, "%lld", (long long)o->channels);
+    snprintf(why, sizeof why,
+             "makes batch*channels*height*width = %.0f exceed 2^31 elements",
+             dense);
+    return bad("channels", value, why);
+  }
+  double tokens = (double)o->batch * (double)o->steps * (double)o->channels;
+  if (tokens > (double)MAX_ELEMENTS) {
+    snprintf(value, sizeof value, "%lld", (long long)o->steps);
+    snprintf(why, sizeof why,
+             "makes batch*steps*channels = %.0f exceed 2^31 elements", tokens);
+    return bad("steps", value, why);
+  }
+  return 0;
+}
+
+void bench_print_usage(FILE *to) {
+  fprintf(to,
+          "usage: apexx-bench [flags]\n"
+          "       apexx-bench compare BASELINE CURRENT [--max-ratio R] "
+          "[--max-abs-ms A] [--output-json F] [--quiet]\n"
+          "       apexx-bench compare --emit-baseline REPORT [-o FILE] "
+          "[--metrics LIST] [--max-ratio R] [--max-abs-ms A]\n"
+          "\n"
+          "Profile (defaults: the fixed baseline profile):\n"
+          "  --batch N (1)  --channels N (128)  --height N (128)  --width N "
+          "(128)\n"
+          "  --tile-size N (8)  --kmax N (32)  --steps N (256)\n"
+          "  --budget-b1 X (16)  --budget-b2 X (8)  --budget-total X (32)\n"
+          "  --dtype fp16|bf16|fp32|fp8 (fp16)  --seed N (123)\n"
+          "  --warmup N (10)  --iters N (50)\n"
+          "Selection:\n"
+          "  --ops LIST        entries or sections, comma-separated (all)\n"
+          "  --backends LIST   backends to measure (every configured one)\n"
+          "  --config FILE     apexx.ini (else $APEXX_CONFIG, installed, "
+          "built-in)\n"
+          "Output:\n"
+          "  --output-json F   report JSON (stdout when absent)\n"
+          "  --output-md F     Markdown summary\n"
+          "  --quiet           no progress, no 'wrote_*' lines\n"
+          "TensorRT:\n"
+          "  --trt-plugin-lib F (or $APEXX_TRT_PLUGIN_LIB)\n"
+          "  --trt-engine-path F  --trt-input-shape NAME=AxBx... "
+          "(repeatable)\n"
+          "  --help  --version\n"
+          "Exit status: 0 every row ran or was skipped with a reason, 2 a row "
+          "failed, 1 bad flags or config.\n"
+          "See apexx-bench(1).\n");
+}
+
+static void print_version(void) {
+  const char *sha = bench_git_sha();
+  if (!sha) sha = "unknown";
+  printf("apexx-bench %s (libapexx %s, git %s)\n", PACKAGE_VERSION,
+         apx_version(), sha);
+}
+
+int bench_parse_flags(int argc, char **argv, bench_options *opts) {
+  defaults(opts);
+  const char *env_plugin = getenv("APEXX_TRT_PLUGIN_LIB");
+  if (env_plugin && *env_plugin) opts->trt_plugin_lib = env_plugin;
+
+  opterr = 0; /* our own messages name the flag and value */
+  optind = 1;
+  for (;;) {
+    int index = -1;
+    int c = getopt_long(argc, argv, ":", long_flags, &index);
+    if (c == -1) break;
+    const char *name = index >= 0 ? long_flags[index].name : "";
+    int64_t v = 0;
+    int rc = 0;
+    switch (c) {
+    case FLAG_BATCH:
+      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->batch);
+      break;
+    case FLAG_CHANNELS:
+      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->channels);
+      break;
+    case FLAG_HEIGHT:
+      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->height);
+      break;
+    case FLAG_WIDTH:
+      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->width);
+      break;
+    case FLAG_TILE_SIZE:
+      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->tile_size);
+      break;
+    case FLAG_KMAX:
+      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->kmax);
+      break;
+    case FLAG_STEPS:
+      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->steps);
+      break;
+    case FLAG_BUDGET_B1:
+      rc = parse_budget(name, optarg, &opts->budget_b1);
+      break;
+    case FLAG_BUDGET_B2:
+      rc = parse_budget(name, optarg, &opts->budget_b2);
+      break;
+    case FLAG_BUDGET_TOTAL:
+      rc = parse_budget(name, optarg, &opts->budget_total);
+      break;
+    case FLAG_DTYPE:
+      rc = parse_dtype(optarg, opts);
+      break;
+    case FLAG_SEED:
+      rc = parse_int(name, optarg, 0, (int64_t)MAX_SEED, &v);
+      opts->seed = (uint64_t)v;
+      break;
+    case FLAG_WARMUP:
+      rc = parse_int(name, optarg, 0, MAX_ITERS, &v);
+      opts->warmup = (int)v;
+      break;
+    case FLAG_ITERS:
+      rc = parse_int(name, optarg, 1, MAX_ITERS, &v);
+      opts->iters = (int)v;
+      break;
+    case FLAG_OPS:
+      rc = parse_list(name, optarg, opts->ops, &opts->op_count);
+      for (int i = 0; rc == 0 && i < opts->op_count; i++) {
+        if (!bench_op_name_known(opts->ops[i])) {
+          fprintf(stderr, "apexx-bench: --ops: [%s] is not an entry or section; "
+                          "known: ", opts->ops[i]);
+          bench_print_op_names(stderr);
+          rc = 1;
+        }
+      }
+      break;
+    case FLAG_BACKENDS:
+      rc = parse_list(name, optarg, opts->backends, &opts->backend_count);
+      break;
+    case FLAG_CONFIG:
+      if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");
+      opts->config_path = optarg;
+      break;
+    case FLAG_OUTPUT_JSON:
+      if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");
+      opts->output_json = optarg;
+      break;
+    case FLAG_OUTPUT_MD:
+      if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");
+      opts->output_md = optarg;
+      break;
+    case FLAG_TRT_PLUGIN_LIB:
+      opts->trt_plugin_lib = *optarg ? optarg : NULL;
+      break;
+    case FLAG_TRT_ENGINE_PATH:
+      opts->trt_engine_path = *optarg ? optarg : NULL;
+      break;
+    case FLAG_TRT_INPUT_SHAPE:
+      rc = check_input_shape(optarg);
+      if (rc == 0 && opts->trt_input_shape_count == BENCH_MAX_LIST) {
+        rc = bad(name, optarg, "is one too many (at most 32)");
+      }
+      if (rc == 0) opts->trt_input_shapes[opts->trt_input_shape_count++] = optarg;
+      break;
+    case FLAG_QUIET:
+      opts->quiet = 1;
+      break;
+    case FLAG_HELP:
+      bench_print_usage(stdout);
+      return -1;
+    case FLAG_VERSION:
+      print_version();
+      return -1;
+    case ':':
+      fprintf(stderr, "apexx-bench: %s: needs a value\n", argv[optind - 1]);
+      return 1;
+    default:
+      fprintf(stderr, "apexx-bench: unknown flag [%s] (see --help)\n",
+              argv[optind - 1]);
+      return 1;
+    }
+    if (rc != 0) return 1;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "apexx-bench: unexpected argument [%s] (see --help)\n",
+            argv[optind]);
+    return 1;
+  }
+  return check_profile(opts) != 0 ? 1 : 0;
+}

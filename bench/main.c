@@ -1,0 +1,168 @@
+/* apexx-bench: the suite driver (spec/report.md, apexx-bench(1)).
+ *   apexx-bench [flags]             run the suite, write JSON + Markdown
+ *   apexx-bench compare BASE CUR    regression verdict (compare.c)
+ * Exit status: 0 every row ran or was skipped with a reason; 2 a row failed
+ * (or, for compare, a regression); 1 bad flags, bad config, unusable input,
+ * or a report that could not be written (then no file is left behind). */
+#include "config.h"
+
+#include "bench.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The directory of an output path must exist and be writable; checked
+ * before the suite runs so a long run does not end in an unwritable file. */
+static int check_output_dir(const char *flag, const char *path) {
+  if (!path) return 0;
+  char *copy = strdup(path);
+  if (!copy) return 1;
+  const char *dir = dirname(copy);
+  int rc = 0;
+  if (access(dir, W_OK | X_OK) != 0) {
+    fprintf(stderr, "apexx-bench: %s: [%s]: directory [%s] is not writable: %s\n",
+            flag, path, dir, strerror(errno));
+    rc = 1;
+  }
+  free(copy);
+  return rc;
+}
+
+static int check_backends(apx_context *ctx, const bench_options *opts) {
+  int count = apx_backend_count(ctx);
+  for (int i = 0; i < opts->backend_count; i++) {
+    int found = 0;
+    for (int k = 0; k < count && !found; k++) {
+      struct apx_backend_info info;
+      found = apx_backend_info(ctx, k, &info) == APX_OK &&
+              strcmp(info.name, opts->backends[i]) == 0;
+    }
+    if (!found) {
+      fprintf(stderr, "apexx-bench: --backends: [%s] is not a configured backend "
+                      "(configured:", opts->backends[i]);
+      for (int k = 0; k < count; k++) {
+        struct apx_backend_info info;
+        if (apx_backend_info(ctx, k, &info) == APX_OK) {
+          fprintf(stderr, " %s", info.name);
+        }
+      }
+      fprintf(stderr, ")\n");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Write the JSON and the Markdown together: both go to temporary files
+ * first and are renamed only when both were written, so a failure leaves
+ * neither (and any older files untouched). */
+static int write_outputs(const bench_options *opts, const char *json,
+                         const char *markdown) {
+  char err[1024];
+  bench_pending_file pj = {NULL, NULL}, pm = {NULL, NULL};
+  if (opts->output_json &&
+      bench_write_temp(opts->output_json, json, &pj, err, sizeof err) != 0) {
+    fprintf(stderr, "apexx-bench: --output-json: %s\n", err);
+    return 1;
+  }
+  if (opts->output_md &&
+      bench_write_temp(opts->output_md, markdown, &pm, err, sizeof err) != 0) {
+    fprintf(stderr, "apexx-bench: --output-md: %s\n", err);
+    bench_discard_temp(&pj);
+    return 1;
+  }
+  if (bench_commit_temp(&pj, err, sizeof err) != 0) {
+    fprintf(stderr, "apexx-bench: --output-json: %s\n", err);
+    bench_discard_temp(&pm);
+    return 1;
+  }
+  if (bench_commit_temp(&pm, err, sizeof err) != 0) {
+    fprintf(stderr, "apexx-bench: --output-md: %s\n", err);
+    return 1;
+  }
+  return 0;
+}
+
+/* The process ends right after the run. Closing the context dlcloses the
+ * cpu backend, and with it libgomp, while OpenMP's idle worker threads are
+ * still parked inside it: they then fault in unmapped code (SIGSEGV seen
+ * with libgomp 12). Until the loader keeps such modules resident
+ * (RTLD_NODELETE), the bench leaves the unloading to exit();
+ * APEXX_BENCH_CLOSE=1 closes anyway (to check a fixed loader). */
+static void close_context(apx_context *ctx) {
+  const char *force = getenv("APEXX_BENCH_CLOSE");
+  if (force && strcmp(force, "1") == 0) apx_close(ctx);
+}
+
+static int run_suite(int argc, char **argv) {
+  bench_options opts;
+  int rc = bench_parse_flags(argc, argv, &opts);
+  if (rc < 0) return BENCH_EXIT_OK; /* --help, --version */
+  if (rc > 0) return BENCH_EXIT_USAGE;
+  if (check_output_dir("--output-json", opts.output_json) ||
+      check_output_dir("--output-md", opts.output_md)) {
+    return BENCH_EXIT_USAGE;
+  }
+  /* the trt backend reads its plugin library from the environment
+   * (DESIGN.md configuration: plugin_library or $APEXX_TRT_PLUGIN_LIB) */
+  if (opts.trt_plugin_lib) setenv("APEXX_TRT_PLUGIN_LIB", opts.trt_plugin_lib, 1);
+
+  apx_context *ctx = NULL;
+  apx_status st = apx_open(&ctx, opts.config_path);
+  if (st != APX_OK) {
+    fprintf(stderr, "apexx-bench: cannot open the configuration%s%s%s: %s: %s\n",
+            opts.config_path ? " [" : "", opts.config_path ? opts.config_path : "",
+            opts.config_path ? "]" : "", apx_status_name(st), apx_last_error());
+    return BENCH_EXIT_USAGE;
+  }
+  if (check_backends(ctx, &opts) != 0) {
+    apx_close(ctx);
+    return BENCH_EXIT_USAGE;
+  }
+
+  cJSON *report = bench_report_begin(ctx, &opts);
+  char err[1024] = "";
+  int run_rc = bench_run(ctx, &opts, report, err, sizeof err);
+  close_context(ctx);
+  if (run_rc == 1) {
+    fprintf(stderr, "apexx-bench: run aborted, no report written: %s\n", err);
+    cJSON_Delete(report);
+    return BENCH_EXIT_USAGE;
+  }
+
+  char *json = bench_report_print(report);
+  char *markdown = bench_render_markdown(report);
+  cJSON_Delete(report);
+  if (!json || !markdown) {
+    fprintf(stderr, "apexx-bench: out of memory rendering the report\n");
+    free(json);
+    free(markdown);
+    return BENCH_EXIT_USAGE;
+  }
+  int write_rc = write_outputs(&opts, json, markdown);
+  if (write_rc == 0) {
+    if (!opts.output_json) fputs(json, stdout);
+    if (!opts.quiet) {
+      if (opts.output_json) printf("wrote_json=%s\n", opts.output_json);
+      if (opts.output_md) printf("wrote_md=%s\n", opts.output_md);
+    }
+  }
+  free(json);
+  free(markdown);
+  if (write_rc != 0) return BENCH_EXIT_USAGE;
+  if (run_rc == 2 && !opts.quiet) {
+    fprintf(stderr, "apexx-bench: status failed: at least one row failed "
+                    "(see the report's rows)\n");
+  }
+  return run_rc == 2 ? BENCH_EXIT_FAILED : BENCH_EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "compare") == 0) {
+    return bench_compare_main(argc - 1, argv + 1);
+  }
+  return run_suite(argc, argv);
+}

@@ -1,0 +1,1103 @@
+/* The suite: every selected entry (an op with one setting of its mode) on
+ * every configured backend. Per entry: generate the inputs on the host once
+ * (seeded, inputs.c), record the default dispatch (apx_explain), run the cpu
+ * backend once untimed as the parity reference, then per backend: copy the
+ * inputs to its device, warm up, time `iters` calls with the backend's
+ * timer, take the statistics, peak memory, and compare the output with the
+ * cpu reference. Sizes, seeds and work counts are documented in
+ * apexx-bench(1). */
+#include "bench.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- entries ----------------------------------------------------------- */
+typedef enum entry_id {
+  E_TILEPACK,
+  E_TILEUNPACK_OVERRIDE,
+  E_TILEUNPACK_BLEND,
+  E_FUSED_PACK_OP_UNPACK,
+  E_FUSIONGATE_ALPHA,
+  E_FUSIONGATE_FUSE,
+  E_TILESSM_FORWARD,
+  E_TILESSM_BIDIRECTIONAL,
+  E_GATHER,
+  E_INDEX_SELECT,
+  E_SCATTER_ADD,
+  E_GATHER_BACKWARD,
+  E_FF_INFER,
+  E_TRT_TILESSM_PLUGIN,
+  E_TRT_ENGINE,
+  E_COUNT
+} entry_id;
+
+typedef enum entry_kind {
+  KIND_OP,          /* an apexx op, run on every backend */
+  KIND_NOT_IN_RELEASE, /* spec section 9: no op in this version */
+  KIND_TRT_PLUGIN,  /* an op forced onto the trt backend */
+  KIND_TRT_ENGINE   /* a serialized engine: no runner API in this version */
+} entry_kind;
+
+typedef struct entry_def {
+  entry_id id;
+  const char *section;
+  const char *name;
+  entry_kind kind;
+  apx_op_id op;
+  const char *mode;           /* the op's setting, for the report */
+  const char *throughput_key; /* spec/report.md 13.1 */
+  int exact;                  /* copy op: parity is bit-exact */
+  int extra_ulps;             /* transcendentals: one storage ulp more */
+} entry_def;
+
+static const entry_def entries[E_COUNT] = {
+    {E_TILEPACK, "tile_ops", "tilepack", KIND_OP, APX_OP_TILEPACK, "kernel form",
+     "tiles_per_s", 1, 0},
+    {E_TILEUNPACK_OVERRIDE, "tile_ops", "tileunpack_override", KIND_OP,
+     APX_OP_TILEUNPACK, "override, ids, levels", "tiles_per_s", 1, 0},
+    {E_TILEUNPACK_BLEND, "tile_ops", "tileunpack_blend", KIND_OP,
+     APX_OP_TILEUNPACK, "blend alpha 0.5, ids, levels", "tiles_per_s", 0, 0},
+    {E_FUSED_PACK_OP_UNPACK, "tile_ops", "fused_pack_op_unpack", KIND_OP,
+     APX_OP_FUSED_PACK_OP_UNPACK, "value 1/0, gate 1/0, unique ids",
+     "tiles_per_s", 0, 0},
+    {E_FUSIONGATE_ALPHA, "tile_ops", "fusiongate_alpha", KIND_OP,
+     APX_OP_FUSIONGATE_ALPHA, "log weights 1/1, bias 0", "elements_per_s", 0, 1},
+    {E_FUSIONGATE_FUSE, "tile_ops", "fusiongate_fuse", KIND_OP,
+     APX_OP_FUSIONGATE_FUSE, "out of place", "elements_per_s", 0, 0},
+    {E_TILESSM_FORWARD, "tilessm", "tilessm_forward", KIND_OP,
+     APX_OP_TILESSM_SCAN, "forward", "tokens_per_s", 0, 0},
+    {E_TILESSM_BIDIRECTIONAL, "tilessm", "tilessm_bidirectional", KIND_OP,
+     APX_OP_TILESSM_SCAN, "bidirectional, merge avg", "tokens_per_s", 0, 0},
+    {E_GATHER, "indexing", "gather", KIND_OP, APX_OP_GATHER, "dim 0",
+     "elements_per_s", 1, 0},
+    {E_INDEX_SELECT, "indexing", "index_select", KIND_OP, APX_OP_INDEX_SELECT,
+     "rows", "elements_per_s", 1, 0},
+    {E_SCATTER_ADD, "indexing", "scatter_add", KIND_OP, APX_OP_SCATTER_ADD,
+     "dim 0, out of place", "elements_per_s", 0, 0},
+    {E_GATHER_BACKWARD, "indexing", "gather_backward", KIND_OP,
+     APX_OP_GATHER_BACKWARD, "dim 0", "elements_per_s", 0, 0},
+    {E_FF_INFER, "end_to_end_infer", "ff_infer", KIND_NOT_IN_RELEASE,
+     APX_OP_COUNT, "spec/ops.md 9", "frames_per_s", 0, 0},
+    {E_TRT_TILESSM_PLUGIN, "tensorrt", "tilessm_plugin", KIND_TRT_PLUGIN,
+     APX_OP_TILESSM_SCAN, "forward, fp16, TileSSMScan plugin", "tokens_per_s",
+     0, 0},
+    {E_TRT_ENGINE, "tensorrt", "engine", KIND_TRT_ENGINE, APX_OP_COUNT,
+     "serialized engine", "frames_per_s", 0, 0},
+};
+
+static const char *const sections[] = {"tile_ops", "tilessm", "indexing",
+                                       "end_to_end_infer", "tensorrt"};
+#define SECTION_COUNT ((int)(sizeof sections / sizeof sections[0]))
+
+#define FF_NOT_IN_RELEASE "not_implemented: apx_ff_infer is not in this release"
+
+int bench_op_name_known(const char *name) {
+  for (int i = 0; i < E_COUNT; i++) {
+    if (strcmp(entries[i].name, name) == 0) return 1;
+  }
+  for (int i = 0; i < SECTION_COUNT; i++) {
+    if (strcmp(sections[i], name) == 0) return 1;
+  }
+  return 0;
+}
+
+void bench_print_op_names(FILE *to) {
+  for (int i = 0; i < SECTION_COUNT; i++) {
+    fprintf(to, "%s%s (", i ? "; " : "", sections[i]);
+    int first = 1;
+    for (int e = 0; e < E_COUNT; e++) {
+      if (strcmp(entries[e].section, sections[i]) != 0) continue;
+      fprintf(to, "%s%s", first ? "" : ", ", entries[e].name);
+      first = 0;
+    }
+    fprintf(to, ")");
+  }
+  fprintf(to, "\n");
+}
+
+static int entry_selected(const bench_options *opts, const entry_def *e) {
+  if (opts->op_count == 0) return 1;
+  for (int i = 0; i < opts->op_count; i++) {
+    if (strcmp(opts->ops[i], e->name) == 0 ||
+        strcmp(opts->ops[i], e->section) == 0) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* ---- a case: the tensors of one entry ----------------------------------- */
+#define MAX_TENSORS 8
+
+typedef enum gen_kind {
+  GEN_NORMAL,    /* a*N(0,1) + b */
+  GEN_UNIFORM,   /* uniform in [a, b) */
+  GEN_TILE_IDS,  /* inputs.c: per row, first K of a permutation, sorted */
+  GEN_LEVELS,    /* integers uniform in [0, 3) */
+  GEN_ROWS,      /* [N]: row ids uniform in [0, M) */
+  GEN_ROWS_WIDE, /* [N,D]: row ids uniform in [0, M), repeated along a row */
+  GEN_OUTPUT     /* not generated: poisoned before each backend's run */
+} gen_kind;
+
+typedef struct case_tensor {
+  const char *name;
+  gen_kind gen;
+  double a, b;
+  int64_t limit;         /* M for GEN_ROWS*, grid size for GEN_TILE_IDS */
+  int64_t touched_elems; /* elements a minimal kernel reads/writes; -1 all */
+  apx_tensor host;
+} case_tensor;
+
+typedef struct bench_case {
+  int count;
+  int output; /* index of the output tensor */
+  case_tensor t[MAX_TENSORS];
+  double work; /* the throughput's work count */
+} bench_case;
+
+static void add_tensor(bench_case *c, const char *name, gen_kind gen,
+                       apx_dtype dtype, int ndim, const int64_t *shape) {
+  case_tensor *ct = &c->t[c->count];
+  memset(ct, 0, sizeof *ct);
+  ct->name = name;
+  ct->gen = gen;
+  ct->touched_elems = -1;
+  ct->host.dtype = dtype;
+  ct->host.device = APX_DEVICE_HOST;
+  ct->host.ndim = ndim;
+  for (int i = 0; i < ndim; i++) ct->host.shape[i] = shape[i];
+  if (gen == GEN_OUTPUT) c->output = c->count;
+  c->count++;
+}
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define NDIM(...) ((int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define ADD(c, name, gen, dtype, ...)                                          \
+  add_tensor((c), (name), (gen), (dtype), NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__))
+
+/* Shapes and generators of each entry (documented in apexx-bench(1)). */
+static void describe_case(const entry_def *e, const bench_options *o,
+                          bench_case *c) {
+  memset(c, 0, sizeof *c);
+  const int64_t B = o->batch, C = o->channels, H = o->height, W = o->width;
+  const int64_t t = o->tile_size, K = o->kmax, S = o->steps;
+  const int64_t grid = (H / t) * (W / t);
+  const apx_dtype f = o->dtype, ix = APX_DTYPE_I32;
+  /* indexing: src rows are the pixels of the batch (M = B*H*W rows of C),
+   * the index picks N = B*kmax*t*t rows (as many as the selected tiles
+   * hold) uniformly */
+  const int64_t M = B * H * W, D = C, N = B * K * t * t;
+  switch (e->id) {
+  case E_TILEPACK:
+    ADD(c, "features", GEN_NORMAL, f, B, C, H, W);
+    c->t[0].a = 1.0;
+    c->t[0].touched_elems = B * K * C * t * t; /* only the selected tiles */
+    ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
+    c->t[1].limit = grid;
+    ADD(c, "out", GEN_OUTPUT, f, B, K, C, t, t);
+    c->work = (double)(B * K);
+    break;
+  case E_TILEUNPACK_OVERRIDE:
+  case E_TILEUNPACK_BLEND:
+    ADD(c, "base", GEN_NORMAL, f, B, C, H, W);
+    ADD(c, "packed", GEN_NORMAL, f, B, K, C, t, t);
+    c->t[0].a = c->t[1].a = 1.0;
+    ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
+    c->t[2].limit = grid;
+    ADD(c, "levels", GEN_LEVELS, ix, B, K);
+    ADD(c, "out", GEN_OUTPUT, f, B, C, H, W);
+    c->work = (double)(B * K);
+    break;
+  case E_FUSED_PACK_OP_UNPACK:
+    ADD(c, "features", GEN_NORMAL, f, B, C, H, W);
+    c->t[0].a = 1.0;
+    ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
+    c->t[1].limit = grid;
+    ADD(c, "out", GEN_OUTPUT, f, B, C, H, W);
+    c->work = (double)(B * K);
+    break;
+  case E_FUSIONGATE_ALPHA:
+    ADD(c, "boundary", GEN_UNIFORM, f, B, 1, H, W);
+    ADD(c, "uncertainty", GEN_UNIFORM, f, B, 1, H, W);
+    c->t[0].b = c->t[1].b = 1.0;
+    ADD(c, "out", GEN_OUTPUT, f, B, 1, H, W);
+    /* alpha has no channel axis: its work is its output, B*H*W */
+    c->work = (double)(B * H * W);
+    break;
+  case E_FUSIONGATE_FUSE:
+    ADD(c, "base", GEN_NORMAL, f, B, C, H, W);
+    ADD(c, "detail", GEN_NORMAL, f, B, C, H, W);
+    c->t[0].a = c->t[1].a = 1.0;
+    ADD(c, "alpha", GEN_UNIFORM, f, B, 1, H, W);
+    c->t[2].b = 1.0;
+    ADD(c, "out", GEN_OUTPUT, f, B, C, H, W);
+    c->work = (double)(B * C * H * W);
+    break;
+  case E_TILESSM_FORWARD:
+  case E_TILESSM_BIDIRECTIONAL:
+  case E_TRT_TILESSM_PLUGIN: {
+    /* spec/report.md 13.2: decay rand*0.8+0.1, gains rand*1.5+0.05,
+     * state_bias randn*0.1 */
+    apx_dtype tok = e->id == E_TRT_TILESSM_PLUGIN ? APX_DTYPE_F16 : f;
+    ADD(c, "tokens", GEN_NORMAL, tok, B, S, C);
+    c->t[0].a = 1.0;
+    ADD(c, "decay", GEN_UNIFORM, tok, C);
+    c->t[1].a = 0.1, c->t[1].b = 0.9;
+    ADD(c, "input_gain", GEN_UNIFORM, tok, C);
+    c->t[2].a = 0.05, c->t[2].b = 1.55;
+    ADD(c, "output_gain", GEN_UNIFORM, tok, C);
+    c->t[3].a = 0.05, c->t[3].b = 1.55;
+    ADD(c, "state_bias", GEN_NORMAL, tok, C);
+    c->t[4].a = 0.1;
+    ADD(c, "out", GEN_OUTPUT, tok, B, S, C);
+    c->work = (double)(B * S * C);
+    break;
+  }
+  case E_GATHER:
+    ADD(c, "src", GEN_NORMAL, f, M, D);
+    c->t[0].a = 1.0;
+    c->t[0].touched_elems = N * D;
+    ADD(c, "index", GEN_ROWS_WIDE, ix, N, D);
+    c->t[1].limit = M;
+    ADD(c, "out", GEN_OUTPUT, f, N, D);
+    c->work = (double)(N * D);
+    break;
+  case E_INDEX_SELECT:
+    ADD(c, "src", GEN_NORMAL, f, M, D);
+    c->t[0].a = 1.0;
+    c->t[0].touched_elems = N * D;
+    ADD(c, "index", GEN_ROWS, ix, N);
+    c->t[1].limit = M;
+    ADD(c, "out", GEN_OUTPUT, f, N, D);
+    c->work = (double)(N * D);
+    break;
+  case E_SCATTER_ADD:
+    ADD(c, "self", GEN_NORMAL, f, M, D);
+    ADD(c, "index", GEN_ROWS_WIDE, ix, N, D);
+    c->t[1].limit = M;
+    ADD(c, "src", GEN_NORMAL, f, N, D);
+    c->t[0].a = c->t[2].a = 1.0;
+    ADD(c, "out", GEN_OUTPUT, f, M, D);
+    c->work = (double)(M * D);
+    break;
+  case E_GATHER_BACKWARD:
+    ADD(c, "grad_out", GEN_NORMAL, f, N, D);
+    c->t[0].a = 1.0;
+    ADD(c, "index", GEN_ROWS_WIDE, ix, N, D);
+    c->t[1].limit = M;
+    ADD(c, "grad_src", GEN_OUTPUT, f, M, D);
+    c->work = (double)(M * D);
+    break;
+  case E_FF_INFER:
+  case E_TRT_ENGINE:
+  case E_COUNT:
+    c->work = (double)B;
+    break;
+  }
+}
+
+static int64_t tensor_bytes(const apx_tensor *t) {
+  return apx_tensor_numel(t) * (int64_t)apx_dtype_size(t->dtype);
+}
+
+/* spec/report.md: bytes_moved is the minimum traffic: each input read once
+ * (only the elements the op must read) and each output written once. */
+static double case_bytes_moved(const bench_case *c) {
+  double bytes = 0.0;
+  for (int i = 0; i < c->count; i++) {
+    const case_tensor *ct = &c->t[i];
+    if (ct->touched_elems >= 0) {
+      bytes += (double)ct->touched_elems * (double)apx_dtype_size(ct->host.dtype);
+    } else {
+      bytes += (double)tensor_bytes(&ct->host);
+    }
+  }
+  return bytes;
+}
+
+static void free_case(apx_context *ctx, bench_case *c) {
+  for (int i = 0; i < c->count; i++) apx_tensor_free(ctx, &c->t[i].host);
+}
+
+/* Allocate and fill the host tensors. Stream seed of tensor j of entry e
+ * (e, j counted from 0 in the order of apexx-bench(1)) = seed + 100*(e+1)
+ * + j, so entries do not share draws and adding an entry changes no other
+ * entry's inputs. */
+static int generate_case(apx_context *ctx, const bench_options *o,
+                         const entry_def *e, bench_case *c, char *err,
+                         size_t err_size) {
+  for (int j = 0; j < c->count; j++) {
+    case_tensor *ct = &c->t[j];
+    apx_tensor shape = ct->host;
+    if (apx_tensor_alloc(ctx, APX_DEVICE_HOST, 0, shape.dtype, shape.ndim,
+                         shape.shape, &ct->host) != APX_OK) {
+      snprintf(err, err_size, "%s: cannot allocate host tensor %s: %s",
+               e->name, ct->name, apx_last_error());
+      return -1;
+    }
+    bench_rng rng = {o->seed + 100u * ((uint64_t)e->id + 1u) + (uint64_t)j};
+    int64_t n = apx_tensor_numel(&ct->host);
+    switch (ct->gen) {
+    case GEN_NORMAL:
+      bench_fill_normal(&rng, &ct->host, ct->a, ct->b);
+      break;
+    case GEN_UNIFORM:
+      bench_fill_uniform(&rng, &ct->host, ct->a, ct->b);
+      break;
+    case GEN_TILE_IDS:
+      if (bench_fill_tile_ids(&rng, &ct->host, ct->limit) != 0) {
+        snprintf(err, err_size, "%s: cannot draw %" PRId64 " distinct ids of %" PRId64,
+                 e->name, ct->host.shape[1], ct->limit);
+        return -1;
+      }
+      break;
+    case GEN_LEVELS:
+      for (int64_t i = 0; i < n; i++) {
+        bench_set(&ct->host, i, (double)bench_rng_below(&rng, 3));
+      }
+      break;
+    case GEN_ROWS:
+      for (int64_t i = 0; i < n; i++) {
+        bench_set(&ct->host, i, (double)bench_rng_below(&rng, ct->limit));
+      }
+      break;
+    case GEN_ROWS_WIDE: {
+      int64_t rows = ct->host.shape[0], width = ct->host.shape[1];
+      for (int64_t i = 0; i < rows; i++) {
+        double row = (double)bench_rng_below(&rng, ct->limit);
+        for (int64_t k = 0; k < width; k++) bench_set(&ct->host, i * width + k, row);
+      }
+      break;
+    }
+    case GEN_OUTPUT:
+      memset(ct->host.data, 0xA5, (size_t)tensor_bytes(&ct->host));
+      break;
+    }
+  }
+  return 0;
+}
+
+/* Run (or, with explain != NULL, explain) the entry's op on tensors ts. */
+static apx_status invoke(apx_context *ctx, const entry_def *e,
+                         const bench_options *o, const apx_tensor *ts,
+                         const apx_call *call, apx_explanation *explain) {
+#define RUN(op_fn, args)                                                       \
+  (explain ? apx_explain(ctx, e->op, &(args), call, explain)                   \
+           : op_fn(ctx, &(args), call))
+  switch (e->id) {
+  case E_TILEPACK: {
+    apx_tilepack_args a = APX_TILEPACK_ARGS_INIT;
+    a.features = &ts[0], a.idx = &ts[1], a.tile = o->tile_size, a.out = &ts[2];
+    return RUN(apx_tilepack, a);
+  }
+  case E_TILEUNPACK_OVERRIDE:
+  case E_TILEUNPACK_BLEND: {
+    apx_tileunpack_args a = APX_TILEUNPACK_ARGS_INIT;
+    a.base = &ts[0], a.packed = &ts[1], a.idx = &ts[2], a.levels = &ts[3];
+    a.out = &ts[4];
+    if (e->id == E_TILEUNPACK_BLEND) {
+      a.mode = APX_OVERLAP_BLEND;
+      a.blend_alpha = 0.5;
+    }
+    return RUN(apx_tileunpack, a);
+  }
+  case E_FUSED_PACK_OP_UNPACK: {
+    apx_fused_pack_op_unpack_args a = APX_FUSED_PACK_OP_UNPACK_ARGS_INIT;
+    a.features = &ts[0], a.idx = &ts[1], a.tile = o->tile_size, a.out = &ts[2];
+    return RUN(apx_fused_pack_op_unpack, a);
+  }
+  case E_FUSIONGATE_ALPHA: {
+    apx_fusiongate_alpha_args a = APX_FUSIONGATE_ALPHA_ARGS_INIT;
+    a.boundary = &ts[0], a.uncertainty = &ts[1], a.out = &ts[2];
+    return RUN(apx_fusiongate_alpha, a);
+  }
+  case E_FUSIONGATE_FUSE: {
+    apx_fusiongate_fuse_args a = APX_FUSIONGATE_FUSE_ARGS_INIT;
+    a.base = &ts[0], a.detail = &ts[1], a.alpha = &ts[2], a.out = &ts[3];
+    return RUN(apx_fusiongate_fuse, a);
+  }
+  case E_TILESSM_FORWARD:
+  case E_TILESSM_BIDIRECTIONAL:
+  case E_TRT_TILESSM_PLUGIN: {
+    apx_tilessm_scan_args a = APX_TILESSM_SCAN_ARGS_INIT;
+    a.tokens = &ts[0], a.decay = &ts[1], a.input_gain = &ts[2];
+    a.output_gain = &ts[3], a.state_bias = &ts[4], a.out = &ts[5];
+    if (e->id == E_TILESSM_BIDIRECTIONAL) {
+      a.direction = APX_SCAN_BIDIRECTIONAL;
+      a.merge = APX_MERGE_AVG;
+    }
+    return RUN(apx_tilessm_scan, a);
+  }
+  case E_GATHER: {
+    apx_gather_args a = APX_GATHER_ARGS_INIT;
+    a.src = &ts[0], a.dim = 0, a.index = &ts[1], a.out = &ts[2];
+    return RUN(apx_gather, a);
+  }
+  case E_INDEX_SELECT: {
+    apx_index_select_args a = APX_INDEX_SELECT_ARGS_INIT;
+    a.src = &ts[0], a.index = &ts[1], a.out = &ts[2];
+    return RUN(apx_index_select, a);
+  }
+  case E_SCATTER_ADD: {
+    apx_scatter_add_args a = APX_SCATTER_ADD_ARGS_INIT;
+    a.self = &ts[0], a.dim = 0, a.index = &ts[1], a.src = &ts[2], a.out = &ts[3];
+    return RUN(apx_scatter_add, a);
+  }
+  case E_GATHER_BACKWARD: {
+    apx_gather_backward_args a = APX_GATHER_BACKWARD_ARGS_INIT;
+    a.grad_out = &ts[0], a.dim = 0, a.index = &ts[1], a.grad_src = &ts[2];
+    return RUN(apx_gather_backward, a);
+  }
+  default:
+    return APX_ERR_UNSUPPORTED;
+  }
+#undef RUN
+}
+
+/* ---- the run's state ---------------------------------------------------- */
+typedef struct run_state {
+  apx_context *ctx;
+  const bench_options *opts;
+  int backend_count;
+  struct apx_backend_info backends[APX_MAX_BACKENDS];
+  int cpu_index; /* -1 when no backend is named cpu */
+  int rows_measured;
+  long fail_after; /* APEXX_BENCH_FAIL_AFTER (test-only), -1 when unset */
+  int progress;
+  int any_failed;
+  char *err;
+  size_t err_size;
+} run_state;
+
+static int backend_selected(const run_state *rs, const char *name) {
+  if (rs->opts->backend_count == 0) return 1;
+  for (int i = 0; i < rs->opts->backend_count; i++) {
+    if (strcmp(rs->opts->backends[i], name) == 0) return 1;
+  }
+  return 0;
+}
+
+static void progress(const run_state *rs, const entry_def *e, const char *backend,
+                     int i, int n) {
+  if (!rs->progress) return;
+  fprintf(stderr, "\r\033[K[apexx-bench] %s.%s %s %d/%d", e->section, e->name,
+          backend, i, n);
+  if (i == n) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static cJSON *row_skipped(const char *fmt, ...) {
+  cJSON *row = cJSON_CreateObject();
+  char reason[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof reason, fmt, ap);
+  va_end(ap);
+  cJSON_AddStringToObject(row, "status", "skipped");
+  cJSON_AddStringToObject(row, "reason", reason);
+  return row;
+}
+
+static cJSON *row_failed(run_state *rs, const char *fmt, ...) {
+  cJSON *row = cJSON_CreateObject();
+  char reason[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof reason, fmt, ap);
+  va_end(ap);
+  cJSON_AddStringToObject(row, "status", "failed");
+  cJSON_AddStringToObject(row, "reason", reason);
+  rs->any_failed = 1;
+  return row;
+}
+
+static const char *backend_unusable_reason(const struct apx_backend_info *b,
+                                           char *buf, size_t size) {
+  snprintf(buf, size, "%s: %s", apx_backend_state_name(b->state),
+           b->reason && *b->reason ? b->reason : "no reason given");
+  return buf;
+}
+
+/* The pass-over sentence for `backend` in an explanation, else the error. */
+static const char *passed_over_reason(const apx_explanation *ex,
+                                      const char *backend) {
+  for (int i = 0; i < ex->passed_over_count; i++) {
+    if (ex->passed_over[i].backend &&
+        strcmp(ex->passed_over[i].backend, backend) == 0) {
+      return ex->passed_over[i].reason;
+    }
+  }
+  return apx_last_error();
+}
+
+static cJSON *explanation_json(apx_context *ctx, const entry_def *e,
+                               const bench_options *o, const apx_tensor *ts,
+                               const char *tensors_on) {
+  apx_explanation ex;
+  memset(&ex, 0, sizeof ex);
+  apx_status st = invoke(ctx, e, o, ts, NULL, &ex);
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddStringToObject(d, "tensors", tensors_on);
+  if (st != APX_OK && st != APX_ERR_UNSUPPORTED) {
+    cJSON_AddNullToObject(d, "backend");
+    cJSON_AddStringToObject(d, "error", apx_last_error());
+    cJSON_AddArrayToObject(d, "passed_over");
+    return d;
+  }
+  bench_json_string_or_null(d, "backend", ex.backend);
+  if (!ex.backend) {
+    cJSON_AddStringToObject(d, "reason", "no backend can run this call");
+  }
+  cJSON *list = cJSON_AddArrayToObject(d, "passed_over");
+  for (int i = 0; i < ex.passed_over_count && i < APX_MAX_BACKENDS; i++) {
+    cJSON *p = cJSON_CreateObject();
+    bench_json_string_or_null(p, "backend", ex.passed_over[i].backend);
+    const char *code = apx_pass_over_name(ex.passed_over[i].code);
+    cJSON_AddStringToObject(p, "code", code ? code : "unknown");
+    bench_json_string_or_null(p, "reason", ex.passed_over[i].reason);
+    cJSON_AddItemToArray(list, p);
+  }
+  return d;
+}
+
+static cJSON *tensors_json(const bench_case *c) {
+  cJSON *obj = cJSON_CreateObject();
+  for (int i = 0; i < c->count; i++) {
+    const apx_tensor *t = &c->t[i].host;
+    cJSON *d = cJSON_AddObjectToObject(obj, c->t[i].name);
+    cJSON *shape = cJSON_AddArrayToObject(d, "shape");
+    for (int k = 0; k < t->ndim; k++) {
+      cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[k]));
+    }
+    cJSON_AddStringToObject(d, "dtype", apx_dtype_name(t->dtype));
+  }
+  return obj;
+}
+
+/* ---- one row: one backend on one entry ---------------------------------- */
+typedef struct device_tensors {
+  int count;
+  apx_tensor t[MAX_TENSORS];
+  int owned[MAX_TENSORS];
+} device_tensors;
+
+static void free_device_tensors(apx_context *ctx, device_tensors *d) {
+  for (int i = 0; i < d->count; i++) {
+    if (d->owned[i]) apx_tensor_free(ctx, &d->t[i]);
+  }
+  d->count = 0;
+}
+
+/* Place the case on the backend's device: host backends share the host
+ * inputs and get their own output; device backends get copies. The output
+ * is poisoned (0xA5 bytes) so a kernel that skips elements is caught. */
+static int place_case(apx_context *ctx, const bench_case *c, apx_device device,
+                      device_tensors *d, char *why, size_t why_size) {
+  memset(d, 0, sizeof *d);
+  for (int i = 0; i < c->count; i++) {
+    const apx_tensor *h = &c->t[i].host;
+    int is_output = i == c->output;
+    d->count = i + 1;
+    if (device == APX_DEVICE_HOST && !is_output) {
+      d->t[i] = *h;
+      continue;
+    }
+    if (apx_tensor_alloc(ctx, device, 0, h->dtype, h->ndim, h->shape, &d->t[i]) !=
+        APX_OK) {
+      snprintf(why, why_size, "allocating %s on %s: %s", c->t[i].name,
+               apx_device_name(device), apx_last_error());
+      return -1;
+    }
+    d->owned[i] = 1;
+    /* the host output is still all 0xA5 (generate_case), so copying it
+     * poisons the device output too */
+    if (device == APX_DEVICE_HOST) {
+      memset(d->t[i].data, 0xA5, (size_t)tensor_bytes(h));
+    } else if (apx_tensor_copy(ctx, &d->t[i], h, NULL) != APX_OK) {
+      snprintf(why, why_size, "copying %s to %s: %s", c->t[i].name,
+               apx_device_name(device), apx_last_error());
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static cJSON *parity_json(const bench_parity *p, int exact) {
+  cJSON *obj = cJSON_CreateObject();
+  cJSON_AddStringToObject(obj, "against", "cpu");
+  if (p->nan_mismatch) {
+    cJSON_AddNullToObject(obj, "max_abs_err");
+    cJSON_AddStringToObject(obj, "max_abs_err_reason",
+                            "non-finite value on one side only");
+    cJSON_AddNullToObject(obj, "max_rel_err");
+    cJSON_AddStringToObject(obj, "max_rel_err_reason",
+                            "non-finite value on one side only");
+  } else {
+    bench_json_number(obj, "max_abs_err", p->max_abs_err, NULL);
+    bench_json_number(obj, "max_rel_err", p->max_rel_err, NULL);
+  }
+  cJSON_AddBoolToObject(obj, "ok", p->ok);
+  cJSON_AddStringToObject(obj, "rule",
+                          exact ? "bit-exact (copy op)"
+                                : "|err| <= 2*(atol + rtol*|ref|)");
+  cJSON_AddNumberToObject(obj, "atol", exact ? 0.0 : p->atol);
+  cJSON_AddNumberToObject(obj, "rtol", exact ? 0.0 : p->rtol);
+  cJSON_AddNumberToObject(obj, "bad_elements", (double)p->bad_count);
+  return obj;
+}
+
+static int fault_injected(run_state *rs) {
+  if (rs->fail_after >= 0 && rs->rows_measured >= rs->fail_after) {
+    snprintf(rs->err, rs->err_size,
+             "APEXX_BENCH_FAIL_AFTER=%ld: run stopped after %d measured rows "
+             "(test-only fault injection)",
+             rs->fail_after, rs->rows_measured);
+    return 1;
+  }
+  return 0;
+}
+
+/* Measure one backend; returns the row object. *p50_out is set for
+ * speedups when the row is ok. Returns NULL when the run must abort. */
+static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
+                          const struct apx_backend_info *b,
+                          const apx_tensor *reference, const char *ref_reason,
+                          cJSON *entry_json, double *p50_out) {
+  apx_context *ctx = rs->ctx;
+  const bench_options *o = rs->opts;
+  char why[1024];
+  *p50_out = NAN;
+
+  device_tensors dev;
+  if (place_case(ctx, c, b->device, &dev, why, sizeof why) != 0) {
+    free_device_tensors(ctx, &dev);
+    return row_failed(rs, "%s", why);
+  }
+  /* the default dispatch with tensors on this device, once per device kind */
+  if (b->device != APX_DEVICE_HOST &&
+      !cJSON_GetObjectItemCaseSensitive(entry_json, "dispatch_cuda")) {
+    cJSON_AddItemToObject(entry_json, "dispatch_cuda",
+                          explanation_json(ctx, e, o, dev.t, "cuda"));
+  }
+
+  apx_call call = APX_CALL_INIT;
+  call.backend = b->name;
+  apx_explanation ex;
+  memset(&ex, 0, sizeof ex);
+  apx_status st = invoke(ctx, e, o, dev.t, &call, &ex);
+  if (st == APX_ERR_UNSUPPORTED) {
+    cJSON *row = row_skipped("%s", passed_over_reason(&ex, b->name));
+    free_device_tensors(ctx, &dev);
+    return row;
+  }
+  if (st != APX_OK) {
+    cJSON *row = row_failed(rs, "explain: %s: %s", apx_status_name(st),
+                            apx_last_error());
+    free_device_tensors(ctx, &dev);
+    return row;
+  }
+  if (fault_injected(rs)) {
+    free_device_tensors(ctx, &dev);
+    return NULL;
+  }
+
+  double *samples = calloc((size_t)o->iters, sizeof *samples);
+  if (!samples) {
+    free_device_tensors(ctx, &dev);
+    return row_failed(rs, "out of memory for %d samples", o->iters);
+  }
+  cJSON *row = NULL;
+  int total = o->warmup + o->iters;
+  for (int i = 0; i < o->warmup; i++) {
+    progress(rs, e, b->name, i + 1, total);
+    st = invoke(ctx, e, o, dev.t, &call, NULL);
+    if (st == APX_OK) st = apx_sync(ctx, &call);
+    if (st != APX_OK) {
+      row = row_failed(rs, "warm-up call %d: %s: %s", i + 1, apx_status_name(st),
+                       apx_last_error());
+      goto done;
+    }
+  }
+  int peak_supported = apx_reset_peak_memory(ctx, b->name) == APX_OK;
+  for (int i = 0; i < o->iters; i++) {
+    progress(rs, e, b->name, o->warmup + i + 1, total);
+    apx_timer *timer = NULL;
+    st = apx_timer_begin(ctx, b->name, &call, &timer);
+    if (st != APX_OK) {
+      row = row_failed(rs, "timer_begin: %s: %s", apx_status_name(st),
+                       apx_last_error());
+      goto done;
+    }
+    st = invoke(ctx, e, o, dev.t, &call, NULL);
+    if (st != APX_OK) {
+      /* end the timer anyway so it is freed; the op's error wins */
+      char op_error[512];
+      snprintf(op_error, sizeof op_error, "%s", apx_last_error());
+      double ignored;
+      apx_timer_end(ctx, timer, &ignored);
+      row = row_failed(rs, "call %d: %s: %s", i + 1, apx_status_name(st), op_error);
+      goto done;
+    }
+    st = apx_timer_end(ctx, timer, &samples[i]);
+    if (st != APX_OK) {
+      row = row_failed(rs, "timer_end: %s: %s", apx_status_name(st),
+                       apx_last_error());
+      goto done;
+    }
+  }
+  st = apx_sync(ctx, &call);
+  if (st != APX_OK) {
+    row = row_failed(rs, "sync: %s: %s", apx_status_name(st), apx_last_error());
+    goto done;
+  }
+  rs->rows_measured++;
+
+  bench_stats stats;
+  bench_stats_compute(samples, o->iters, &stats);
+  row = cJSON_CreateObject();
+  cJSON_AddStringToObject(row, "status", "ok");
+  cJSON_AddNullToObject(row, "reason");
+  bench_json_number(row, "p50_ms", stats.p50_ms, NULL);
+  bench_json_number(row, "p95_ms", stats.p95_ms, NULL);
+  bench_json_number(row, "mean_ms", stats.mean_ms, NULL);
+  bench_json_number(row, "min_ms", stats.min_ms, NULL);
+  bench_json_number(row, "max_ms", stats.max_ms, NULL);
+  cJSON_AddNumberToObject(row, "iters", o->iters);
+  cJSON_AddNumberToObject(row, "warmup", o->warmup);
+  double seconds = stats.p50_ms / 1000.0;
+  if (stats.p50_ms > 0) {
+    bench_json_number(row, e->throughput_key, c->work / seconds, NULL);
+  } else {
+    bench_json_number(row, e->throughput_key, NAN,
+                      "p50_ms is 0: below the timer's resolution");
+  }
+  double bytes = case_bytes_moved(c);
+  cJSON_AddNumberToObject(row, "bytes_moved", bytes);
+  if (stats.p50_ms > 0) {
+    bench_json_number(row, "gb_per_s", bytes / seconds / 1e9, NULL);
+  } else {
+    bench_json_number(row, "gb_per_s", NAN,
+                      "p50_ms is 0: below the timer's resolution");
+  }
+  uint64_t peak = 0;
+  if (b->device == APX_DEVICE_HOST) {
+    bench_json_number(row, "peak_memory_mb", NAN,
+                      "host backend: no device memory to account");
+  } else if (!peak_supported || apx_peak_memory(ctx, b->name, &peak) != APX_OK) {
+    bench_json_number(row, "peak_memory_mb", NAN, apx_last_error());
+  } else {
+    cJSON_AddNumberToObject(row, "peak_memory_mb",
+                            (double)peak / (1024.0 * 1024.0));
+  }
+
+  /* parity: bring the output home and compare with the cpu reference */
+  const apx_tensor *out = &dev.t[c->output];
+  apx_tensor home = *out;
+  int home_owned = 0;
+  if (b->device != APX_DEVICE_HOST) {
+    st = apx_tensor_alloc(ctx, APX_DEVICE_HOST, 0, out->dtype, out->ndim,
+                          out->shape, &home);
+    if (st == APX_OK) {
+      home_owned = 1;
+      st = apx_tensor_copy(ctx, &home, out, NULL);
+    }
+    if (st != APX_OK) {
+      cJSON_Delete(row);
+      row = row_failed(rs, "copying the output home: %s", apx_last_error());
+      if (home_owned) apx_tensor_free(ctx, &home);
+      goto done;
+    }
+  }
+  if (reference) {
+    bench_parity parity;
+    bench_parity_compare(reference, &home, e->exact, e->extra_ulps, &parity);
+    cJSON_AddItemToObject(row, "parity", parity_json(&parity, e->exact));
+    if (!parity.ok) {
+      int64_t i = parity.first_bad;
+      char reason[512];
+      snprintf(reason, sizeof reason,
+               "parity: %" PRId64 " element(s) break %s against cpu; first at "
+               "flat index [%" PRId64 "]: [%.9g] vs cpu [%.9g]",
+               parity.bad_count,
+               e->exact ? "bit-exactness" : "2*(atol + rtol*|ref|)", i,
+               bench_get(&home, i), bench_get(reference, i));
+      cJSON_ReplaceItemInObjectCaseSensitive(row, "status",
+                                             cJSON_CreateString("failed"));
+      cJSON_ReplaceItemInObjectCaseSensitive(row, "reason",
+                                             cJSON_CreateString(reason));
+      rs->any_failed = 1;
+    }
+  } else {
+    cJSON_AddNullToObject(row, "parity");
+    cJSON_AddStringToObject(row, "parity_reason", ref_reason);
+  }
+  if (home_owned) apx_tensor_free(ctx, &home);
+  if (strcmp(cJSON_GetObjectItemCaseSensitive(row, "status")->valuestring, "ok") ==
+      0) {
+    *p50_out = stats.p50_ms;
+  }
+
+done:
+  if (!row) row = row_failed(rs, "internal: no result");
+  free(samples);
+  free_device_tensors(ctx, &dev);
+  return row;
+}
+
+/* The cpu backend's output for the entry's inputs, computed once, untimed,
+ * into ref (a host tensor of the output's shape). Returns 0, or -1 with
+ * the reason in why. */
+static int cpu_reference(run_state *rs, const entry_def *e, bench_case *c,
+                         apx_tensor *ref, char *why, size_t why_size) {
+  if (rs->cpu_index < 0) {
+    snprintf(why, why_size, "no cpu backend is configured");
+    return -1;
+  }
+  const struct apx_backend_info *cpu = &rs->backends[rs->cpu_index];
+  if (cpu->state != APX_BACKEND_OK) {
+    char buf[512];
+    snprintf(why, why_size, "cpu backend unusable: %s",
+             backend_unusable_reason(cpu, buf, sizeof buf));
+    return -1;
+  }
+  const apx_tensor *out = &c->t[c->output].host;
+  if (apx_tensor_alloc(rs->ctx, APX_DEVICE_HOST, 0, out->dtype, out->ndim,
+                       out->shape, ref) != APX_OK) {
+    snprintf(why, why_size, "cannot allocate the reference: %s", apx_last_error());
+    return -1;
+  }
+  memset(ref->data, 0xA5, (size_t)tensor_bytes(out));
+  apx_tensor ts[MAX_TENSORS];
+  for (int i = 0; i < c->count; i++) ts[i] = c->t[i].host;
+  ts[c->output] = *ref;
+  apx_call call = APX_CALL_INIT;
+  call.backend = "cpu";
+  apx_status st = invoke(rs->ctx, e, rs->opts, ts, &call, NULL);
+  if (st != APX_OK) {
+    snprintf(why, why_size, "cpu reference call failed: %s: %s",
+             apx_status_name(st), apx_last_error());
+    apx_tensor_free(rs->ctx, ref);
+    return -1;
+  }
+  return 0;
+}
+
+static cJSON *work_json(const entry_def *e, const bench_case *c) {
+  cJSON *w = cJSON_CreateObject();
+  cJSON_AddStringToObject(w, "throughput", e->throughput_key);
+  cJSON_AddNumberToObject(w, "count", c->work);
+  cJSON_AddNumberToObject(w, "bytes_moved", case_bytes_moved(c));
+  return w;
+}
+
+/* An entry whose every row is skipped for one reason (spec section 9's
+ * end-to-end path has no op in this release). */
+static cJSON *run_all_skipped(run_state *rs, const entry_def *e,
+                              const bench_case *c, const char *reason) {
+  cJSON *ej = cJSON_CreateObject();
+  cJSON_AddStringToObject(ej, "mode", e->mode);
+  cJSON *d = cJSON_AddObjectToObject(ej, "dispatch");
+  cJSON_AddNullToObject(d, "backend");
+  cJSON_AddStringToObject(d, "reason", reason);
+  cJSON_AddArrayToObject(d, "passed_over");
+  cJSON_AddItemToObject(ej, "work", work_json(e, c));
+  cJSON *rows = cJSON_AddObjectToObject(ej, "rows");
+  for (int i = 0; i < rs->backend_count; i++) {
+    cJSON_AddItemToObject(rows, rs->backends[i].name, row_skipped("%s", reason));
+  }
+  cJSON_AddObjectToObject(ej, "speedup_vs_cpu");
+  return ej;
+}
+
+static int find_backend(const run_state *rs, const char *name) {
+  for (int i = 0; i < rs->backend_count; i++) {
+    if (strcmp(rs->backends[i].name, name) == 0) return i;
+  }
+  return -1;
+}
+
+static cJSON *run_trt_engine(run_state *rs, const entry_def *e,
+                             const bench_case *c) {
+  const char *path = rs->opts->trt_engine_path;
+  char reason[1200];
+  struct stat st;
+  if (!path) {
+    snprintf(reason, sizeof reason, "missing_trt_engine_path");
+  } else if (stat(path, &st) != 0) {
+    char abs[1024];
+    if (path[0] == '/' || !getcwd(abs, sizeof abs)) {
+      snprintf(reason, sizeof reason, "engine_not_found:%s", path);
+    } else {
+      snprintf(reason, sizeof reason, "engine_not_found:%s/%s", abs, path);
+    }
+  } else {
+    snprintf(reason, sizeof reason,
+             "not_implemented: apexx has no engine runner in this release");
+  }
+  cJSON *ej = run_all_skipped(rs, e, c, reason);
+  /* only the trt backend runs engines: other rows would say nothing */
+  cJSON *rows = cJSON_GetObjectItemCaseSensitive(ej, "rows");
+  for (int i = 0; i < rs->backend_count; i++) {
+    if (strcmp(rs->backends[i].name, "trt") != 0) {
+      cJSON_DeleteItemFromObjectCaseSensitive(rows, rs->backends[i].name);
+    }
+  }
+  if (find_backend(rs, "trt") < 0) {
+    cJSON_AddItemToObject(rows, "trt",
+                          row_skipped("not_configured: no [backend trt] section"));
+  }
+  return ej;
+}
+
+/* Run one op entry on every backend. Returns NULL when the run aborts. */
+static cJSON *run_entry(run_state *rs, const entry_def *e) {
+  apx_context *ctx = rs->ctx;
+  bench_case c;
+  describe_case(e, rs->opts, &c);
+  if (e->kind == KIND_NOT_IN_RELEASE) return run_all_skipped(rs, e, &c, FF_NOT_IN_RELEASE);
+  if (e->kind == KIND_TRT_ENGINE) return run_trt_engine(rs, e, &c);
+
+  /* tensorrt.tilessm_plugin: only the trt backend, and only with a plugin */
+  const char *trt_skip = NULL;
+  char trt_reason[1024];
+  if (e->kind == KIND_TRT_PLUGIN) {
+    int trt = find_backend(rs, "trt");
+    if (!rs->opts->trt_plugin_lib) {
+      trt_skip = "missing_plugin_library";
+    } else if (trt < 0) {
+      trt_skip = "not_configured: no [backend trt] section";
+    } else if (access(rs->opts->trt_plugin_lib, R_OK) != 0) {
+      trt_skip = "missing_plugin_library";
+    } else if (rs->backends[trt].state != APX_BACKEND_OK) {
+      trt_skip = backend_unusable_reason(&rs->backends[trt], trt_reason,
+                                         sizeof trt_reason);
+    }
+    if (trt_skip) {
+      cJSON *ej = run_all_skipped(rs, e, &c, trt_skip);
+      cJSON *rows = cJSON_GetObjectItemCaseSensitive(ej, "rows");
+      for (int i = 0; i < rs->backend_count; i++) {
+        if (strcmp(rs->backends[i].name, "trt") != 0) {
+          cJSON_DeleteItemFromObjectCaseSensitive(rows, rs->backends[i].name);
+        }
+      }
+      if (trt < 0) cJSON_AddItemToObject(rows, "trt", row_skipped("%s", trt_skip));
+      return ej;
+    }
+  }
+
+  cJSON *ej = cJSON_CreateObject();
+  cJSON_AddStringToObject(ej, "op", apx_op_name(e->op));
+  cJSON_AddStringToObject(ej, "mode", e->mode);
+  char err[1024];
+  if (generate_case(ctx, rs->opts, e, &c, err, sizeof err) != 0) {
+    free_case(ctx, &c);
+    cJSON_Delete(ej);
+    snprintf(rs->err, rs->err_size, "%s", err);
+    return NULL;
+  }
+  cJSON_AddItemToObject(ej, "tensors", tensors_json(&c));
+  cJSON_AddItemToObject(ej, "work", work_json(e, &c));
+  apx_tensor ts[MAX_TENSORS];
+  for (int i = 0; i < c.count; i++) ts[i] = c.t[i].host;
+  cJSON_AddItemToObject(ej, "dispatch", explanation_json(ctx, e, rs->opts, ts, "host"));
+
+  apx_tensor reference;
+  memset(&reference, 0, sizeof reference);
+  char ref_reason[1024] = "";
+  int have_ref = cpu_reference(rs, e, &c, &reference, ref_reason,
+                               sizeof ref_reason) == 0;
+
+  cJSON *rows = cJSON_AddObjectToObject(ej, "rows");
+  double p50[APX_MAX_BACKENDS];
+  for (int i = 0; i < rs->backend_count; i++) {
+    const struct apx_backend_info *b = &rs->backends[i];
+    p50[i] = NAN;
+    if (e->kind == KIND_TRT_PLUGIN && strcmp(b->name, "trt") != 0) continue;
+    cJSON *row;
+    char buf[1024];
+    if (!backend_selected(rs, b->name)) {
+      row = row_skipped("not_selected: excluded by --backends");
+    } else if (b->state != APX_BACKEND_OK) {
+      row = row_skipped("%s", backend_unusable_reason(b, buf, sizeof buf));
+    } else {
+      row = measure_row(rs, e, &c, b, have_ref ? &reference : NULL, ref_reason,
+                        ej, &p50[i]);
+      if (!row) {
+        if (have_ref) apx_tensor_free(ctx, &reference);
+        free_case(ctx, &c);
+        cJSON_Delete(ej);
+        return NULL;
+      }
+    }
+    cJSON_AddItemToObject(rows, b->name, row);
+  }
+  /* speedup over the cpu row: cpu p50 / backend p50 */
+  cJSON *speedup = cJSON_AddObjectToObject(ej, "speedup_vs_cpu");
+  if (rs->cpu_index >= 0 && isfinite(p50[rs->cpu_index])) {
+    for (int i = 0; i < rs->backend_count; i++) {
+      if (i == rs->cpu_index || !isfinite(p50[i]) || p50[i] <= 0) continue;
+      cJSON_AddNumberToObject(speedup, rs->backends[i].name,
+                              p50[rs->cpu_index] / p50[i]);
+    }
+  }
+  if (have_ref) apx_tensor_free(ctx, &reference);
+  free_case(ctx, &c);
+  return ej;
+}
+
+int bench_run(apx_context *ctx, const bench_options *opts, cJSON *report,
+              char *err, size_t err_size) {
+  run_state rs;
+  memset(&rs, 0, sizeof rs);
+  rs.ctx = ctx;
+  rs.opts = opts;
+  rs.err = err;
+  rs.err_size = err_size;
+  rs.cpu_index = -1;
+  rs.fail_after = -1;
+  const char *fail_after = getenv("APEXX_BENCH_FAIL_AFTER");
+  if (fail_after && *fail_after) {
+    char *end = NULL;
+    long v = strtol(fail_after, &end, 10);
+    if (*end != '\0' || v < 0) {
+      snprintf(err, err_size, "APEXX_BENCH_FAIL_AFTER: [%s] is not an integer >= 0",
+               fail_after);
+      return 1;
+    }
+    rs.fail_after = v;
+  }
+  rs.progress = !opts->quiet && isatty(STDERR_FILENO);
+  rs.backend_count = apx_backend_count(ctx);
+  if (rs.backend_count > APX_MAX_BACKENDS) rs.backend_count = APX_MAX_BACKENDS;
+  for (int i = 0; i < rs.backend_count; i++) {
+    if (apx_backend_info(ctx, i, &rs.backends[i]) != APX_OK) {
+      snprintf(err, err_size, "backend %d: %s", i, apx_last_error());
+      return 1;
+    }
+    if (strcmp(rs.backends[i].name, "cpu") == 0) rs.cpu_index = i;
+  }
+
+  cJSON *benchmarks = cJSON_CreateObject();
+  for (int s = 0; s < SECTION_COUNT; s++) {
+    cJSON *section = NULL;
+    for (int i = 0; i < E_COUNT; i++) {
+      const entry_def *e = &entries[i];
+      if (strcmp(e->section, sections[s]) != 0 || !entry_selected(opts, e)) continue;
+      if (!section) section = cJSON_AddObjectToObject(benchmarks, sections[s]);
+      cJSON *ej = run_entry(&rs, e);
+      if (!ej) {
+        cJSON_Delete(benchmarks);
+        return 1;
+      }
+      cJSON_AddItemToObject(section, e->name, ej);
+    }
+  }
+  cJSON_AddStringToObject(report, "status", rs.any_failed ? "failed" : "ok");
+  cJSON_AddItemToObject(report, "benchmarks", benchmarks);
+  return rs.any_failed ? 2 : 0;
+}

@@ -1,0 +1,118 @@
+/* Timing statistics (spec/report.md 13.1) and parity against the cpu
+ * backend (spec/ops.md decision 3, doubled because both sides carry their
+ * own error: spec/report.md "apexx report"). */
+#include "bench.h"
+
+#include "apx_half.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int compare_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int bench_stats_compute(const double *samples_ms, int n, bench_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (n < 1) return -1;
+  double *sorted = malloc((size_t)n * sizeof *sorted);
+  if (!sorted) return -1;
+  memcpy(sorted, samples_ms, (size_t)n * sizeof *sorted);
+  qsort(sorted, (size_t)n, sizeof *sorted, compare_double);
+  double sum = 0.0;
+  for (int i = 0; i < n; i++) sum += sorted[i];
+  out->n = n;
+  out->p50_ms = (n % 2 == 1) ? sorted[n / 2]
+                             : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  /* no interpolation: n=50 -> index 46 (the 47th smallest), n=1 -> [0] */
+  out->p95_ms = sorted[(int)floor(0.95 * (double)(n - 1))];
+  out->mean_ms = sum / n;
+  out->min_ms = sorted[0];
+  out->max_ms = sorted[n - 1];
+  free(sorted);
+  return 0;
+}
+
+double bench_parity_tolerance(apx_dtype dtype) {
+  switch (dtype) {
+  case APX_DTYPE_F32:
+    return 1e-5;
+  case APX_DTYPE_F16:
+    return 2e-3;
+  case APX_DTYPE_BF16:
+    return 1.6e-2;
+  default:
+    return 0.0;
+  }
+}
+
+/* One unit in the last place of the storage dtype at magnitude |v|. */
+static double storage_ulp(apx_dtype dtype, double v) {
+  double a = fabs(v);
+  int mant_bits;
+  double min_normal;
+  switch (dtype) {
+  case APX_DTYPE_F16:
+    mant_bits = 10;
+    min_normal = 0x1.0p-14;
+    break;
+  case APX_DTYPE_BF16:
+    mant_bits = 7;
+    min_normal = 0x1.0p-126;
+    break;
+  case APX_DTYPE_F32:
+    mant_bits = 23;
+    min_normal = 0x1.0p-126;
+    break;
+  default:
+    return 0.0;
+  }
+  if (a < min_normal) a = min_normal;
+  int exp2 = 0;
+  frexp(a, &exp2); /* a = m * 2^exp2 with m in [0.5, 1) */
+  return ldexp(1.0, exp2 - 1 - mant_bits);
+}
+
+void bench_parity_compare(const apx_tensor *ref, const apx_tensor *got,
+                          int exact, int extra_ulps, bench_parity *out) {
+  memset(out, 0, sizeof *out);
+  out->first_bad = -1;
+  out->ok = 1;
+  double tol = bench_parity_tolerance(ref->dtype);
+  out->atol = out->rtol = tol;
+  int64_t n = apx_tensor_numel(ref);
+  size_t elem = apx_dtype_size(ref->dtype);
+  const unsigned char *rb = ref->data, *gb = got->data;
+  for (int64_t i = 0; i < n; i++) {
+    double r = bench_get(ref, i), g = bench_get(got, i);
+    int bad = 0;
+    if (exact) {
+      /* copy ops: byte-identical, NaN payloads included */
+      bad = memcmp(rb + (size_t)i * elem, gb + (size_t)i * elem, elem) != 0;
+    }
+    if (isnan(r) || isnan(g) || isinf(r) || isinf(g)) {
+      /* non-finite values must agree exactly; they carry no error size */
+      int agree = (isnan(r) && isnan(g)) || r == g;
+      if (!agree) out->nan_mismatch = 1;
+      if (!exact) bad = !agree;
+      else if (!agree) bad = 1;
+    } else {
+      double abs_err = fabs(g - r);
+      double rel_err = abs_err / fmax(fabs(r), tol > 0 ? tol : 1.0);
+      if (abs_err > out->max_abs_err) out->max_abs_err = abs_err;
+      if (rel_err > out->max_rel_err) out->max_rel_err = rel_err;
+      if (!exact) {
+        double bound = 2.0 * (tol + tol * fabs(r)) +
+                       extra_ulps * storage_ulp(ref->dtype, r);
+        bad = abs_err > bound;
+      }
+    }
+    if (bad) {
+      if (out->first_bad < 0) out->first_bad = i;
+      out->bad_count++;
+      out->ok = 0;
+    }
+  }
+}
