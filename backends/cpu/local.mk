@@ -8,6 +8,7 @@ backends_apexx_cpu_la_SOURCES = \
 	backends/cpu/fusiongate.c \
 	backends/cpu/tile_simd.h \
 	backends/cpu/tile_simd.c \
+	backends/cpu/scan_index_simd.h \
 	backends/cpu/tilessm.c \
 	backends/cpu/indexing.c
 # -ffp-contract=off: GCC would contract a*b+c into FMA, which breaks rounding

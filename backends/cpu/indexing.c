@@ -1,0 +1,598 @@
+/* cpu backend: indexing ops with PyTorch semantics (spec/ops.md 10.1-10.4):
+ * gather, index_select, scatter_add, gather_backward.
+ *
+ * Every op views its index tensor as [outer, steps, inner] around `dim`
+ * (outer = dims before dim, steps = index.size(dim), inner = dims after).
+ * A data tensor (src, self) is reached through its own strides, since the
+ * index may be smaller than it in every dim but `dim`.
+ *
+ * scatter_add (decision 5): every destination accumulates in fp32 (floats)
+ * or exactly with wrap-around (integers), in ascending linear order of the
+ * index positions, starting from self's value, and is rounded once. Each
+ * destination is owned by exactly one thread, so results are bit-identical
+ * for any thread count. Two algorithms:
+ * - rows: when every index row (o, k, :) holds one value, destination rows
+ *   are gathered from linked lists of source rows (ascending k), so self,
+ *   src and index are each read once and out written once;
+ * - elements: the general case, accumulating element by element into out
+ *   (fp32 and integers) or into an fp32 copy of self (fp16/bf16), with
+ *   destinations split among threads by column block and value range. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "scan_index_simd.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Below this many elements a call runs on one thread: waking the team costs
+ * more than it saves. */
+#define PARALLEL_MIN_ELEMENTS 32768
+
+/* [begin, end) of `total` items for the calling thread of a parallel region
+ * (the whole range outside one). Contiguous ranges keep rows streaming. */
+static void thread_range(int64_t total, int64_t *begin, int64_t *end) {
+  int64_t team = 1, me = 0;
+#ifdef _OPENMP
+  team = omp_get_num_threads();
+  me = omp_get_thread_num();
+#endif
+  *begin = total * me / team;
+  *end = total * (me + 1) / team;
+}
+
+static int team_size(const cpu_state *st, int64_t work) {
+  if (work < PARALLEL_MIN_ELEMENTS) return 1;
+  si_pin_openmp_runtime();
+  return st->threads > 0 ? st->threads : 1;
+}
+
+static inline int64_t load_index(const void *p, int idx64, int64_t i) {
+  return idx64 ? ((const int64_t *)p)[i] : (int64_t)((const int32_t *)p)[i];
+}
+
+/* How an index tensor's positions map onto a data tensor around `dim`. */
+typedef struct axis_view {
+  int ndim, dim;
+  int64_t outer, steps, inner; /* the index's extents */
+  int64_t stride[APX_MAX_DIMS]; /* the data tensor's strides (elements) */
+  const int64_t *index_shape;
+  /* offset of inner position j in the data tensor: j itself when the data
+   * tensor's dims after `dim` equal the index's, else inner_offset[j] */
+  int inner_contiguous;
+  int64_t *inner_offset;
+} axis_view;
+
+static int normalize_dim(int dim, int ndim) { return dim < 0 ? dim + ndim : dim; }
+
+/* Fill v for index shape `ishape` over data tensor `data`; NULL data shape
+ * is allowed to equal the index (used for out). Returns 0 on allocation
+ * failure. */
+static int axis_view_init(axis_view *v, const apx_tensor *index, int dim,
+                          const apx_tensor *data) {
+  const int n = index->ndim;
+  memset(v, 0, sizeof *v);
+  v->ndim = n;
+  v->dim = dim;
+  v->index_shape = index->shape;
+  v->outer = 1;
+  v->inner = 1;
+  for (int d = 0; d < dim; d++) v->outer *= index->shape[d];
+  v->steps = n > 0 ? index->shape[dim] : 1;
+  for (int d = dim + 1; d < n; d++) v->inner *= index->shape[d];
+  int64_t s = 1;
+  for (int d = n - 1; d >= 0; d--) {
+    v->stride[d] = s;
+    s *= data->shape[d];
+  }
+  v->inner_contiguous = 1;
+  for (int d = dim + 1; d < n; d++)
+    if (index->shape[d] != data->shape[d]) v->inner_contiguous = 0;
+  if (!v->inner_contiguous) {
+    v->inner_offset = malloc((size_t)(v->inner ? v->inner : 1) * sizeof(int64_t));
+    if (!v->inner_offset) return 0;
+    int64_t coord[APX_MAX_DIMS] = {0};
+    for (int64_t j = 0; j < v->inner; j++) {
+      int64_t off = 0;
+      for (int d = dim + 1; d < n; d++) off += coord[d] * v->stride[d];
+      v->inner_offset[j] = off;
+      for (int d = n - 1; d > dim; d--) {
+        if (++coord[d] < index->shape[d]) break;
+        coord[d] = 0;
+      }
+    }
+  }
+  return 1;
+}
+
+static void axis_view_free(axis_view *v) {
+  free(v->inner_offset);
+  v->inner_offset = NULL;
+}
+
+/* Data-tensor offset of outer position o (coordinates of the index's dims
+ * before `dim`). */
+static int64_t axis_view_base(const axis_view *v, int64_t o) {
+  int64_t off = 0;
+  for (int d = v->dim - 1; d >= 0; d--) {
+    int64_t extent = v->index_shape[d];
+    off += (o % extent) * v->stride[d];
+    o /= extent;
+  }
+  return off;
+}
+
+static inline int64_t inner_off(const axis_view *v, int64_t j) {
+  return v->inner_contiguous ? j : v->inner_offset[j];
+}
+
+/* Does index row `row` (inner values) hold a single value? */
+static int row_is_uniform(const void *index, int idx64, int64_t row, int64_t inner) {
+  if (idx64) {
+    const int64_t *p = (const int64_t *)index + row * inner;
+    int64_t first = p[0], diff = 0;
+    for (int64_t j = 1; j < inner; j++) diff |= p[j] ^ first;
+    return diff == 0;
+  }
+  const int32_t *p = (const int32_t *)index + row * inner;
+  int32_t first = p[0], diff = 0;
+  for (int64_t j = 1; j < inner; j++) diff |= p[j] ^ first;
+  return diff == 0;
+}
+
+/* ---- gather (spec/ops.md 10.1) ------------------------------------------ */
+
+/* Rows [r0, r1) of the index (row = (o, k), inner values each). Element
+ * copies are specialised on element size and index width. */
+static inline __attribute__((always_inline)) void
+gather_rows_impl(const axis_view *v, const char *src, const void *index,
+                 char *out, int64_t r0, int64_t r1, const size_t es,
+                 const int idx64) {
+  const int64_t inner = v->inner, steps = v->steps;
+  const int64_t dim_stride = v->stride[v->dim];
+  if (r0 >= r1 || inner == 0) return;
+  int64_t o = r0 / steps;
+  int64_t base = axis_view_base(v, o);
+  int64_t k = r0 % steps;
+  for (int64_t r = r0; r < r1; r++) {
+    char *dst = out + (size_t)(r * inner) * es;
+    if (inner >= 8 && v->inner_contiguous && row_is_uniform(index, idx64, r, inner)) {
+      /* an expanded index (every column of the row the same source row):
+       * one contiguous copy */
+      int64_t i0 = load_index(index, idx64, r * inner);
+      memcpy(dst, src + (size_t)(base + i0 * dim_stride) * es, (size_t)inner * es);
+    } else {
+      for (int64_t j = 0; j < inner; j++) {
+        int64_t i = load_index(index, idx64, r * inner + j);
+        memcpy(dst + (size_t)j * es,
+               src + (size_t)(base + i * dim_stride + inner_off(v, j)) * es, es);
+      }
+    }
+    if (++k == steps) {
+      k = 0;
+      base = axis_view_base(v, ++o);
+    }
+  }
+}
+
+#define GATHER_VARIANT_(es, idx64)                                             \
+  static void gather_rows_##es##_##idx64(const axis_view *v, const char *src,  \
+                                         const void *index, char *out,         \
+                                         int64_t r0, int64_t r1) {             \
+    gather_rows_impl(v, src, index, out, r0, r1, es, idx64);                   \
+  }
+GATHER_VARIANT_(2, 0)
+GATHER_VARIANT_(2, 1)
+GATHER_VARIANT_(4, 0)
+GATHER_VARIANT_(4, 1)
+GATHER_VARIANT_(8, 0)
+GATHER_VARIANT_(8, 1)
+#undef GATHER_VARIANT_
+
+typedef void (*gather_rows_fn)(const axis_view *, const char *, const void *,
+                               char *, int64_t, int64_t);
+
+static gather_rows_fn gather_variant(size_t es, int idx64) {
+  switch (es) {
+  case 2: return idx64 ? gather_rows_2_1 : gather_rows_2_0;
+  case 4: return idx64 ? gather_rows_4_1 : gather_rows_4_0;
+  default: return idx64 ? gather_rows_8_1 : gather_rows_8_0;
+  }
+}
+
+apx_status cpu_gather(void *state, const apx_gather_args *args,
+                      const apx_call *call) {
+  (void)call;
+  cpu_state *st = state;
+  const apx_tensor *index = args->index;
+  int dim = normalize_dim(args->dim, index->ndim);
+  axis_view v;
+  if (!axis_view_init(&v, index, dim, args->src))
+    return st->svc->set_error(APX_ERR_NO_MEMORY, "gather: cannot allocate an offset table");
+  const int64_t rows = v.outer * v.steps;
+  gather_rows_fn fn = gather_variant(apx_dtype_size(args->src->dtype),
+                                     index->dtype == APX_DTYPE_I64);
+  int team = team_size(st, rows * v.inner);
+  (void)team;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(team) if (team > 1)
+#endif
+  {
+    int64_t r0, r1;
+    thread_range(rows, &r0, &r1);
+    fn(&v, args->src->data, index->data, args->out->data, r0, r1);
+  }
+  axis_view_free(&v);
+  return APX_OK;
+}
+
+/* ---- index_select (spec/ops.md 10.2) ------------------------------------- */
+
+apx_status cpu_index_select(void *state, const apx_index_select_args *args,
+                            const apx_call *call) {
+  (void)call;
+  cpu_state *st = state;
+  const int64_t rows = args->index->shape[0], width = args->src->shape[1];
+  const size_t row_bytes = (size_t)width * apx_dtype_size(args->src->dtype);
+  const int idx64 = args->index->dtype == APX_DTYPE_I64;
+  const char *src = args->src->data;
+  char *out = args->out->data;
+  const void *index = args->index->data;
+  int team = team_size(st, rows * width);
+  (void)team;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(team) if (team > 1)
+#endif
+  {
+    int64_t r0, r1;
+    thread_range(rows, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+      memcpy(out + (size_t)r * row_bytes,
+             src + (size_t)load_index(index, idx64, r) * row_bytes, row_bytes);
+  }
+  return APX_OK;
+}
+
+/* ---- scatter_add (spec/ops.md 10.3) and gather_backward (10.4) ----------- */
+
+typedef struct scatter_job {
+  const apx_tensor *self; /* NULL: zeros (gather_backward) */
+  const apx_tensor *index, *src, *out;
+  int dim;
+  int in_place; /* out->data == self->data */
+  si_isa isa;
+  int team;
+} scatter_job;
+
+/* Integer adds wrap (two's complement), as PyTorch's do in practice. */
+static inline void add_int_row(apx_dtype dt, void *dst, const void *src, int64_t n) {
+  if (dt == APX_DTYPE_I64) {
+    uint64_t *d = dst;
+    const uint64_t *s = src;
+    for (int64_t j = 0; j < n; j++) d[j] += s[j];
+  } else {
+    uint32_t *d = dst;
+    const uint32_t *s = src;
+    for (int64_t j = 0; j < n; j++) d[j] += s[j];
+  }
+}
+
+static inline void add_f32_row(float *dst, const float *src, int64_t n) {
+  for (int64_t j = 0; j < n; j++) dst[j] += src[j];
+}
+
+/* Elements of a float row to accumulate at once: an fp32 block in L1. */
+#define ACC_BLOCK 1024
+
+/* Destination row r of outer block o in the rows algorithm: self's row plus
+ * the source rows of its chain (ascending k), rounded once. */
+static void scatter_one_row(const scatter_job *jb, const axis_view *vself,
+                            const axis_view *vsrc, int64_t self_base,
+                            int64_t src_base, int64_t r, int64_t first_k,
+                            const int64_t *next) {
+  const apx_dtype dt = jb->out->dtype;
+  const size_t es = apx_dtype_size(dt);
+  const int64_t inner = vself->inner;
+  const size_t row_bytes = (size_t)inner * es;
+  const int64_t dest_off = self_base + r * vself->stride[vself->dim];
+  char *dst = (char *)jb->out->data + (size_t)dest_off * es;
+  const char *self_row = jb->self ? (const char *)jb->self->data + (size_t)dest_off * es : NULL;
+  const char *src = jb->src->data;
+  const int64_t src_step = vsrc->stride[vsrc->dim];
+
+  if (first_k < 0) { /* nothing lands here */
+    if (!self_row)
+      memset(dst, 0, row_bytes);
+    else if (!jb->in_place)
+      memcpy(dst, self_row, row_bytes);
+    return;
+  }
+  if (dt == APX_DTYPE_F32 || !si_is_float(dt)) {
+    /* fp32: out's own storage is the fp32 accumulator; ints: exact */
+    if (!self_row)
+      memset(dst, 0, row_bytes);
+    else if (!jb->in_place)
+      memcpy(dst, self_row, row_bytes);
+    for (int64_t k = first_k; k >= 0; k = next[k]) {
+      const char *s = src + (size_t)(src_base + k * src_step) * es;
+      if (dt == APX_DTYPE_F32)
+        add_f32_row((float *)dst, (const float *)s, inner);
+      else
+        add_int_row(dt, dst, s, inner);
+    }
+    return;
+  }
+  float acc[ACC_BLOCK];
+  for (int64_t j0 = 0; j0 < inner; j0 += ACC_BLOCK) {
+    int64_t n = inner - j0 < ACC_BLOCK ? inner - j0 : ACC_BLOCK;
+    if (self_row)
+      si_row_to_f32(jb->isa, dt, self_row + (size_t)j0 * es, acc, n);
+    else
+      memset(acc, 0, (size_t)n * sizeof(float));
+    for (int64_t k = first_k; k >= 0; k = next[k])
+      si_row_accumulate(jb->isa, dt, src + (size_t)(src_base + k * src_step + j0) * es,
+                        acc, n);
+    si_row_from_f32(jb->isa, dt, acc, dst + (size_t)j0 * es, n);
+  }
+}
+
+/* Link the index rows of outer block o by destination: head[r] is the
+ * first k landing on row r, next[k] the following one (ascending k). */
+static void link_rows(const scatter_job *jb, const axis_view *vidx_self, int64_t o,
+                      int64_t dest_rows, int64_t *head, int64_t *next) {
+  const int idx64 = jb->index->dtype == APX_DTYPE_I64;
+  const int64_t steps = vidx_self->steps, inner = vidx_self->inner;
+  for (int64_t r = 0; r < dest_rows; r++) head[r] = -1;
+  for (int64_t k = steps - 1; k >= 0; k--) {
+    int64_t r = load_index(jb->index->data, idx64, (o * steps + k) * inner);
+    next[k] = head[r];
+    head[r] = k;
+  }
+}
+
+static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
+                               const axis_view *vsrc) {
+  const int64_t outer = vself->outer, steps = vself->steps;
+  const int64_t dest_rows = jb->out->shape[vself->dim];
+  const int per_outer_team = outer >= 2 * jb->team;
+  const int slots = per_outer_team ? jb->team : 1;
+  int64_t *links = malloc((size_t)slots * (size_t)(dest_rows + steps + 1) * sizeof(int64_t));
+  if (!links) return APX_ERR_NO_MEMORY;
+  if (per_outer_team) {
+    /* many outer blocks: each thread takes whole blocks */
+#ifdef _OPENMP
+#pragma omp parallel num_threads(jb->team)
+#endif
+    {
+      int me = 0;
+#ifdef _OPENMP
+      me = omp_get_thread_num();
+#endif
+      int64_t *head = links + (size_t)me * (size_t)(dest_rows + steps + 1);
+      int64_t *next = head + dest_rows;
+      int64_t o0, o1;
+      thread_range(outer, &o0, &o1);
+      for (int64_t o = o0; o < o1; o++) {
+        link_rows(jb, vself, o, dest_rows, head, next);
+        int64_t self_base = axis_view_base(vself, o), src_base = axis_view_base(vsrc, o);
+        for (int64_t r = 0; r < dest_rows; r++)
+          scatter_one_row(jb, vself, vsrc, self_base, src_base, r, head[r], next);
+      }
+    }
+  } else {
+    /* few outer blocks: link on one thread (cheap: one value per row),
+     * then split the destination rows */
+    int64_t *head = links, *next = links + dest_rows;
+    for (int64_t o = 0; o < outer; o++) {
+      link_rows(jb, vself, o, dest_rows, head, next);
+      int64_t self_base = axis_view_base(vself, o), src_base = axis_view_base(vsrc, o);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(jb->team) if (jb->team > 1)
+#endif
+      {
+        int64_t r0, r1;
+        thread_range(dest_rows, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++)
+          scatter_one_row(jb, vself, vsrc, self_base, src_base, r, head[r], next);
+      }
+    }
+  }
+  free(links);
+  return APX_OK;
+}
+
+/* Columns of one job in the elements algorithm. */
+#define SCATTER_COLUMN_BLOCK 256
+
+/* The general case. acc is out's storage (fp32, ints) or an fp32 image of
+ * out (fp16/bf16); each job owns the destinations whose inner position lies
+ * in its column block and whose index value lies in its value range. */
+static inline __attribute__((always_inline)) void
+scatter_elements_job(const scatter_job *jb, const axis_view *vself,
+                     const axis_view *vsrc, char *acc, apx_dtype acc_dtype,
+                     int64_t o, int64_t j0, int64_t j1, int64_t v0, int64_t v1,
+                     const int idx64) {
+  const apx_dtype src_dt = jb->src->dtype;
+  const int64_t steps = vself->steps, inner = vself->inner;
+  const int64_t self_base = axis_view_base(vself, o), src_base = axis_view_base(vsrc, o);
+  const int64_t dim_stride = vself->stride[vself->dim];
+  const int64_t src_step = vsrc->stride[vsrc->dim];
+  const int full_range = v0 == 0 && v1 == jb->out->shape[vself->dim];
+  for (int64_t k = 0; k < steps; k++) {
+    const int64_t index_row = (o * steps + k) * inner;
+    const int64_t src_row = src_base + k * src_step;
+    for (int64_t j = j0; j < j1; j++) {
+      int64_t r = load_index(jb->index->data, idx64, index_row + j);
+      if (!full_range && (r < v0 || r >= v1)) continue;
+      int64_t d = self_base + r * dim_stride + inner_off(vself, j);
+      int64_t s = src_row + inner_off(vsrc, j);
+      switch (acc_dtype) {
+      case APX_DTYPE_F32:
+        ((float *)acc)[d] += si_load_f32(src_dt, jb->src->data, s);
+        break;
+      case APX_DTYPE_I32: ((uint32_t *)acc)[d] += ((const uint32_t *)jb->src->data)[s]; break;
+      default: ((uint64_t *)acc)[d] += ((const uint64_t *)jb->src->data)[s]; break;
+      }
+    }
+  }
+}
+
+static void scatter_elements_job_i32(const scatter_job *jb, const axis_view *vs,
+                                     const axis_view *vr, char *acc, apx_dtype adt,
+                                     int64_t o, int64_t j0, int64_t j1, int64_t v0,
+                                     int64_t v1) {
+  scatter_elements_job(jb, vs, vr, acc, adt, o, j0, j1, v0, v1, 0);
+}
+
+static void scatter_elements_job_i64(const scatter_job *jb, const axis_view *vs,
+                                     const axis_view *vr, char *acc, apx_dtype adt,
+                                     int64_t o, int64_t j0, int64_t j1, int64_t v0,
+                                     int64_t v1) {
+  scatter_elements_job(jb, vs, vr, acc, adt, o, j0, j1, v0, v1, 1);
+}
+
+static apx_status scatter_elements(const scatter_job *jb, const axis_view *vself,
+                                   const axis_view *vsrc) {
+  const apx_dtype dt = jb->out->dtype;
+  const int64_t numel = apx_tensor_numel(jb->out);
+  const size_t es = apx_dtype_size(dt);
+  const int narrow_float = dt == APX_DTYPE_F16 || dt == APX_DTYPE_BF16;
+  char *acc = jb->out->data;
+  apx_dtype acc_dtype = dt == APX_DTYPE_I64 ? APX_DTYPE_I64
+                        : dt == APX_DTYPE_I32 ? APX_DTYPE_I32
+                                              : APX_DTYPE_F32;
+  if (narrow_float) {
+    acc = malloc((size_t)(numel ? numel : 1) * sizeof(float));
+    if (!acc) return APX_ERR_NO_MEMORY;
+  }
+  /* start from self (or zeros) */
+#ifdef _OPENMP
+#pragma omp parallel num_threads(jb->team) if (jb->team > 1)
+#endif
+  {
+    int64_t e0, e1;
+    thread_range(numel, &e0, &e1);
+    if (narrow_float) {
+      if (jb->self)
+        si_row_to_f32(jb->isa, dt, (const char *)jb->self->data + (size_t)e0 * es,
+                      (float *)acc + e0, e1 - e0);
+      else
+        memset((float *)acc + e0, 0, (size_t)(e1 - e0) * sizeof(float));
+    } else if (!jb->self) {
+      memset(acc + (size_t)e0 * es, 0, (size_t)(e1 - e0) * es);
+    } else if (!jb->in_place) {
+      memcpy(acc + (size_t)e0 * es, (const char *)jb->self->data + (size_t)e0 * es,
+             (size_t)(e1 - e0) * es);
+    }
+  }
+  /* jobs: outer block x column block x value range */
+  const int64_t inner = vself->inner, dest_rows = jb->out->shape[vself->dim];
+  const int64_t col_blocks = inner > 0 ? (inner + SCATTER_COLUMN_BLOCK - 1) / SCATTER_COLUMN_BLOCK : 0;
+  const int64_t units = vself->outer * col_blocks;
+  int64_t slices = 1;
+  if (units > 0 && units < 2 * jb->team) slices = (2 * jb->team + units - 1) / units;
+  if (slices > dest_rows) slices = dest_rows > 0 ? dest_rows : 1;
+  const int64_t jobs = units * slices;
+  const int idx64 = jb->index->dtype == APX_DTYPE_I64;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(jb->team) schedule(dynamic, 1) if (jb->team > 1 && jobs > 1)
+#endif
+  for (int64_t job = 0; job < jobs; job++) {
+    int64_t unit = job / slices, slice = job % slices;
+    int64_t o = unit / col_blocks, cb = unit % col_blocks;
+    int64_t j0 = cb * SCATTER_COLUMN_BLOCK;
+    int64_t j1 = j0 + SCATTER_COLUMN_BLOCK < inner ? j0 + SCATTER_COLUMN_BLOCK : inner;
+    int64_t v0 = dest_rows * slice / slices, v1 = dest_rows * (slice + 1) / slices;
+    if (idx64)
+      scatter_elements_job_i64(jb, vself, vsrc, acc, acc_dtype, o, j0, j1, v0, v1);
+    else
+      scatter_elements_job_i32(jb, vself, vsrc, acc, acc_dtype, o, j0, j1, v0, v1);
+  }
+  if (narrow_float) {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(jb->team) if (jb->team > 1)
+#endif
+    {
+      int64_t e0, e1;
+      thread_range(numel, &e0, &e1);
+      si_row_from_f32(jb->isa, dt, (const float *)acc + e0,
+                      (char *)jb->out->data + (size_t)e0 * es, e1 - e0);
+    }
+    free(acc);
+  }
+  return APX_OK;
+}
+
+/* Can the rows algorithm serve this call: the index covers out's dims
+ * before and after `dim` exactly, src's dims after `dim` match, and each
+ * index row holds one value? */
+static int rows_algorithm_fits(const scatter_job *jb, const axis_view *vself,
+                               const axis_view *vsrc) {
+  const apx_tensor *index = jb->index;
+  for (int d = 0; d < vself->dim; d++)
+    if (index->shape[d] != jb->out->shape[d]) return 0;
+  if (!vself->inner_contiguous || !vsrc->inner_contiguous) return 0;
+  if (vself->inner == 0) return 0;
+  if (vself->inner == 1) return 1;
+  const int idx64 = index->dtype == APX_DTYPE_I64;
+  const int64_t rows = vself->outer * vself->steps;
+  int uniform = 1;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(jb->team) if (jb->team > 1) reduction(&& : uniform)
+#endif
+  {
+    int64_t r0, r1;
+    thread_range(rows, &r0, &r1);
+    for (int64_t r = r0; r < r1 && uniform; r++)
+      uniform = row_is_uniform(index->data, idx64, r, vself->inner);
+  }
+  return uniform;
+}
+
+static apx_status scatter_add_common(cpu_state *st, const char *op, scatter_job *jb) {
+  jb->isa = si_isa_level();
+  jb->dim = normalize_dim(jb->dim, jb->index->ndim);
+  jb->in_place = jb->self && jb->self->data == jb->out->data;
+  jb->team = team_size(st, apx_tensor_numel(jb->out) + apx_tensor_numel(jb->index));
+  axis_view vself, vsrc;
+  int ok_self = axis_view_init(&vself, jb->index, jb->dim, jb->out);
+  int ok_src = axis_view_init(&vsrc, jb->index, jb->dim, jb->src);
+  apx_status status = APX_ERR_NO_MEMORY;
+  if (ok_self && ok_src) {
+    if (rows_algorithm_fits(jb, &vself, &vsrc))
+      status = scatter_rows(jb, &vself, &vsrc);
+    else
+      status = scatter_elements(jb, &vself, &vsrc);
+  }
+  axis_view_free(&vself);
+  axis_view_free(&vsrc);
+  if (status == APX_ERR_NO_MEMORY)
+    return st->svc->set_error(status, "%s: cannot allocate accumulation scratch", op);
+  return status;
+}
+
+apx_status cpu_scatter_add(void *state, const apx_scatter_add_args *args,
+                           const apx_call *call) {
+  (void)call;
+  scatter_job jb = {.self = args->self,
+                    .index = args->index,
+                    .src = args->src,
+                    .out = args->out,
+                    .dim = args->dim};
+  return scatter_add_common(state, "scatter_add", &jb);
+}
+
+apx_status cpu_gather_backward(void *state, const apx_gather_backward_args *args,
+                               const apx_call *call) {
+  (void)call;
+  scatter_job jb = {.self = NULL,
+                    .index = args->index,
+                    .src = args->grad_out,
+                    .out = args->grad_src,
+                    .dim = args->dim};
+  return scatter_add_common(state, "gather_backward", &jb);
+}

@@ -1,0 +1,233 @@
+/* Run-time SIMD selection and dtype <-> fp32 row conversions shared by the
+ * cpu backend's scan and indexing kernels (tilessm.c, indexing.c).
+ *
+ * Every SIMD helper here gives the same bits as the portable apx_half.h
+ * conversions: F16C converts fp16 exactly (RNE, subnormals kept, NaN quieted
+ * the same way); bf16 rounding is done with integer arithmetic, never with
+ * AVX-512 VCVTNEPS2BF16 (which flushes subnormals and so differs). */
+#ifndef APX_CPU_SCAN_INDEX_SIMD_H
+#define APX_CPU_SCAN_INDEX_SIMD_H
+/* Include config.h first in the .c file (secure_getenv needs _GNU_SOURCE). */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <apexx/apexx.h>
+
+#include "apx_half.h"
+
+#ifdef _OPENMP
+#include <dlfcn.h>
+#include <omp.h>
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SI_HAVE_X86 1
+#include <immintrin.h>
+#define SI_TARGET_AVX2 __attribute__((target("avx2,f16c")))
+#else
+#define SI_HAVE_X86 0
+#endif
+
+typedef enum si_isa { SI_ISA_PORTABLE = 0, SI_ISA_AVX2 = 1 } si_isa;
+
+/* The instruction set the kernels use: the best this CPU has, capped by
+ * $APEXX_CPU_ISA (portable | avx2), which the tests use to run every path
+ * against the same reference. Read on every call (cheap) so a test can
+ * switch paths without reopening the context. */
+static inline si_isa si_isa_level(void) {
+  si_isa best = SI_ISA_PORTABLE;
+#if SI_HAVE_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+    best = SI_ISA_AVX2;
+#endif
+#ifdef HAVE_SECURE_GETENV
+  const char *cap = secure_getenv("APEXX_CPU_ISA");
+#else
+  const char *cap = getenv("APEXX_CPU_ISA");
+#endif
+  if (cap && strcmp(cap, "portable") == 0) best = SI_ISA_PORTABLE;
+  return best;
+}
+
+/* The core dlcloses backends in apx_close. If that unloaded the OpenMP
+ * runtime (a dependency of this module only), its idle worker threads
+ * would wake up in unmapped code and crash the process. Pin the runtime
+ * once, before the first parallel region: dlopen with RTLD_NOLOAD |
+ * RTLD_NODELETE marks the already-loaded library as never unloaded. */
+static inline void si_pin_openmp_runtime(void) {
+#ifdef _OPENMP
+  static int pinned;
+  if (__atomic_load_n(&pinned, __ATOMIC_ACQUIRE)) return;
+  Dl_info info;
+  if (dladdr((void *)&omp_get_num_threads, &info) && info.dli_fname)
+    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  __atomic_store_n(&pinned, 1, __ATOMIC_RELEASE);
+#endif
+}
+
+static inline int si_is_float(apx_dtype dt) {
+  return dt == APX_DTYPE_F32 || dt == APX_DTYPE_F16 || dt == APX_DTYPE_BF16;
+}
+
+/* Element i of a float tensor as fp32 (exact). */
+static inline float si_load_f32(apx_dtype dt, const void *p, int64_t i) {
+  switch (dt) {
+  case APX_DTYPE_F16: return apx_f16_to_f32(((const uint16_t *)p)[i]);
+  case APX_DTYPE_BF16: return apx_bf16_to_f32(((const uint16_t *)p)[i]);
+  default: return ((const float *)p)[i];
+  }
+}
+
+/* Store fp32 v into element i of a float tensor, RNE. */
+static inline void si_store_f32(apx_dtype dt, void *p, int64_t i, float v) {
+  switch (dt) {
+  case APX_DTYPE_F16: ((uint16_t *)p)[i] = apx_f32_to_f16(v); break;
+  case APX_DTYPE_BF16: ((uint16_t *)p)[i] = apx_f32_to_bf16(v); break;
+  default: ((float *)p)[i] = v; break;
+  }
+}
+
+/* R-model `fl`: round fp32 v to dtype dt and back (identity for fp32). */
+static inline float si_round(apx_dtype dt, float v) {
+  switch (dt) {
+  case APX_DTYPE_F16: return apx_round_f16(v);
+  case APX_DTYPE_BF16: return apx_round_bf16(v);
+  default: return v;
+  }
+}
+
+#if SI_HAVE_X86
+/* ---- AVX2 + F16C: 8 fp32 lanes ---- */
+SI_TARGET_AVX2 static inline __m256 si8_load(apx_dtype dt, const void *p) {
+  switch (dt) {
+  case APX_DTYPE_F16:
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+  case APX_DTYPE_BF16:
+    return _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+  default: return _mm256_loadu_ps((const float *)p);
+  }
+}
+
+/* fp32 bits -> bf16 bits in the low half of each 32-bit lane, as
+ * apx_f32_to_bf16 (RNE; NaN quieted with bit 6 of the bf16 set). */
+SI_TARGET_AVX2 static inline __m256i si8_bf16_bits(__m256 v) {
+  __m256i u = _mm256_castps_si256(v);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_blendv_epi8(rounded, quiet, is_nan);
+}
+
+SI_TARGET_AVX2 static inline __m128i si8_pack16(__m256i lanes) {
+  /* lanes hold values <= 0xffff, so the unsigned saturation never bites */
+  __m256i packed = _mm256_packus_epi32(lanes, lanes);
+  packed = _mm256_permute4x64_epi64(packed, 0x08);
+  return _mm256_castsi256_si128(packed);
+}
+
+SI_TARGET_AVX2 static inline void si8_store(apx_dtype dt, void *p, __m256 v) {
+  switch (dt) {
+  case APX_DTYPE_F16:
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    break;
+  case APX_DTYPE_BF16:
+    _mm_storeu_si128((__m128i *)p, si8_pack16(si8_bf16_bits(v)));
+    break;
+  default: _mm256_storeu_ps((float *)p, v); break;
+  }
+}
+
+/* R-model `fl` on 8 lanes. */
+SI_TARGET_AVX2 static inline __m256 si8_round(apx_dtype dt, __m256 v) {
+  switch (dt) {
+  case APX_DTYPE_F16:
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  case APX_DTYPE_BF16:
+    return _mm256_castsi256_ps(_mm256_slli_epi32(si8_bf16_bits(v), 16));
+  default: return v;
+  }
+}
+
+SI_TARGET_AVX2 static inline void si_row_to_f32_avx2(apx_dtype dt, const void *src,
+                                              float *dst, int64_t n) {
+  size_t es = apx_dtype_size(dt);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, si8_load(dt, (const char *)src + (size_t)i * es));
+  for (; i < n; i++) dst[i] = si_load_f32(dt, src, i);
+}
+
+SI_TARGET_AVX2 static inline void si_row_from_f32_avx2(apx_dtype dt, const float *src,
+                                                void *dst, int64_t n) {
+  size_t es = apx_dtype_size(dt);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    si8_store(dt, (char *)dst + (size_t)i * es, _mm256_loadu_ps(src + i));
+  for (; i < n; i++) si_store_f32(dt, dst, i, src[i]);
+}
+
+/* dst[i] += fp32(src[i]) for a float row. */
+SI_TARGET_AVX2 static inline void si_row_accumulate_avx2(apx_dtype dt, const void *src,
+                                                  float *dst, int64_t n) {
+  size_t es = apx_dtype_size(dt);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_loadu_ps(dst + i),
+                                            si8_load(dt, (const char *)src + (size_t)i * es)));
+  for (; i < n; i++) dst[i] += si_load_f32(dt, src, i);
+}
+#endif
+
+/* Row conversions with the portable fallback (same bits). */
+static inline void si_row_to_f32(si_isa isa, apx_dtype dt, const void *src,
+                                 float *dst, int64_t n) {
+#if SI_HAVE_X86
+  if (isa >= SI_ISA_AVX2) {
+    si_row_to_f32_avx2(dt, src, dst, n);
+    return;
+  }
+#endif
+  (void)isa;
+  if (dt == APX_DTYPE_F32) {
+    memcpy(dst, src, (size_t)n * 4);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) dst[i] = si_load_f32(dt, src, i);
+}
+
+static inline void si_row_from_f32(si_isa isa, apx_dtype dt, const float *src,
+                                   void *dst, int64_t n) {
+#if SI_HAVE_X86
+  if (isa >= SI_ISA_AVX2) {
+    si_row_from_f32_avx2(dt, src, dst, n);
+    return;
+  }
+#endif
+  (void)isa;
+  if (dt == APX_DTYPE_F32) {
+    memcpy(dst, src, (size_t)n * 4);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) si_store_f32(dt, dst, i, src[i]);
+}
+
+static inline void si_row_accumulate(si_isa isa, apx_dtype dt, const void *src,
+                                     float *dst, int64_t n) {
+#if SI_HAVE_X86
+  if (isa >= SI_ISA_AVX2) {
+    si_row_accumulate_avx2(dt, src, dst, n);
+    return;
+  }
+#endif
+  (void)isa;
+  for (int64_t i = 0; i < n; i++) dst[i] += si_load_f32(dt, src, i);
+}
+
+#endif /* APX_CPU_SCAN_INDEX_SIMD_H */
