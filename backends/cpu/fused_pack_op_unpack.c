@@ -25,9 +25,9 @@ apx_status cpu_fused_pack_op_unpack(void *state,
   const int64_t batch = features->shape[0], channels = features->shape[1];
   const int64_t height = features->shape[2], width = features->shape[3];
   const int64_t t = args->tile, tiles = idx->shape[1];
-  if (apx_tensor_numel(features) == 0) return APX_OK;
+  if (cpu_numel(features) == 0) return APX_OK;
   const int64_t grid_h = height / t, grid_w = width / t;
-  const size_t elem = apx_dtype_size(features->dtype);
+  const size_t elem = cpu_dtype_size(features->dtype);
   const int idx_i64 = idx->dtype == APX_DTYPE_I64;
 
   /* runs[(b*grid_h + ty)*max_runs + r] = (first tx, one past last tx) */
@@ -80,7 +80,7 @@ apx_status cpu_fused_pack_op_unpack(void *state,
   const size_t row_bytes = (size_t)width * elem;
   const size_t band_bytes = (size_t)t * row_bytes;
   const int64_t items = batch * channels * grid_h;
-  const int64_t work = apx_tensor_numel(features);
+  const int64_t work = cpu_numel(features);
   (void)work;
 
   CPU_OMP_FOR(st->threads, work)

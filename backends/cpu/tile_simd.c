@@ -1,12 +1,31 @@
 /* Row kernels of the cpu tile ops: portable scalar loops (the reading copy
  * of rounding model R, spec/ops.md 0.2) and AVX2+F16C loops chosen at run
  * time that give the same bits. See tile_simd.h. */
+#define _GNU_SOURCE /* secure_getenv */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
 #include "tile_simd.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "apx_half.h"
+
+#ifdef _OPENMP
+#include <dlfcn.h>
+
+/* The core dlcloses the backend at apx_close. If that unloads the OpenMP
+ * runtime, which only this module pulled in, its idle pool threads are
+ * left running unmapped code and crash the process. So keep the runtime
+ * (whichever library provides omp_get_max_threads) loaded for good. */
+__attribute__((constructor)) static void pin_openmp_runtime(void) {
+  Dl_info info;
+  if (dladdr((void *)&omp_get_max_threads, &info) && info.dli_fname)
+    (void)dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+}
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #define CPU_HAVE_X86 1
@@ -17,9 +36,16 @@
 
 cpu_simd_level cpu_tile_simd_level(void) {
   /* Read per call (a getenv is nothing next to a tile op) so that a test can
-   * run both paths in one process. */
-  const char *env = getenv("APEXX_CPU_SIMD");
-  if (env && (!strcmp(env, "off") || !strcmp(env, "scalar") || !strcmp(env, "0")))
+   * run both paths in one process. $APEXX_CPU_ISA=portable is the knob the
+   * whole cpu backend shares; APEXX_CPU_SIMD=off is an alias. */
+#ifdef HAVE_SECURE_GETENV
+  const char *isa = secure_getenv("APEXX_CPU_ISA");
+  const char *simd = secure_getenv("APEXX_CPU_SIMD");
+#else
+  const char *isa = getenv("APEXX_CPU_ISA");
+  const char *simd = getenv("APEXX_CPU_SIMD");
+#endif
+  if ((isa && !strcmp(isa, "portable")) || (simd && !strcmp(simd, "off")))
     return CPU_SIMD_SCALAR;
 #if CPU_HAVE_X86
   static int cpu_has_avx2 = -1; /* racy but idempotent */

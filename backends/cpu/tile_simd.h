@@ -7,8 +7,9 @@
  * Both give identical bits: the arithmetic is the same IEEE fp32 operation
  * sequence, F16C's vcvtps2ph with imm 0 rounds to nearest even and keeps
  * subnormals, and bf16 rounding is done with integer ops exactly like
- * apx_f32_to_bf16. $APEXX_CPU_SIMD=off (read on every call, so a test can
- * compare both paths in one process) forces the scalar loops. */
+ * apx_f32_to_bf16. $APEXX_CPU_ISA=portable (or $APEXX_CPU_SIMD=off), read
+ * on every call so a test can compare both paths in one process, forces the
+ * scalar loops. */
 #ifndef APX_CPU_TILE_SIMD_H
 #define APX_CPU_TILE_SIMD_H
 
@@ -39,6 +40,17 @@ static inline int64_t cpu_index_at(const void *data, int is_i64, int64_t i) {
   return is_i64 ? ((const int64_t *)data)[i] : (int64_t)((const int32_t *)data)[i];
 }
 
+/* Bytes per element and element count, here rather than from libapexx so
+ * that the module needs nothing from the core but the services table. */
+static inline size_t cpu_dtype_size(apx_dtype dtype) {
+  return dtype == APX_DTYPE_I64 ? 8 : dtype == APX_DTYPE_F32 || dtype == APX_DTYPE_I32 ? 4 : 2;
+}
+static inline int64_t cpu_numel(const apx_tensor *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  return n;
+}
+
 /* Which implementation the row kernels use. */
 typedef enum cpu_simd_level {
   CPU_SIMD_SCALAR = 0, /* portable apx_half.h loops */
@@ -46,7 +58,7 @@ typedef enum cpu_simd_level {
 } cpu_simd_level;
 
 /* The level for this call: the best the CPU supports, lowered to scalar by
- * $APEXX_CPU_SIMD=off (or "scalar"). */
+ * $APEXX_CPU_ISA=portable or $APEXX_CPU_SIMD=off. */
 cpu_simd_level cpu_tile_simd_level(void);
 
 /* Elementwise kernels over n contiguous elements of one float dtype, with

@@ -1,53 +1,34 @@
 /* cpu tilepack, spec/ops.md 2.A: a pure copy, bit-exact in every dtype.
  *   out[b,k,c,dy,dx] = features[b, c, ty*t+dy, tx*t+dx], (ty,tx) of idx[b,k]
  * Tiles are packed in the order the ids are given; duplicates are copied
- * twice. Work is split over (b,k): each item writes its own C*t*t block. */
+ * twice.
+ *
+ * Reading tile by tile across all channels touches C planes per tile, a
+ * TLB and cache miss per row. So the work is cut like tileunpack's: items
+ * are (b, c, band of tile rows); an item first streams its band of the
+ * feature plane into cache (sequential prefetches, which the hardware
+ * serves at full bandwidth), then copies the rows of the tiles that lie in
+ * the band to their packed places. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tile_simd.h"
 
-/* Copy the C*t rows of one tile. `row_bytes` is a compile-time constant in
- * the common cases (see pack_rows), so each row is a few vector moves
- * instead of a memcpy call. */
-static inline __attribute__((always_inline)) void
-pack_one_tile(char *dst, const char *src, int64_t channels, int64_t t,
-              size_t row_bytes, size_t src_row_stride, size_t src_plane_stride) {
-  for (int64_t c = 0; c < channels; c++) {
-    const char *plane = src + (size_t)c * src_plane_stride;
-    for (int64_t dy = 0; dy < t; dy++) {
-      memcpy(dst, plane + (size_t)dy * src_row_stride, row_bytes);
-      dst += row_bytes;
-    }
-  }
-}
+/* Rows of one plane per band: about this many bytes. */
+#define BAND_TARGET_BYTES (64u * 1024u)
 
 static inline __attribute__((always_inline)) void
-pack_rows(cpu_state *st, const apx_tilepack_args *args, size_t row_bytes) {
-  const apx_tensor *features = args->features, *idx = args->idx;
-  const int64_t batch = features->shape[0], channels = features->shape[1];
-  const int64_t height = features->shape[2], width = features->shape[3];
-  const int64_t t = args->tile, tiles = idx->shape[1];
-  const int64_t grid_w = width / t;
-  const size_t elem = apx_dtype_size(features->dtype);
-  const size_t src_row_stride = (size_t)width * elem;
-  const size_t src_plane_stride = (size_t)height * src_row_stride;
-  const size_t tile_block = (size_t)channels * (size_t)t * row_bytes;
-  const int idx_i64 = idx->dtype == APX_DTYPE_I64;
-  const char *src = features->data;
-  char *dst = args->out->data;
-  const int64_t items = batch * tiles;
-  const int64_t work = items * channels * t * t;
-  (void)work;
-
-  CPU_OMP_FOR(st->threads, work)
-  for (int64_t item = 0; item < items; item++) {
-    const int64_t b = item / tiles;
-    const int64_t id = cpu_index_at(idx->data, idx_i64, item);
-    const int64_t y0 = (id / grid_w) * t, x0 = (id % grid_w) * t;
-    const char *tile_src = src + (size_t)b * channels * src_plane_stride +
-                           (size_t)y0 * src_row_stride + (size_t)x0 * elem;
-    pack_one_tile(dst + (size_t)item * tile_block, tile_src, channels, t,
-                  row_bytes, src_row_stride, src_plane_stride);
+pack_band(char *packed, const char *band_src, const int64_t *tiles_of_band,
+          int64_t count, const int64_t *x0_of, int64_t band_y0, const int64_t *y0_of,
+          size_t tile_block, size_t row_bytes, size_t src_row_stride, int64_t t,
+          size_t elem) {
+  for (int64_t i = 0; i < count; i++) {
+    const int64_t item = tiles_of_band[i]; /* b*K + k */
+    const char *src = band_src + (size_t)(y0_of[item] - band_y0) * src_row_stride +
+                      (size_t)x0_of[item] * elem;
+    char *dst = packed + (size_t)item * tile_block;
+    for (int64_t dy = 0; dy < t; dy++)
+      memcpy(dst + (size_t)dy * row_bytes, src + (size_t)dy * src_row_stride, row_bytes);
   }
 }
 
@@ -55,17 +36,90 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args,
                         const apx_call *call) {
   (void)call;
   cpu_state *st = state;
-  const size_t row_bytes = (size_t)args->tile * apx_dtype_size(args->features->dtype);
-  if (apx_tensor_numel(args->out) == 0) return APX_OK;
-  /* One instantiation per common row size (t = 4, 8, 16, 32 in 2- and
-   * 4-byte dtypes); the rest take the generic memcpy. */
-  switch (row_bytes) {
-  case 8: pack_rows(st, args, 8); break;
-  case 16: pack_rows(st, args, 16); break;
-  case 32: pack_rows(st, args, 32); break;
-  case 64: pack_rows(st, args, 64); break;
-  case 128: pack_rows(st, args, 128); break;
-  default: pack_rows(st, args, row_bytes); break;
+  const apx_tensor *features = args->features, *idx = args->idx;
+  if (cpu_numel(args->out) == 0) return APX_OK;
+  const int64_t batch = features->shape[0], channels = features->shape[1];
+  const int64_t height = features->shape[2], width = features->shape[3];
+  const int64_t t = args->tile, tiles = idx->shape[1];
+  const int64_t grid_h = height / t, grid_w = width / t;
+  const size_t elem = cpu_dtype_size(features->dtype);
+  const size_t row_bytes = (size_t)t * elem;
+  const size_t src_row_stride = (size_t)width * elem;
+  const size_t plane_bytes = (size_t)height * src_row_stride;
+  const int idx_i64 = idx->dtype == APX_DTYPE_I64;
+
+  /* band = a run of whole tile rows */
+  int64_t band_tile_rows = (int64_t)BAND_TARGET_BYTES / (int64_t)(t * src_row_stride);
+  if (band_tile_rows < 1) band_tile_rows = 1;
+  if (band_tile_rows > grid_h) band_tile_rows = grid_h;
+  const int64_t bands = (grid_h + band_tile_rows - 1) / band_tile_rows;
+
+  /* bucket the (b,k) items by (b, band), keeping k order */
+  const size_t items = (size_t)(batch * tiles);
+  int64_t *y0 = malloc(items * sizeof(int64_t));
+  int64_t *x0 = malloc(items * sizeof(int64_t));
+  int64_t *bucket_start = calloc((size_t)(batch * bands + 1), sizeof(int64_t));
+  int64_t *bucketed = malloc(items * sizeof(int64_t));
+  int64_t *fill = malloc((size_t)(batch * bands) * sizeof(int64_t));
+  if (!y0 || !x0 || !bucket_start || !bucketed || !fill) {
+    free(y0), free(x0), free(bucket_start), free(bucketed), free(fill);
+    return st->svc->set_error(APX_ERR_NO_MEMORY,
+                              "tilepack: out of host memory for the tile plan (B*K = %lld)",
+                              (long long)items);
   }
+  for (size_t i = 0; i < items; i++) {
+    const int64_t id = cpu_index_at(idx->data, idx_i64, (int64_t)i);
+    y0[i] = (id / grid_w) * t;
+    x0[i] = (id % grid_w) * t;
+    bucket_start[1 + (int64_t)i / tiles * bands + id / grid_w / band_tile_rows]++;
+  }
+  for (int64_t i = 1; i <= batch * bands; i++) bucket_start[i] += bucket_start[i - 1];
+  memcpy(fill, bucket_start, (size_t)(batch * bands) * sizeof(int64_t));
+  for (size_t i = 0; i < items; i++)
+    bucketed[fill[(int64_t)i / tiles * bands + y0[i] / t / band_tile_rows]++] = (int64_t)i;
+
+  const char *src = features->data;
+  char *packed = args->out->data;
+  const size_t tile_block = (size_t)t * row_bytes; /* one channel of one tile */
+  const size_t item_block = (size_t)channels * tile_block;
+  const int64_t work_items = batch * channels * bands;
+  const int64_t work = cpu_numel(args->out);
+  (void)work;
+
+  CPU_OMP_FOR(st->threads, work)
+  for (int64_t w = 0; w < work_items; w++) {
+    const int64_t band = w % bands, bc = w / bands;
+    const int64_t b = bc / channels, c = bc % channels;
+    const int64_t band_y0 = band * band_tile_rows * t;
+    int64_t band_y1 = band_y0 + band_tile_rows * t;
+    if (band_y1 > height) band_y1 = height;
+    const int64_t first = bucket_start[b * bands + band];
+    const int64_t count = bucket_start[b * bands + band + 1] - first;
+    if (count == 0) continue;
+    const char *band_src = src + (size_t)bc * plane_bytes + (size_t)band_y0 * src_row_stride;
+    const size_t band_bytes = (size_t)(band_y1 - band_y0) * src_row_stride;
+    for (size_t off = 0; off < band_bytes; off += 64) __builtin_prefetch(band_src + off, 0, 3);
+    /* the packed tile of (b,k) channel c starts at item*item_block + c*tile_block */
+    char *packed_c = packed + (size_t)c * tile_block;
+    switch (row_bytes) {
+    case 16:
+      pack_band(packed_c, band_src, bucketed + first, count, x0, band_y0, y0, item_block, 16,
+                src_row_stride, t, elem);
+      break;
+    case 32:
+      pack_band(packed_c, band_src, bucketed + first, count, x0, band_y0, y0, item_block, 32,
+                src_row_stride, t, elem);
+      break;
+    case 64:
+      pack_band(packed_c, band_src, bucketed + first, count, x0, band_y0, y0, item_block, 64,
+                src_row_stride, t, elem);
+      break;
+    default:
+      pack_band(packed_c, band_src, bucketed + first, count, x0, band_y0, y0, item_block,
+                row_bytes, src_row_stride, t, elem);
+      break;
+    }
+  }
+  free(y0), free(x0), free(bucket_start), free(bucketed), free(fill);
   return APX_OK;
 }

@@ -95,7 +95,7 @@ static int plan_build(unpack_plan *plan, const apx_tileunpack_args *args) {
   plan->width = base->shape[3];
   plan->tiles = packed->shape[1];
   plan->t = packed->shape[3];
-  plan->elem = apx_dtype_size(base->dtype);
+  plan->elem = cpu_dtype_size(base->dtype);
   const int64_t batch = plan->batch, tiles = plan->tiles, t = plan->t;
   const int64_t row_bytes = plan->width * (int64_t)plan->elem;
   int64_t band_rows = row_bytes > 0 ? (int64_t)BAND_TARGET_BYTES / row_bytes : plan->height;
@@ -291,7 +291,7 @@ apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args,
   cpu_state *st = state;
   const apx_tensor *base = args->base;
   char *out = args->out->data;
-  const int64_t numel = apx_tensor_numel(base);
+  const int64_t numel = cpu_numel(base);
   if (numel == 0) return APX_OK;
 
   unpack_plan plan;
