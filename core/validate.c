@@ -109,6 +109,14 @@ static const char *position_text(char *buf, size_t size, const apx_tensor *t,
   return buf;
 }
 
+/* A double as "%g" when that reads back exactly, else with 17 digits, so
+ * a message never shows 1.0000001 as [1]. */
+static const char *double_text(char *buf, size_t size, double x) {
+  snprintf(buf, size, "%g", x);
+  if (isfinite(x) && strtod(buf, NULL) != x) snprintf(buf, size, "%.17g", x);
+  return buf;
+}
+
 static int64_t numel_of(const apx_tensor *t) {
   int64_t n = 1;
   for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
@@ -513,8 +521,11 @@ static apx_status check_tileunpack(vstate *v, const apx_tileunpack_args *a) {
   if (a->mode != APX_OVERLAP_OVERRIDE && a->mode != APX_OVERLAP_BLEND)
     return fail(v, "mode = [%d] is not APX_OVERLAP_OVERRIDE (0) or "
                 "APX_OVERLAP_BLEND (1)", (int)a->mode);
-  if (!(a->blend_alpha >= 0.0 && a->blend_alpha <= 1.0)) /* NaN fails too */
-    return fail(v, "blend_alpha = [%g] is outside [0, 1]", a->blend_alpha);
+  if (!(a->blend_alpha >= 0.0 && a->blend_alpha <= 1.0)) { /* NaN fails too */
+    char value[40];
+    return fail(v, "blend_alpha = [%s] is outside [0, 1]",
+                double_text(value, sizeof value, a->blend_alpha));
+  }
 
   int64_t batch = base->shape[0], k_count = packed->shape[1];
   if (a->idx && a->origins)

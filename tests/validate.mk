@@ -1,0 +1,29 @@
+# Check suites of core/validate.c and core/tile_order.c. The validation
+# suites share test_validate_common.{c,h}: one valid case per op and the
+# "rejected, named, nothing written" assertion.
+VALIDATE_COMMON = tests/test_validate_common.c tests/test_validate_common.h
+
+check_PROGRAMS += tests/test_validate_generic tests/test_validate_tile \
+	tests/test_validate_gate_scan tests/test_validate_index tests/test_tile_order
+TESTS += tests/test_validate_generic tests/test_validate_tile \
+	tests/test_validate_gate_scan tests/test_validate_index tests/test_tile_order
+
+tests_test_validate_generic_SOURCES = tests/test_validate_generic.c $(VALIDATE_COMMON)
+tests_test_validate_generic_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_test_validate_generic_LDADD = $(TEST_LDADD)
+
+tests_test_validate_tile_SOURCES = tests/test_validate_tile.c $(VALIDATE_COMMON)
+tests_test_validate_tile_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_test_validate_tile_LDADD = $(TEST_LDADD)
+
+tests_test_validate_gate_scan_SOURCES = tests/test_validate_gate_scan.c $(VALIDATE_COMMON)
+tests_test_validate_gate_scan_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_test_validate_gate_scan_LDADD = $(TEST_LDADD)
+
+tests_test_validate_index_SOURCES = tests/test_validate_index.c $(VALIDATE_COMMON)
+tests_test_validate_index_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_test_validate_index_LDADD = $(TEST_LDADD)
+
+tests_test_tile_order_SOURCES = tests/test_tile_order.c
+tests_test_tile_order_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_test_tile_order_LDADD = $(TEST_LDADD)
