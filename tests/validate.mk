@@ -9,21 +9,21 @@ TESTS += tests/test_validate_generic tests/test_validate_tile \
 	tests/test_validate_gate_scan tests/test_validate_index tests/test_tile_order
 
 tests_test_validate_generic_SOURCES = tests/test_validate_generic.c $(VALIDATE_COMMON)
-tests_test_validate_generic_CPPFLAGS = $(TEST_CPPFLAGS)
-tests_test_validate_generic_LDADD = $(TEST_LDADD)
+tests_test_validate_generic_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_validate_generic_LDADD = $(APX_TEST_LIBS)
 
 tests_test_validate_tile_SOURCES = tests/test_validate_tile.c $(VALIDATE_COMMON)
-tests_test_validate_tile_CPPFLAGS = $(TEST_CPPFLAGS)
-tests_test_validate_tile_LDADD = $(TEST_LDADD)
+tests_test_validate_tile_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_validate_tile_LDADD = $(APX_TEST_LIBS)
 
 tests_test_validate_gate_scan_SOURCES = tests/test_validate_gate_scan.c $(VALIDATE_COMMON)
-tests_test_validate_gate_scan_CPPFLAGS = $(TEST_CPPFLAGS)
-tests_test_validate_gate_scan_LDADD = $(TEST_LDADD)
+tests_test_validate_gate_scan_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_validate_gate_scan_LDADD = $(APX_TEST_LIBS)
 
 tests_test_validate_index_SOURCES = tests/test_validate_index.c $(VALIDATE_COMMON)
-tests_test_validate_index_CPPFLAGS = $(TEST_CPPFLAGS)
-tests_test_validate_index_LDADD = $(TEST_LDADD)
+tests_test_validate_index_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_validate_index_LDADD = $(APX_TEST_LIBS)
 
 tests_test_tile_order_SOURCES = tests/test_tile_order.c
-tests_test_tile_order_CPPFLAGS = $(TEST_CPPFLAGS)
-tests_test_tile_order_LDADD = $(TEST_LDADD)
+tests_test_tile_order_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_tile_order_LDADD = $(APX_TEST_LIBS)
