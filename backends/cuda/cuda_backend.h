@@ -1,0 +1,296 @@
+/* The cuda backend's internals shared between its files: state, error
+ * reporting, launch geometry, dtype access in kernels, the device-side
+ * index check (validation pre-pass) and stream-ordered workspace.
+ * Op math: spec/ops.md; plugin contract: include/apexx/backend.h. */
+#ifndef APX_CUDA_BACKEND_H
+#define APX_CUDA_BACKEND_H
+
+#include <apexx/backend.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <pthread.h>
+
+#include <atomic>
+
+#define CUDA_MAX_DEVICES 16
+/* Check slots per device: each validated call takes the next one, round
+ * robin. A slot is reused only CUDA_CHECK_SLOTS calls later, so calls in
+ * flight on different streams never share one in practice. */
+#define CUDA_CHECK_SLOTS 128
+/* The check kernel's grid is capped so that its per-block partial results
+ * fit in the slot (grid-stride loops cover any size). */
+#define CUDA_CHECK_MAX_BLOCKS 256
+#define CUDA_CHECK_THREADS 256
+
+/* ---- device-side check records --------------------------------------- */
+
+/* What a check found wrong (kinds of cuda_check_result.kind). */
+enum cuda_check_kind {
+  CUDA_BAD_NONE = 0,
+  CUDA_BAD_RANGE = 1,      /* an id/index value outside [lo, hi] */
+  CUDA_BAD_ORIGIN = 2,     /* an origin pair outside the image */
+  CUDA_BAD_DUPLICATE = 3,  /* a repeated id in a batch row (require_unique) */
+  CUDA_BAD_LEVEL_SPAN = 4  /* levels too far apart for the int32 key */
+};
+
+/* One index tensor to check, passed by value to the check kernel. */
+struct cuda_check_desc {
+  int op;              /* apx_op_id, for the message */
+  char arg[16];        /* argument name: "idx", "index", "origins" */
+  const void *data;    /* device pointer; NULL = nothing to check */
+  int is64;            /* i64 (else i32) */
+  int ndim;            /* index tensor's ndim and shape, for the message */
+  int64_t shape[APX_MAX_DIMS];
+  int64_t count;       /* entries: elements, or (y0,x0) pairs for origins */
+  int pairs;           /* 1: entries are (y0, x0) pairs (origins) */
+  int64_t lo, hi;      /* inclusive range of a value (of y0 for pairs) */
+  int64_t lo2, hi2;    /* inclusive range of x0 for pairs */
+  int check_range;     /* 0 in validate=off: only statistics below */
+  int64_t unique_row;  /* > 0: ids must be unique within rows of this length */
+  int64_t const_row;   /* > 0: note whether rows of this length are constant */
+  /* levels (tileunpack): min/max over the tensor, span checked against the
+   * int32 priority key (spec/ops.md 4.A step 4) when check_range. */
+  const void *levels;
+  int levels_is64;
+  int64_t levels_count;
+  int order_bits;
+  int64_t key_k;       /* K, for the key bound */
+};
+
+/* A check's outcome, in the slot (EAGER reads it) and, in DEVICE mode, in
+ * the per-device deferred record (the first failure since the last sync). */
+struct cuda_check_result {
+  int bad;              /* 1 when the checked call must write nothing */
+  int kind;             /* cuda_check_kind */
+  unsigned long long pos; /* linear position of the first bad entry */
+  long long value[2];   /* its value (both components for pairs) */
+  long long other;      /* duplicate: earlier position of the same id */
+  long long lmin, lmax; /* levels statistics (0, 0 when none) */
+  int rows_vary;        /* const_row: some row is not constant */
+};
+
+struct cuda_check_slot {
+  cuda_check_result result;
+  unsigned int blocks_done;
+  unsigned long long partial_pos[CUDA_CHECK_MAX_BLOCKS];
+  long long partial_lmin[CUDA_CHECK_MAX_BLOCKS];
+  long long partial_lmax[CUDA_CHECK_MAX_BLOCKS];
+  int partial_rows_vary[CUDA_CHECK_MAX_BLOCKS];
+};
+
+/* The deferred error of one device (validate=device). */
+struct cuda_error_record {
+  int claimed;          /* set by the first failing check */
+  int ready;            /* set once the fields below are complete */
+  cuda_check_result result;
+  cuda_check_desc desc; /* the failing check (pointers are stale) */
+};
+
+/* ---- state ------------------------------------------------------------ */
+
+struct cuda_device_res {
+  int created;              /* resources below made (under cuda_state.lock) */
+  cudaError_t init_error;   /* result of creating them */
+  cuda_error_record *record; /* device memory */
+  cuda_check_slot *slots;    /* device memory, CUDA_CHECK_SLOTS of them */
+  std::atomic<unsigned> next_slot;
+  int sm_count;
+  std::atomic<uint64_t> in_use_bytes;
+  std::atomic<uint64_t> peak_bytes;
+};
+
+struct cuda_state {
+  const apx_core_services *svc;
+  int default_device;
+  int device_count;
+  apx_validate_mode validate_mode;
+  cuda_device_res dev[CUDA_MAX_DEVICES];
+  pthread_mutex_t lock;  /* guards device setup and the size table */
+  /* Sizes of live allocations (open addressing on the pointer), so that
+   * free can keep the in-use and peak counters right. */
+  struct cuda_alloc_entry { void *ptr; size_t bytes; } *sizes;
+  size_t sizes_cap, sizes_used;
+};
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Report a CUDA error through the core (apx_last_error) and return the
+ * status: out of memory -> APX_ERR_NO_MEMORY, sticky device faults ->
+ * APX_ERR_DEVICE, anything else -> APX_ERR_BACKEND. `what` names the op
+ * and the step ("tilepack: launch"). */
+apx_status cuda_fail(const cuda_state *st, cudaError_t err, const char *what);
+
+/* Evaluate a CUDA call; on error return cuda_fail(...) from the caller. */
+#define CUDA_TRY(st, expr, what)                                               \
+  do {                                                                         \
+    cudaError_t cuda_try_err_ = (expr);                                        \
+    if (cuda_try_err_ != cudaSuccess) return cuda_fail((st), cuda_try_err_, (what)); \
+  } while (0)
+
+/* After a kernel launch: the launch's own error (bad configuration ...). */
+#define CUDA_LAUNCHED(st, what) CUDA_TRY(st, cudaGetLastError(), what)
+
+/* Make `device_index` current for the calling thread and create its
+ * resources (check slots, error record) on first use. */
+apx_status cuda_use_device(cuda_state *st, int device_index);
+
+static inline cudaStream_t cuda_stream(const apx_call *call) {
+  return call ? (cudaStream_t)call->stream : (cudaStream_t)0;
+}
+
+/* ---- launch geometry ---------------------------------------------------- */
+
+/* One 1-D launch over n work items: blocks of `threads`, the grid capped at
+ * what the hardware takes; kernels loop with a grid stride so any n is
+ * covered (spec/ops.md 12: every output element is written). */
+struct cuda_geom {
+  unsigned blocks;
+  unsigned threads;
+};
+
+static inline cuda_geom cuda_geom_1d(int64_t n, unsigned threads) {
+  cuda_geom g;
+  g.threads = threads;
+  int64_t blocks = (n + threads - 1) / threads;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
+  g.blocks = (unsigned)blocks;
+  return g;
+}
+
+/* Grid-stride loop over [0, n) with a 64-bit counter. */
+#define CUDA_FOR(i, n)                                                         \
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);    \
+       i += (int64_t)gridDim.x * blockDim.x)
+
+/* ---- dtype access in kernels ------------------------------------------ */
+
+template <typename T> struct cuda_dt;
+template <> struct cuda_dt<float> {
+  static __device__ __forceinline__ float load(const float *p) { return *p; }
+  static __device__ __forceinline__ float to_f(float v) { return v; }
+  static __device__ __forceinline__ float from_f(float v) { return v; }
+};
+template <> struct cuda_dt<__half> {
+  static __device__ __forceinline__ float load(const __half *p) { return __half2float(*p); }
+  static __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+  static __device__ __forceinline__ __half from_f(float v) { return __float2half_rn(v); }
+};
+template <> struct cuda_dt<__nv_bfloat16> {
+  static __device__ __forceinline__ float load(const __nv_bfloat16 *p) {
+    return __bfloat162float(*p);
+  }
+  static __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __forceinline__ __nv_bfloat16 from_f(float v) {
+    return __float2bfloat16_rn(v);
+  }
+};
+
+/* Load element i of a float tensor of runtime dtype dt as fp32 (exact). */
+static __device__ __forceinline__ float cuda_load_any(const void *p, int dt, int64_t i) {
+  switch (dt) {
+  case APX_DTYPE_F16: return __half2float(((const __half *)p)[i]);
+  case APX_DTYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+  default: return ((const float *)p)[i];
+  }
+}
+
+/* Round an fp32 value to storage dtype dt and back (a cast of an input). */
+static __device__ __forceinline__ float cuda_round_any(float v, int dt) {
+  switch (dt) {
+  case APX_DTYPE_F16: return __half2float(__float2half_rn(v));
+  case APX_DTYPE_BF16: return __bfloat162float(__float2bfloat16_rn(v));
+  default: return v;
+  }
+}
+
+/* Load an index of either width. */
+static __device__ __forceinline__ int64_t cuda_load_index(const void *p, int is64, int64_t i) {
+  return is64 ? ((const int64_t *)p)[i] : (int64_t)((const int32_t *)p)[i];
+}
+
+/* Main kernels of a validated call read the check's verdict first and
+ * write nothing when it failed (validate=device; NULL otherwise). */
+static __device__ __forceinline__ int cuda_call_failed(const int *bad) {
+  return bad != nullptr && *(volatile const int *)bad != 0;
+}
+
+/* ---- index checks (validate.cu) ---------------------------------------- */
+
+/* The outcome of launching a call's checks. */
+struct cuda_checked {
+  const int *bad;                 /* pass to main kernels (NULL: none) */
+  const long long *lmin;          /* device pointer to the levels minimum */
+  const int *rows_vary;           /* device pointer to the row flag */
+  cuda_check_slot *slot;          /* the slot used (NULL: no check ran) */
+};
+
+/* Fill the common fields of a check description. */
+void cuda_check_init(cuda_check_desc *d, apx_op_id op, const char *arg,
+                     const apx_tensor *index);
+
+/* Run the pre-pass for `desc` on the stream according to the validate
+ * mode: DEVICE launches the check (the failure lands in the device record
+ * for the next sync), EAGER launches it, waits and returns
+ * APX_ERR_INVALID_ARG with the message, OFF skips the range checks but
+ * still computes statistics that `need_stats` asks for (levels minimum,
+ * row flag). Out: *out for the main kernels. */
+apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
+                          cuda_check_desc *desc, int need_stats,
+                          cuda_checked *out);
+
+/* Wait for the stream and read the check's row flag (scatter_add picks its
+ * path from it). Returns the flag in *rows_vary. */
+apx_status cuda_check_read_rows_vary(cuda_state *st, cudaStream_t stream,
+                                     const cuda_checked *chk, int *rows_vary);
+
+/* Format a check failure as the user message ("gather: index[3][1] =
+ * [-1] is outside [0, 7]") into buf. */
+void cuda_check_message(const cuda_check_desc *d, const cuda_check_result *r,
+                        char *buf, size_t size);
+
+/* Read, report once and clear the device's deferred error (sync). */
+apx_status cuda_check_take_deferred(cuda_state *st, int device_index,
+                                    cudaStream_t stream);
+
+/* ---- workspace ---------------------------------------------------------- */
+
+/* Stream-ordered scratch memory (cudaMallocAsync), freed on the stream. */
+struct cuda_workspace {
+  void *ptr;
+  cudaStream_t stream;
+};
+apx_status cuda_ws_alloc(cuda_state *st, cudaStream_t stream, size_t bytes,
+                         cuda_workspace *ws, const char *what);
+void cuda_ws_free(cuda_workspace *ws);
+
+/* Bytes rounded up so that consecutive carve-outs stay 256-byte aligned. */
+static inline size_t cuda_align_up(size_t n) { return (n + 255u) & ~(size_t)255u; }
+
+/* ---- ops (one file each) ------------------------------------------------ */
+#define CUDA_OP_DECL_(upper, lower)                                            \
+  apx_status cuda_##lower(void *state, const apx_##lower##_args *args,         \
+                          const apx_call *call);
+APX_OP_MAP(CUDA_OP_DECL_)
+#undef CUDA_OP_DECL_
+
+/* Element size of a dtype (host). */
+static inline size_t cuda_dtype_size(apx_dtype dt) {
+  switch (dt) {
+  case APX_DTYPE_F32: case APX_DTYPE_I32: return 4;
+  case APX_DTYPE_F16: case APX_DTYPE_BF16: return 2;
+  case APX_DTYPE_I64: return 8;
+  default: return 0;
+  }
+}
+
+static inline int64_t cuda_numel(const apx_tensor *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  return n;
+}
+
+#endif /* APX_CUDA_BACKEND_H */

@@ -1,0 +1,207 @@
+/* fused_pack_op_unpack on CUDA (spec/ops.md 7): out = features, except
+ * every pixel x of a selected tile becomes
+ *   (x*value_scale + value_bias) * max(x*gate_scale + gate_bias, 0)
+ * in fp32, rounded once. The transform always reads the original value, as
+ * the reference's pack -> transform -> unpack does, so a duplicated id
+ * (allowed when require_unique is off) writes the same value once.
+ *
+ * Two launches after the pre-pass: a tile-owner map [B, gh*gw] (the
+ * largest k naming each tile), then one pass over the output: every
+ * element when out is a separate tensor (a copy with the transform applied
+ * to owned tiles), only the owned tiles when out aliases features. */
+#include "cuda_backend.h"
+
+struct fused_geometry {
+  int64_t B, C, H, W, K, t, gw, tiles; /* tiles = gh*gw */
+  int vec;                             /* elements per thread along x */
+  int64_t work;
+  cuda_geom launch;
+  cuda_geom owner_launch;
+};
+
+struct fused_params {
+  float vs, vb, gs, gb;
+};
+
+static __device__ __forceinline__ float fused_transform(float x, const fused_params &p) {
+  float value = x * p.vs + p.vb;
+  float gate = x * p.gs + p.gb;
+  float relu = gate > 0.0f ? gate : (gate != gate ? gate : 0.0f); /* NaN stays NaN */
+  return value * relu;
+}
+
+template <typename I>
+__global__ void fused_owner_kernel(const I *__restrict__ idx, int *__restrict__ owner,
+                                   fused_geometry g, const int *bad) {
+  if (cuda_call_failed(bad)) return;
+  CUDA_FOR(i, g.B * g.K) {
+    int64_t b = i / g.K, k = i % g.K;
+    int64_t id = (int64_t)idx[i];
+    if (id >= 0 && id < g.tiles) atomicMax(&owner[b * g.tiles + id], (int)k);
+  }
+}
+
+/* Separate output: every element, VEC at a time along x (VEC divides t). */
+template <typename T, int VEC>
+__global__ void fused_copy_kernel(const T *__restrict__ in, T *__restrict__ out,
+                                  const int *__restrict__ owner, fused_geometry g,
+                                  fused_params p, const int *bad) {
+  if (cuda_call_failed(bad)) return;
+  struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
+  CUDA_FOR(w, g.work) {
+    int64_t xg = w % (g.W / VEC);
+    int64_t r = w / (g.W / VEC);
+    int64_t y = r % g.H;
+    int64_t b = r / (g.H * g.C);
+    int64_t x = xg * VEC;
+    int selected = owner[b * g.tiles + (y / g.t) * g.gw + x / g.t] >= 0;
+    pack v = ((const pack *)in)[w];
+    if (selected) {
+#pragma unroll
+      for (int j = 0; j < VEC; j++)
+        v.v[j] = cuda_dt<T>::from_f(fused_transform(cuda_dt<T>::to_f(v.v[j]), p));
+    }
+    ((pack *)out)[w] = v;
+  }
+}
+
+/* Aliased output: only the owned tiles, in place. Work items are
+ * (b, k, c, dy, x-group). */
+template <typename T, typename I, int VEC>
+__global__ void fused_inplace_kernel(T *data, const I *__restrict__ idx,
+                                     const int *__restrict__ owner, fused_geometry g,
+                                     fused_params p, const int *bad) {
+  if (cuda_call_failed(bad)) return;
+  struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
+  const int64_t groups = g.t / VEC;
+  CUDA_FOR(w, g.work) {
+    int64_t xg = w % groups;
+    int64_t r = w / groups;
+    int64_t dy = r % g.t;
+    r /= g.t;
+    int64_t c = r % g.C;
+    r /= g.C;
+    int64_t k = r % g.K, b = r / g.K;
+    int64_t id = (int64_t)idx[b * g.K + k];
+    if (id < 0 || id >= g.tiles || owner[b * g.tiles + id] != (int)k) continue;
+    int64_t y = (id / g.gw) * g.t + dy, x = (id % g.gw) * g.t + xg * VEC;
+    pack *at = (pack *)(data + ((b * g.C + c) * g.H + y) * g.W + x);
+    pack v = *at;
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      v.v[j] = cuda_dt<T>::from_f(fused_transform(cuda_dt<T>::to_f(v.v[j]), p));
+    *at = v;
+  }
+}
+
+static fused_geometry geometry(const apx_fused_pack_op_unpack_args *a, int aliased) {
+  fused_geometry g;
+  g.B = a->features->shape[0];
+  g.C = a->features->shape[1];
+  g.H = a->features->shape[2];
+  g.W = a->features->shape[3];
+  g.K = a->idx->shape[1];
+  g.t = a->tile;
+  g.gw = g.W / g.t;
+  g.tiles = (g.H / g.t) * g.gw;
+  size_t elem = cuda_dtype_size(a->features->dtype);
+  int vec = (int)(16 / elem);
+  while (vec > 1 && (g.t % vec != 0 || (uintptr_t)a->features->data % (vec * elem) != 0 ||
+                     (uintptr_t)a->out->data % (vec * elem) != 0))
+    vec /= 2;
+  g.vec = vec;
+  g.work = aliased ? g.B * g.K * g.C * g.t * (g.t / vec) : g.B * g.C * g.H * (g.W / vec);
+  g.launch = cuda_geom_1d(g.work, 256);
+  g.owner_launch = cuda_geom_1d(g.B * g.K, 256);
+  return g;
+}
+
+template <typename T, typename I, int VEC>
+static void launch_main(const fused_geometry &g, const apx_fused_pack_op_unpack_args *a,
+                        int aliased, const int *owner, fused_params p, const int *bad,
+                        cudaStream_t s) {
+  dim3 grid(g.launch.blocks), block(g.launch.threads);
+  if (aliased)
+    fused_inplace_kernel<T, I, VEC><<<grid, block, 0, s>>>(
+        (T *)a->out->data, (const I *)a->idx->data, owner, g, p, bad);
+  else
+    fused_copy_kernel<T, VEC><<<grid, block, 0, s>>>((const T *)a->features->data,
+                                                     (T *)a->out->data, owner, g, p, bad);
+}
+
+template <typename T, typename I>
+static void launch_all(const fused_geometry &g, const apx_fused_pack_op_unpack_args *a,
+                       int aliased, int *owner, fused_params p, const int *bad,
+                       cudaStream_t s) {
+  fused_owner_kernel<I><<<g.owner_launch.blocks, g.owner_launch.threads, 0, s>>>(
+      (const I *)a->idx->data, owner, g, bad);
+  switch (g.vec) {
+  case 8: launch_main<T, I, 8>(g, a, aliased, owner, p, bad, s); break;
+  case 4: launch_main<T, I, 4>(g, a, aliased, owner, p, bad, s); break;
+  case 2: launch_main<T, I, 2>(g, a, aliased, owner, p, bad, s); break;
+  default: launch_main<T, I, 1>(g, a, aliased, owner, p, bad, s); break;
+  }
+}
+
+template <typename T>
+static void launch_typed(const fused_geometry &g, const apx_fused_pack_op_unpack_args *a,
+                         int aliased, int *owner, fused_params p, const int *bad,
+                         cudaStream_t s) {
+  if (a->idx->dtype == APX_DTYPE_I64)
+    launch_all<T, int64_t>(g, a, aliased, owner, p, bad, s);
+  else
+    launch_all<T, int32_t>(g, a, aliased, owner, p, bad, s);
+}
+
+apx_status cuda_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_args *a,
+                                     const apx_call *call) {
+  cuda_state *st = (cuda_state *)state;
+  int dev = a->features->device_index;
+  apx_status s = cuda_use_device(st, dev);
+  if (s != APX_OK) return s;
+  cudaStream_t stream = cuda_stream(call);
+  int aliased = a->out->data == a->features->data;
+  fused_geometry g = geometry(a, aliased);
+  int64_t numel = g.B * g.C * g.H * g.W;
+  if (numel == 0) return APX_OK;
+  size_t elem = cuda_dtype_size(a->features->dtype);
+  if (g.K == 0) { /* output = copy of features (spec/ops.md 3, K = 0) */
+    if (!aliased)
+      CUDA_TRY(st, cudaMemcpyAsync(a->out->data, a->features->data, (size_t)numel * elem,
+                                   cudaMemcpyDeviceToDevice, stream),
+               "fused_pack_op_unpack: copy");
+    return APX_OK;
+  }
+  cuda_check_desc d;
+  cuda_check_init(&d, APX_OP_FUSED_PACK_OP_UNPACK, "idx", a->idx);
+  d.lo = 0;
+  d.hi = g.tiles - 1;
+  if (a->require_unique) d.unique_row = g.K;
+  cuda_checked chk;
+  s = cuda_check_run(st, dev, stream, &d, 0, &chk);
+  if (s != APX_OK) return s;
+
+  cuda_workspace ws;
+  s = cuda_ws_alloc(st, stream, (size_t)(g.B * g.tiles) * sizeof(int), &ws,
+                    "fused_pack_op_unpack: owner map");
+  if (s != APX_OK) return s;
+  int *owner = (int *)ws.ptr;
+  cudaError_t err = cudaMemsetAsync(owner, 0xff, (size_t)(g.B * g.tiles) * sizeof(int), stream);
+  if (err != cudaSuccess) {
+    cuda_ws_free(&ws);
+    return cuda_fail(st, err, "fused_pack_op_unpack: owner map");
+  }
+  fused_params p = {(float)a->value_scale, (float)a->value_bias, (float)a->gate_scale,
+                    (float)a->gate_bias};
+  switch (a->features->dtype) {
+  case APX_DTYPE_F16: launch_typed<__half>(g, a, aliased, owner, p, chk.bad, stream); break;
+  case APX_DTYPE_BF16:
+    launch_typed<__nv_bfloat16>(g, a, aliased, owner, p, chk.bad, stream);
+    break;
+  default: launch_typed<float>(g, a, aliased, owner, p, chk.bad, stream); break;
+  }
+  err = cudaGetLastError();
+  cuda_ws_free(&ws);
+  if (err != cudaSuccess) return cuda_fail(st, err, "fused_pack_op_unpack: launch");
+  return APX_OK;
+}

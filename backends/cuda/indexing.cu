@@ -1,0 +1,187 @@
+/* gather and index_select on CUDA (spec/ops.md 10.1, 10.2). Pure copies of
+ * any dtype (bit-exact); index values are checked by the pre-pass
+ * (validate.cu) before any element is written. */
+#include "cuda_backend.h"
+
+/* ---- index_select: out[i, :] = src[index[i], :] ------------------------- */
+
+struct index_select_geometry {
+  int64_t N, M, row_bytes;
+  unsigned unit;
+  int64_t units_per_row, work;
+  cuda_geom launch;
+};
+
+template <typename U, typename I>
+__global__ void index_select_kernel(const unsigned char *__restrict__ src,
+                                    const I *__restrict__ index, unsigned char *__restrict__ out,
+                                    index_select_geometry g, const int *bad) {
+  if (cuda_call_failed(bad)) return;
+  CUDA_FOR(w, g.work) {
+    int64_t i = w / g.units_per_row, u = w % g.units_per_row;
+    int64_t row = (int64_t)index[i];
+    ((U *)(out + i * g.row_bytes))[u] = __ldg((const U *)(src + row * g.row_bytes) + u);
+  }
+}
+
+static unsigned widest_unit(int64_t bytes, const void *a, const void *b) {
+  static const unsigned units[] = {16, 8, 4, 2};
+  for (unsigned i = 0; i < 4; i++)
+    if (bytes % units[i] == 0 && (uintptr_t)a % units[i] == 0 && (uintptr_t)b % units[i] == 0)
+      return units[i];
+  return 1;
+}
+
+static index_select_geometry index_select_geom(const apx_index_select_args *a) {
+  index_select_geometry g;
+  g.N = a->index->shape[0];
+  g.M = a->src->shape[0];
+  g.row_bytes = a->src->shape[1] * (int64_t)cuda_dtype_size(a->src->dtype);
+  g.unit = widest_unit(g.row_bytes, a->src->data, a->out->data);
+  g.units_per_row = g.row_bytes / g.unit;
+  g.work = g.N * g.units_per_row;
+  g.launch = cuda_geom_1d(g.work, 256);
+  return g;
+}
+
+template <typename I>
+static void launch_index_select(const index_select_geometry &g, const apx_index_select_args *a,
+                                const int *bad, cudaStream_t s) {
+  const unsigned char *src = (const unsigned char *)a->src->data;
+  unsigned char *out = (unsigned char *)a->out->data;
+  const I *index = (const I *)a->index->data;
+  dim3 grid(g.launch.blocks), block(g.launch.threads);
+  switch (g.unit) {
+  case 16: index_select_kernel<uint4, I><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
+  case 8: index_select_kernel<uint2, I><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
+  case 4: index_select_kernel<uint32_t, I><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
+  default: index_select_kernel<uint16_t, I><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
+  }
+}
+
+apx_status cuda_index_select(void *state, const apx_index_select_args *a, const apx_call *call) {
+  cuda_state *st = (cuda_state *)state;
+  int dev = a->src->device_index;
+  apx_status s = cuda_use_device(st, dev);
+  if (s != APX_OK) return s;
+  cudaStream_t stream = cuda_stream(call);
+  index_select_geometry g = index_select_geom(a);
+  if (g.work == 0) return APX_OK;
+  cuda_check_desc d;
+  cuda_check_init(&d, APX_OP_INDEX_SELECT, "index", a->index);
+  d.lo = 0;
+  d.hi = g.M - 1;
+  cuda_checked chk;
+  s = cuda_check_run(st, dev, stream, &d, 0, &chk);
+  if (s != APX_OK) return s;
+  if (a->index->dtype == APX_DTYPE_I64)
+    launch_index_select<int64_t>(g, a, chk.bad, stream);
+  else
+    launch_index_select<int32_t>(g, a, chk.bad, stream);
+  CUDA_LAUNCHED(st, "index_select: launch");
+  return APX_OK;
+}
+
+/* ---- gather: out[p] = src[p with coordinate `dim` replaced by index[p]] -- */
+
+/* The index/out shape with adjacent non-`dim` dimensions merged where the
+ * source is contiguous across them, and the source strides. */
+struct gather_geometry {
+  int ndim, dim;
+  int64_t shape[APX_MAX_DIMS];  /* index (= out) extents */
+  int64_t stride[APX_MAX_DIMS]; /* source strides in elements */
+  int64_t n;
+  cuda_geom launch;
+};
+
+template <typename E, typename I>
+__global__ void gather_kernel(const E *__restrict__ src, const I *__restrict__ index,
+                              E *__restrict__ out, gather_geometry g, const int *bad) {
+  if (cuda_call_failed(bad)) return;
+  CUDA_FOR(p, g.n) {
+    int64_t rest = p, off = 0;
+#pragma unroll
+    for (int d = APX_MAX_DIMS - 1; d >= 0; d--) {
+      if (d >= g.ndim) continue;
+      int64_t c = rest % g.shape[d];
+      rest /= g.shape[d];
+      off += (d == g.dim ? (int64_t)index[p] : c) * g.stride[d];
+    }
+    out[p] = src[off];
+  }
+}
+
+/* Merge dims d and d+1 (neither is `dim`) when the index covers the
+ * source's full extent of d+1: then they address the source as one. */
+static gather_geometry gather_geom(const apx_tensor *src, const apx_tensor *index, int dim) {
+  int64_t sstride[APX_MAX_DIMS];
+  int64_t s = 1;
+  for (int d = src->ndim - 1; d >= 0; d--) {
+    sstride[d] = s;
+    s *= src->shape[d];
+  }
+  gather_geometry g;
+  g.ndim = 0;
+  g.dim = -1;
+  for (int d = 0; d < index->ndim; d++) {
+    int can_merge = g.ndim > 0 && d != dim && g.ndim - 1 != g.dim &&
+                    index->shape[d] == src->shape[d];
+    if (can_merge) {
+      g.shape[g.ndim - 1] *= index->shape[d];
+      g.stride[g.ndim - 1] = sstride[d];
+    } else {
+      if (d == dim) g.dim = g.ndim;
+      g.shape[g.ndim] = index->shape[d];
+      g.stride[g.ndim] = sstride[d];
+      g.ndim++;
+    }
+  }
+  g.n = cuda_numel(index);
+  g.launch = cuda_geom_1d(g.n, 256);
+  return g;
+}
+
+template <typename I>
+static void launch_gather(const gather_geometry &g, const apx_gather_args *a, const int *bad,
+                          cudaStream_t s) {
+  dim3 grid(g.launch.blocks), block(g.launch.threads);
+  const I *index = (const I *)a->index->data;
+  switch (cuda_dtype_size(a->src->dtype)) {
+  case 2:
+    gather_kernel<uint16_t, I><<<grid, block, 0, s>>>((const uint16_t *)a->src->data, index,
+                                                      (uint16_t *)a->out->data, g, bad);
+    break;
+  case 8:
+    gather_kernel<uint64_t, I><<<grid, block, 0, s>>>((const uint64_t *)a->src->data, index,
+                                                      (uint64_t *)a->out->data, g, bad);
+    break;
+  default:
+    gather_kernel<uint32_t, I><<<grid, block, 0, s>>>((const uint32_t *)a->src->data, index,
+                                                      (uint32_t *)a->out->data, g, bad);
+    break;
+  }
+}
+
+apx_status cuda_gather(void *state, const apx_gather_args *a, const apx_call *call) {
+  cuda_state *st = (cuda_state *)state;
+  int dev = a->src->device_index;
+  apx_status s = cuda_use_device(st, dev);
+  if (s != APX_OK) return s;
+  cudaStream_t stream = cuda_stream(call);
+  int dim = a->dim < 0 ? a->dim + a->src->ndim : a->dim;
+  gather_geometry g = gather_geom(a->src, a->index, dim);
+  if (g.n == 0) return APX_OK;
+  cuda_check_desc d;
+  cuda_check_init(&d, APX_OP_GATHER, "index", a->index);
+  d.lo = 0;
+  d.hi = a->src->shape[dim] - 1;
+  cuda_checked chk;
+  s = cuda_check_run(st, dev, stream, &d, 0, &chk);
+  if (s != APX_OK) return s;
+  if (a->index->dtype == APX_DTYPE_I64)
+    launch_gather<int64_t>(g, a, chk.bad, stream);
+  else
+    launch_gather<int32_t>(g, a, chk.bad, stream);
+  CUDA_LAUNCHED(st, "gather: launch");
+  return APX_OK;
+}

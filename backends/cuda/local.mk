@@ -1,0 +1,39 @@
+# cuda backend: apexx-cuda.so, CUDA kernels (.cu) compiled by nvcc through
+# libtool (build-aux/nvcc-libtool passes libtool's host flags on), linked
+# with the C++ linker against the static cudart and no libcuda.
+cuda_backend_sources = \
+	backends/cuda/backend.cu \
+	backends/cuda/validate.cu \
+	backends/cuda/tilepack.cu \
+	backends/cuda/tileunpack.cu \
+	backends/cuda/fused_pack_op_unpack.cu \
+	backends/cuda/fusiongate.cu \
+	backends/cuda/tilessm.cu \
+	backends/cuda/indexing.cu \
+	backends/cuda/scatter_add.cu
+EXTRA_DIST += $(cuda_backend_sources) backends/cuda/cuda_backend.h build-aux/nvcc-libtool
+
+# nvcc flags of the project's own .cu files; NVCCFLAGS is the user's.
+AM_NVCCFLAGS = -O3 -std=c++17 $(NVCC_ARCH_FLAGS) --compiler-options=-fvisibility=hidden \
+	--expt-relaxed-constexpr
+NVCC_COMPILE = $(NVCC) $(DEFS) $(DEFAULT_INCLUDES) $(INCLUDES) $(AM_CPPFLAGS) $(CPPFLAGS) \
+	$(CUDA_CPPFLAGS) $(AM_NVCCFLAGS) $(NVCCFLAGS) $(WARN_CFLAGS)
+.cu.lo:
+	$(AM_V_CC)$(LIBTOOL) $(AM_V_lt) --tag=CC $(AM_LIBTOOLFLAGS) $(LIBTOOLFLAGS) \
+	  --mode=compile $(SHELL) $(top_srcdir)/build-aux/nvcc-libtool $(NVCC_COMPILE) \
+	  -c -o $@ $<
+
+if BUILD_CUDA
+pkglib_LTLIBRARIES += backends/apexx-cuda.la
+backends_apexx_cuda_la_SOURCES = $(cuda_backend_sources) backends/cuda/cuda_backend.h
+backends_apexx_cuda_la_LIBADD = $(CUDA_LIBS)
+backends_apexx_cuda_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
+	-export-symbols-regex '^apx_backend_entry$$' -no-undefined
+# The objects carry C++ host code (and cudart_static needs libstdc++).
+backends_apexx_cuda_la_LINK = $(LIBTOOL) $(AM_V_lt) --tag=CXX $(AM_LIBTOOLFLAGS) \
+	$(LIBTOOLFLAGS) --mode=link $(CXXLD) $(AM_CXXFLAGS) $(CXXFLAGS) \
+	$(backends_apexx_cuda_la_LDFLAGS) $(LDFLAGS) -o $@
+# Without automake's dependency tracking for .cu: every object depends on
+# the shared header.
+$(cuda_backend_sources:.cu=.lo): $(top_srcdir)/backends/cuda/cuda_backend.h
+endif

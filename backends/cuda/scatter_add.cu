@@ -1,0 +1,377 @@
+/* scatter_add and gather_backward on CUDA (spec/ops.md 10.3, 10.4;
+ * decision 5). out = self (zeros for gather_backward), then every
+ * destination gets the sources that name it added in ascending linear
+ * position of the index, accumulated in fp32 (floats) or exactly with
+ * wrap-around (integers) and rounded once. No atomics: each destination is
+ * owned by one thread, so the result is run-to-run bit-identical and equals
+ * the cpu backend's sequential sum.
+ *
+ * Two paths, one result:
+ *  - rows (dim 0, every index row constant, e.g. index_add-like use): the
+ *    N source rows are sorted by destination row (stable radix sort, N
+ *    keys); then one pass over out, where each element adds its row's run
+ *    of source rows. Reads self and the named src rows once, writes out once.
+ *  - general: every index position becomes a (destination, source offset)
+ *    pair; a stable radix sort groups pairs by destination keeping index
+ *    order; the first thread of each group sums the group.
+ * The rows path needs to know that index rows are constant. For 1-D index
+ * that is given; otherwise the validation pre-pass notes it, and for large
+ * problems (where the general path's sort would dominate) the host reads
+ * the note after a stream synchronisation. */
+#include "cuda_backend.h"
+
+#include <cub/device/device_radix_sort.cuh>
+
+/* Large enough that a synchronisation to read the row note is cheap next
+ * to the general path's sort of this many pairs. */
+#define ROWS_PATH_SYNC_MIN (1 << 18)
+
+template <typename T> struct acc_of { typedef float type; };
+template <> struct acc_of<int32_t> { typedef uint32_t type; };
+template <> struct acc_of<int64_t> { typedef uint64_t type; };
+template <> struct acc_of<__half> { typedef float type; };
+template <> struct acc_of<__nv_bfloat16> { typedef float type; };
+
+template <typename T> static __device__ __forceinline__ typename acc_of<T>::type to_acc(T v) {
+  return (typename acc_of<T>::type)v;
+}
+template <> __device__ __forceinline__ float to_acc<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_acc<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T> static __device__ __forceinline__ T from_acc(typename acc_of<T>::type v) {
+  return (T)v;
+}
+template <> __device__ __forceinline__ __half from_acc<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+struct scatter_shapes {
+  int ndim, dim;
+  int64_t index[APX_MAX_DIMS];
+  int64_t src_stride[APX_MAX_DIMS];
+  int64_t out_stride[APX_MAX_DIMS];
+  int64_t out_dim;  /* out.shape[dim]: valid index values are [0, out_dim) */
+  int64_t n;        /* index numel */
+};
+
+/* out = self, or zeros without self, in 16-byte units where aligned; a
+ * kernel rather than a memcpy so that a failed check leaves out untouched. */
+template <typename U>
+__global__ void start_out_kernel(const U *self, U *out, int64_t units, const int *bad) {
+  if (cuda_call_failed(bad)) return;
+  CUDA_FOR(i, units) {
+    U v;
+    if (self) v = self[i];
+    else memset(&v, 0, sizeof v);
+    out[i] = v;
+  }
+}
+
+static cudaError_t start_out(const void *self, void *out, size_t bytes, const int *bad,
+                             cudaStream_t s) {
+  if (self == out) return cudaSuccess;
+  int wide = bytes % 16 == 0 && (uintptr_t)out % 16 == 0 && (uintptr_t)self % 16 == 0;
+  if (wide) {
+    cuda_geom g = cuda_geom_1d((int64_t)(bytes / 16), 256);
+    start_out_kernel<uint4><<<g.blocks, g.threads, 0, s>>>((const uint4 *)self, (uint4 *)out,
+                                                           (int64_t)(bytes / 16), bad);
+  } else { /* element sizes are 2, 4 or 8: bytes is even, pointers 2-aligned */
+    cuda_geom g = cuda_geom_1d((int64_t)(bytes / 2), 256);
+    start_out_kernel<uint16_t><<<g.blocks, g.threads, 0, s>>>(
+        (const uint16_t *)self, (uint16_t *)out, (int64_t)(bytes / 2), bad);
+  }
+  return cudaGetLastError();
+}
+
+/* ---- general path ---------------------------------------------------------- */
+
+template <typename KEY>
+__global__ void scatter_pairs_kernel(const void *__restrict__ index, int index64,
+                                     scatter_shapes g, KEY sentinel, KEY *__restrict__ keys,
+                                     KEY *__restrict__ src_off) {
+  CUDA_FOR(p, g.n) {
+    int64_t rest = p, dst = 0, so = 0;
+    int64_t v = cuda_load_index(index, index64, p);
+    for (int d = g.ndim - 1; d >= 0; d--) {
+      int64_t c = rest % g.index[d];
+      rest /= g.index[d];
+      so += c * g.src_stride[d];
+      dst += (d == g.dim ? v : c) * g.out_stride[d];
+    }
+    keys[p] = v >= 0 && v < g.out_dim ? (KEY)dst : sentinel; /* validate=off safety */
+    src_off[p] = (KEY)so;
+  }
+}
+
+template <typename T, typename KEY>
+__global__ void scatter_groups_kernel(const KEY *__restrict__ keys,
+                                      const KEY *__restrict__ src_off, const T *__restrict__ src,
+                                      T *out, int64_t n, KEY sentinel, const int *bad) {
+  if (cuda_call_failed(bad)) return;
+  CUDA_FOR(s, n) {
+    KEY key = keys[s];
+    if (key == sentinel || (s > 0 && keys[s - 1] == key)) continue;
+    typename acc_of<T>::type acc = to_acc<T>(out[key]);
+    for (int64_t q = s; q < n && keys[q] == key; q++) acc += to_acc<T>(src[src_off[q]]);
+    out[key] = from_acc<T>(acc);
+  }
+}
+
+/* ---- rows path ------------------------------------------------------------- */
+
+struct rows_geometry {
+  int64_t N;          /* index rows */
+  int64_t M;          /* destination rows */
+  int64_t cols;       /* out row length */
+  int64_t idx_cols;   /* index row length (columns the index covers) */
+  int64_t src_row;    /* src row length */
+  cuda_geom keys_launch, out_launch, starts_launch;
+};
+
+__global__ void rows_keys_kernel(const void *__restrict__ index, int index64, rows_geometry g,
+                                 unsigned *__restrict__ keys, unsigned *__restrict__ rows) {
+  CUDA_FOR(i, g.N) {
+    int64_t v = cuda_load_index(index, index64, i * g.idx_cols);
+    keys[i] = v >= 0 && v < g.M ? (unsigned)v : (unsigned)g.M; /* validate=off safety */
+    rows[i] = (unsigned)i;
+  }
+}
+
+/* start[m] = first sorted source row of destination row m; start[M] = end. */
+__global__ void rows_starts_kernel(const unsigned *__restrict__ keys, rows_geometry g,
+                                   int *__restrict__ start) {
+  CUDA_FOR(s, g.N) {
+    int64_t key = keys[s];
+    int64_t prev = s == 0 ? -1 : (int64_t)keys[s - 1];
+    for (int64_t m = prev + 1; m <= key && m <= g.M; m++) start[m] = (int)s;
+    if (s == g.N - 1)
+      for (int64_t m = key + 1; m <= g.M; m++) start[m] = (int)g.N;
+  }
+}
+
+template <typename T>
+__global__ void rows_out_kernel(const T *self, const T *__restrict__ src, T *out,
+                                const int *__restrict__ start, const unsigned *__restrict__ rows,
+                                rows_geometry g, int aliased, const int *bad) {
+  if (cuda_call_failed(bad)) return;
+  CUDA_FOR(e, g.M * g.cols) {
+    int64_t m = e / g.cols, q = e % g.cols;
+    int s0 = start[m], s1 = start[m + 1];
+    if (q >= g.idx_cols) s1 = s0; /* a column the index does not reach */
+    if (s0 == s1 && aliased) continue;
+    typename acc_of<T>::type acc = self ? to_acc<T>(self[e]) : (typename acc_of<T>::type)0;
+    for (int s = s0; s < s1; s++) acc += to_acc<T>(src[(int64_t)rows[s] * g.src_row + q]);
+    out[e] = from_acc<T>(acc);
+  }
+}
+
+/* ---- host ------------------------------------------------------------------ */
+
+struct scatter_call {
+  apx_op_id op;
+  const apx_tensor *self; /* NULL: zeros (gather_backward) */
+  const apx_tensor *index, *src, *out;
+  int dim;
+};
+
+static void strides_of(const apx_tensor *t, int64_t *stride) {
+  int64_t s = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    stride[d] = s;
+    s *= t->shape[d];
+  }
+}
+
+/* dim 0, and every dimension after 1 equal in index, src and out: then
+ * column q of an index row is offset q in the src row and the out row. */
+static int rows_eligible(const scatter_call *c) {
+  if (c->dim != 0) return 0;
+  for (int d = 2; d < c->index->ndim; d++)
+    if (c->index->shape[d] != c->src->shape[d] || c->index->shape[d] != c->out->shape[d])
+      return 0;
+  return 1;
+}
+
+template <typename T>
+static apx_status run_rows(cuda_state *st, const scatter_call *c, const int *bad,
+                           cudaStream_t s) {
+  rows_geometry g;
+  int64_t tail = 1; /* product of dims >= 2 */
+  for (int d = 2; d < c->index->ndim; d++) tail *= c->index->shape[d];
+  g.N = c->index->shape[0];
+  g.M = c->out->shape[0];
+  g.cols = c->out->ndim > 1 ? c->out->shape[1] * tail : 1;
+  g.idx_cols = c->index->ndim > 1 ? c->index->shape[1] * tail : 1;
+  g.src_row = c->src->ndim > 1 ? c->src->shape[1] * tail : 1;
+  g.keys_launch = cuda_geom_1d(g.N, 256);
+  g.starts_launch = cuda_geom_1d(g.N, 256);
+  g.out_launch = cuda_geom_1d(g.M * g.cols, 256);
+  size_t sort_bytes = 0;
+  int end_bit = 1;
+  while (end_bit < 32 && ((uint64_t)1 << end_bit) <= (uint64_t)g.M) end_bit++;
+  cudaError_t err = cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, (const unsigned *)nullptr, (unsigned *)nullptr,
+      (const unsigned *)nullptr, (unsigned *)nullptr, g.N, 0, end_bit, s);
+  if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: sort size");
+  size_t nb = cuda_align_up((size_t)g.N * sizeof(unsigned));
+  size_t start_bytes = cuda_align_up((size_t)(g.M + 1) * sizeof(int));
+  cuda_workspace ws;
+  apx_status status =
+      cuda_ws_alloc(st, s, 4 * nb + start_bytes + cuda_align_up(sort_bytes), &ws,
+                    "scatter_add: workspace");
+  if (status != APX_OK) return status;
+  char *p = (char *)ws.ptr;
+  unsigned *keys_in = (unsigned *)p, *keys_out = (unsigned *)(p + nb);
+  unsigned *rows_in = (unsigned *)(p + 2 * nb), *rows_out = (unsigned *)(p + 3 * nb);
+  int *start = (int *)(p + 4 * nb);
+  void *tmp = p + 4 * nb + start_bytes;
+  rows_keys_kernel<<<g.keys_launch.blocks, g.keys_launch.threads, 0, s>>>(
+      c->index->data, c->index->dtype == APX_DTYPE_I64, g, keys_in, rows_in);
+  err = cudaGetLastError();
+  if (err == cudaSuccess)
+    err = cub::DeviceRadixSort::SortPairs(tmp, sort_bytes, keys_in, keys_out, rows_in, rows_out,
+                                          g.N, 0, end_bit, s);
+  if (err == cudaSuccess) {
+    rows_starts_kernel<<<g.starts_launch.blocks, g.starts_launch.threads, 0, s>>>(keys_out, g,
+                                                                                 start);
+    int aliased = c->self && c->self->data == c->out->data;
+    rows_out_kernel<T><<<g.out_launch.blocks, g.out_launch.threads, 0, s>>>(
+        c->self ? (const T *)c->self->data : nullptr, (const T *)c->src->data,
+        (T *)c->out->data, start, rows_out, g, aliased, bad);
+    err = cudaGetLastError();
+  }
+  cuda_ws_free(&ws);
+  if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: launch");
+  return APX_OK;
+}
+
+template <typename T, typename KEY>
+static apx_status run_general(cuda_state *st, const scatter_call *c, const int *bad,
+                              cudaStream_t s) {
+  scatter_shapes g;
+  g.ndim = c->index->ndim;
+  g.dim = c->dim;
+  for (int d = 0; d < g.ndim; d++) g.index[d] = c->index->shape[d];
+  strides_of(c->src, g.src_stride);
+  strides_of(c->out, g.out_stride);
+  g.out_dim = c->out->shape[c->dim];
+  g.n = cuda_numel(c->index);
+  int64_t out_n = cuda_numel(c->out);
+  KEY sentinel = (KEY)out_n;
+  int end_bit = 1;
+  while (end_bit < (int)(8 * sizeof(KEY)) && ((uint64_t)1 << end_bit) <= (uint64_t)out_n)
+    end_bit++;
+  /* out starts as self (or zeros); the groups add on top */
+  size_t bytes = (size_t)out_n * cuda_dtype_size(c->out->dtype);
+  CUDA_TRY(st, start_out(c->self ? c->self->data : nullptr, c->out->data, bytes, bad, s),
+           "scatter_add: copy of self");
+  size_t sort_bytes = 0;
+  cudaError_t err = cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, (const KEY *)nullptr, (KEY *)nullptr, (const KEY *)nullptr,
+      (KEY *)nullptr, g.n, 0, end_bit, s);
+  if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: sort size");
+  size_t nb = cuda_align_up((size_t)g.n * sizeof(KEY));
+  cuda_workspace ws;
+  apx_status status =
+      cuda_ws_alloc(st, s, 4 * nb + cuda_align_up(sort_bytes), &ws, "scatter_add: workspace");
+  if (status != APX_OK) return status;
+  char *p = (char *)ws.ptr;
+  KEY *keys_in = (KEY *)p, *keys_out = (KEY *)(p + nb);
+  KEY *off_in = (KEY *)(p + 2 * nb), *off_out = (KEY *)(p + 3 * nb);
+  void *tmp = p + 4 * nb;
+  cuda_geom launch = cuda_geom_1d(g.n, 256);
+  scatter_pairs_kernel<KEY><<<launch.blocks, launch.threads, 0, s>>>(
+      c->index->data, c->index->dtype == APX_DTYPE_I64, g, sentinel, keys_in, off_in);
+  err = cudaGetLastError();
+  if (err == cudaSuccess)
+    err = cub::DeviceRadixSort::SortPairs(tmp, sort_bytes, keys_in, keys_out, off_in, off_out,
+                                          g.n, 0, end_bit, s);
+  if (err == cudaSuccess) {
+    scatter_groups_kernel<T, KEY><<<launch.blocks, launch.threads, 0, s>>>(
+        keys_out, off_out, (const T *)c->src->data, (T *)c->out->data, g.n, sentinel, bad);
+    err = cudaGetLastError();
+  }
+  cuda_ws_free(&ws);
+  if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: launch");
+  return APX_OK;
+}
+
+template <typename T>
+static apx_status run_typed(cuda_state *st, const scatter_call *c, int rows, const int *bad,
+                            cudaStream_t s) {
+  if (rows) return run_rows<T>(st, c, bad, s);
+  int64_t big = cuda_numel(c->out) > cuda_numel(c->src) ? cuda_numel(c->out) : cuda_numel(c->src);
+  if (big < (int64_t)0xffffffffLL) return run_general<T, uint32_t>(st, c, bad, s);
+  return run_general<T, unsigned long long>(st, c, bad, s);
+}
+
+static apx_status scatter_run(cuda_state *st, const scatter_call *c, const apx_call *call) {
+  int dev = c->out->device_index;
+  apx_status s = cuda_use_device(st, dev);
+  if (s != APX_OK) return s;
+  cudaStream_t stream = cuda_stream(call);
+  int64_t out_n = cuda_numel(c->out), n = cuda_numel(c->index);
+  if (out_n == 0) return APX_OK;
+  size_t bytes = (size_t)out_n * cuda_dtype_size(c->out->dtype);
+  if (n == 0) { /* empty index: out = self (or zeros) */
+    if (!c->self)
+      CUDA_TRY(st, cudaMemsetAsync(c->out->data, 0, bytes, stream), "gather_backward: zero fill");
+    else if (c->self->data != c->out->data)
+      CUDA_TRY(st, cudaMemcpyAsync(c->out->data, c->self->data, bytes, cudaMemcpyDeviceToDevice,
+                                   stream),
+               "scatter_add: copy of self");
+    return APX_OK;
+  }
+  int eligible = rows_eligible(c);
+  int64_t row_len = c->index->ndim > 1 ? n / c->index->shape[0] : 1;
+  int ask_rows = eligible && row_len > 1 && n >= ROWS_PATH_SYNC_MIN;
+  cuda_check_desc d;
+  cuda_check_init(&d, c->op, "index", c->index);
+  d.lo = 0;
+  d.hi = c->out->shape[c->dim] - 1;
+  if (ask_rows) d.const_row = row_len;
+  cuda_checked chk;
+  s = cuda_check_run(st, dev, stream, &d, ask_rows, &chk);
+  if (s != APX_OK) return s;
+  int rows = eligible && row_len == 1;
+  if (ask_rows) {
+    int vary = 1;
+    s = cuda_check_read_rows_vary(st, stream, &chk, &vary);
+    if (s != APX_OK) return s;
+    rows = !vary;
+  }
+  switch (c->out->dtype) {
+  case APX_DTYPE_F16: return run_typed<__half>(st, c, rows, chk.bad, stream);
+  case APX_DTYPE_BF16: return run_typed<__nv_bfloat16>(st, c, rows, chk.bad, stream);
+  case APX_DTYPE_I32: return run_typed<int32_t>(st, c, rows, chk.bad, stream);
+  case APX_DTYPE_I64: return run_typed<int64_t>(st, c, rows, chk.bad, stream);
+  default: return run_typed<float>(st, c, rows, chk.bad, stream);
+  }
+}
+
+apx_status cuda_scatter_add(void *state, const apx_scatter_add_args *a, const apx_call *call) {
+  scatter_call c;
+  c.op = APX_OP_SCATTER_ADD;
+  c.self = a->self;
+  c.index = a->index;
+  c.src = a->src;
+  c.out = a->out;
+  c.dim = a->dim < 0 ? a->dim + a->self->ndim : a->dim;
+  return scatter_run((cuda_state *)state, &c, call);
+}
+
+apx_status cuda_gather_backward(void *state, const apx_gather_backward_args *a,
+                                const apx_call *call) {
+  scatter_call c;
+  c.op = APX_OP_GATHER_BACKWARD;
+  c.self = NULL;
+  c.index = a->index;
+  c.src = a->grad_out;
+  c.out = a->grad_src;
+  c.dim = a->dim < 0 ? a->dim + a->grad_src->ndim : a->dim;
+  return scatter_run((cuda_state *)state, &c, call);
+}

@@ -1,0 +1,299 @@
+/* Device-side index checks: the validation pre-pass of every op whose
+ * index values live in device memory (include/apexx/backend.h
+ * validate_mode; spec/ops.md decision 4).
+ *
+ * One kernel checks one index tensor on the call's stream: ranges of ids
+ * or origins, uniqueness per batch row (fused_pack_op_unpack's
+ * require_unique), the levels' span (tileunpack's int32 priority key), and
+ * a row-constancy note that scatter_add uses to pick its path. Each block
+ * reduces its share and leaves it in the call's slot; the last block to
+ * finish combines them, so the verdict needs no second launch. The main
+ * kernels read the verdict first and write nothing when it is bad. */
+#include "cuda_backend.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const op_names[] = {
+#define CUDA_OP_NAME_(upper, lower) #lower,
+    APX_OP_MAP(CUDA_OP_NAME_)
+#undef CUDA_OP_NAME_
+};
+
+void cuda_check_init(cuda_check_desc *d, apx_op_id op, const char *arg,
+                     const apx_tensor *index) {
+  memset(d, 0, sizeof *d);
+  d->op = (int)op;
+  snprintf(d->arg, sizeof d->arg, "%s", arg);
+  if (!index) return;
+  d->data = index->data;
+  d->is64 = index->dtype == APX_DTYPE_I64;
+  d->ndim = index->ndim;
+  for (int i = 0; i < index->ndim && i < APX_MAX_DIMS; i++) d->shape[i] = index->shape[i];
+  d->count = cuda_numel(index);
+}
+
+/* Is entry i bad (range or duplicate)? Returns the kind, 0 when fine. */
+static __device__ int entry_bad(const cuda_check_desc &d, int64_t i) {
+  if (d.pairs) {
+    int64_t y0 = cuda_load_index(d.data, d.is64, 2 * i);
+    int64_t x0 = cuda_load_index(d.data, d.is64, 2 * i + 1);
+    if (y0 < d.lo || y0 > d.hi || x0 < d.lo2 || x0 > d.hi2) return CUDA_BAD_ORIGIN;
+    return 0;
+  }
+  int64_t v = cuda_load_index(d.data, d.is64, i);
+  if (v < d.lo || v > d.hi) return CUDA_BAD_RANGE;
+  if (d.unique_row > 0) {
+    int64_t row_start = i - i % d.unique_row;
+    for (int64_t j = row_start; j < i; j++)
+      if (cuda_load_index(d.data, d.is64, j) == v) return CUDA_BAD_DUPLICATE;
+  }
+  return 0;
+}
+
+__global__ void __launch_bounds__(CUDA_CHECK_THREADS)
+    check_kernel(cuda_check_desc d, cuda_check_slot *slot, cuda_error_record *record,
+                 int publish) {
+  __shared__ unsigned long long s_pos[CUDA_CHECK_THREADS];
+  __shared__ long long s_lmin[CUDA_CHECK_THREADS];
+  __shared__ long long s_lmax[CUDA_CHECK_THREADS];
+  __shared__ int s_vary[CUDA_CHECK_THREADS];
+  __shared__ int s_last;
+
+  unsigned long long first_bad = ULLONG_MAX;
+  long long lmin = LLONG_MAX, lmax = LLONG_MIN;
+  int vary = 0;
+  if (d.data) {
+    CUDA_FOR(i, d.count) {
+      if (d.check_range && entry_bad(d, i)) {
+        if ((unsigned long long)i < first_bad) first_bad = (unsigned long long)i;
+      }
+      if (d.const_row > 0 && !vary) {
+        int64_t row_start = i - i % d.const_row;
+        if (cuda_load_index(d.data, d.is64, i) != cuda_load_index(d.data, d.is64, row_start))
+          vary = 1;
+      }
+    }
+  }
+  if (d.levels) {
+    CUDA_FOR(i, d.levels_count) {
+      long long v = (long long)cuda_load_index(d.levels, d.levels_is64, i);
+      lmin = v < lmin ? v : lmin;
+      lmax = v > lmax ? v : lmax;
+    }
+  }
+  int t = threadIdx.x;
+  s_pos[t] = first_bad;
+  s_lmin[t] = lmin;
+  s_lmax[t] = lmax;
+  s_vary[t] = vary;
+  __syncthreads();
+  for (int half = CUDA_CHECK_THREADS / 2; half > 0; half /= 2) {
+    if (t < half) {
+      s_pos[t] = s_pos[t + half] < s_pos[t] ? s_pos[t + half] : s_pos[t];
+      s_lmin[t] = s_lmin[t + half] < s_lmin[t] ? s_lmin[t + half] : s_lmin[t];
+      s_lmax[t] = s_lmax[t + half] > s_lmax[t] ? s_lmax[t + half] : s_lmax[t];
+      s_vary[t] |= s_vary[t + half];
+    }
+    __syncthreads();
+  }
+  if (t == 0) {
+    slot->partial_pos[blockIdx.x] = s_pos[0];
+    slot->partial_lmin[blockIdx.x] = s_lmin[0];
+    slot->partial_lmax[blockIdx.x] = s_lmax[0];
+    slot->partial_rows_vary[blockIdx.x] = s_vary[0];
+    __threadfence();
+    unsigned ticket = atomicAdd(&slot->blocks_done, 1u);
+    s_last = ticket == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!s_last || t != 0) return;
+
+  /* The last block: combine the partials (written before each block's
+   * fence and ticket, so visible here) and publish the verdict. */
+  __threadfence();
+  volatile cuda_check_slot *vs = slot;
+  unsigned long long pos = ULLONG_MAX;
+  long long gmin = LLONG_MAX, gmax = LLONG_MIN;
+  int gvary = 0;
+  for (unsigned b = 0; b < gridDim.x; b++) {
+    unsigned long long p = vs->partial_pos[b];
+    pos = p < pos ? p : pos;
+    long long a = vs->partial_lmin[b], c = vs->partial_lmax[b];
+    gmin = a < gmin ? a : gmin;
+    gmax = c > gmax ? c : gmax;
+    gvary |= vs->partial_rows_vary[b];
+  }
+  cuda_check_result r;
+  memset(&r, 0, sizeof r);
+  r.pos = pos;
+  r.lmin = d.levels && d.levels_count > 0 ? gmin : 0;
+  r.lmax = d.levels && d.levels_count > 0 ? gmax : 0;
+  r.rows_vary = gvary;
+  if (pos != ULLONG_MAX) {
+    int64_t i = (int64_t)pos;
+    r.bad = 1;
+    r.kind = entry_bad(d, i);
+    if (d.pairs) {
+      r.value[0] = cuda_load_index(d.data, d.is64, 2 * i);
+      r.value[1] = cuda_load_index(d.data, d.is64, 2 * i + 1);
+    } else {
+      r.value[0] = cuda_load_index(d.data, d.is64, i);
+    }
+    if (r.kind == CUDA_BAD_DUPLICATE) {
+      int64_t row_start = i - i % d.unique_row;
+      for (int64_t j = row_start; j < i; j++)
+        if (cuda_load_index(d.data, d.is64, j) == r.value[0]) {
+          r.other = j;
+          break;
+        }
+    }
+  } else if (d.check_range && d.levels && d.levels_count > 0) {
+    /* spec/ops.md 4.A step 4: ((level - lmin) << order_bits) + k <= 2^31-1 */
+    unsigned long long span = (unsigned long long)gmax - (unsigned long long)gmin;
+    unsigned long long room =
+        ((unsigned long long)INT_MAX - (unsigned long long)(d.key_k > 0 ? d.key_k - 1 : 0)) >>
+        d.order_bits;
+    if (span > room) {
+      r.bad = 1;
+      r.kind = CUDA_BAD_LEVEL_SPAN;
+    }
+  }
+  slot->result = r;
+  slot->blocks_done = 0; /* ready for the slot's next call */
+  if (publish && r.bad) {
+    if (atomicCAS(&record->claimed, 0, 1) == 0) {
+      record->result = r;
+      record->desc = d;
+      __threadfence();
+      atomicExch(&record->ready, 1);
+    }
+  }
+  __threadfence();
+}
+
+/* Launch geometry of the check: enough blocks to cover the entries, at most
+ * CUDA_CHECK_MAX_BLOCKS (the slot's partials), grid-stride beyond. */
+static cuda_geom check_geometry(const cuda_check_desc *d) {
+  int64_t n = d->count > d->levels_count ? d->count : d->levels_count;
+  cuda_geom g = cuda_geom_1d(n, CUDA_CHECK_THREADS);
+  if (g.blocks > CUDA_CHECK_MAX_BLOCKS) g.blocks = CUDA_CHECK_MAX_BLOCKS;
+  return g;
+}
+
+apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
+                          cuda_check_desc *desc, int need_stats, cuda_checked *out) {
+  memset(out, 0, sizeof *out);
+  apx_validate_mode mode = st->validate_mode;
+  if (mode == APX_VALIDATE_OFF && !need_stats) return APX_OK;
+  if (!desc->data) desc->count = 0;
+  if (!desc->levels) desc->levels_count = 0;
+  if (desc->count == 0 && desc->levels_count == 0) return APX_OK;
+  desc->check_range = mode != APX_VALIDATE_OFF;
+  if (!desc->check_range) desc->unique_row = 0;
+  cuda_device_res *res = &st->dev[device_index];
+  cuda_check_slot *slot = &res->slots[res->next_slot.fetch_add(1u) % CUDA_CHECK_SLOTS];
+  cuda_geom g = check_geometry(desc);
+  int publish = mode == APX_VALIDATE_DEVICE;
+  check_kernel<<<g.blocks, g.threads, 0, stream>>>(*desc, slot, res->record, publish);
+  char what[64];
+  snprintf(what, sizeof what, "%s: index check launch", op_names[desc->op]);
+  CUDA_LAUNCHED(st, what);
+  out->slot = slot;
+  out->lmin = &slot->result.lmin;
+  out->rows_vary = &slot->result.rows_vary;
+  if (mode == APX_VALIDATE_DEVICE) out->bad = &slot->result.bad;
+  if (mode == APX_VALIDATE_EAGER) {
+    cuda_check_result r;
+    snprintf(what, sizeof what, "%s: index check", op_names[desc->op]);
+    CUDA_TRY(st, cudaMemcpyAsync(&r, &slot->result, sizeof r, cudaMemcpyDeviceToHost, stream),
+             what);
+    CUDA_TRY(st, cudaStreamSynchronize(stream), what);
+    if (r.bad) {
+      char msg[512];
+      cuda_check_message(desc, &r, msg, sizeof msg);
+      return st->svc->set_error(APX_ERR_INVALID_ARG, "%s", msg);
+    }
+  }
+  return APX_OK;
+}
+
+apx_status cuda_check_read_rows_vary(cuda_state *st, cudaStream_t stream,
+                                     const cuda_checked *chk, int *rows_vary) {
+  *rows_vary = 1;
+  if (!chk->rows_vary) return APX_OK;
+  int v = 1;
+  CUDA_TRY(st, cudaMemcpyAsync(&v, chk->rows_vary, sizeof v, cudaMemcpyDeviceToHost, stream),
+           "scatter_add: reading the index row flag");
+  CUDA_TRY(st, cudaStreamSynchronize(stream), "scatter_add: reading the index row flag");
+  *rows_vary = v;
+  return APX_OK;
+}
+
+/* "[3][1]" for linear position pos over the first `ndim` dims of shape. */
+static void format_position(char *buf, size_t size, const int64_t *shape, int ndim,
+                            unsigned long long pos) {
+  int64_t coord[APX_MAX_DIMS];
+  unsigned long long rest = pos;
+  for (int d = ndim - 1; d >= 0; d--) {
+    int64_t extent = shape[d] > 0 ? shape[d] : 1;
+    coord[d] = (int64_t)(rest % (unsigned long long)extent);
+    rest /= (unsigned long long)extent;
+  }
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int d = 0; d < ndim && used < size; d++)
+    used += (size_t)snprintf(buf + used, size - used, "[%lld]", (long long)coord[d]);
+}
+
+void cuda_check_message(const cuda_check_desc *d, const cuda_check_result *r, char *buf,
+                        size_t size) {
+  const char *op = d->op >= 0 && d->op < APX_OP_COUNT ? op_names[d->op] : "?";
+  char where[160];
+  switch (r->kind) {
+  case CUDA_BAD_ORIGIN:
+    /* origins [B,K,2]: the position is the pair's (b, k) */
+    format_position(where, sizeof where, d->shape, d->ndim - 1, r->pos);
+    snprintf(buf, size, "%s: %s%s = [%lld, %lld] is outside [%lld, %lld] x [%lld, %lld]", op,
+             d->arg, where, r->value[0], r->value[1], (long long)d->lo, (long long)d->hi,
+             (long long)d->lo2, (long long)d->hi2);
+    break;
+  case CUDA_BAD_DUPLICATE: {
+    char earlier[160];
+    format_position(where, sizeof where, d->shape, d->ndim, r->pos);
+    format_position(earlier, sizeof earlier, d->shape, d->ndim, (unsigned long long)r->other);
+    snprintf(buf, size,
+             "%s: %s%s = [%lld] repeats %s%s; ids must be unique per batch row "
+             "(require_unique)",
+             op, d->arg, where, r->value[0], d->arg, earlier);
+    break;
+  }
+  case CUDA_BAD_LEVEL_SPAN:
+    snprintf(buf, size,
+             "%s: levels span [%lld, %lld]: the priority key ((level - %lld) << %d) + k "
+             "overflows int32 for K = %lld; reduce the level range or K",
+             op, r->lmin, r->lmax, r->lmin, d->order_bits, (long long)d->key_k);
+    break;
+  default:
+    format_position(where, sizeof where, d->shape, d->ndim, r->pos);
+    snprintf(buf, size, "%s: %s%s = [%lld] is outside [%lld, %lld]", op, d->arg, where,
+             r->value[0], (long long)d->lo, (long long)d->hi);
+    break;
+  }
+}
+
+apx_status cuda_check_take_deferred(cuda_state *st, int device_index, cudaStream_t stream) {
+  cuda_device_res *res = &st->dev[device_index];
+  cuda_error_record h;
+  CUDA_TRY(st, cudaMemcpyAsync(&h, res->record, sizeof h, cudaMemcpyDeviceToHost, stream),
+           "sync: reading the device error record");
+  CUDA_TRY(st, cudaStreamSynchronize(stream), "sync: reading the device error record");
+  if (!h.claimed || !h.ready) return APX_OK;
+  char msg[512];
+  cuda_check_message(&h.desc, &h.result, msg, sizeof msg);
+  CUDA_TRY(st, cudaMemsetAsync(res->record, 0, sizeof h, stream),
+           "sync: clearing the device error record");
+  CUDA_TRY(st, cudaStreamSynchronize(stream), "sync: clearing the device error record");
+  return st->svc->set_error(APX_ERR_DEVICE, "%s", msg);
+}
