@@ -1,0 +1,28 @@
+# apexx-bench suites. The report, compare and flags suites run the built
+# binary ($APEXX_BUILDDIR/bench/apexx-bench) with tiny profiles; the stats
+# suite compiles the bench's statistics, parity and generator in.
+BENCH_TEST_SOURCES = tests/test_bench_util.c tests/test_bench_util.h
+BENCH_TEST_CPPFLAGS = $(APX_TEST_CPPFLAGS) $(CJSON_CFLAGS) -I$(top_srcdir)
+BENCH_TEST_LDADD = $(APX_TEST_LIBS) $(CJSON_LIBS)
+
+check_PROGRAMS += tests/test_bench_report tests/test_bench_compare \
+	tests/test_bench_flags tests/test_bench_stats
+TESTS += tests/test_bench_report tests/test_bench_compare \
+	tests/test_bench_flags tests/test_bench_stats
+
+tests_test_bench_report_SOURCES = tests/test_bench_report.c $(BENCH_TEST_SOURCES)
+tests_test_bench_report_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
+tests_test_bench_report_LDADD = $(BENCH_TEST_LDADD)
+
+tests_test_bench_compare_SOURCES = tests/test_bench_compare.c $(BENCH_TEST_SOURCES)
+tests_test_bench_compare_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
+tests_test_bench_compare_LDADD = $(BENCH_TEST_LDADD)
+
+tests_test_bench_flags_SOURCES = tests/test_bench_flags.c $(BENCH_TEST_SOURCES)
+tests_test_bench_flags_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
+tests_test_bench_flags_LDADD = $(BENCH_TEST_LDADD)
+
+tests_test_bench_stats_SOURCES = tests/test_bench_stats.c bench/stats.c \
+	bench/inputs.c bench/bench.h
+tests_test_bench_stats_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
+tests_test_bench_stats_LDADD = $(BENCH_TEST_LDADD)

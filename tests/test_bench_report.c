@@ -1,0 +1,510 @@
+/* apexx-bench on the build tree's configuration (cuda and trt are not
+ * usable here): the report's schema (keys, types, no NaN or infinity,
+ * skipped rows with reasons), numbers consistent with the profile, the
+ * Markdown summary, and atomic writing (no file, partial or temporary, left
+ * by a run that fails midway). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "test_bench_util.h"
+
+/* The tiny profile of every run here (each run takes well under a second). */
+#define TINY "--channels", "8", "--height", "16", "--width", "16", "--kmax", "2", \
+             "--steps", "8", "--iters", "3", "--warmup", "1", "--quiet"
+
+static const char *const sections[] = {"tile_ops", "tilessm", "indexing",
+                                       "end_to_end_infer", "tensorrt"};
+static const char *const section_entries[][7] = {
+    {"tilepack", "tileunpack_override", "tileunpack_blend", "fused_pack_op_unpack",
+     "fusiongate_alpha", "fusiongate_fuse", NULL},
+    {"tilessm_forward", "tilessm_bidirectional", NULL},
+    {"gather", "index_select", "scatter_add", "gather_backward", NULL},
+    {"ff_infer", NULL},
+    {"tilessm_plugin", "engine", NULL}};
+
+/* One run shared by the schema tests (Check forks per test; the report is
+ * produced once in main). */
+static char *report_dir, *report_json, *report_md;
+static int report_status;
+static char report_err[4096];
+
+static cJSON *load_report(void) {
+  cJSON *r = bt_load_json(report_json);
+  ck_assert_msg(r != NULL, "report %s missing or malformed", report_json);
+  return r;
+}
+
+static int is_string(const cJSON *v) { return cJSON_IsString(v) && v->valuestring; }
+
+static int nonempty_string(const cJSON *v) {
+  return is_string(v) && v->valuestring[0] != '\0';
+}
+
+/* Every number finite; every null value of key K has a string sibling
+ * K_reason, except keys that are nullable by the schema's design. */
+static void check_no_nan(const cJSON *node, const char *where) {
+  static const char *const nullable[] = {
+      "reason",         /* ok rows and ok backends */
+      "git_sha",        /* has git_sha_reason, checked separately */
+      "fp8_fallback_reason", "config_path", "trt_plugin_lib", "trt_engine_path",
+      "backend",        /* dispatch with no backend: has "reason" */
+      "value",          /* baseline files: skipped rows */
+      "gpu", "parity", "library", "version", "device_name"};
+  const cJSON *child;
+  cJSON_ArrayForEach(child, node) {
+    char here[512];
+    snprintf(here, sizeof here, "%s.%s", where, child->string ? child->string : "[]");
+    if (cJSON_IsNumber(child)) {
+      ck_assert_msg(isfinite(child->valuedouble), "%s is not finite", here);
+    } else if (cJSON_IsNull(child) && child->string) {
+      int allowed = 0;
+      for (size_t i = 0; i < sizeof nullable / sizeof nullable[0]; i++) {
+        allowed |= strcmp(child->string, nullable[i]) == 0;
+      }
+      char reason_key[256];
+      snprintf(reason_key, sizeof reason_key, "%s_reason", child->string);
+      const cJSON *reason = cJSON_GetObjectItemCaseSensitive(node, reason_key);
+      ck_assert_msg(allowed || nonempty_string(reason),
+                    "%s is null without a %s string", here, reason_key);
+    } else if (cJSON_IsObject(child) || cJSON_IsArray(child)) {
+      check_no_nan(child, here);
+    }
+  }
+}
+
+START_TEST(run_exits_0_and_writes_both_files) {
+  ck_assert_msg(report_status == 0, "exit %d: %s", report_status, report_err);
+  ck_assert(bt_exists(report_json));
+  ck_assert(bt_exists(report_md));
+  /* only the two files: no temporary left beside them */
+  ck_assert_int_eq(bt_dir_count(report_dir), 2);
+}
+END_TEST
+
+START_TEST(top_level_schema) {
+  cJSON *r = load_report();
+  ck_assert_int_eq((int)bt_get(r, "schema_version.major")->valuedouble, 1);
+  ck_assert_int_eq((int)bt_get(r, "schema_version.minor")->valuedouble, 0);
+  ck_assert_str_eq(bt_get(r, "suite")->valuestring, "apexx");
+  const cJSON *ts = bt_get(r, "timestamp_utc");
+  ck_assert(is_string(ts));
+  /* YYYY-MM-DDTHH:MM:SSZ */
+  ck_assert_int_eq((int)strlen(ts->valuestring), 20);
+  ck_assert_int_eq(ts->valuestring[10], 'T');
+  ck_assert_int_eq(ts->valuestring[19], 'Z');
+  ck_assert_str_eq(bt_get(r, "producer.name")->valuestring, "apexx-bench");
+  ck_assert(nonempty_string(bt_get(r, "producer.version")));
+  const cJSON *sha = bt_get(r, "producer.git_sha");
+  ck_assert(nonempty_string(sha) ||
+            (cJSON_IsNull(sha) && nonempty_string(bt_get(r, "producer.git_sha_reason"))));
+  ck_assert_str_eq(bt_get(r, "status")->valuestring, "ok");
+  ck_assert(cJSON_IsObject(bt_get(r, "benchmarks")));
+  check_no_nan(r, "report");
+  cJSON_Delete(r);
+}
+END_TEST
+
+START_TEST(environment_and_config) {
+  cJSON *r = load_report();
+  ck_assert(nonempty_string(bt_get(r, "environment.host")));
+  ck_assert(nonempty_string(bt_get(r, "environment.cpu_model")));
+  ck_assert(bt_get(r, "environment.cpu_cores")->valuedouble >= 1);
+  ck_assert(cJSON_IsArray(bt_get(r, "environment.config_files")));
+  /* make check sets APEXX_CONFIG: it is the file read and an override */
+  const char *config = getenv("APEXX_CONFIG");
+  if (config) {
+    const cJSON *first = cJSON_GetArrayItem(bt_get(r, "environment.config_files"), 0);
+    ck_assert(is_string(first));
+    ck_assert_str_eq(first->valuestring, config);
+    ck_assert_str_eq(bt_get(r, "environment.overrides.APEXX_CONFIG")->valuestring, config);
+  }
+  const cJSON *gpu = bt_get(r, "environment.gpu");
+  ck_assert(cJSON_IsObject(gpu) ||
+            (cJSON_IsNull(gpu) && nonempty_string(bt_get(r, "environment.gpu_reason"))));
+  ck_assert_str_eq(bt_get(r, "environment.effective_dtype")->valuestring, "fp16");
+  /* config echoes the profile given on the command line */
+  static const struct {
+    const char *key;
+    double value;
+  } expect[] = {{"batch", 1},        {"channels", 8},     {"height", 16},
+                {"width", 16},       {"tile_size", 8},    {"kmax", 2},
+                {"steps", 8},        {"budget_b1", 16},   {"budget_b2", 8},
+                {"budget_total", 32}, {"seed", 123},      {"warmup", 1},
+                {"iters", 3}};
+  for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "config.%s", expect[i].key);
+    const cJSON *v = bt_get(r, path);
+    ck_assert_msg(cJSON_IsNumber(v) && v->valuedouble == expect[i].value,
+                  "%s is not %g", path, expect[i].value);
+  }
+  ck_assert_str_eq(bt_get(r, "config.dtype")->valuestring, "fp16");
+  ck_assert(cJSON_IsArray(bt_get(r, "config.ops")));
+  ck_assert(cJSON_IsArray(bt_get(r, "config.backends")));
+  ck_assert(cJSON_IsArray(bt_get(r, "config.trt_input_shapes")));
+  ck_assert(cJSON_IsNull(bt_get(r, "config.trt_plugin_lib")) ||
+            is_string(bt_get(r, "config.trt_plugin_lib")));
+  cJSON_Delete(r);
+}
+END_TEST
+
+static const cJSON *backend_named(const cJSON *r, const char *name) {
+  const cJSON *b;
+  cJSON_ArrayForEach(b, bt_get(r, "backends")) {
+    if (strcmp(bt_get(b, "name")->valuestring, name) == 0) return b;
+  }
+  return NULL;
+}
+
+START_TEST(backends_listed_with_state_and_reason) {
+  cJSON *r = load_report();
+  const cJSON *list = bt_get(r, "backends");
+  ck_assert(cJSON_IsArray(list));
+  ck_assert_int_ge(cJSON_GetArraySize(list), 1);
+  const cJSON *b;
+  cJSON_ArrayForEach(b, list) {
+    ck_assert(nonempty_string(bt_get(b, "name")));
+    ck_assert(nonempty_string(bt_get(b, "state")));
+    ck_assert(nonempty_string(bt_get(b, "device")));
+    if (strcmp(bt_get(b, "state")->valuestring, "ok") == 0) {
+      ck_assert(cJSON_IsNull(bt_get(b, "reason")));
+    } else {
+      ck_assert_msg(nonempty_string(bt_get(b, "reason")), "%s has no reason",
+                    bt_get(b, "name")->valuestring);
+    }
+  }
+  const cJSON *cpu = backend_named(r, "cpu");
+  ck_assert_ptr_nonnull(cpu);
+  ck_assert_str_eq(bt_get(cpu, "state")->valuestring, "ok");
+  cJSON_Delete(r);
+}
+END_TEST
+
+/* Every entry of every section, every row well-formed. */
+START_TEST(every_row_ran_or_was_skipped_with_reason) {
+  cJSON *r = load_report();
+  for (int s = 0; s < 5; s++) {
+    for (int e = 0; section_entries[s][e]; e++) {
+      char path[256];
+      snprintf(path, sizeof path, "benchmarks.%s.%s", sections[s], section_entries[s][e]);
+      const cJSON *entry = bt_get(r, path);
+      ck_assert_msg(cJSON_IsObject(entry), "%s missing", path);
+      ck_assert_msg(cJSON_IsObject(bt_get(entry, "dispatch")), "%s.dispatch", path);
+      ck_assert(cJSON_IsArray(bt_get(entry, "dispatch.passed_over")));
+      ck_assert(cJSON_IsObject(bt_get(entry, "speedup_vs_cpu")));
+      const char *throughput = bt_get(entry, "work.throughput")->valuestring;
+      const cJSON *rows = bt_get(entry, "rows");
+      ck_assert_msg(cJSON_GetArraySize(rows) >= 1, "%s has no rows", path);
+      const cJSON *row;
+      cJSON_ArrayForEach(row, rows) {
+        const char *status = bt_get(row, "status")->valuestring;
+        if (strcmp(status, "ok") != 0) {
+          ck_assert_msg(strcmp(status, "skipped") == 0, "%s.%s %s: %s", path,
+                        row->string, status, bt_get(row, "reason")->valuestring);
+          ck_assert_msg(nonempty_string(bt_get(row, "reason")), "%s.%s: no reason",
+                        path, row->string);
+          /* an unusable backend's rows carry its state and reason */
+          const cJSON *b = backend_named(r, row->string);
+          if (b && strcmp(bt_get(b, "state")->valuestring, "ok") != 0) {
+            ck_assert_msg(strstr(bt_get(row, "reason")->valuestring,
+                                 bt_get(b, "reason")->valuestring) != NULL ||
+                              s >= 3,
+                          "%s.%s reason does not carry the backend's", path,
+                          row->string);
+          }
+          continue;
+        }
+        ck_assert_msg(s < 3, "%s.%s ran but has no op", path, row->string);
+        const char *num_keys[] = {"p50_ms", "p95_ms", "mean_ms", "min_ms", "max_ms",
+                                  "bytes_moved", "iters"};
+        for (size_t k = 0; k < sizeof num_keys / sizeof num_keys[0]; k++) {
+          const cJSON *v = bt_get(row, num_keys[k]);
+          ck_assert_msg(cJSON_IsNumber(v) && v->valuedouble >= 0, "%s.%s.%s", path,
+                        row->string, num_keys[k]);
+        }
+        double p50 = bt_get(row, "p50_ms")->valuedouble;
+        double p95 = bt_get(row, "p95_ms")->valuedouble;
+        double mean = bt_get(row, "mean_ms")->valuedouble;
+        double min = bt_get(row, "min_ms")->valuedouble;
+        double max = bt_get(row, "max_ms")->valuedouble;
+        ck_assert(min <= p50 && p50 <= max && min <= p95 && p95 <= max);
+        ck_assert(min <= mean && mean <= max);
+        ck_assert_int_eq((int)bt_get(row, "iters")->valuedouble, 3);
+        /* throughput = work / p50 (spec/report.md 13.1), GB/s = bytes / p50 */
+        const cJSON *tp = bt_get(row, throughput);
+        double work = bt_get(entry, "work.count")->valuedouble;
+        double bytes = bt_get(row, "bytes_moved")->valuedouble;
+        if (p50 > 0) {
+          ck_assert_msg(cJSON_IsNumber(tp), "%s.%s.%s", path, row->string, throughput);
+          ck_assert(fabs(tp->valuedouble - work / (p50 / 1000.0)) <=
+                    1e-9 * tp->valuedouble);
+          ck_assert(fabs(bt_get(row, "gb_per_s")->valuedouble -
+                         bytes / (p50 / 1000.0) / 1e9) <= 1e-9 * bytes);
+        }
+        const cJSON *parity = bt_get(row, "parity");
+        ck_assert_msg(cJSON_IsObject(parity), "%s.%s parity", path, row->string);
+        ck_assert(cJSON_IsTrue(bt_get(parity, "ok")));
+        ck_assert_str_eq(bt_get(parity, "against")->valuestring, "cpu");
+        ck_assert(cJSON_IsNumber(bt_get(parity, "max_abs_err")));
+        ck_assert(cJSON_IsNumber(bt_get(parity, "max_rel_err")));
+      }
+    }
+  }
+  /* section 9 has no op in this release: every row says so */
+  const cJSON *row;
+  cJSON_ArrayForEach(row, bt_get(r, "benchmarks.end_to_end_infer.ff_infer.rows")) {
+    ck_assert_str_eq(bt_get(row, "status")->valuestring, "skipped");
+    ck_assert_str_eq(bt_get(row, "reason")->valuestring,
+                     "not_implemented: apx_ff_infer is not in this release");
+  }
+  /* no plugin library given: the TensorRT plugin row says so */
+  if (!getenv("APEXX_TRT_PLUGIN_LIB")) {
+    ck_assert_str_eq(
+        bt_get(r, "benchmarks.tensorrt.tilessm_plugin.rows.trt.reason")->valuestring,
+        "missing_plugin_library");
+  }
+  ck_assert_str_eq(bt_get(r, "benchmarks.tensorrt.engine.rows.trt.reason")->valuestring,
+                   "missing_trt_engine_path");
+  cJSON_Delete(r);
+}
+END_TEST
+
+/* bytes_moved and the work counts against the profile, computed here from
+ * the documented sizes (apexx-bench(1), SIZES). */
+START_TEST(work_and_bytes_follow_the_profile) {
+  cJSON *r = load_report();
+  const double B = 1, C = 8, H = 16, W = 16, t = 8, K = 2, S = 8, f16 = 2, i32 = 4;
+  const double M = B * H * W, N = B * K * t * t, D = C;
+  static const char *const paths[] = {
+      "tile_ops.tilepack",        "tile_ops.tileunpack_override",
+      "tile_ops.fusiongate_alpha", "tile_ops.fusiongate_fuse",
+      "tilessm.tilessm_forward",  "indexing.gather",
+      "indexing.index_select",    "indexing.scatter_add",
+      "indexing.gather_backward"};
+  const double work[] = {B * K, B * K, B * H * W, B * C * H * W, B * S * C,
+                         N * D, N * D, M * D, M * D};
+  const double bytes[] = {
+      /* tilepack: the selected tiles, ids, packed out */
+      B * K * C * t * t * f16 + B * K * i32 + B * K * C * t * t * f16,
+      /* tileunpack: base, packed, ids, levels, out */
+      B * C * H * W * f16 * 2 + B * K * C * t * t * f16 + 2 * B * K * i32,
+      /* alpha: two proxies and alpha */
+      3 * B * H * W * f16,
+      /* fuse: base, detail, alpha, out */
+      3 * B * C * H * W * f16 + B * H * W * f16,
+      /* scan: tokens, 4 vectors, out */
+      2 * B * S * C * f16 + 4 * C * f16,
+      /* gather: N*D src elements, index, out */
+      N * D * f16 + N * D * i32 + N * D * f16,
+      /* index_select: N rows of src, index, out */
+      N * D * f16 + N * i32 + N * D * f16,
+      /* scatter_add: self, index, src, out */
+      M * D * f16 + N * D * i32 + N * D * f16 + M * D * f16,
+      /* gather_backward: grad_out, index, grad_src */
+      N * D * f16 + N * D * i32 + M * D * f16};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "benchmarks.%s.work.count", paths[i]);
+    ck_assert_msg(bt_get(r, path)->valuedouble == work[i], "%s = %g, expected %g",
+                  path, bt_get(r, path)->valuedouble, work[i]);
+    snprintf(path, sizeof path, "benchmarks.%s.rows.cpu.bytes_moved", paths[i]);
+    ck_assert_msg(bt_get(r, path)->valuedouble == bytes[i], "%s = %g, expected %g",
+                  path, bt_get(r, path)->valuedouble, bytes[i]);
+  }
+  cJSON_Delete(r);
+}
+END_TEST
+
+START_TEST(markdown_has_a_table_per_section) {
+  char *md = bt_read(report_md);
+  ck_assert_ptr_nonnull(md);
+  const char *expect[] = {"# apexx benchmark report", "- status: `ok`", "## Backends",
+                          "## Tile Ops", "## TileSSM", "## Indexing",
+                          "## End-to-End Infer", "## TensorRT",
+                          "| entry | dispatch | cpu |", "| tilepack | cpu",
+                          "skipped: not_implemented: apx_ff_infer is not in this release",
+                          "skipped: missing_trt_engine_path"};
+  for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
+    ck_assert_msg(strstr(md, expect[i]) != NULL, "markdown lacks [%s]", expect[i]);
+  }
+  /* the same entries in the same order as the JSON */
+  const char *a = strstr(md, "| tilepack |"), *b = strstr(md, "| gather_backward |");
+  ck_assert(a && b && a < b);
+  free(md);
+}
+END_TEST
+
+/* ---- atomic writes ------------------------------------------------------ */
+
+START_TEST(fault_injection_leaves_no_file) {
+  char *dir = bt_tmpdir();
+  char *json = bt_path(dir, "r.json"), *md = bt_path(dir, "r.md");
+  const char *env[] = {"APEXX_BENCH_FAIL_AFTER=3", NULL};
+  const char *argv[] = {TINY, "--backends", "cpu", "--output-json", json,
+                        "--output-md", md, NULL};
+  bt_result r;
+  bt_run(&r, env, argv);
+  ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+  ck_assert_ptr_nonnull(strstr(r.err, "APEXX_BENCH_FAIL_AFTER"));
+  ck_assert_ptr_nonnull(strstr(r.err, "no report written"));
+  ck_assert_int_eq(bt_dir_count(dir), 0);
+  bt_result_free(&r);
+  free(json);
+  free(md);
+  bt_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+START_TEST(failed_run_keeps_the_previous_report) {
+  char *dir = bt_tmpdir();
+  char *json = bt_path(dir, "r.json");
+  bt_write(json, "previous report\n");
+  const char *env[] = {"APEXX_BENCH_FAIL_AFTER=0", NULL};
+  const char *argv[] = {TINY, "--output-json", json, NULL};
+  bt_result r;
+  bt_run(&r, env, argv);
+  ck_assert_int_eq(r.status, 1);
+  char *text = bt_read(json);
+  ck_assert_str_eq(text, "previous report\n");
+  ck_assert_int_eq(bt_dir_count(dir), 1);
+  free(text);
+  bt_result_free(&r);
+  free(json);
+  bt_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+START_TEST(unwritable_target_leaves_neither_file) {
+  /* the JSON target is a directory: its rename fails after both files were
+   * written to temporaries; the Markdown must not appear alone */
+  char *dir = bt_tmpdir();
+  char *json = bt_path(dir, "r.json"), *md = bt_path(dir, "r.md");
+  char *inner = bt_path(json, "keep");
+  ck_assert_int_eq(mkdir(json, 0755), 0);
+  bt_write(inner, "x");
+  const char *argv[] = {TINY, "--ops", "tilepack", "--output-json", json,
+                        "--output-md", md, NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+  ck_assert_ptr_nonnull(strstr(r.err, "--output-json"));
+  ck_assert(!bt_exists(md));
+  ck_assert_int_eq(bt_dir_count(dir), 1); /* only the directory itself */
+  ck_assert(bt_exists(inner));
+  bt_result_free(&r);
+  free(inner);
+  free(json);
+  free(md);
+  bt_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
+START_TEST(json_to_stdout_without_output_flag) {
+  const char *argv[] = {TINY, "--ops", "gather", "--backends", "cpu", NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_int_eq(r.status, 0);
+  cJSON *j = cJSON_Parse(r.out);
+  ck_assert_ptr_nonnull(j);
+  ck_assert_str_eq(bt_get(j, "suite")->valuestring, "apexx");
+  /* only the selected entry; other backends not measured, said so */
+  ck_assert_ptr_null(bt_get(j, "benchmarks.tile_ops"));
+  ck_assert_str_eq(bt_get(j, "benchmarks.indexing.gather.rows.cpu.status")->valuestring,
+                   "ok");
+  const cJSON *row;
+  cJSON_ArrayForEach(row, bt_get(j, "benchmarks.indexing.gather.rows")) {
+    if (strcmp(row->string, "cpu") == 0) continue;
+    ck_assert_str_eq(bt_get(row, "status")->valuestring, "skipped");
+  }
+  cJSON_Delete(j);
+  bt_result_free(&r);
+}
+END_TEST
+
+START_TEST(fp8_falls_back_to_fp16_with_reason) {
+  const char *argv[] = {TINY, "--ops", "tilepack", "--dtype", "fp8", NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_int_eq(r.status, 0);
+  cJSON *j = cJSON_Parse(r.out);
+  ck_assert_ptr_nonnull(j);
+  ck_assert_str_eq(bt_get(j, "environment.requested_dtype")->valuestring, "fp8");
+  ck_assert_str_eq(bt_get(j, "environment.effective_dtype")->valuestring, "fp16");
+  ck_assert(nonempty_string(bt_get(j, "environment.fp8_fallback_reason")));
+  cJSON_Delete(j);
+  bt_result_free(&r);
+}
+END_TEST
+
+/* Same seed, same inputs: the outputs are the same bytes, so the cpu row's
+ * parity (against an untimed cpu call) is exact for every dtype. */
+START_TEST(dtypes_run_with_exact_cpu_parity) {
+  const char *dtypes[] = {"fp32", "bf16"};
+  for (int i = 0; i < 2; i++) {
+    const char *argv[] = {TINY, "--backends", "cpu", "--dtype", dtypes[i],
+                          "--seed", "7", NULL};
+    bt_result r;
+    bt_run(&r, NULL, argv);
+    ck_assert_msg(r.status == 0, "%s: exit %d: %s", dtypes[i], r.status, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(bt_get(j, "config.dtype")->valuestring, dtypes[i]);
+    ck_assert_int_eq((int)bt_get(j, "config.seed")->valuedouble, 7);
+    ck_assert(bt_get(j, "benchmarks.tilessm.tilessm_forward.rows.cpu.parity.max_abs_err")
+                  ->valuedouble == 0.0);
+    cJSON_Delete(j);
+    bt_result_free(&r);
+  }
+}
+END_TEST
+
+int main(void) {
+  bt_bench();
+  report_dir = bt_tmpdir();
+  report_json = bt_path(report_dir, "report.json");
+  report_md = bt_path(report_dir, "report.md");
+  const char *argv[] = {TINY, "--output-json", report_json, "--output-md", report_md,
+                        NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  report_status = r.status;
+  snprintf(report_err, sizeof report_err, "%s", r.err);
+  bt_result_free(&r);
+
+  Suite *s = suite_create("bench_report");
+  TCase *schema = tcase_create("schema");
+  tcase_set_timeout(schema, 30);
+  tcase_add_test(schema, run_exits_0_and_writes_both_files);
+  tcase_add_test(schema, top_level_schema);
+  tcase_add_test(schema, environment_and_config);
+  tcase_add_test(schema, backends_listed_with_state_and_reason);
+  tcase_add_test(schema, every_row_ran_or_was_skipped_with_reason);
+  tcase_add_test(schema, work_and_bytes_follow_the_profile);
+  tcase_add_test(schema, markdown_has_a_table_per_section);
+  suite_add_tcase(s, schema);
+  TCase *files = tcase_create("files");
+  tcase_set_timeout(files, 30);
+  tcase_add_test(files, fault_injection_leaves_no_file);
+  tcase_add_test(files, failed_run_keeps_the_previous_report);
+  tcase_add_test(files, unwritable_target_leaves_neither_file);
+  tcase_add_test(files, json_to_stdout_without_output_flag);
+  tcase_add_test(files, fp8_falls_back_to_fp16_with_reason);
+  tcase_add_test(files, dtypes_run_with_exact_cpu_parity);
+  suite_add_tcase(s, files);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  bt_rm_rf(report_dir);
+  free(report_json);
+  free(report_md);
+  free(report_dir);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
