@@ -189,6 +189,10 @@ static apx_status check_tensor(vstate *v, const char *name, const apx_tensor *t,
   if (numel > 0 && !t->data)
     return fail(v, "%s.data is [NULL] with [%lld] elements", name,
                 (long long)numel);
+  /* C (and CUDA) need elements at their natural alignment. */
+  if ((uintptr_t)t->data % dtype_bytes(t->dtype) != 0)
+    return fail(v, "%s.data = [%p] is not aligned to its element size [%zu] (%s)",
+                name, t->data, dtype_bytes(t->dtype), dtype_label(t->dtype));
 
   if (!v->have_site) {
     v->site.device = t->device;

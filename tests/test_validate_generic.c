@@ -130,6 +130,12 @@ static const char *const *expect_null_data(const char *name, const apx_tensor *t
   subs_buf[1] = NULL;
   return subs_buf;
 }
+static void set_misaligned(apx_tensor *t) { t->data = (char *)t->data + 1; }
+static const char *const *expect_misaligned(const char *name, const apx_tensor *t) {
+  subs_buf[0] = fmt("%s.data = [", name);
+  subs_buf[1] = fmt("is not aligned to its element size [%zu]", apx_dtype_size(t->dtype));
+  return subs_buf;
+}
 static void set_host_index(apx_tensor *t) { t->device_index = 2; }
 static const char *const *expect_host_index(const char *name,
                                             const apx_tensor *t) {
@@ -178,6 +184,7 @@ START_TEST(test_malformed_tensors) {
   each_slot(set_bad_dtype, expect_bad_dtype);
   each_slot(set_bad_device, expect_bad_device);
   each_slot(set_null_data, expect_null_data);
+  each_slot(set_misaligned, expect_misaligned);
   each_slot(set_host_index, expect_host_index);
   each_slot(set_negative_index, expect_negative_index);
   each_slot(set_huge, expect_huge);
