@@ -1,8 +1,8 @@
 /* The cpu backend's tilepack (spec/ops.md 2.A) against the plain reference
  * loop of ref_tile.c, bit for bit, through the public API with the cpu
  * backend forced: random shapes (odd C, B > 1, t from 1 to 16, K = 0,
- * duplicate ids), every float dtype x both index dtypes, a case large
- * enough to run multi-threaded. Each case runs twice on fresh inputs with
+ * duplicate ids), every float dtype x both index dtypes, cases large
+ * enough to run multi-threaded and to take the streaming-store path. Each case runs twice on fresh inputs with
  * a poisoned output, once per instruction-set path. */
 #include <check.h>
 #include <stdlib.h>
@@ -16,7 +16,8 @@ static const apx_dtype index_dtypes[] = {APX_DTYPE_I32, APX_DTYPE_I64};
 
 /* One shape, called twice per ISA path with fresh data; checks bits. */
 static void run_case(apx_context *ctx, tu_rng *r, apx_dtype dtype, apx_dtype index_dtype,
-                     int64_t B, int64_t C, int64_t gh, int64_t gw, int64_t t, int64_t K) {
+                     int64_t B, int64_t C, int64_t gh, int64_t gw, int64_t t, int64_t K,
+                     int cheap_fill) {
   apx_tensor features = tu_host4(dtype, B, C, gh * t, gw * t);
   apx_tensor idx = tu_host2(index_dtype, B, K);
   apx_tensor out = tu_host5(dtype, B, K, C, t, t);
@@ -24,7 +25,10 @@ static void run_case(apx_context *ctx, tu_rng *r, apx_dtype dtype, apx_dtype ind
   for (int path = 0; path < REF_ISA_PATHS; path++) {
     ref_use_isa_path(path);
     for (int call = 0; call < 2; call++) {
-      tu_fill_normal(r, &features);
+      if (cheap_fill)
+        tu_fill_uniform(r, &features, -4.0, 4.0);
+      else
+        tu_fill_normal(r, &features);
       tu_fill_int(r, &idx, 0, gh * gw - 1); /* duplicates likely */
       tu_poison(&out);
       apx_tilepack_args args = APX_TILEPACK_ARGS_INIT;
@@ -63,7 +67,7 @@ START_TEST(test_tilepack_random) {
         int64_t gh = tu_int(&r, 1, 4), gw = tu_int(&r, 1, 5);
         int64_t K = rep == 0 ? 0 : tu_int(&r, 1, 2 * gh * gw);
         run_case(ctx, &r, float_dtypes[di], index_dtypes[ii], tu_int(&r, 1, 3),
-                 2 * tu_int(&r, 0, 4) + 1, gh, gw, t, K);
+                 2 * tu_int(&r, 0, 4) + 1, gh, gw, t, K, 0);
       }
   apx_close(ctx);
 }
@@ -74,7 +78,18 @@ START_TEST(test_tilepack_large) {
   apx_context *ctx = tu_open();
   tu_rng r = {tu_seed() ^ 0x7032u};
   for (int di = 0; di < 3; di++)
-    run_case(ctx, &r, float_dtypes[di], index_dtypes[di % 2], 2, 5, 32, 24, 8, 400);
+    run_case(ctx, &r, float_dtypes[di], index_dtypes[di % 2], 2, 5, 32, 24, 8, 400, 0);
+  apx_close(ctx);
+}
+END_TEST
+
+/* Outputs of 8 MiB and more take the streaming-store path. */
+START_TEST(test_tilepack_streaming) {
+  apx_context *ctx = tu_open();
+  tu_rng r = {tu_seed() ^ 0x7033u};
+  run_case(ctx, &r, APX_DTYPE_F32, APX_DTYPE_I32, 1, 64, 32, 32, 8, 512, 1);
+  run_case(ctx, &r, APX_DTYPE_F16, APX_DTYPE_I64, 1, 128, 32, 32, 8, 520, 1);
+  run_case(ctx, &r, APX_DTYPE_BF16, APX_DTYPE_I32, 2, 16, 16, 16, 16, 260, 1);
   apx_close(ctx);
 }
 END_TEST
@@ -85,6 +100,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_tilepack_random);
   tcase_add_test(tc, test_tilepack_large);
+  tcase_add_test(tc, test_tilepack_streaming);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -8,9 +8,10 @@
  * first: a duplicate id (require_unique = 0) is transformed once, also when
  * out is features (in place, where transforming twice would be wrong).
  *
- * One pass: work items are (b, c, tile row); each walks the runs of
- * consecutive selected tiles of its tile row, transforming runs from
- * features into out and copying the gaps (skipped when out is features). */
+ * Work items are (b, c, tile row): each copies its band of t rows (not
+ * when out is features) and then transforms the runs of consecutive
+ * selected tiles of its tile row, reading features, writing out; the band
+ * is still in L1/L2 for the second touch. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,25 +93,16 @@ apx_status cpu_fused_pack_op_unpack(void *state,
     char *out_band = dst + offset;
     const int64_t *row_runs = runs + (size_t)((b * grid_h + ty) * max_runs) * 2;
     const int32_t n = run_count[b * grid_h + ty];
-    if (n == 0) {
-      if (!in_place) memcpy(out_band, in_band, band_bytes);
-      continue;
-    }
-    int64_t done_x = 0; /* pixels [0, done_x) of the band's rows handled */
-    for (int32_t r = 0; r <= n; r++) {
-      const int64_t run_x0 = r < n ? row_runs[2 * r] * t : width;
-      if (!in_place && run_x0 > done_x) {
-        const size_t gap = (size_t)(run_x0 - done_x) * elem;
-        for (int64_t dy = 0; dy < t; dy++)
-          memcpy(out_band + (size_t)dy * row_bytes + (size_t)done_x * elem,
-                 in_band + (size_t)dy * row_bytes + (size_t)done_x * elem, gap);
-      }
-      if (r == n) break;
-      const int64_t run_x1 = row_runs[2 * r + 1] * t;
+    /* Copy the whole band first (one memcpy, cheaper than one per gap
+     * between runs), then overwrite the runs with the transform of the
+     * ORIGINAL input, which stays in features (or, in place, is read
+     * before it is written). */
+    if (!in_place) memcpy(out_band, in_band, band_bytes);
+    for (int32_t r = 0; r < n; r++) {
+      const int64_t run_x0 = row_runs[2 * r] * t, run_x1 = row_runs[2 * r + 1] * t;
       kernels->affine_reglu(out_band + (size_t)run_x0 * elem, (size_t)width,
                             in_band + (size_t)run_x0 * elem, (size_t)width, (size_t)t,
                             (size_t)(run_x1 - run_x0), vs, vb, gs, gb);
-      done_x = run_x1;
     }
   }
   free(selected);

@@ -30,9 +30,16 @@
 #define CPU_OMP_FOR_DYNAMIC(threads, work)                                     \
   CPU_PRAGMA_(omp parallel for schedule(dynamic, 1) num_threads(threads)       \
                   if ((threads) > 1 && (work) >= 32768))
+/* A parallel region (CPU_OMP_PARALLEL) whose loop is shared out by
+ * CPU_OMP_LOOP, for work that needs per-thread code after the loop. */
+#define CPU_OMP_PARALLEL(threads, work)                                        \
+  CPU_PRAGMA_(omp parallel num_threads(threads) if ((threads) > 1 && (work) >= 32768))
+#define CPU_OMP_LOOP CPU_PRAGMA_(omp for schedule(static))
 #else
 #define CPU_OMP_FOR(threads, work)
 #define CPU_OMP_FOR_DYNAMIC(threads, work)
+#define CPU_OMP_PARALLEL(threads, work)
+#define CPU_OMP_LOOP
 #endif
 
 /* Element i of an i32|i64 index tensor's data. */
