@@ -18,8 +18,10 @@ typedef struct order_entry {
 
 static int compare_entries(const void *pa, const void *pb) {
   const order_entry *a = pa, *b = pb;
-  if (a->hi != b->hi) return a->hi < b->hi ? -1 : 1;
-  if (a->lo != b->lo) return a->lo < b->lo ? -1 : 1;
+  if (a->hi != b->hi)
+    return a->hi < b->hi ? -1 : 1;
+  if (a->lo != b->lo)
+    return a->lo < b->lo ? -1 : 1;
   return a->pos < b->pos ? -1 : a->pos > b->pos;
 }
 
@@ -27,7 +29,8 @@ static int compare_entries(const void *pa, const void *pb) {
  * the result fits uint64. */
 static uint64_t power_of_two_at_least(uint64_t extent) {
   uint64_t n = 1;
-  while (n < extent) n <<= 1;
+  while (n < extent)
+    n <<= 1;
   return n;
 }
 
@@ -37,7 +40,8 @@ static uint64_t power_of_two_at_least(uint64_t extent) {
 static void hilbert_key(uint64_t x, uint64_t y, uint64_t n, order_entry *e) {
   e->hi = e->lo = 0;
   int level = 0;
-  while ((n >> (level + 1)) != 0) level++; /* n = 2^level */
+  while ((n >> (level + 1)) != 0)
+    level++; /* n = 2^level */
   for (int j = level - 1; j >= 0; j--) {
     uint64_t s = (uint64_t)1 << j;
     uint64_t rx = (x & s) != 0, ry = (y & s) != 0;
@@ -59,16 +63,26 @@ static void hilbert_key(uint64_t x, uint64_t y, uint64_t n, order_entry *e) {
   }
 }
 
-static void mode_key(apx_order_mode mode, int64_t id, uint64_t grid_h,
-                     uint64_t grid_w, uint64_t hilbert_n, order_entry *e) {
+static void mode_key(apx_order_mode mode, int64_t id, uint64_t grid_h, uint64_t grid_w,
+                     uint64_t hilbert_n, order_entry *e) {
   uint64_t ty = (uint64_t)id / grid_w, tx = (uint64_t)id % grid_w;
   e->hi = 0;
   switch (mode) {
-  case APX_ORDER_HILBERT: hilbert_key(tx, ty, hilbert_n, e); break;
-  case APX_ORDER_L2R: e->lo = ty * grid_w + tx; break;                  /* (ty, tx) */
-  case APX_ORDER_R2L: e->lo = ty * grid_w + (grid_w - 1 - tx); break;   /* (ty, gw-1-tx) */
-  case APX_ORDER_U2D: e->lo = tx * grid_h + ty; break;                  /* (tx, ty) */
-  case APX_ORDER_D2U: e->lo = tx * grid_h + (grid_h - 1 - ty); break;   /* (tx, gh-1-ty) */
+  case APX_ORDER_HILBERT:
+    hilbert_key(tx, ty, hilbert_n, e);
+    break;
+  case APX_ORDER_L2R:
+    e->lo = ty * grid_w + tx;
+    break; /* (ty, tx) */
+  case APX_ORDER_R2L:
+    e->lo = ty * grid_w + (grid_w - 1 - tx);
+    break; /* (ty, gw-1-tx) */
+  case APX_ORDER_U2D:
+    e->lo = tx * grid_h + ty;
+    break; /* (tx, ty) */
+  case APX_ORDER_D2U:
+    e->lo = tx * grid_h + (grid_h - 1 - ty);
+    break; /* (tx, gh-1-ty) */
   case APX_ORDER_MULTI_DIRECTION:
     /* The spec's key 2*(ty*gw + tx*gh) + gw + gh - 2 is an increasing
      * function of ty*gw + tx*gh, which stays below 2*gh*gw <= 2^64. */
@@ -77,16 +91,17 @@ static void mode_key(apx_order_mode mode, int64_t id, uint64_t grid_h,
   }
 }
 
-APX_API apx_status apx_tile_order(apx_context *ctx,
-                                  const apx_tile_order_args *args) {
+APX_API apx_status apx_tile_order(apx_context *ctx, const apx_tile_order_args *args) {
   (void)ctx; /* a pure host computation: no backend, no context state */
   apx__clear_error();
   apx_status st = apx__validate_tile_order(args);
-  if (st != APX_OK) return st;
+  if (st != APX_OK)
+    return st;
 
   const apx_tensor *ids = args->ids, *out = args->out;
   int64_t count = ids->shape[0];
-  if (count == 0) return APX_OK;
+  if (count == 0)
+    return APX_OK;
   order_entry *entries = malloc((size_t)count * sizeof *entries);
   if (!entries)
     return apx__error(APX_ERR_NO_MEMORY, "tile_order: no memory to sort [%lld] ids",
@@ -117,21 +132,24 @@ APX_API int apx_order_mode_from_name(const char *name) {
     const char *name;
     apx_order_mode mode;
   } names[] = {
-      {"hilbert", APX_ORDER_HILBERT},
-      {"multi_direction", APX_ORDER_MULTI_DIRECTION},
-      {"l2r", APX_ORDER_L2R}, {"lr", APX_ORDER_L2R}, {"scan_lr", APX_ORDER_L2R},
-      {"r2l", APX_ORDER_R2L}, {"rl", APX_ORDER_R2L}, {"scan_rl", APX_ORDER_R2L},
-      {"u2d", APX_ORDER_U2D}, {"ud", APX_ORDER_U2D}, {"scan_ud", APX_ORDER_U2D},
-      {"d2u", APX_ORDER_D2U}, {"du", APX_ORDER_D2U}, {"scan_du", APX_ORDER_D2U},
+      {"hilbert", APX_ORDER_HILBERT}, {"multi_direction", APX_ORDER_MULTI_DIRECTION},
+      {"l2r", APX_ORDER_L2R},         {"lr", APX_ORDER_L2R},
+      {"scan_lr", APX_ORDER_L2R},     {"r2l", APX_ORDER_R2L},
+      {"rl", APX_ORDER_R2L},          {"scan_rl", APX_ORDER_R2L},
+      {"u2d", APX_ORDER_U2D},         {"ud", APX_ORDER_U2D},
+      {"scan_ud", APX_ORDER_U2D},     {"d2u", APX_ORDER_D2U},
+      {"du", APX_ORDER_D2U},          {"scan_du", APX_ORDER_D2U},
   };
-  if (!name) return -1;
+  if (!name)
+    return -1;
   /* spec/ops.md 1: names are matched trimmed and case-insensitively. */
-  while (*name && isspace((unsigned char)*name)) name++;
+  while (*name && isspace((unsigned char)*name))
+    name++;
   size_t length = strlen(name);
-  while (length > 0 && isspace((unsigned char)name[length - 1])) length--;
+  while (length > 0 && isspace((unsigned char)name[length - 1]))
+    length--;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strlen(names[i].name) == length &&
-        strncasecmp(name, names[i].name, length) == 0)
+    if (strlen(names[i].name) == length && strncasecmp(name, names[i].name, length) == 0)
       return (int)names[i].mode;
   return -1;
 }

@@ -38,18 +38,23 @@ static unsigned __int128 reference_hilbert(int64_t x, int64_t y, int64_t n) {
   return d;
 }
 
-static unsigned __int128 reference_key(apx_order_mode mode, int64_t id, int64_t gh,
-                                       int64_t gw) {
+static unsigned __int128 reference_key(apx_order_mode mode, int64_t id, int64_t gh, int64_t gw) {
   int64_t ty = id / gw, tx = id % gw;
   int64_t n = 1;
-  while (n < (gh > gw ? gh : gw)) n *= 2;
+  while (n < (gh > gw ? gh : gw))
+    n *= 2;
   switch (mode) {
-  case APX_ORDER_HILBERT: return reference_hilbert(tx, ty, n);
+  case APX_ORDER_HILBERT:
+    return reference_hilbert(tx, ty, n);
   /* (major, minor) pairs as major * 2^64 + minor */
-  case APX_ORDER_L2R: return ((unsigned __int128)ty << 64) | (uint64_t)tx;
-  case APX_ORDER_R2L: return ((unsigned __int128)ty << 64) | (uint64_t)(gw - 1 - tx);
-  case APX_ORDER_U2D: return ((unsigned __int128)tx << 64) | (uint64_t)ty;
-  case APX_ORDER_D2U: return ((unsigned __int128)tx << 64) | (uint64_t)(gh - 1 - ty);
+  case APX_ORDER_L2R:
+    return ((unsigned __int128)ty << 64) | (uint64_t)tx;
+  case APX_ORDER_R2L:
+    return ((unsigned __int128)ty << 64) | (uint64_t)(gw - 1 - tx);
+  case APX_ORDER_U2D:
+    return ((unsigned __int128)tx << 64) | (uint64_t)ty;
+  case APX_ORDER_D2U:
+    return ((unsigned __int128)tx << 64) | (uint64_t)(gh - 1 - ty);
   case APX_ORDER_MULTI_DIRECTION:
     return 2 * ((unsigned __int128)ty * (uint64_t)gw + (unsigned __int128)tx * (uint64_t)gh) +
            (uint64_t)gw + (uint64_t)gh - 2;
@@ -59,8 +64,8 @@ static unsigned __int128 reference_key(apx_order_mode mode, int64_t id, int64_t 
 }
 
 /* Stable insertion sort of ids by key. */
-static void reference_order(apx_order_mode mode, const int64_t *ids, int64_t count,
-                            int64_t gh, int64_t gw, int64_t *out) {
+static void reference_order(apx_order_mode mode, const int64_t *ids, int64_t count, int64_t gh,
+                            int64_t gw, int64_t *out) {
   unsigned __int128 *keys = malloc((size_t)(count ? count : 1) * sizeof *keys);
   for (int64_t i = 0; i < count; i++) {
     int64_t id = ids[i];
@@ -95,8 +100,8 @@ static int64_t id_at(const apx_tensor *t, int64_t i) {
 }
 
 /* Run the op (out separate, then in place) and compare with `want`. */
-static void check_order(apx_order_mode mode, apx_dtype dtype, const int64_t *ids,
-                        int64_t count, int64_t gh, int64_t gw, const int64_t *want) {
+static void check_order(apx_order_mode mode, apx_dtype dtype, const int64_t *ids, int64_t count,
+                        int64_t gh, int64_t gw, const int64_t *want) {
   apx_tensor in = ids_tensor(dtype, ids, count);
   apx_tensor out = tu_host1(dtype, count);
   tu_poison(&out);
@@ -109,9 +114,8 @@ static void check_order(apx_order_mode mode, apx_dtype dtype, const int64_t *ids
   apx_status st = apx_tile_order(ctx, &a);
   ck_assert_msg(st == APX_OK, "tile_order failed: %s", apx_last_error());
   for (int64_t i = 0; i < count; i++) {
-    ck_assert_msg(id_at(&out, i) == want[i],
-                  "mode %d grid %lldx%lld: out[%lld] = %lld, want %lld", (int)mode,
-                  (long long)gh, (long long)gw, (long long)i, (long long)id_at(&out, i),
+    ck_assert_msg(id_at(&out, i) == want[i], "mode %d grid %lldx%lld: out[%lld] = %lld, want %lld",
+                  (int)mode, (long long)gh, (long long)gw, (long long)i, (long long)id_at(&out, i),
                   (long long)want[i]);
     ck_assert_int_eq(id_at(&in, i), ids[i]); /* ids untouched */
   }
@@ -120,8 +124,8 @@ static void check_order(apx_order_mode mode, apx_dtype dtype, const int64_t *ids
   st = apx_tile_order(ctx, &a);
   ck_assert_msg(st == APX_OK, "in-place tile_order failed: %s", apx_last_error());
   for (int64_t i = 0; i < count; i++)
-    ck_assert_msg(id_at(&in, i) == want[i], "in place: out[%lld] = %lld, want %lld",
-                  (long long)i, (long long)id_at(&in, i), (long long)want[i]);
+    ck_assert_msg(id_at(&in, i) == want[i], "in place: out[%lld] = %lld, want %lld", (long long)i,
+                  (long long)id_at(&in, i), (long long)want[i]);
   tu_free(&in);
   tu_free(&out);
 }
@@ -131,25 +135,24 @@ static void check_order(apx_order_mode mode, apx_dtype dtype, const int64_t *ids
 START_TEST(test_hilbert_golden) {
   static const int64_t g2x2[] = {0, 2, 3, 1};
   static const int64_t g4x4[] = {0, 1, 5, 4, 8, 12, 13, 9, 10, 14, 15, 11, 7, 6, 2, 3};
-  static const int64_t g8x8[] = {0,  8,  9,  1,  2,  3,  11, 10, 18, 19, 27, 26, 25,
-                                 17, 16, 24, 32, 33, 41, 40, 48, 56, 57, 49, 50, 58,
-                                 59, 51, 43, 42, 34, 35, 36, 37, 45, 44, 52, 60, 61,
-                                 53, 54, 62, 63, 55, 47, 46, 38, 39, 31, 23, 22, 30,
-                                 29, 28, 20, 21, 13, 12, 4,  5,  6,  14, 15, 7};
+  static const int64_t g8x8[] = {0,  8,  9,  1,  2,  3,  11, 10, 18, 19, 27, 26, 25, 17, 16, 24,
+                                 32, 33, 41, 40, 48, 56, 57, 49, 50, 58, 59, 51, 43, 42, 34, 35,
+                                 36, 37, 45, 44, 52, 60, 61, 53, 54, 62, 63, 55, 47, 46, 38, 39,
+                                 31, 23, 22, 30, 29, 28, 20, 21, 13, 12, 4,  5,  6,  14, 15, 7};
   static const int64_t g1x3[] = {0, 1, 2};
   static const int64_t g2x3[] = {0, 1, 4, 3, 5, 2};
   static const int64_t g3x2[] = {0, 1, 3, 2, 4, 5};
   struct {
     int64_t gh, gw;
     const int64_t *want;
-  } golden[] = {{2, 2, g2x2}, {4, 4, g4x4}, {8, 8, g8x8},
-                {1, 3, g1x3}, {2, 3, g2x3}, {3, 2, g3x2}};
+  } golden[] = {{2, 2, g2x2}, {4, 4, g4x4}, {8, 8, g8x8}, {1, 3, g1x3}, {2, 3, g2x3}, {3, 2, g3x2}};
   const apx_dtype dtypes[2] = {APX_DTYPE_I32, APX_DTYPE_I64};
   tu_rng rng = {tu_seed()};
   for (size_t g = 0; g < sizeof golden / sizeof golden[0]; g++) {
     int64_t count = golden[g].gh * golden[g].gw;
     int64_t ids[64];
-    for (int64_t i = 0; i < count; i++) ids[i] = i;
+    for (int64_t i = 0; i < count; i++)
+      ids[i] = i;
     for (int d = 0; d < 2; d++) {
       check_order(APX_ORDER_HILBERT, dtypes[d], ids, count, golden[g].gh, golden[g].gw,
                   golden[g].want);
@@ -161,8 +164,8 @@ START_TEST(test_hilbert_golden) {
         shuffled[i] = shuffled[j];
         shuffled[j] = t;
       }
-      check_order(APX_ORDER_HILBERT, dtypes[d], shuffled, count, golden[g].gh,
-                  golden[g].gw, golden[g].want);
+      check_order(APX_ORDER_HILBERT, dtypes[d], shuffled, count, golden[g].gh, golden[g].gw,
+                  golden[g].want);
       /* and the reference agrees with the golden list */
       int64_t ref[64];
       reference_order(APX_ORDER_HILBERT, shuffled, count, golden[g].gh, golden[g].gw, ref);
@@ -170,8 +173,7 @@ START_TEST(test_hilbert_golden) {
     }
   }
   /* 1x1 grid: n = 1 */
-  check_order(APX_ORDER_HILBERT, APX_DTYPE_I64, (int64_t[]){0, 0}, 2, 1, 1,
-              (int64_t[]){0, 0});
+  check_order(APX_ORDER_HILBERT, APX_DTYPE_I64, (int64_t[]){0, 0}, 2, 1, 1, (int64_t[]){0, 0});
 }
 END_TEST
 
@@ -198,7 +200,8 @@ START_TEST(test_modes_against_reference) {
     int64_t gh = tu_int(&rng, 1, 13), gw = tu_int(&rng, 1, 13);
     int64_t count = tu_int(&rng, 0, 48);
     int64_t ids[48], want[48];
-    for (int64_t i = 0; i < count; i++) ids[i] = tu_int(&rng, 0, gh * gw - 1);
+    for (int64_t i = 0; i < count; i++)
+      ids[i] = tu_int(&rng, 0, gh * gw - 1);
     reference_order(mode, ids, count, gh, gw, want);
     check_order(mode, dtypes[trial % 2], ids, count, gh, gw, want);
   }
@@ -208,14 +211,16 @@ END_TEST
 /* Large grids (Hilbert n up to 2^40, keys beyond 64 bits). */
 START_TEST(test_large_grids) {
   tu_rng rng = {tu_seed() ^ 0xb16u};
-  const int64_t grids[4][2] = {{1, (int64_t)1 << 40}, {(int64_t)1 << 33, 3},
+  const int64_t grids[4][2] = {{1, (int64_t)1 << 40},
+                               {(int64_t)1 << 33, 3},
                                {(int64_t)1 << 31, (int64_t)1 << 31},
                                {3037000499, 3037000499}};
   for (int g = 0; g < 4; g++)
     for (int m = 0; m < 6; m++) {
       int64_t gh = grids[g][0], gw = grids[g][1];
       int64_t ids[40], want[40];
-      for (int i = 0; i < 40; i++) ids[i] = tu_int(&rng, 0, gh * gw - 1);
+      for (int i = 0; i < 40; i++)
+        ids[i] = tu_int(&rng, 0, gh * gw - 1);
       ids[39] = ids[3]; /* a duplicate */
       reference_order((apx_order_mode)m, ids, 40, gh, gw, want);
       check_order((apx_order_mode)m, APX_DTYPE_I64, ids, 40, gh, gw, want);
@@ -228,14 +233,15 @@ END_TEST
 START_TEST(test_stability) {
   check_order(APX_ORDER_MULTI_DIRECTION, APX_DTYPE_I32, (int64_t[]){6, 4, 2}, 3, 3, 3,
               (int64_t[]){6, 4, 2});
-  check_order(APX_ORDER_MULTI_DIRECTION, APX_DTYPE_I64, (int64_t[]){4, 2, 8, 6, 0}, 5, 3,
-              3, (int64_t[]){0, 4, 2, 6, 8});
+  check_order(APX_ORDER_MULTI_DIRECTION, APX_DTYPE_I64, (int64_t[]){4, 2, 8, 6, 0}, 5, 3, 3,
+              (int64_t[]){0, 4, 2, 6, 8});
   /* duplicates stay in place relative to each other (count preserved) */
   check_order(APX_ORDER_HILBERT, APX_DTYPE_I64, (int64_t[]){1, 0, 1, 2, 0}, 5, 2, 2,
               (int64_t[]){0, 0, 2, 1, 1});
   /* a long list of one key: the identity permutation */
   int64_t same[200];
-  for (int i = 0; i < 200; i++) same[i] = (i % 2) ? 2 : 6;
+  for (int i = 0; i < 200; i++)
+    same[i] = (i % 2) ? 2 : 6;
   int64_t want[200];
   memcpy(want, same, sizeof want);
   /* 2 and 6 share key 4+... on 3x3: ty*3+tx*3 = 6 for both */
@@ -257,15 +263,17 @@ END_TEST
 
 /* ---- rejected calls ---- */
 
-static void expect_rejected(const apx_tile_order_args *a, const apx_tensor *out,
-                            const char *s1, const char *s2) {
+static void expect_rejected(const apx_tile_order_args *a, const apx_tensor *out, const char *s1,
+                            const char *s2) {
   apx_status st = apx_tile_order(ctx, a);
-  ck_assert_msg(st == APX_ERR_INVALID_ARG, "tile_order returned %s (%s)",
-                apx_status_name(st), apx_last_error());
+  ck_assert_msg(st == APX_ERR_INVALID_ARG, "tile_order returned %s (%s)", apx_status_name(st),
+                apx_last_error());
   const char *message = apx_last_error();
   ck_assert_msg(strstr(message, s1) != NULL, "message [%s] lacks [%s]", message, s1);
-  if (s2) ck_assert_msg(strstr(message, s2) != NULL, "message [%s] lacks [%s]", message, s2);
-  if (out) ck_assert_msg(tu_is_poisoned(out), "out was written by a rejected call");
+  if (s2)
+    ck_assert_msg(strstr(message, s2) != NULL, "message [%s] lacks [%s]", message, s2);
+  if (out)
+    ck_assert_msg(tu_is_poisoned(out), "out was written by a rejected call");
 }
 
 START_TEST(test_errors) {
@@ -371,26 +379,36 @@ START_TEST(test_mode_names) {
     const char *name;
     int mode;
   } names[] = {
-      {"hilbert", APX_ORDER_HILBERT},   {"HILBERT", APX_ORDER_HILBERT},
+      {"hilbert", APX_ORDER_HILBERT},
+      {"HILBERT", APX_ORDER_HILBERT},
       {"  Hilbert\t\n", APX_ORDER_HILBERT},
       {"multi_direction", APX_ORDER_MULTI_DIRECTION},
       {"Multi_Direction ", APX_ORDER_MULTI_DIRECTION},
-      {"l2r", APX_ORDER_L2R},           {"lr", APX_ORDER_L2R},
-      {"scan_lr", APX_ORDER_L2R},       {"SCAN_LR", APX_ORDER_L2R},
-      {"r2l", APX_ORDER_R2L},           {"rl", APX_ORDER_R2L},
-      {"scan_rl", APX_ORDER_R2L},       {"u2d", APX_ORDER_U2D},
-      {"ud", APX_ORDER_U2D},            {"scan_ud", APX_ORDER_U2D},
-      {"d2u", APX_ORDER_D2U},           {"du", APX_ORDER_D2U},
-      {" scan_du", APX_ORDER_D2U},      {"", -1},
-      {"  ", -1},                       {"hilbertx", -1},
-      {"hilber", -1},                   {"scan", -1},
-      {"multi direction", -1},          {"l2r2", -1},
+      {"l2r", APX_ORDER_L2R},
+      {"lr", APX_ORDER_L2R},
+      {"scan_lr", APX_ORDER_L2R},
+      {"SCAN_LR", APX_ORDER_L2R},
+      {"r2l", APX_ORDER_R2L},
+      {"rl", APX_ORDER_R2L},
+      {"scan_rl", APX_ORDER_R2L},
+      {"u2d", APX_ORDER_U2D},
+      {"ud", APX_ORDER_U2D},
+      {"scan_ud", APX_ORDER_U2D},
+      {"d2u", APX_ORDER_D2U},
+      {"du", APX_ORDER_D2U},
+      {" scan_du", APX_ORDER_D2U},
+      {"", -1},
+      {"  ", -1},
+      {"hilbertx", -1},
+      {"hilber", -1},
+      {"scan", -1},
+      {"multi direction", -1},
+      {"l2r2", -1},
       {"zorder", -1},
   };
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    ck_assert_msg(apx_order_mode_from_name(names[i].name) == names[i].mode,
-                  "[%s] -> %d, want %d", names[i].name,
-                  apx_order_mode_from_name(names[i].name), names[i].mode);
+    ck_assert_msg(apx_order_mode_from_name(names[i].name) == names[i].mode, "[%s] -> %d, want %d",
+                  names[i].name, apx_order_mode_from_name(names[i].name), names[i].mode);
   ck_assert_int_eq(apx_order_mode_from_name(NULL), -1);
 }
 END_TEST

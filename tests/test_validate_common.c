@@ -23,8 +23,7 @@ static tu_rng *vt_rng(void) {
   return &vt_rng_state;
 }
 
-apx_tensor vt_tensor_like(apx_dtype dtype, int ndim, const int64_t *shape,
-                          int64_t lo, int64_t hi) {
+apx_tensor vt_tensor_like(apx_dtype dtype, int ndim, const int64_t *shape, int64_t lo, int64_t hi) {
   apx_tensor t = tu_host(dtype, ndim, shape);
   if (dtype == APX_DTYPE_I32 || dtype == APX_DTYPE_I64)
     tu_fill_int(vt_rng(), &t, lo, hi);
@@ -34,13 +33,14 @@ apx_tensor vt_tensor_like(apx_dtype dtype, int ndim, const int64_t *shape,
 }
 
 /* Append slot `name`: a fresh tensor of `shape`, pointed at by *field. */
-static int add_slot(vt_case *c, const char *name, const apx_tensor **field,
-                    apx_dtype dtype, int ndim, const int64_t *shape,
-                    int64_t lo, int64_t hi, int is_output, int required) {
+static int add_slot(vt_case *c, const char *name, const apx_tensor **field, apx_dtype dtype,
+                    int ndim, const int64_t *shape, int64_t lo, int64_t hi, int is_output,
+                    int required) {
   int i = c->count++;
   ck_assert_int_lt(i, VT_MAX_SLOTS);
   c->t[i] = vt_tensor_like(dtype, ndim, shape, lo, hi);
-  if (is_output) tu_poison(&c->t[i]);
+  if (is_output)
+    tu_poison(&c->t[i]);
   c->names[i] = name;
   c->field[i] = field;
   c->is_output[i] = is_output;
@@ -50,20 +50,17 @@ static int add_slot(vt_case *c, const char *name, const apx_tensor **field,
   return i;
 }
 
-#define SHAPE(...) (const int64_t[]){__VA_ARGS__}
+#define SHAPE(...)                                                                                 \
+  (const int64_t[]) { __VA_ARGS__ }
 #define NDIM(...) ((int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-#define IN(name, field, dtype, lo, hi, ...)                                    \
-  add_slot(c, name, field, dtype, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), lo,   \
-           hi, 0, 1)
-#define OPT(name, field, dtype, lo, hi, ...)                                   \
-  add_slot(c, name, field, dtype, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), lo,   \
-           hi, 0, 0)
-#define OUT(name, field, dtype, ...)                                           \
-  add_slot(c, name, field, dtype, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), 0, 0, \
-           1, 1)
-#define OPT_OUT(name, field, dtype, ...)                                       \
-  add_slot(c, name, field, dtype, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), 0, 0, \
-           1, 0)
+#define IN(name, field, dtype, lo, hi, ...)                                                        \
+  add_slot(c, name, field, dtype, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), lo, hi, 0, 1)
+#define OPT(name, field, dtype, lo, hi, ...)                                                       \
+  add_slot(c, name, field, dtype, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), lo, hi, 0, 0)
+#define OUT(name, field, dtype, ...)                                                               \
+  add_slot(c, name, field, dtype, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), 0, 0, 1, 1)
+#define OPT_OUT(name, field, dtype, ...)                                                           \
+  add_slot(c, name, field, dtype, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), 0, 0, 1, 0)
 
 void vt_make(vt_case *c, apx_op_id op, apx_dtype fdt, apx_dtype idt) {
   memset(c, 0, sizeof *c);
@@ -172,18 +169,21 @@ void vt_make(vt_case *c, apx_op_id op, apx_dtype fdt, apx_dtype idt) {
     OUT("grad_src", &a->grad_src, fdt, 3, 4, 5);
     break;
   }
-  default: ck_abort_msg("vt_make: unknown op %d", (int)op);
+  default:
+    ck_abort_msg("vt_make: unknown op %d", (int)op);
   }
 }
 
 void vt_free(vt_case *c) {
-  for (int i = 0; i < c->count; i++) tu_free(&c->t[i]);
+  for (int i = 0; i < c->count; i++)
+    tu_free(&c->t[i]);
   c->count = 0;
 }
 
 int vt_slot(const vt_case *c, const char *name) {
   for (int i = 0; i < c->count; i++)
-    if (strcmp(c->names[i], name) == 0) return i;
+    if (strcmp(c->names[i], name) == 0)
+      return i;
   ck_abort_msg("case of %s has no tensor %s", apx_op_name(c->op), name);
   return -1;
 }
@@ -192,34 +192,32 @@ apx_tensor *vt_tensor(vt_case *c, const char *name) {
   return (apx_tensor *)*c->field[vt_slot(c, name)];
 }
 
-void vt_set(vt_case *c, const char *name, const apx_tensor *t) {
-  *c->field[vt_slot(c, name)] = t;
-}
+void vt_set(vt_case *c, const char *name, const apx_tensor *t) { *c->field[vt_slot(c, name)] = t; }
 
 apx_status vt_call(apx_op_id op, const void *args, const apx_call *call) {
   switch (op) {
-#define VT_CALL_(upper, lower)                                                 \
-  case APX_OP_##upper:                                                         \
+#define VT_CALL_(upper, lower)                                                                     \
+  case APX_OP_##upper:                                                                             \
     return apx_##lower(vt_ctx, args, call);
     APX_OP_MAP(VT_CALL_)
 #undef VT_CALL_
-  default: break;
+  default:
+    break;
   }
   ck_abort_msg("vt_call: unknown op %d", (int)op);
   return APX_ERR_INVALID_ARG;
 }
 
-static void check_rejected(const char *file, int line, const char *how,
-                           apx_status st, const char *const *substrings) {
+static void check_rejected(const char *file, int line, const char *how, apx_status st,
+                           const char *const *substrings) {
   const char *message = apx_last_error();
   ck_assert_msg(st == APX_ERR_INVALID_ARG,
-                "%s:%d: %s returned %s, expected APX_ERR_INVALID_ARG (message [%s])",
-                file, line, how, apx_status_name(st), message);
+                "%s:%d: %s returned %s, expected APX_ERR_INVALID_ARG (message [%s])", file, line,
+                how, apx_status_name(st), message);
   ck_assert_msg(message[0] != '\0', "%s:%d: %s: empty message", file, line, how);
   for (int i = 0; substrings[i]; i++)
-    ck_assert_msg(strstr(message, substrings[i]) != NULL,
-                  "%s:%d: %s: message [%s] lacks [%s]", file, line, how,
-                  message, substrings[i]);
+    ck_assert_msg(strstr(message, substrings[i]) != NULL, "%s:%d: %s: message [%s] lacks [%s]",
+                  file, line, how, message, substrings[i]);
 }
 
 void vt_expect_invalid_(const char *file, int line, vt_case *c, ...) {
@@ -235,7 +233,8 @@ void vt_expect_invalid_(const char *file, int line, vt_case *c, ...) {
   substrings[n] = NULL;
 
   apx_tensor before[VT_MAX_SLOTS];
-  for (int i = 0; i < c->count; i++) before[i] = tu_clone(&c->t[i]);
+  for (int i = 0; i < c->count; i++)
+    before[i] = tu_clone(&c->t[i]);
 
   apx_call cpu_call = {"cpu", NULL};
   apx_status st = vt_call(c->op, &c->args, &cpu_call);
@@ -247,12 +246,11 @@ void vt_expect_invalid_(const char *file, int line, vt_case *c, ...) {
   check_rejected(file, line, "apx_explain", st, substrings);
 
   for (int i = 0; i < c->count; i++) {
-    ck_assert_msg(tu_bytes_equal(&before[i], &c->t[i]),
-                  "%s:%d: %s was modified by a rejected call", file, line,
-                  c->names[i]);
+    ck_assert_msg(tu_bytes_equal(&before[i], &c->t[i]), "%s:%d: %s was modified by a rejected call",
+                  file, line, c->names[i]);
     if (c->is_output[i])
-      ck_assert_msg(tu_is_poisoned(&c->t[i]), "%s:%d: output %s was written",
-                    file, line, c->names[i]);
+      ck_assert_msg(tu_is_poisoned(&c->t[i]), "%s:%d: output %s was written", file, line,
+                    c->names[i]);
     tu_free(&before[i]);
   }
 }
@@ -260,19 +258,19 @@ void vt_expect_invalid_(const char *file, int line, vt_case *c, ...) {
 void vt_expect_valid_(const char *file, int line, vt_case *c) {
   apx_explanation expl;
   apx_status st = apx_explain(vt_ctx, c->op, &c->args, NULL, &expl);
-  ck_assert_msg(st != APX_ERR_INVALID_ARG,
-                "%s:%d: apx_explain rejected a valid %s call: %s", file, line,
-                apx_op_name(c->op), apx_last_error());
+  ck_assert_msg(st != APX_ERR_INVALID_ARG, "%s:%d: apx_explain rejected a valid %s call: %s", file,
+                line, apx_op_name(c->op), apx_last_error());
   apx_call cpu_call = {"cpu", NULL};
   st = vt_call(c->op, &c->args, &cpu_call);
-  ck_assert_msg(st != APX_ERR_INVALID_ARG,
-                "%s:%d: a valid %s call was rejected: %s", file, line,
+  ck_assert_msg(st != APX_ERR_INVALID_ARG, "%s:%d: a valid %s call was rejected: %s", file, line,
                 apx_op_name(c->op), apx_last_error());
   /* Once a backend runs the call it writes the outputs: poison them again
    * so that later rejected calls on this case can be checked. */
   for (int i = 0; i < c->count; i++) {
-    if (!c->is_output[i]) continue;
+    if (!c->is_output[i])
+      continue;
     tu_poison(&c->t[i]);
-    if (*c->field[i]) tu_poison(*c->field[i]);
+    if (*c->field[i])
+      tu_poison(*c->field[i]);
   }
 }

@@ -80,7 +80,7 @@ apx_status vt_call(apx_op_id op, const void *args, const apx_call *call);
  * message containing every one of the NULL-terminated substrings; every
  * slot tensor of the case keeps its bytes and its outputs stay poisoned. */
 void vt_expect_invalid_(const char *file, int line, vt_case *c, ...);
-#define vt_expect_invalid(c, ...)                                              \
+#define vt_expect_invalid(c, ...)                                                                  \
   vt_expect_invalid_(__FILE__, __LINE__, c, __VA_ARGS__, (const char *)NULL)
 
 /* The call passes validation: apx_explain and the op do not return
@@ -90,7 +90,6 @@ void vt_expect_valid_(const char *file, int line, vt_case *c);
 
 /* A host tensor of the given shape filled with ints in [lo, hi] (index
  * dtypes) or normal values (floats). */
-apx_tensor vt_tensor_like(apx_dtype dtype, int ndim, const int64_t *shape,
-                          int64_t lo, int64_t hi);
+apx_tensor vt_tensor_like(apx_dtype dtype, int ndim, const int64_t *shape, int64_t lo, int64_t hi);
 
 #endif

@@ -15,9 +15,8 @@ static apx_tensor owned(apx_dtype dtype, int ndim, const int64_t *shape) {
   tu_poison(&t);
   return t;
 }
-#define OWNED(dtype, ...)                                                      \
-  owned(dtype, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),    \
-        (int64_t[]){__VA_ARGS__})
+#define OWNED(dtype, ...)                                                                          \
+  owned(dtype, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
 /* A view of slot `name` the test may reshape freely (same data). */
 static apx_tensor *view_of(vt_case *c, const char *name, apx_tensor *storage) {
@@ -26,9 +25,7 @@ static apx_tensor *view_of(vt_case *c, const char *name, apx_tensor *storage) {
   return storage;
 }
 
-static void restore(vt_case *c, const char *name) {
-  vt_set(c, name, &c->t[vt_slot(c, name)]);
-}
+static void restore(vt_case *c, const char *name) { vt_set(c, name, &c->t[vt_slot(c, name)]); }
 
 /* ---- fusiongate_alpha ---- */
 
@@ -52,8 +49,8 @@ START_TEST(test_alpha_proxy_shapes) {
     /* a 4-D proxy must have one channel */
     apx_tensor wide = OWNED(APX_DTYPE_F32, 2, 3, 8, 12);
     vt_set(&c, names[p], &wide);
-    snprintf(want, sizeof want, "%s channel dimension %s.shape[1] = [3] must be 1",
-             names[p], names[p]);
+    snprintf(want, sizeof want, "%s channel dimension %s.shape[1] = [3] must be 1", names[p],
+             names[p]);
     vt_expect_invalid(&c, want);
     tu_free(&wide);
     /* shapes must agree after the channel axis is inserted */
@@ -227,8 +224,7 @@ END_TEST
 
 /* ---- tilessm_scan ---- */
 
-static const char *const vector_names[4] = {"decay", "input_gain", "output_gain",
-                                            "state_bias"};
+static const char *const vector_names[4] = {"decay", "input_gain", "output_gain", "state_bias"};
 
 START_TEST(test_scan_tokens) {
   vt_case c;
@@ -412,8 +408,7 @@ START_TEST(test_scan_outputs) {
   final_state->dtype = APX_DTYPE_F16;
   final_state->ndim = 2;
   final_state->shape[1] = 3;
-  vt_expect_invalid(&c, "final_state has shape [2,3], expected [2,2,3]",
-                    "bidirectional");
+  vt_expect_invalid(&c, "final_state has shape [2,3], expected [2,2,3]", "bidirectional");
   apx_tensor fs2 = OWNED(APX_DTYPE_F16, 2, 3);
   vt_set(&c, "final_state", &fs2);
   a->direction = APX_SCAN_FORWARD;

@@ -53,10 +53,10 @@ START_TEST(test_required_tensor_null) {
     vt_case c;
     vt_make(&c, all_ops[o], APX_DTYPE_F32, APX_DTYPE_I64);
     for (int i = 0; i < c.count; i++) {
-      if (!c.required[i]) continue;
+      if (!c.required[i])
+        continue;
       *c.field[i] = NULL;
-      vt_expect_invalid(&c, fmt("%s: %s is required", apx_op_name(c.op), c.names[i]),
-                        "[NULL]");
+      vt_expect_invalid(&c, fmt("%s: %s is required", apx_op_name(c.op), c.names[i]), "[NULL]");
       *c.field[i] = &c.t[i];
     }
     vt_free(&c);
@@ -67,8 +67,8 @@ END_TEST
 /* Apply `mutate` to a copy of each slot tensor in turn and expect the
  * substrings that `expect` formats for it. */
 typedef void (*mutate_fn)(apx_tensor *t);
-static void each_slot(mutate_fn mutate, const char *const *(*expect)(const char *name,
-                                                                     const apx_tensor *t)) {
+static void each_slot(mutate_fn mutate,
+                      const char *const *(*expect)(const char *name, const apx_tensor *t)) {
   for (int o = 0; o < N_OPS; o++) {
     vt_case c;
     vt_make(&c, all_ops[o], APX_DTYPE_F32, APX_DTYPE_I64);
@@ -94,16 +94,14 @@ static const char *const *expect_ndim_9(const char *name, const apx_tensor *t) {
   return subs_buf;
 }
 static void set_ndim_negative(apx_tensor *t) { t->ndim = -1; }
-static const char *const *expect_ndim_negative(const char *name,
-                                               const apx_tensor *t) {
+static const char *const *expect_ndim_negative(const char *name, const apx_tensor *t) {
   (void)t;
   subs_buf[0] = fmt("%s has ndim [-1]", name);
   subs_buf[1] = NULL;
   return subs_buf;
 }
 static void set_negative_dim(apx_tensor *t) { t->shape[t->ndim - 1] = -2; }
-static const char *const *expect_negative_dim(const char *name,
-                                              const apx_tensor *t) {
+static const char *const *expect_negative_dim(const char *name, const apx_tensor *t) {
   subs_buf[0] = fmt("%s.shape[%d] = [-2] is negative", name, t->ndim - 1);
   subs_buf[1] = NULL;
   return subs_buf;
@@ -116,8 +114,7 @@ static const char *const *expect_bad_dtype(const char *name, const apx_tensor *t
   return subs_buf;
 }
 static void set_bad_device(apx_tensor *t) { t->device = (apx_device)7; }
-static const char *const *expect_bad_device(const char *name,
-                                            const apx_tensor *t) {
+static const char *const *expect_bad_device(const char *name, const apx_tensor *t) {
   (void)t;
   subs_buf[0] = fmt("%s has unknown device kind [7]", name);
   subs_buf[1] = NULL;
@@ -137,8 +134,7 @@ static const char *const *expect_misaligned(const char *name, const apx_tensor *
   return subs_buf;
 }
 static void set_host_index(apx_tensor *t) { t->device_index = 2; }
-static const char *const *expect_host_index(const char *name,
-                                            const apx_tensor *t) {
+static const char *const *expect_host_index(const char *name, const apx_tensor *t) {
   (void)t;
   subs_buf[0] = fmt("%s is a host tensor with device_index [2]", name);
   subs_buf[1] = NULL;
@@ -148,8 +144,7 @@ static void set_negative_index(apx_tensor *t) {
   t->device = APX_DEVICE_CUDA;
   t->device_index = -1;
 }
-static const char *const *expect_negative_index(const char *name,
-                                                const apx_tensor *t) {
+static const char *const *expect_negative_index(const char *name, const apx_tensor *t) {
   (void)t;
   subs_buf[0] = fmt("%s.device_index = [-1] is negative", name);
   subs_buf[1] = NULL;
@@ -256,12 +251,13 @@ START_TEST(test_device_index_values_not_read) {
       on_cuda[i] = c.t[i];
       on_cuda[i].device = APX_DEVICE_CUDA;
       *c.field[i] = &on_cuda[i];
-      if (c.t[i].dtype == APX_DTYPE_I64) tu_set(&c.t[i], 0, 1e9);
+      if (c.t[i].dtype == APX_DTYPE_I64)
+        tu_set(&c.t[i], 0, 1e9);
     }
     apx_explanation expl;
     apx_status st = apx_explain(vt_ctx, c.op, &c.args, NULL, &expl);
-    ck_assert_msg(st != APX_ERR_INVALID_ARG, "%s on cuda rejected: %s",
-                  apx_op_name(c.op), apx_last_error());
+    ck_assert_msg(st != APX_ERR_INVALID_ARG, "%s on cuda rejected: %s", apx_op_name(c.op),
+                  apx_last_error());
     vt_free(&c);
   }
 }
@@ -274,9 +270,11 @@ START_TEST(test_output_input_overlap) {
     vt_case c;
     vt_make(&c, all_ops[o], APX_DTYPE_F32, APX_DTYPE_I64);
     for (int out = 0; out < c.count; out++) {
-      if (!c.is_output[out]) continue;
+      if (!c.is_output[out])
+        continue;
       for (int in = 0; in < c.count; in++) {
-        if (c.is_output[in]) continue;
+        if (c.is_output[in])
+          continue;
         size_t in_bytes = tu_bytes(&c.t[in]), out_bytes = tu_bytes(&c.t[out]);
         size_t size = in_bytes + out_bytes + 64;
         unsigned char *buffer = aligned_alloc(64, (size + 63) / 64 * 64);
@@ -352,18 +350,18 @@ START_TEST(test_output_memory_untouched) {
     size_t region_bytes[VT_MAX_SLOTS] = {0};
     int first_out = -1, index_slot = -1;
     for (int i = 0; i < c.count; i++) {
-      if (c.t[i].dtype == APX_DTYPE_I64 && index_slot < 0 &&
-          strcmp(c.names[i], "levels") != 0)
+      if (c.t[i].dtype == APX_DTYPE_I64 && index_slot < 0 && strcmp(c.names[i], "levels") != 0)
         index_slot = i;
-      if (!c.is_output[i]) continue;
+      if (!c.is_output[i])
+        continue;
       region_bytes[i] = (tu_bytes(&c.t[i]) + page - 1) / page * page;
-      regions[i] = mmap(NULL, region_bytes[i], PROT_NONE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      regions[i] = mmap(NULL, region_bytes[i], PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       ck_assert(regions[i] != MAP_FAILED);
       views[i] = c.t[i];
       views[i].data = regions[i];
       *c.field[i] = &views[i];
-      if (first_out < 0) first_out = i;
+      if (first_out < 0)
+        first_out = i;
     }
     apx_tensor in_view;
     if (index_slot >= 0) {
@@ -372,14 +370,16 @@ START_TEST(test_output_memory_untouched) {
     } else {
       /* an input of the output's dtype reaching into its region */
       int in = 0;
-      while (c.is_output[in]) in++;
+      while (c.is_output[in])
+        in++;
       in_view = c.t[in];
       in_view.data = (char *)regions[first_out] + 4;
       *c.field[in] = &in_view;
       vt_expect_invalid(&c, "overlaps");
     }
     for (int i = 0; i < c.count; i++)
-      if (regions[i]) munmap(regions[i], region_bytes[i]);
+      if (regions[i])
+        munmap(regions[i], region_bytes[i]);
     /* the case's own outputs were never passed: reset before freeing */
     vt_free(&c);
   }
@@ -388,15 +388,13 @@ END_TEST
 
 START_TEST(test_bad_op_id_and_null_args) {
   apx_explanation expl;
-  ck_assert_int_eq(apx_explain(vt_ctx, (apx_op_id)99, NULL, NULL, &expl),
-                   APX_ERR_INVALID_ARG);
+  ck_assert_int_eq(apx_explain(vt_ctx, (apx_op_id)99, NULL, NULL, &expl), APX_ERR_INVALID_ARG);
   ck_assert_ptr_nonnull(strstr(apx_last_error(), "99"));
   for (int o = 0; o < N_OPS; o++) {
     ck_assert_int_eq(vt_call(all_ops[o], NULL, NULL), APX_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(apx_last_error(), "args"));
     ck_assert_ptr_nonnull(strstr(apx_last_error(), "NULL"));
-    ck_assert_int_eq(apx_explain(vt_ctx, all_ops[o], NULL, NULL, &expl),
-                     APX_ERR_INVALID_ARG);
+    ck_assert_int_eq(apx_explain(vt_ctx, all_ops[o], NULL, NULL, &expl), APX_ERR_INVALID_ARG);
   }
 }
 END_TEST

@@ -27,9 +27,8 @@ static apx_tensor owned(apx_dtype dtype, int ndim, const int64_t *shape) {
   tu_poison(&t);
   return t;
 }
-#define OWNED(dtype, ...)                                                      \
-  owned(dtype, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),    \
-        (int64_t[]){__VA_ARGS__})
+#define OWNED(dtype, ...)                                                                          \
+  owned(dtype, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
 static apx_tensor *view_of(vt_case *c, const char *name, apx_tensor *storage) {
   *storage = *vt_tensor(c, name);
@@ -37,13 +36,11 @@ static apx_tensor *view_of(vt_case *c, const char *name, apx_tensor *storage) {
   return storage;
 }
 
-static void restore(vt_case *c, const char *name) {
-  vt_set(c, name, &c->t[vt_slot(c, name)]);
-}
+static void restore(vt_case *c, const char *name) { vt_set(c, name, &c->t[vt_slot(c, name)]); }
 
 /* An index tensor filled in [lo, hi]. */
-static apx_tensor index_tensor(apx_dtype dtype, int ndim, const int64_t *shape,
-                               int64_t lo, int64_t hi) {
+static apx_tensor index_tensor(apx_dtype dtype, int ndim, const int64_t *shape, int64_t lo,
+                               int64_t hi) {
   return vt_tensor_like(dtype, ndim, shape, lo, hi);
 }
 
@@ -300,7 +297,7 @@ START_TEST(test_scatter_add_size_rule) {
   } cases[] = {
       {{7, 3}, "index.shape[0] = [7] is larger than src.shape[0] = [6]"},
       {{6, 5}, "index.shape[1] = [5] is larger than src.shape[1] = [4]"},
-      {{6, 4}, NULL},                                  /* 6 > self's 4 along dim: fine */
+      {{6, 4}, NULL}, /* 6 > self's 4 along dim: fine */
       {{2, 4}, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

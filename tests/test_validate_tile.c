@@ -30,9 +30,8 @@ static apx_tensor owned(apx_dtype dtype, int ndim, const int64_t *shape) {
   tu_poison(&t);
   return t;
 }
-#define OWNED(dtype, ...)                                                      \
-  owned(dtype, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),    \
-        (int64_t[]){__VA_ARGS__})
+#define OWNED(dtype, ...)                                                                          \
+  owned(dtype, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
 static void set_ints(const apx_tensor *t, const int64_t *values, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
@@ -43,8 +42,7 @@ static void set_ints(const apx_tensor *t, const int64_t *values, int64_t n) {
   }
 }
 
-static const apx_op_id pack_like_ops[2] = {APX_OP_TILEPACK,
-                                           APX_OP_FUSED_PACK_OP_UNPACK};
+static const apx_op_id pack_like_ops[2] = {APX_OP_TILEPACK, APX_OP_FUSED_PACK_OP_UNPACK};
 
 static int64_t *tile_of(vt_case *c) {
   return c->op == APX_OP_TILEPACK ? &c->args.tilepack.tile : &c->args.fused.tile;
@@ -60,8 +58,7 @@ START_TEST(test_pack_features_not_4d) {
     apx_tensor features = *vt_tensor(&c, "features");
     features.ndim = 3;
     vt_set(&c, "features", &features);
-    vt_expect_invalid(&c, fmt("%s: features must be [B,C,H,W], got ndim [3]",
-                              apx_op_name(c.op)));
+    vt_expect_invalid(&c, fmt("%s: features must be [B,C,H,W], got ndim [3]", apx_op_name(c.op)));
     features.ndim = 5;
     features.shape[4] = 1;
     vt_expect_invalid(&c, "features must be [B,C,H,W], got ndim [5]");
@@ -158,9 +155,9 @@ START_TEST(test_pack_idx_out_of_range) {
         for (int b = 0; b < 4; b++) {
           apx_tensor saved = tu_clone(idx);
           tu_set(idx, pos, (double)bad[b]);
-          vt_expect_invalid(&c, fmt("%s: idx[%lld][%lld] = [%lld] is outside [0, 5]",
-                                    apx_op_name(c.op), (long long)(pos / 3),
-                                    (long long)(pos % 3), (long long)bad[b]));
+          vt_expect_invalid(&c,
+                            fmt("%s: idx[%lld][%lld] = [%lld] is outside [0, 5]", apx_op_name(c.op),
+                                (long long)(pos / 3), (long long)(pos % 3), (long long)bad[b]));
           memcpy(idx->data, saved.data, tu_bytes(idx));
           tu_free(&saved);
         }
@@ -222,16 +219,16 @@ START_TEST(test_pack_empty_is_valid) {
     int packed_out = c.op == APX_OP_TILEPACK;
     /* K = 0 */
     apx_tensor idx = OWNED(APX_DTYPE_I64, 2, 0);
-    apx_tensor out_k0 = packed_out ? OWNED(APX_DTYPE_F32, 2, 0, 3, 4, 4)
-                                   : OWNED(APX_DTYPE_F32, 2, 3, 8, 12);
+    apx_tensor out_k0 =
+        packed_out ? OWNED(APX_DTYPE_F32, 2, 0, 3, 4, 4) : OWNED(APX_DTYPE_F32, 2, 3, 8, 12);
     vt_set(&c, "idx", &idx);
     vt_set(&c, "out", &out_k0);
     vt_expect_valid(&c);
     /* B = 0 */
     apx_tensor features = OWNED(APX_DTYPE_F32, 0, 3, 8, 12);
     apx_tensor idx_b0 = OWNED(APX_DTYPE_I64, 0, 3);
-    apx_tensor out_b0 = packed_out ? OWNED(APX_DTYPE_F32, 0, 3, 3, 4, 4)
-                                   : OWNED(APX_DTYPE_F32, 0, 3, 8, 12);
+    apx_tensor out_b0 =
+        packed_out ? OWNED(APX_DTYPE_F32, 0, 3, 3, 4, 4) : OWNED(APX_DTYPE_F32, 0, 3, 8, 12);
     vt_set(&c, "features", &features);
     vt_set(&c, "idx", &idx_b0);
     vt_set(&c, "out", &out_b0);
@@ -310,14 +307,15 @@ START_TEST(test_fused_unique_long_row) {
   apx_tensor out = OWNED(APX_DTYPE_F32, 1, 1, side, side);
   c.args.fused.tile = 1;
   int32_t *ids = idx.data;
-  for (int64_t i = 0; i < count; i++) ids[i] = (int32_t)((i * 40503) % count);
+  for (int64_t i = 0; i < count; i++)
+    ids[i] = (int32_t)((i * 40503) % count);
   vt_set(&c, "features", &features);
   vt_set(&c, "idx", &idx);
   vt_set(&c, "out", &out);
   int32_t last = ids[count - 1];
   ids[count - 1] = ids[7];
-  vt_expect_invalid(&c, fmt("idx[0] repeats tile id [%d] at k=[7] and k=[%lld]",
-                            ids[7], (long long)(count - 1)));
+  vt_expect_invalid(
+      &c, fmt("idx[0] repeats tile id [%d] at k=[7] and k=[%lld]", ids[7], (long long)(count - 1)));
   ids[count - 1] = last;
   vt_expect_valid(&c);
   tu_free(&features);
@@ -501,9 +499,10 @@ START_TEST(test_unpack_origins_bounds) {
       values[2 * bad[b][0]] = bad[b][1];
       values[2 * bad[b][0] + 1] = bad[b][2];
       set_ints(&origins, values, 12);
-      vt_expect_invalid(&c, fmt("tileunpack: origins[%lld][%lld] = [%lld, %lld] is out of bounds",
-                                (long long)(bad[b][0] / 3), (long long)(bad[b][0] % 3),
-                                (long long)bad[b][1], (long long)bad[b][2]),
+      vt_expect_invalid(&c,
+                        fmt("tileunpack: origins[%lld][%lld] = [%lld, %lld] is out of bounds",
+                            (long long)(bad[b][0] / 3), (long long)(bad[b][0] % 3),
+                            (long long)bad[b][1], (long long)bad[b][2]),
                         "0 <= y0 <= 4", "0 <= x0 <= 8");
     }
     set_ints(&origins, good, 12);
@@ -548,15 +547,18 @@ END_TEST
  * key = ((level - lmin) << order_bits) + k must be <= 2^31 - 1. */
 static int keys_fit(const int64_t *levels, int64_t b_count, int64_t k_count) {
   int order_bits = 1;
-  while (k_count - 1 >= ((int64_t)1 << order_bits)) order_bits++;
+  while (k_count - 1 >= ((int64_t)1 << order_bits))
+    order_bits++;
   int64_t lmin = INT64_MAX;
   for (int64_t i = 0; i < b_count * k_count; i++)
-    if (levels[i] < lmin) lmin = levels[i];
+    if (levels[i] < lmin)
+      lmin = levels[i];
   for (int64_t i = 0; i < b_count * k_count; i++) {
-    long double key = ((long double)levels[i] - (long double)lmin) *
-                          (long double)((int64_t)1 << order_bits) +
-                      (long double)(i % k_count);
-    if (key > 2147483647.0L) return 0;
+    long double key =
+        ((long double)levels[i] - (long double)lmin) * (long double)((int64_t)1 << order_bits) +
+        (long double)(i % k_count);
+    if (key > 2147483647.0L)
+      return 0;
   }
   return 1;
 }
