@@ -33,10 +33,12 @@ bench-git-sha-force:
 .PHONY: bench-git-sha-force
 
 # Committed baselines (bench/baselines/<name>.json) and recorded results.
-EXTRA_DIST += bench/baselines/cpu-ci.json bench/results/README.md
+EXTRA_DIST += bench/baselines/cpu-ci.json bench/results/README.md \
+	bench/bench-check.ini
 
-# make bench-check: run the suite on the cpu backend with the baseline's
-# profile, compare with BENCH_BASELINE, fail on a regression (exit 2) or an
+# make bench-check: run the suite on the cpu backend (one thread:
+# bench/bench-check.ini says why) with the baseline's profile, compare with
+# BENCH_BASELINE, fail on a regression (exit 2) or an
 # unusable report (exit 1). The tolerance is generous because CI machines
 # and their load vary: a cpu time may grow to (1+BENCH_MAX_RATIO) times the
 # baseline plus BENCH_MAX_ABS_MS before it counts as a regression.
@@ -46,7 +48,7 @@ BENCH_MAX_ABS_MS = 0.05
 BENCH_CHECK_FLAGS = --backends cpu --channels 32 --height 64 --width 64 \
 	--kmax 16 --steps 64 --warmup 3 --iters 30 --seed 123
 bench-check: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
-	$(AM_V_at)APEXX_CONFIG='$(abs_top_srcdir)/conf/apexx.ini' \
+	$(AM_V_at)APEXX_CONFIG='$(abs_top_srcdir)/bench/bench-check.ini' \
 	APEXX_BACKEND_DIR='$(abs_top_builddir)/backends/.libs' \
 	./bench/apexx-bench$(EXEEXT) $(BENCH_CHECK_FLAGS) --quiet \
 	  --output-json bench-check-current.json --output-md bench-check-current.md
@@ -56,7 +58,7 @@ bench-check: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
 # Regenerate the committed baseline of this machine (writes into the source
 # tree): make bench-baseline BENCH_BASELINE=$(top_srcdir)/bench/baselines/NAME.json
 bench-baseline: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
-	$(AM_V_at)APEXX_CONFIG='$(abs_top_srcdir)/conf/apexx.ini' \
+	$(AM_V_at)APEXX_CONFIG='$(abs_top_srcdir)/bench/bench-check.ini' \
 	APEXX_BACKEND_DIR='$(abs_top_builddir)/backends/.libs' \
 	./bench/apexx-bench$(EXEEXT) $(BENCH_CHECK_FLAGS) --quiet \
 	  --output-json bench-baseline-report.json
