@@ -488,6 +488,23 @@ START_TEST(test_scatter_add_rounds_once) {
 }
 END_TEST
 
+/* Outputs of 16 MiB and more are written with non-temporal stores: sizes
+ * past that threshold for every op. */
+START_TEST(test_large_outputs_streamed) {
+  apx_context *ctx = tu_open();
+  tu_rng r = {tu_seed() + 7009};
+  const int64_t src_shape[2] = {3000, 64}, index_shape[2] = {70000, 64};
+  run_gather(ctx, &r, 2, src_shape, index_shape, 0, APX_DTYPE_F32, APX_DTYPE_I32, 1);
+  run_gather(ctx, &r, 2, src_shape, index_shape, 0, APX_DTYPE_F32, APX_DTYPE_I32, 0);
+  run_index_select(ctx, &r, 3000, 64, 70000, APX_DTYPE_F32, APX_DTYPE_I64);
+  scatter_shape rows = {2, 0, {140000, 64}, {3000, 64}, {3000, 64}};
+  run_scatter_add(ctx, &r, &rows, APX_DTYPE_F16, APX_DTYPE_I64, 1, 0);
+  run_scatter_add(ctx, &r, &rows, APX_DTYPE_F32, APX_DTYPE_I32, 1, 0);
+  run_gather_backward(ctx, &r, &rows, APX_DTYPE_BF16, APX_DTYPE_I32, 1);
+  apx_close(ctx);
+}
+END_TEST
+
 static Suite *indexing_suite(void) {
   Suite *s = suite_create("cpu_indexing");
   TCase *tc = tcase_create("indexing");
@@ -501,6 +518,7 @@ static Suite *indexing_suite(void) {
   tcase_add_test(tc, test_scatter_add_3d_each_dim);
   tcase_add_test(tc, test_scatter_add_large);
   tcase_add_test(tc, test_scatter_add_rounds_once);
+  tcase_add_test(tc, test_large_outputs_streamed);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -148,23 +148,38 @@ static int row_is_uniform(const void *index, int idx64, int64_t row, int64_t inn
 
 /* Rows [r0, r1) of the index (row = (o, k), inner values each). Element
  * copies are specialised on element size and index width. */
+/* Rows ahead whose source row is prefetched (random rows: hide latency). */
+#define PREFETCH_ROWS_AHEAD 4
+
+static inline void prefetch_bytes(const char *p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 0);
+}
+
 static inline __attribute__((always_inline)) void
 gather_rows_impl(const axis_view *v, const char *src, const void *index,
-                 char *out, int64_t r0, int64_t r1, const size_t es,
-                 const int idx64) {
+                 char *out, int64_t r0, int64_t r1, si_isa isa, int stream,
+                 const size_t es, const int idx64) {
   const int64_t inner = v->inner, steps = v->steps;
   const int64_t dim_stride = v->stride[v->dim];
+  const size_t row_bytes = (size_t)inner * es;
   if (r0 >= r1 || inner == 0) return;
   int64_t o = r0 / steps;
   int64_t base = axis_view_base(v, o);
   int64_t k = r0 % steps;
+  const int row_copies = inner >= 8 && v->inner_contiguous;
   for (int64_t r = r0; r < r1; r++) {
     char *dst = out + (size_t)(r * inner) * es;
-    if (inner >= 8 && v->inner_contiguous && row_is_uniform(index, idx64, r, inner)) {
+    if (row_copies && r + PREFETCH_ROWS_AHEAD < r1) {
+      /* the source row an expanded index will ask for a few rows on (a
+       * guess: the row's first value, the current outer block) */
+      int64_t ahead = load_index(index, idx64, (r + PREFETCH_ROWS_AHEAD) * inner);
+      prefetch_bytes(src + (size_t)(base + ahead * dim_stride) * es, row_bytes);
+    }
+    if (row_copies && row_is_uniform(index, idx64, r, inner)) {
       /* an expanded index (every column of the row the same source row):
        * one contiguous copy */
       int64_t i0 = load_index(index, idx64, r * inner);
-      memcpy(dst, src + (size_t)(base + i0 * dim_stride) * es, (size_t)inner * es);
+      si_copy_block(isa, stream, dst, src + (size_t)(base + i0 * dim_stride) * es, row_bytes);
     } else {
       for (int64_t j = 0; j < inner; j++) {
         int64_t i = load_index(index, idx64, r * inner + j);
@@ -182,8 +197,9 @@ gather_rows_impl(const axis_view *v, const char *src, const void *index,
 #define GATHER_VARIANT_(es, idx64)                                             \
   static void gather_rows_##es##_##idx64(const axis_view *v, const char *src,  \
                                          const void *index, char *out,         \
-                                         int64_t r0, int64_t r1) {             \
-    gather_rows_impl(v, src, index, out, r0, r1, es, idx64);                   \
+                                         int64_t r0, int64_t r1, si_isa isa,   \
+                                         int stream) {                         \
+    gather_rows_impl(v, src, index, out, r0, r1, isa, stream, es, idx64);      \
   }
 GATHER_VARIANT_(2, 0)
 GATHER_VARIANT_(2, 1)
@@ -194,7 +210,7 @@ GATHER_VARIANT_(8, 1)
 #undef GATHER_VARIANT_
 
 typedef void (*gather_rows_fn)(const axis_view *, const char *, const void *,
-                               char *, int64_t, int64_t);
+                               char *, int64_t, int64_t, si_isa, int);
 
 static gather_rows_fn gather_variant(size_t es, int idx64) {
   switch (es) {
@@ -217,6 +233,9 @@ apx_status cpu_gather(void *state, const apx_gather_args *args,
   gather_rows_fn fn = gather_variant(apx_dtype_size(args->src->dtype),
                                      index->dtype == APX_DTYPE_I64);
   int team = team_size(st, rows * v.inner);
+  const si_isa isa = si_isa_level();
+  const int stream = (size_t)apx_tensor_numel(args->out) * apx_dtype_size(args->out->dtype) >=
+                     SI_STREAM_MIN_BYTES;
   (void)team;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(team) if (team > 1)
@@ -224,7 +243,8 @@ apx_status cpu_gather(void *state, const apx_gather_args *args,
   {
     int64_t r0, r1;
     thread_range(rows, &r0, &r1);
-    fn(&v, args->src->data, index->data, args->out->data, r0, r1);
+    fn(&v, args->src->data, index->data, args->out->data, r0, r1, isa, stream);
+    if (stream) si_stream_fence();
   }
   axis_view_free(&v);
   return APX_OK;
@@ -243,6 +263,8 @@ apx_status cpu_index_select(void *state, const apx_index_select_args *args,
   char *out = args->out->data;
   const void *index = args->index->data;
   int team = team_size(st, rows * width);
+  const si_isa isa = si_isa_level();
+  const int stream = (size_t)rows * row_bytes >= SI_STREAM_MIN_BYTES;
   (void)team;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(team) if (team > 1)
@@ -250,9 +272,14 @@ apx_status cpu_index_select(void *state, const apx_index_select_args *args,
   {
     int64_t r0, r1;
     thread_range(rows, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++)
-      memcpy(out + (size_t)r * row_bytes,
-             src + (size_t)load_index(index, idx64, r) * row_bytes, row_bytes);
+    for (int64_t r = r0; r < r1; r++) {
+      if (r + PREFETCH_ROWS_AHEAD < r1)
+        prefetch_bytes(src + (size_t)load_index(index, idx64, r + PREFETCH_ROWS_AHEAD) * row_bytes,
+                       row_bytes);
+      si_copy_block(isa, stream, out + (size_t)r * row_bytes,
+                    src + (size_t)load_index(index, idx64, r) * row_bytes, row_bytes);
+    }
+    if (stream) si_stream_fence();
   }
   return APX_OK;
 }
@@ -265,6 +292,7 @@ typedef struct scatter_job {
   int dim;
   int in_place; /* out->data == self->data */
   si_isa isa;
+  int stream; /* out is large: write it with non-temporal stores */
   int team;
 } scatter_job;
 
@@ -305,13 +333,10 @@ static void scatter_one_row(const scatter_job *jb, const axis_view *vself,
   const int64_t src_step = vsrc->stride[vsrc->dim];
 
   if (first_k < 0) { /* nothing lands here */
-    if (!self_row)
-      memset(dst, 0, row_bytes);
-    else if (!jb->in_place)
-      memcpy(dst, self_row, row_bytes);
+    if (!jb->in_place) si_copy_block(jb->isa, jb->stream, dst, self_row, row_bytes);
     return;
   }
-  if (dt == APX_DTYPE_F32 || !si_is_float(dt)) {
+  if (!si_is_float(dt) || (dt == APX_DTYPE_F32 && !jb->stream)) {
     /* fp32: out's own storage is the fp32 accumulator; ints: exact */
     if (!self_row)
       memset(dst, 0, row_bytes);
@@ -326,7 +351,10 @@ static void scatter_one_row(const scatter_job *jb, const axis_view *vself,
     }
     return;
   }
+  /* floats through an fp32 block: rounded once, then stored (streamed
+   * when out is large) */
   float acc[ACC_BLOCK];
+  _Alignas(64) char rounded[ACC_BLOCK * sizeof(float)];
   for (int64_t j0 = 0; j0 < inner; j0 += ACC_BLOCK) {
     int64_t n = inner - j0 < ACC_BLOCK ? inner - j0 : ACC_BLOCK;
     if (self_row)
@@ -336,7 +364,12 @@ static void scatter_one_row(const scatter_job *jb, const axis_view *vself,
     for (int64_t k = first_k; k >= 0; k = next[k])
       si_row_accumulate(jb->isa, dt, src + (size_t)(src_base + k * src_step + j0) * es,
                         acc, n);
-    si_row_from_f32(jb->isa, dt, acc, dst + (size_t)j0 * es, n);
+    if (jb->stream) {
+      si_row_from_f32(jb->isa, dt, acc, rounded, n);
+      si_copy_block(jb->isa, 1, dst + (size_t)j0 * es, rounded, (size_t)n * es);
+    } else {
+      si_row_from_f32(jb->isa, dt, acc, dst + (size_t)j0 * es, n);
+    }
   }
 }
 
@@ -352,6 +385,18 @@ static void link_rows(const scatter_job *jb, const axis_view *vidx_self, int64_t
     next[k] = head[r];
     head[r] = k;
   }
+}
+
+/* Prefetch the first source row landing on destination row r (if any):
+ * source rows arrive in random order. */
+static inline void prefetch_chain_head(const scatter_job *jb, const axis_view *vsrc,
+                                       int64_t src_base, const int64_t *head, int64_t r,
+                                       int64_t end) {
+  if (r >= end || head[r] < 0) return;
+  const size_t es = apx_dtype_size(jb->src->dtype);
+  prefetch_bytes((const char *)jb->src->data +
+                     (size_t)(src_base + head[r] * vsrc->stride[vsrc->dim]) * es,
+                 (size_t)vsrc->inner * es);
 }
 
 static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
@@ -379,9 +424,12 @@ static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
       for (int64_t o = o0; o < o1; o++) {
         link_rows(jb, vself, o, dest_rows, head, next);
         int64_t self_base = axis_view_base(vself, o), src_base = axis_view_base(vsrc, o);
-        for (int64_t r = 0; r < dest_rows; r++)
+        for (int64_t r = 0; r < dest_rows; r++) {
+          prefetch_chain_head(jb, vsrc, src_base, head, r + PREFETCH_ROWS_AHEAD, dest_rows);
           scatter_one_row(jb, vself, vsrc, self_base, src_base, r, head[r], next);
+        }
       }
+      if (jb->stream) si_stream_fence();
     }
   } else {
     /* few outer blocks: link on one thread (cheap: one value per row),
@@ -396,8 +444,11 @@ static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
       {
         int64_t r0, r1;
         thread_range(dest_rows, &r0, &r1);
-        for (int64_t r = r0; r < r1; r++)
+        for (int64_t r = r0; r < r1; r++) {
+          prefetch_chain_head(jb, vsrc, src_base, head, r + PREFETCH_ROWS_AHEAD, r1);
           scatter_one_row(jb, vself, vsrc, self_base, src_base, r, head[r], next);
+        }
+        if (jb->stream) si_stream_fence();
       }
     }
   }
@@ -557,6 +608,8 @@ static apx_status scatter_add_common(cpu_state *st, const char *op, scatter_job 
   jb->isa = si_isa_level();
   jb->dim = normalize_dim(jb->dim, jb->index->ndim);
   jb->in_place = jb->self && jb->self->data == jb->out->data;
+  jb->stream = !jb->in_place && (size_t)apx_tensor_numel(jb->out) *
+                                        apx_dtype_size(jb->out->dtype) >= SI_STREAM_MIN_BYTES;
   jb->team = team_size(st, apx_tensor_numel(jb->out) + apx_tensor_numel(jb->index));
   axis_view vself, vsrc;
   int ok_self = axis_view_init(&vself, jb->index, jb->dim, jb->out);

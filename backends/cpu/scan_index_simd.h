@@ -185,6 +185,71 @@ SI_TARGET_AVX2 static inline void si_row_accumulate_avx2(apx_dtype dt, const voi
 }
 #endif
 
+#if SI_HAVE_X86
+/* Copy with non-temporal stores: for outputs much larger than the caches,
+ * writing around them saves the read-for-ownership of every line. */
+SI_TARGET_AVX2 static inline void si_stream_copy_avx2(void *dst, const void *src,
+                                                      size_t bytes) {
+  char *d = dst;
+  const char *s = src;
+  size_t head = (32 - ((uintptr_t)d & 31)) & 31;
+  if (head > bytes) head = bytes;
+  memcpy(d, s, head);
+  d += head, s += head, bytes -= head;
+  for (; bytes >= 128; d += 128, s += 128, bytes -= 128) {
+    __m256i a = _mm256_loadu_si256((const __m256i *)s);
+    __m256i b = _mm256_loadu_si256((const __m256i *)(s + 32));
+    __m256i c = _mm256_loadu_si256((const __m256i *)(s + 64));
+    __m256i e = _mm256_loadu_si256((const __m256i *)(s + 96));
+    _mm256_stream_si256((__m256i *)d, a);
+    _mm256_stream_si256((__m256i *)(d + 32), b);
+    _mm256_stream_si256((__m256i *)(d + 64), c);
+    _mm256_stream_si256((__m256i *)(d + 96), e);
+  }
+  memcpy(d, s, bytes);
+}
+
+SI_TARGET_AVX2 static inline void si_stream_zero_avx2(void *dst, size_t bytes) {
+  char *d = dst;
+  size_t head = (32 - ((uintptr_t)d & 31)) & 31;
+  if (head > bytes) head = bytes;
+  memset(d, 0, head);
+  d += head, bytes -= head;
+  const __m256i z = _mm256_setzero_si256();
+  for (; bytes >= 32; d += 32, bytes -= 32) _mm256_stream_si256((__m256i *)d, z);
+  memset(d, 0, bytes);
+}
+#endif
+
+/* Copy (src != NULL) or zero a block; non-temporal when `stream`. Call
+ * si_stream_fence() before other threads may read what was streamed. */
+static inline void si_copy_block(si_isa isa, int stream, void *dst, const void *src,
+                                 size_t bytes) {
+#if SI_HAVE_X86
+  if (stream && isa >= SI_ISA_AVX2) {
+    if (src)
+      si_stream_copy_avx2(dst, src, bytes);
+    else
+      si_stream_zero_avx2(dst, bytes);
+    return;
+  }
+#endif
+  (void)isa, (void)stream;
+  if (src)
+    memcpy(dst, src, bytes);
+  else
+    memset(dst, 0, bytes);
+}
+
+static inline void si_stream_fence(void) {
+#if SI_HAVE_X86
+  __builtin_ia32_sfence();
+#endif
+}
+
+/* Outputs at least this large are written with non-temporal stores. */
+#define SI_STREAM_MIN_BYTES ((size_t)16 << 20)
+
 /* Row conversions with the portable fallback (same bits). */
 static inline void si_row_to_f32(si_isa isa, apx_dtype dt, const void *src,
                                  float *dst, int64_t n) {
