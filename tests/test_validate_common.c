@@ -270,7 +270,7 @@ void vt_expect_valid_(const char *file, int line, vt_case *c) {
     if (!c->is_output[i])
       continue;
     tu_poison(&c->t[i]);
-    if (*c->field[i])
+    if (*c->field[i] && (*c->field[i])->data)
       tu_poison(*c->field[i]);
   }
 }
