@@ -10,7 +10,6 @@
  * bad value in brackets. Nothing here reads or writes output memory. */
 #include "validate.h"
 
-#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
