@@ -1,0 +1,1248 @@
+/* The cuda backend against the cpu backend, through the public API: every
+ * op (spec/ops.md 2.A, 4.A, 5.A, 6.A, 7, 10) on random inputs drawn afresh
+ * for each of two calls, with the device output poisoned before each call;
+ * every float dtype (and integer data for the indexing ops), both index
+ * dtypes, odd shapes, duplicates, overlaps, K = 0, B > 1, outputs aliasing
+ * inputs where the API allows. Copy ops must match bit for bit; the others
+ * within twice decision 3's bound (each side carries its own error).
+ * Bad device indices: validate=device writes nothing and reports
+ * APX_ERR_DEVICE at apx_sync; validate=eager returns APX_ERR_INVALID_ARG.
+ *
+ * Skipped (exit 77) where the cuda backend cannot run. CUDA does not
+ * survive Check's fork, so the suite runs without forking. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static apx_context *ctx;       /* the build tree's config: validate = device */
+static apx_context *ctx_eager; /* the same with validate = eager */
+static tu_rng rng;
+static const apx_call on_cpu = {"cpu", NULL};
+static const apx_call on_gpu = {"cuda", NULL};
+static const apx_dtype float_dtypes[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16};
+static const apx_dtype index_dtypes[] = {APX_DTYPE_I32, APX_DTYPE_I64};
+
+#define CHECK_OK(expr, what)                                                   \
+  do {                                                                         \
+    apx_status check_st_ = (expr);                                             \
+    ck_assert_msg(check_st_ == APX_OK, "%s: %s: %s: %s", (what), #expr,        \
+                  apx_status_name(check_st_), apx_last_error());               \
+  } while (0)
+
+/* ---- device tensors --------------------------------------------------------- */
+
+static apx_tensor dev_alloc(apx_context *c, apx_dtype dt, int ndim, const int64_t *shape) {
+  apx_tensor t;
+  CHECK_OK(apx_tensor_alloc(c, APX_DEVICE_CUDA, 0, dt, ndim, shape, &t), "dev_alloc");
+  return t;
+}
+
+static apx_tensor to_dev(apx_context *c, const apx_tensor *h) {
+  apx_tensor d = dev_alloc(c, h->dtype, h->ndim, h->shape);
+  CHECK_OK(apx_tensor_copy(c, &d, h, NULL), "to_dev");
+  return d;
+}
+
+static apx_tensor to_host(apx_context *c, const apx_tensor *d) {
+  apx_tensor h = tu_host(d->dtype, d->ndim, d->shape);
+  CHECK_OK(apx_tensor_copy(c, &h, d, NULL), "to_host");
+  return h;
+}
+
+/* Fill a device tensor with 0xA5 bytes (NaN for every float dtype). */
+static void dev_poison(apx_context *c, const apx_tensor *d) {
+  apx_tensor h = tu_host(d->dtype, d->ndim, d->shape);
+  tu_poison(&h);
+  CHECK_OK(apx_tensor_copy(c, d, &h, NULL), "dev_poison");
+  tu_free(&h);
+}
+
+static int dev_is_poisoned(apx_context *c, const apx_tensor *d) {
+  apx_tensor h = to_host(c, d);
+  int p = tu_is_poisoned(&h);
+  tu_free(&h);
+  return p;
+}
+
+static void dev_free(apx_context *c, apx_tensor *d) { apx_tensor_free(c, d); }
+
+/* ---- comparisons ------------------------------------------------------------ */
+
+static double tol_of(apx_dtype dt) {
+  return dt == APX_DTYPE_F32 ? 1e-5 : dt == APX_DTYPE_F16 ? 2e-3 : 1.6e-2;
+}
+
+/* One unit in the last place of dtype dt at magnitude |v|. */
+static double ulp_of(apx_dtype dt, double v) {
+  int e;
+  frexp(fabs(v) > 0 ? fabs(v) : 1e-30, &e); /* |v| = m * 2^e, m in [0.5, 1) */
+  int mant = dt == APX_DTYPE_F32 ? 23 : dt == APX_DTYPE_F16 ? 10 : 7;
+  int emin = dt == APX_DTYPE_F16 ? -13 : -125;
+  if (e < emin) e = emin;
+  return ldexp(1.0, e - 1 - mant);
+}
+
+static void expect_exact(const apx_tensor *got, const apx_tensor *want, const char *what) {
+  int64_t n = apx_tensor_numel(want);
+  size_t es = apx_dtype_size(want->dtype);
+  for (int64_t i = 0; i < n; i++)
+    if (memcmp((const char *)got->data + i * es, (const char *)want->data + i * es, es) != 0)
+      ck_abort_msg("%s: element %lld differs: cuda %.9g, cpu %.9g", what, (long long)i,
+                   tu_get(got, i), tu_get(want, i));
+}
+
+/* |got - want| <= 2*(atol + rtol*mag) + extra_ulps*ulp (decision 3, both
+ * sides' errors); mag NULL means |want|. NaN must meet NaN, inf itself. */
+static void expect_close(const apx_tensor *got, const apx_tensor *want, const double *mag,
+                         double extra_ulps, const char *what) {
+  int64_t n = apx_tensor_numel(want);
+  double tol = tol_of(want->dtype);
+  for (int64_t i = 0; i < n; i++) {
+    double g = tu_get(got, i), w = tu_get(want, i);
+    if (isnan(w) || isnan(g)) {
+      ck_assert_msg(isnan(w) && isnan(g), "%s: element %lld: cuda %g, cpu %g", what,
+                    (long long)i, g, w);
+      continue;
+    }
+    if (isinf(w) || isinf(g)) {
+      ck_assert_msg(g == w, "%s: element %lld: cuda %g, cpu %g", what, (long long)i, g, w);
+      continue;
+    }
+    double m = mag ? mag[i] : fabs(w);
+    double bound = 2.0 * (tol + tol * m) + extra_ulps * ulp_of(want->dtype, w);
+    ck_assert_msg(fabs(g - w) <= bound, "%s: element %lld: cuda %.9g, cpu %.9g (bound %.3g)",
+                  what, (long long)i, g, w, bound);
+  }
+}
+
+static void set_index(const apx_tensor *t, int64_t i, int64_t v) {
+  if (t->dtype == APX_DTYPE_I64)
+    ((int64_t *)t->data)[i] = v;
+  else
+    ((int32_t *)t->data)[i] = (int32_t)v;
+}
+
+static int64_t get_index(const apx_tensor *t, int64_t i) {
+  return t->dtype == APX_DTYPE_I64 ? ((int64_t *)t->data)[i] : ((int32_t *)t->data)[i];
+}
+
+/* Distinct ids per batch row in [0, tiles). */
+static void fill_unique(const apx_tensor *idx, int64_t tiles) {
+  int64_t B = idx->shape[0], K = idx->shape[1];
+  int64_t *perm = malloc(sizeof(int64_t) * (size_t)(tiles > 0 ? tiles : 1));
+  for (int64_t b = 0; b < B; b++) {
+    for (int64_t i = 0; i < tiles; i++) perm[i] = i;
+    for (int64_t k = 0; k < K; k++) {
+      int64_t j = tu_int(&rng, k, tiles - 1), s = perm[k];
+      perm[k] = perm[j];
+      perm[j] = s;
+      set_index(idx, b * K + k, perm[k]);
+    }
+  }
+  free(perm);
+}
+
+/* N(0,1) values with a sprinkle of NaN, +-inf, -0 when specials. */
+static void fill_values(const apx_tensor *t, int specials) {
+  int64_t n = apx_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    double v = tu_normal(&rng);
+    if (specials) switch (tu_int(&rng, 0, 23)) {
+      case 0: v = INFINITY; break;
+      case 1: v = -INFINITY; break;
+      case 2: v = NAN; break;
+      case 3: v = -0.0; break;
+      default: break;
+      }
+    tu_set(t, i, v);
+  }
+}
+
+/* ---- tilepack ---------------------------------------------------------------- */
+
+static void tilepack_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, int64_t gh,
+                          int64_t gw, int64_t t, int64_t K) {
+  char what[200];
+  snprintf(what, sizeof what, "tilepack %s/%s B%lld C%lld %lldx%lld t%lld K%lld",
+           apx_dtype_name(dt), apx_dtype_name(it), (long long)B, (long long)C, (long long)gh,
+           (long long)gw, (long long)t, (long long)K);
+  apx_tensor f = tu_host4(dt, B, C, gh * t, gw * t), idx = tu_host2(it, B, K);
+  apx_tensor want = tu_host5(dt, B, K, C, t, t);
+  apx_tensor d_out = dev_alloc(ctx, dt, 5, want.shape);
+  for (int call = 0; call < 2; call++) {
+    fill_values(&f, 0);
+    tu_fill_int(&rng, &idx, 0, gh * gw - 1); /* duplicates likely */
+    apx_tilepack_args a = APX_TILEPACK_ARGS_INIT;
+    a.features = &f;
+    a.idx = &idx;
+    a.tile = t;
+    a.out = &want;
+    CHECK_OK(apx_tilepack(ctx, &a, &on_cpu), what);
+    apx_tensor d_f = to_dev(ctx, &f), d_idx = to_dev(ctx, &idx);
+    dev_poison(ctx, &d_out);
+    a.features = &d_f;
+    a.idx = &d_idx;
+    a.out = &d_out;
+    CHECK_OK(apx_tilepack(ctx, &a, &on_gpu), what);
+    CHECK_OK(apx_sync(ctx, &on_gpu), what);
+    apx_tensor got = to_host(ctx, &d_out);
+    expect_exact(&got, &want, what);
+    tu_free(&got);
+    dev_free(ctx, &d_f);
+    dev_free(ctx, &d_idx);
+  }
+  dev_free(ctx, &d_out);
+  tu_free(&f);
+  tu_free(&idx);
+  tu_free(&want);
+}
+
+START_TEST(test_tilepack) {
+  for (int d = 0; d < 3; d++)
+    for (int i = 0; i < 2; i++) {
+      tilepack_case(float_dtypes[d], index_dtypes[i], 2, 3, 3, 5, 4, 7);
+      tilepack_case(float_dtypes[d], index_dtypes[i], 1, 5, 2, 3, 3, 9); /* odd t */
+      tilepack_case(float_dtypes[d], index_dtypes[i], 2, 2, 2, 3, 16, 5);
+      tilepack_case(float_dtypes[d], index_dtypes[i], 1, 1, 2, 2, 32, 3);
+      tilepack_case(float_dtypes[d], index_dtypes[i], 3, 4, 4, 4, 8, 0); /* K = 0 */
+    }
+}
+END_TEST
+
+/* ---- tileunpack --------------------------------------------------------------- */
+
+static void tileunpack_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, int64_t gh,
+                            int64_t gw, int64_t t, int64_t K, int use_origins, int use_levels,
+                            apx_overlap_mode mode, int alias) {
+  char what[240];
+  snprintf(what, sizeof what,
+           "tileunpack %s/%s B%lld C%lld %lldx%lld t%lld K%lld origins=%d levels=%d %s alias=%d",
+           apx_dtype_name(dt), apx_dtype_name(it), (long long)B, (long long)C, (long long)gh,
+           (long long)gw, (long long)t, (long long)K, use_origins, use_levels,
+           mode == APX_OVERLAP_BLEND ? "blend" : "override", alias);
+  int64_t H = gh * t, W = gw * t;
+  apx_tensor base = tu_host4(dt, B, C, H, W), packed = tu_host5(dt, B, K, C, t, t);
+  apx_tensor idx = tu_host2(it, B, K), origins = tu_host3(it, B, K, 2);
+  apx_tensor levels = tu_host2(it, B, K), want = tu_host4(dt, B, C, H, W);
+  apx_tensor d_out = dev_alloc(ctx, dt, 4, want.shape);
+  double alpha = tu_uniform(&rng);
+  for (int call = 0; call < 2; call++) {
+    fill_values(&base, 0);
+    fill_values(&packed, 0);
+    tu_fill_int(&rng, &idx, 0, gh * gw - 1);
+    for (int64_t i = 0; i < B * K; i++) {
+      /* free origins: partial overlaps, sometimes aligned */
+      int aligned = tu_int(&rng, 0, 3) == 0;
+      int64_t y0 = tu_int(&rng, 0, H - t), x0 = tu_int(&rng, 0, W - t);
+      if (aligned) {
+        y0 -= y0 % t;
+        x0 -= x0 % t;
+      }
+      set_index(&origins, 2 * i, y0);
+      set_index(&origins, 2 * i + 1, x0);
+    }
+    tu_fill_int(&rng, &levels, -2, 3);
+    apx_tileunpack_args a = APX_TILEUNPACK_ARGS_INIT;
+    a.base = &base;
+    a.packed = &packed;
+    a.idx = use_origins ? NULL : &idx;
+    a.origins = use_origins ? &origins : NULL;
+    a.levels = use_levels ? &levels : NULL;
+    a.mode = mode;
+    a.blend_alpha = alpha;
+    a.out = &want;
+    CHECK_OK(apx_tileunpack(ctx, &a, &on_cpu), what);
+    apx_tensor d_base = to_dev(ctx, &base), d_packed = to_dev(ctx, &packed);
+    apx_tensor d_place = to_dev(ctx, use_origins ? &origins : &idx);
+    apx_tensor d_levels = to_dev(ctx, &levels);
+    if (!alias) dev_poison(ctx, &d_out);
+    a.base = &d_base;
+    a.packed = &d_packed;
+    a.idx = use_origins ? NULL : &d_place;
+    a.origins = use_origins ? &d_place : NULL;
+    a.levels = use_levels ? &d_levels : NULL;
+    a.out = alias ? &d_base : &d_out;
+    CHECK_OK(apx_tileunpack(ctx, &a, &on_gpu), what);
+    CHECK_OK(apx_sync(ctx, &on_gpu), what);
+    apx_tensor got = to_host(ctx, a.out);
+    if (mode == APX_OVERLAP_OVERRIDE) {
+      expect_exact(&got, &want, what);
+    } else {
+      /* nested blends stay within the largest input magnitude */
+      double m = 0;
+      for (int64_t i = 0; i < apx_tensor_numel(&base); i++) m = fmax(m, fabs(tu_get(&base, i)));
+      for (int64_t i = 0; i < apx_tensor_numel(&packed); i++)
+        m = fmax(m, fabs(tu_get(&packed, i)));
+      int64_t n = apx_tensor_numel(&want);
+      double *mag = malloc(sizeof(double) * (size_t)n);
+      for (int64_t i = 0; i < n; i++) mag[i] = m;
+      expect_close(&got, &want, mag, 0, what);
+      free(mag);
+    }
+    tu_free(&got);
+    dev_free(ctx, &d_base);
+    dev_free(ctx, &d_packed);
+    dev_free(ctx, &d_place);
+    dev_free(ctx, &d_levels);
+  }
+  dev_free(ctx, &d_out);
+  tu_free(&base);
+  tu_free(&packed);
+  tu_free(&idx);
+  tu_free(&origins);
+  tu_free(&levels);
+  tu_free(&want);
+}
+
+START_TEST(test_tileunpack) {
+  for (int d = 0; d < 3; d++)
+    for (int combo = 0; combo < 16; combo++) {
+      apx_dtype it = index_dtypes[combo & 1];
+      int origins = (combo >> 1) & 1, levels = (combo >> 2) & 1;
+      apx_overlap_mode mode = (combo >> 3) & 1 ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE;
+      tileunpack_case(float_dtypes[d], it, 2, 3, 3, 4, 4, 9, origins, levels, mode, 0);
+      tileunpack_case(float_dtypes[d], it, 1, 2, 2, 3, 3, 13, origins, levels, mode, combo & 1);
+    }
+  for (int d = 0; d < 3; d++) { /* K = 0, t = 8 and 16, many duplicates */
+    tileunpack_case(float_dtypes[d], APX_DTYPE_I64, 2, 3, 2, 2, 8, 0, 0, 0, APX_OVERLAP_OVERRIDE,
+                    0);
+    tileunpack_case(float_dtypes[d], APX_DTYPE_I32, 2, 5, 4, 4, 8, 40, 0, 1,
+                    APX_OVERLAP_OVERRIDE, 1);
+    tileunpack_case(float_dtypes[d], APX_DTYPE_I32, 1, 3, 2, 2, 16, 30, 1, 1, APX_OVERLAP_BLEND,
+                    0);
+  }
+}
+END_TEST
+
+/* ---- fused_pack_op_unpack ----------------------------------------------------- */
+
+static void fused_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, int64_t gh, int64_t gw,
+                       int64_t t, int64_t K, int unique, int alias) {
+  char what[200];
+  snprintf(what, sizeof what, "fused %s/%s B%lld C%lld %lldx%lld t%lld K%lld unique=%d alias=%d",
+           apx_dtype_name(dt), apx_dtype_name(it), (long long)B, (long long)C, (long long)gh,
+           (long long)gw, (long long)t, (long long)K, unique, alias);
+  int64_t H = gh * t, W = gw * t;
+  apx_tensor f = tu_host4(dt, B, C, H, W), idx = tu_host2(it, B, K);
+  apx_tensor want = tu_host4(dt, B, C, H, W);
+  apx_tensor d_out = dev_alloc(ctx, dt, 4, want.shape);
+  for (int call = 0; call < 2; call++) {
+    fill_values(&f, call);
+    if (unique)
+      fill_unique(&idx, gh * gw);
+    else
+      tu_fill_int(&rng, &idx, 0, gh * gw - 1);
+    apx_fused_pack_op_unpack_args a = APX_FUSED_PACK_OP_UNPACK_ARGS_INIT;
+    a.features = &f;
+    a.idx = &idx;
+    a.tile = t;
+    a.value_scale = tu_normal(&rng);
+    a.value_bias = tu_normal(&rng);
+    a.gate_scale = tu_normal(&rng);
+    a.gate_bias = tu_normal(&rng);
+    a.require_unique = unique;
+    a.out = &want;
+    CHECK_OK(apx_fused_pack_op_unpack(ctx, &a, &on_cpu), what);
+    apx_tensor d_f = to_dev(ctx, &f), d_idx = to_dev(ctx, &idx);
+    if (!alias) dev_poison(ctx, &d_out);
+    a.features = &d_f;
+    a.idx = &d_idx;
+    a.out = alias ? &d_f : &d_out;
+    CHECK_OK(apx_fused_pack_op_unpack(ctx, &a, &on_gpu), what);
+    CHECK_OK(apx_sync(ctx, &on_gpu), what);
+    apx_tensor got = to_host(ctx, a.out);
+    int64_t n = apx_tensor_numel(&f);
+    double *mag = malloc(sizeof(double) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+      double x = tu_get(&f, i);
+      mag[i] = (fabs(x * a.value_scale) + fabs(a.value_bias)) *
+               (fabs(x * a.gate_scale) + fabs(a.gate_bias));
+    }
+    expect_close(&got, &want, mag, 0, what);
+    free(mag);
+    tu_free(&got);
+    dev_free(ctx, &d_f);
+    dev_free(ctx, &d_idx);
+  }
+  dev_free(ctx, &d_out);
+  tu_free(&f);
+  tu_free(&idx);
+  tu_free(&want);
+}
+
+START_TEST(test_fused) {
+  for (int d = 0; d < 3; d++)
+    for (int combo = 0; combo < 8; combo++) {
+      apx_dtype it = index_dtypes[combo & 1];
+      int unique = (combo >> 1) & 1, alias = (combo >> 2) & 1;
+      fused_case(float_dtypes[d], it, 2, 3, 3, 5, 4, unique ? 9 : 25, unique, alias);
+      fused_case(float_dtypes[d], it, 1, 2, 2, 3, 3, unique ? 6 : 11, unique, alias);
+      fused_case(float_dtypes[d], it, 2, 2, 2, 2, 16, unique ? 3 : 7, unique, alias);
+    }
+  fused_case(APX_DTYPE_F16, APX_DTYPE_I32, 2, 3, 4, 4, 8, 0, 1, 0); /* K = 0 */
+}
+END_TEST
+
+/* ---- fusiongate --------------------------------------------------------------- */
+
+START_TEST(test_fusiongate_alpha) {
+  for (int pd = 0; pd < 3; pd++)
+    for (int od = 0; od < 3; od++)
+      for (int three_d = 0; three_d < 2; three_d++) {
+        apx_dtype p = float_dtypes[pd], o = float_dtypes[od];
+        char what[120];
+        snprintf(what, sizeof what, "fusiongate_alpha proxies %s out %s %dd", apx_dtype_name(p),
+                 apx_dtype_name(o), three_d ? 3 : 4);
+        int64_t B = 2, H = 7, W = 13;
+        int64_t shape4[4] = {B, 1, H, W}, shape3[3] = {B, H, W};
+        apx_tensor bnd = three_d ? tu_host(p, 3, shape3) : tu_host(p, 4, shape4);
+        apx_tensor unc = three_d ? tu_host(p, 3, shape3) : tu_host(p, 4, shape4);
+        apx_tensor want = tu_host(o, 4, shape4);
+        apx_tensor d_out = dev_alloc(ctx, o, 4, shape4);
+        for (int call = 0; call < 2; call++) {
+          fill_values(&bnd, 1);
+          fill_values(&unc, 1);
+          apx_fusiongate_alpha_args a = APX_FUSIONGATE_ALPHA_ARGS_INIT;
+          a.boundary = &bnd;
+          a.uncertainty = &unc;
+          a.boundary_log_weight = tu_normal(&rng);
+          a.uncertainty_log_weight = tu_normal(&rng);
+          a.bias = tu_normal(&rng);
+          a.out = &want;
+          CHECK_OK(apx_fusiongate_alpha(ctx, &a, &on_cpu), what);
+          apx_tensor d_b = to_dev(ctx, &bnd), d_u = to_dev(ctx, &unc);
+          dev_poison(ctx, &d_out);
+          a.boundary = &d_b;
+          a.uncertainty = &d_u;
+          a.out = &d_out;
+          CHECK_OK(apx_fusiongate_alpha(ctx, &a, &on_gpu), what);
+          CHECK_OK(apx_sync(ctx, &on_gpu), what);
+          apx_tensor got = to_host(ctx, &d_out);
+          /* a sigmoid: the term's magnitude is 1, plus one storage ulp */
+          int64_t n = apx_tensor_numel(&want);
+          double *mag = malloc(sizeof(double) * (size_t)n);
+          for (int64_t i = 0; i < n; i++) mag[i] = 1.0;
+          expect_close(&got, &want, mag, 1, what);
+          free(mag);
+          tu_free(&got);
+          dev_free(ctx, &d_b);
+          dev_free(ctx, &d_u);
+        }
+        dev_free(ctx, &d_out);
+        tu_free(&bnd);
+        tu_free(&unc);
+        tu_free(&want);
+      }
+}
+END_TEST
+
+START_TEST(test_fusiongate_fuse) {
+  static const int64_t sizes[][4] = {{2, 3, 5, 7}, {1, 4, 8, 8}, {2, 16, 16, 16}};
+  for (int d = 0; d < 3; d++)
+    for (int s = 0; s < 3; s++)
+      for (int alias = 0; alias < 2; alias++) {
+        apx_dtype dt = float_dtypes[d];
+        const int64_t *sz = sizes[s];
+        char what[120];
+        snprintf(what, sizeof what, "fusiongate_fuse %s %lldx%lldx%lldx%lld alias=%d",
+                 apx_dtype_name(dt), (long long)sz[0], (long long)sz[1], (long long)sz[2],
+                 (long long)sz[3], alias);
+        apx_tensor base = tu_host(dt, 4, sz), detail = tu_host(dt, 4, sz);
+        apx_tensor alpha = tu_host4(dt, sz[0], 1, sz[2], sz[3]), want = tu_host(dt, 4, sz);
+        apx_tensor d_out = dev_alloc(ctx, dt, 4, sz);
+        for (int call = 0; call < 2; call++) {
+          fill_values(&base, 0);
+          fill_values(&detail, 0);
+          tu_fill_uniform(&rng, &alpha, 0.0, 1.0);
+          apx_fusiongate_fuse_args a = APX_FUSIONGATE_FUSE_ARGS_INIT;
+          a.base = &base;
+          a.detail = &detail;
+          a.alpha = &alpha;
+          a.out = &want;
+          CHECK_OK(apx_fusiongate_fuse(ctx, &a, &on_cpu), what);
+          apx_tensor d_base = to_dev(ctx, &base), d_detail = to_dev(ctx, &detail);
+          apx_tensor d_alpha = to_dev(ctx, &alpha);
+          if (!alias) dev_poison(ctx, &d_out);
+          a.base = &d_base;
+          a.detail = &d_detail;
+          a.alpha = &d_alpha;
+          a.out = alias ? &d_base : &d_out;
+          CHECK_OK(apx_fusiongate_fuse(ctx, &a, &on_gpu), what);
+          CHECK_OK(apx_sync(ctx, &on_gpu), what);
+          apx_tensor got = to_host(ctx, a.out);
+          int64_t n = apx_tensor_numel(&want), hw = sz[2] * sz[3];
+          double *mag = malloc(sizeof(double) * (size_t)n);
+          for (int64_t i = 0; i < n; i++) {
+            double b = tu_get(&base, i), x = tu_get(&detail, i);
+            double al = tu_get(&alpha, (i / (sz[1] * hw)) * hw + i % hw);
+            mag[i] = fabs(b) + fabs(al) * (fabs(x) + fabs(b));
+          }
+          expect_close(&got, &want, mag, 0, what);
+          free(mag);
+          tu_free(&got);
+          dev_free(ctx, &d_base);
+          dev_free(ctx, &d_detail);
+          dev_free(ctx, &d_alpha);
+        }
+        dev_free(ctx, &d_out);
+        tu_free(&base);
+        tu_free(&detail);
+        tu_free(&alpha);
+        tu_free(&want);
+      }
+}
+END_TEST
+
+/* ---- tilessm_scan -------------------------------------------------------------- */
+
+/* Magnitude of each output: the scan run on absolute values (the sum of the
+ * absolute values of every term that reaches y), in double. */
+static void scan_magnitude(const apx_tilessm_scan_args *a, double *mag) {
+  int64_t B = a->tokens->shape[0], K = a->tokens->shape[1], C = a->tokens->shape[2];
+  double lim = fabs(a->clamp_value);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t c = 0; c < C; c++) {
+      double d = tu_get(a->decay, c);
+      d = d < 1e-6 ? 1e-6 : d > 1 - 1e-6 ? 1 - 1e-6 : d;
+      double ig = fabs(tu_get(a->input_gain, c)), og = fabs(tu_get(a->output_gain, c));
+      double sb = fabs(tu_get(a->state_bias, c));
+      for (int dir = 0; dir < 2; dir++) {
+        int used = a->direction == APX_SCAN_BIDIRECTIONAL || (int)a->direction == dir;
+        if (!used) continue;
+        double s = 0;
+        if (a->init_state)
+          s = fabs(tu_get(a->init_state,
+                          a->init_state->ndim == 3 ? (b * 2 + dir) * C + c : b * C + c));
+        for (int64_t n = 0; n < K; n++) {
+          int64_t k = dir == 0 ? n : K - 1 - n;
+          double x = fabs(tu_get(a->tokens, (b * K + k) * C + c));
+          if (isnan(x) || x > lim) x = isnan(x) ? 0 : lim;
+          s = d * s + (1 - d) * (ig * x + sb);
+          double y = og * s;
+          int64_t i = (b * K + k) * C + c;
+          mag[i] = (dir == 0 || a->direction != APX_SCAN_BIDIRECTIONAL) ? y : mag[i] + y;
+        }
+      }
+    }
+}
+
+static void tilessm_case(apx_dtype dt, int64_t B, int64_t K, int64_t C, apx_scan_direction dir,
+                         apx_scan_merge merge, int init_kind, int gate_kind, int with_final) {
+  char what[200];
+  snprintf(what, sizeof what, "tilessm %s B%lld K%lld C%lld dir=%d merge=%d init=%d gate=%d",
+           apx_dtype_name(dt), (long long)B, (long long)K, (long long)C, (int)dir, (int)merge,
+           init_kind, gate_kind);
+  int bidir = dir == APX_SCAN_BIDIRECTIONAL;
+  apx_tensor tokens = tu_host3(dt, B, K, C), want = tu_host3(dt, B, K, C);
+  /* the parameter vectors in assorted dtypes (they may differ) */
+  apx_tensor decay = tu_host1(float_dtypes[(B + 0) % 3], C);
+  apx_tensor ig = tu_host1(float_dtypes[(B + 1) % 3], C);
+  apx_tensor og = tu_host1(float_dtypes[(B + 2) % 3], C);
+  apx_tensor sb = tu_host1(APX_DTYPE_F32, C);
+  apx_tensor init = init_kind == 2 ? tu_host3(APX_DTYPE_F32, B, 2, C) : tu_host2(dt, B, C);
+  apx_tensor gate = gate_kind == 2 ? tu_host3(dt, B, 1, C) : tu_host1(APX_DTYPE_F32, C);
+  apx_tensor fs_want = bidir ? tu_host3(dt, B, 2, C) : tu_host2(dt, B, C);
+  apx_tensor d_out = dev_alloc(ctx, dt, 3, want.shape);
+  apx_tensor d_fs = dev_alloc(ctx, dt, fs_want.ndim, fs_want.shape);
+  for (int call = 0; call < 2; call++) {
+    fill_values(&tokens, call);
+    tu_fill_uniform(&rng, &decay, 0.0, 1.0);
+    tu_fill_uniform(&rng, &ig, 0.2, 1.5);
+    tu_fill_uniform(&rng, &og, 0.2, 1.5);
+    fill_values(&sb, 0);
+    fill_values(&init, 0);
+    tu_fill_uniform(&rng, &gate, -0.2, 1.2);
+    apx_tilessm_scan_args a = APX_TILESSM_SCAN_ARGS_INIT;
+    a.tokens = &tokens;
+    a.decay = &decay;
+    a.input_gain = &ig;
+    a.output_gain = &og;
+    a.state_bias = &sb;
+    a.init_state = init_kind ? &init : NULL;
+    a.merge_gate = gate_kind ? &gate : NULL;
+    a.clamp_value = call ? 1e4 : 2.5;
+    a.direction = dir;
+    a.merge = merge;
+    a.out = &want;
+    a.final_state = with_final ? &fs_want : NULL;
+    CHECK_OK(apx_tilessm_scan(ctx, &a, &on_cpu), what);
+    apx_tensor d_tokens = to_dev(ctx, &tokens), d_decay = to_dev(ctx, &decay);
+    apx_tensor d_ig = to_dev(ctx, &ig), d_og = to_dev(ctx, &og), d_sb = to_dev(ctx, &sb);
+    apx_tensor d_init = to_dev(ctx, &init), d_gate = to_dev(ctx, &gate);
+    dev_poison(ctx, &d_out);
+    dev_poison(ctx, &d_fs);
+    apx_tilessm_scan_args g = a;
+    g.tokens = &d_tokens;
+    g.decay = &d_decay;
+    g.input_gain = &d_ig;
+    g.output_gain = &d_og;
+    g.state_bias = &d_sb;
+    g.init_state = init_kind ? &d_init : NULL;
+    g.merge_gate = gate_kind ? &d_gate : NULL;
+    g.out = &d_out;
+    g.final_state = with_final ? &d_fs : NULL;
+    CHECK_OK(apx_tilessm_scan(ctx, &g, &on_gpu), what);
+    CHECK_OK(apx_sync(ctx, &on_gpu), what);
+    apx_tensor got = to_host(ctx, &d_out);
+    int64_t n = apx_tensor_numel(&want);
+    double *mag = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    scan_magnitude(&a, mag);
+    expect_close(&got, &want, mag, 0, what);
+    free(mag);
+    tu_free(&got);
+    if (with_final) {
+      apx_tensor fs = to_host(ctx, &d_fs);
+      /* a state's magnitude: bounded by the largest term reaching it */
+      int64_t m = apx_tensor_numel(&fs_want);
+      double *fmag = malloc(sizeof(double) * (size_t)m);
+      for (int64_t i = 0; i < m; i++) fmag[i] = 4.0 * fmax(a.clamp_value, 1.0);
+      expect_close(&fs, &fs_want, fmag, 0, what);
+      free(fmag);
+      tu_free(&fs);
+    }
+    dev_free(ctx, &d_tokens);
+    dev_free(ctx, &d_decay);
+    dev_free(ctx, &d_ig);
+    dev_free(ctx, &d_og);
+    dev_free(ctx, &d_sb);
+    dev_free(ctx, &d_init);
+    dev_free(ctx, &d_gate);
+  }
+  dev_free(ctx, &d_out);
+  dev_free(ctx, &d_fs);
+  tu_free(&tokens);
+  tu_free(&want);
+  tu_free(&decay);
+  tu_free(&ig);
+  tu_free(&og);
+  tu_free(&sb);
+  tu_free(&init);
+  tu_free(&gate);
+  tu_free(&fs_want);
+}
+
+START_TEST(test_tilessm) {
+  for (int d = 0; d < 3; d++)
+    for (int dir = 0; dir < 3; dir++)
+      for (int merge = 0; merge < 3; merge++) {
+        if (dir != APX_SCAN_BIDIRECTIONAL && merge != APX_MERGE_AVG) continue;
+        apx_dtype dt = float_dtypes[d];
+        /* short (one chunk), long (chunked: few streams, many steps) */
+        tilessm_case(dt, 2, 37, 5, dir, merge, merge % 3, merge == APX_MERGE_GATED ? 1 : 0, 1);
+        tilessm_case(dt, 1, 3001, 3, dir, merge, (merge + 1) % 3,
+                     merge == APX_MERGE_GATED ? 2 : 0, 1);
+        tilessm_case(dt, 3, 1, 4, dir, merge, 2, 0, merge & 1);
+        tilessm_case(dt, 2, 0, 3, dir, merge, 1, 0, 1); /* K = 0: state = init */
+      }
+}
+END_TEST
+
+/* ---- gather / index_select -------------------------------------------------- */
+
+static const apx_dtype data_dtypes[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16,
+                                        APX_DTYPE_I32, APX_DTYPE_I64};
+
+static void fill_data(const apx_tensor *t) {
+  if (t->dtype == APX_DTYPE_I32 || t->dtype == APX_DTYPE_I64)
+    tu_fill_int(&rng, t, -1000000, 1000000);
+  else
+    fill_values(t, 0);
+}
+
+static void gather_case(apx_dtype dt, apx_dtype it, int ndim, const int64_t *src_shape,
+                        const int64_t *index_shape, int dim) {
+  char what[160];
+  snprintf(what, sizeof what, "gather %s/%s ndim %d dim %d", apx_dtype_name(dt),
+           apx_dtype_name(it), ndim, dim);
+  int d = dim < 0 ? dim + ndim : dim;
+  apx_tensor src = tu_host(dt, ndim, src_shape), index = tu_host(it, ndim, index_shape);
+  apx_tensor want = tu_host(dt, ndim, index_shape);
+  apx_tensor d_out = dev_alloc(ctx, dt, ndim, index_shape);
+  for (int call = 0; call < 2; call++) {
+    fill_data(&src);
+    tu_fill_int(&rng, &index, 0, src_shape[d] - 1);
+    apx_gather_args a = APX_GATHER_ARGS_INIT;
+    a.src = &src;
+    a.dim = dim;
+    a.index = &index;
+    a.out = &want;
+    CHECK_OK(apx_gather(ctx, &a, &on_cpu), what);
+    apx_tensor d_src = to_dev(ctx, &src), d_index = to_dev(ctx, &index);
+    dev_poison(ctx, &d_out);
+    a.src = &d_src;
+    a.index = &d_index;
+    a.out = &d_out;
+    CHECK_OK(apx_gather(ctx, &a, &on_gpu), what);
+    CHECK_OK(apx_sync(ctx, &on_gpu), what);
+    apx_tensor got = to_host(ctx, &d_out);
+    expect_exact(&got, &want, what);
+    tu_free(&got);
+    dev_free(ctx, &d_src);
+    dev_free(ctx, &d_index);
+  }
+  dev_free(ctx, &d_out);
+  tu_free(&src);
+  tu_free(&index);
+  tu_free(&want);
+}
+
+START_TEST(test_gather) {
+  for (int d = 0; d < 5; d++)
+    for (int i = 0; i < 2; i++) {
+      int64_t s1[1] = {17}, i1[1] = {40};
+      gather_case(data_dtypes[d], index_dtypes[i], 1, s1, i1, 0);
+      int64_t s2[2] = {9, 7}, i2[2] = {12, 5};
+      gather_case(data_dtypes[d], index_dtypes[i], 2, s2, i2, 0);
+      gather_case(data_dtypes[d], index_dtypes[i], 2, s2, (int64_t[]){4, 11}, 1);
+      int64_t s3[3] = {4, 6, 5}, i3[3] = {3, 9, 5};
+      gather_case(data_dtypes[d], index_dtypes[i], 3, s3, i3, 1);
+      gather_case(data_dtypes[d], index_dtypes[i], 3, s3, (int64_t[]){4, 6, 8}, -1);
+      gather_case(data_dtypes[d], index_dtypes[i], 3, s3, (int64_t[]){2, 0, 5}, 0); /* empty */
+    }
+}
+END_TEST
+
+static void index_select_case(apx_dtype dt, apx_dtype it, int64_t M, int64_t D, int64_t N) {
+  char what[160];
+  snprintf(what, sizeof what, "index_select %s/%s M%lld D%lld N%lld", apx_dtype_name(dt),
+           apx_dtype_name(it), (long long)M, (long long)D, (long long)N);
+  apx_tensor src = tu_host2(dt, M, D), index = tu_host1(it, N), want = tu_host2(dt, N, D);
+  apx_tensor d_out = dev_alloc(ctx, dt, 2, want.shape);
+  for (int call = 0; call < 2; call++) {
+    fill_data(&src);
+    tu_fill_int(&rng, &index, 0, M - 1);
+    apx_index_select_args a = APX_INDEX_SELECT_ARGS_INIT;
+    a.src = &src;
+    a.index = &index;
+    a.out = &want;
+    CHECK_OK(apx_index_select(ctx, &a, &on_cpu), what);
+    apx_tensor d_src = to_dev(ctx, &src), d_index = to_dev(ctx, &index);
+    dev_poison(ctx, &d_out);
+    a.src = &d_src;
+    a.index = &d_index;
+    a.out = &d_out;
+    CHECK_OK(apx_index_select(ctx, &a, &on_gpu), what);
+    CHECK_OK(apx_sync(ctx, &on_gpu), what);
+    apx_tensor got = to_host(ctx, &d_out);
+    expect_exact(&got, &want, what);
+    tu_free(&got);
+    dev_free(ctx, &d_src);
+    dev_free(ctx, &d_index);
+  }
+  dev_free(ctx, &d_out);
+  tu_free(&src);
+  tu_free(&index);
+  tu_free(&want);
+}
+
+START_TEST(test_index_select) {
+  for (int d = 0; d < 5; d++)
+    for (int i = 0; i < 2; i++) {
+      index_select_case(data_dtypes[d], index_dtypes[i], 13, 3, 21);
+      index_select_case(data_dtypes[d], index_dtypes[i], 64, 256, 100);
+      index_select_case(data_dtypes[d], index_dtypes[i], 5, 9, 0);
+    }
+}
+END_TEST
+
+/* ---- scatter_add / gather_backward ----------------------------------------- */
+
+/* Runs scatter_add (self != NULL) or gather_backward on both backends and
+ * compares: integers exactly; floats within the bound with the magnitude
+ * taken from the cpu backend's scatter_add of absolute values in f32. The
+ * cuda result must also be run-to-run bit-identical. */
+static void scatter_case(apx_dtype dt, apx_dtype it, int ndim, const int64_t *self_shape,
+                         const int64_t *index_shape, const int64_t *src_shape, int dim,
+                         int backward, int alias, int const_rows) {
+  char what[200];
+  snprintf(what, sizeof what, "%s %s/%s ndim %d dim %d alias=%d const_rows=%d",
+           backward ? "gather_backward" : "scatter_add", apx_dtype_name(dt), apx_dtype_name(it),
+           ndim, dim, alias, const_rows);
+  int d = dim < 0 ? dim + ndim : dim;
+  apx_tensor self = tu_host(dt, ndim, self_shape), index = tu_host(it, ndim, index_shape);
+  apx_tensor src = tu_host(dt, ndim, backward ? index_shape : src_shape);
+  apx_tensor want = tu_host(dt, ndim, self_shape);
+  apx_tensor d_out = dev_alloc(ctx, dt, ndim, self_shape);
+  int is_int = dt == APX_DTYPE_I32 || dt == APX_DTYPE_I64;
+  for (int call = 0; call < 2; call++) {
+    fill_data(&self);
+    fill_data(&src);
+    int64_t n = apx_tensor_numel(&index);
+    int64_t row = ndim > 1 && index_shape[0] > 0 ? n / index_shape[0] : 1;
+    /* few destinations: many duplicates */
+    int64_t hi = self_shape[d] > 6 ? self_shape[d] / 3 : self_shape[d] - 1;
+    for (int64_t i = 0; i < n; i++)
+      set_index(&index, i,
+                const_rows && i % row ? get_index(&index, i - i % row) : tu_int(&rng, 0, hi));
+    apx_tensor d_self = to_dev(ctx, &self), d_index = to_dev(ctx, &index);
+    apx_tensor d_src = to_dev(ctx, &src);
+    if (backward) {
+      apx_gather_backward_args a = APX_GATHER_BACKWARD_ARGS_INIT;
+      a.grad_out = &src;
+      a.dim = dim;
+      a.index = &index;
+      a.grad_src = &want;
+      CHECK_OK(apx_gather_backward(ctx, &a, &on_cpu), what);
+      dev_poison(ctx, &d_out);
+      a.grad_out = &d_src;
+      a.index = &d_index;
+      a.grad_src = &d_out;
+      CHECK_OK(apx_gather_backward(ctx, &a, &on_gpu), what);
+    } else {
+      apx_scatter_add_args a = APX_SCATTER_ADD_ARGS_INIT;
+      a.self = &self;
+      a.dim = dim;
+      a.index = &index;
+      a.src = &src;
+      a.out = &want;
+      CHECK_OK(apx_scatter_add(ctx, &a, &on_cpu), what);
+      if (!alias) dev_poison(ctx, &d_out);
+      a.self = &d_self;
+      a.index = &d_index;
+      a.src = &d_src;
+      a.out = alias ? &d_self : &d_out;
+      CHECK_OK(apx_scatter_add(ctx, &a, &on_gpu), what);
+    }
+    CHECK_OK(apx_sync(ctx, &on_gpu), what);
+    apx_tensor got = to_host(ctx, alias && !backward ? &d_self : &d_out);
+    if (is_int) {
+      expect_exact(&got, &want, what);
+    } else {
+      /* magnitude: the same scatter of |self| and |src| in f32 on the cpu */
+      apx_tensor aself = tu_host(APX_DTYPE_F32, ndim, self_shape);
+      apx_tensor asrc = tu_host(APX_DTYPE_F32, ndim, src.shape);
+      apx_tensor amag = tu_host(APX_DTYPE_F32, ndim, self_shape);
+      for (int64_t i = 0; i < apx_tensor_numel(&self); i++)
+        tu_set(&aself, i, backward ? 0.0 : fabs(tu_get(&self, i)));
+      for (int64_t i = 0; i < apx_tensor_numel(&src); i++)
+        tu_set(&asrc, i, fabs(tu_get(&src, i)));
+      apx_scatter_add_args m = APX_SCATTER_ADD_ARGS_INIT;
+      m.self = &aself;
+      m.dim = dim;
+      m.index = &index;
+      m.src = &asrc;
+      m.out = &amag;
+      CHECK_OK(apx_scatter_add(ctx, &m, &on_cpu), what);
+      int64_t on = apx_tensor_numel(&want);
+      double *mag = malloc(sizeof(double) * (size_t)on);
+      for (int64_t i = 0; i < on; i++) mag[i] = tu_get(&amag, i);
+      expect_close(&got, &want, mag, 0, what);
+      free(mag);
+      tu_free(&aself);
+      tu_free(&asrc);
+      tu_free(&amag);
+    }
+    /* run-to-run: the same inputs again give the same bits */
+    if (!alias) {
+      apx_tensor again;
+      if (backward) {
+        apx_gather_backward_args a = APX_GATHER_BACKWARD_ARGS_INIT;
+        a.grad_out = &d_src;
+        a.dim = dim;
+        a.index = &d_index;
+        a.grad_src = &d_out;
+        dev_poison(ctx, &d_out);
+        CHECK_OK(apx_gather_backward(ctx, &a, &on_gpu), what);
+      } else {
+        apx_scatter_add_args a = APX_SCATTER_ADD_ARGS_INIT;
+        a.self = &d_self;
+        a.dim = dim;
+        a.index = &d_index;
+        a.src = &d_src;
+        a.out = &d_out;
+        dev_poison(ctx, &d_out);
+        CHECK_OK(apx_scatter_add(ctx, &a, &on_gpu), what);
+      }
+      again = to_host(ctx, &d_out);
+      ck_assert_msg(tu_bytes_equal(&again, &got), "%s: not run-to-run bit-identical", what);
+      tu_free(&again);
+    }
+    tu_free(&got);
+    dev_free(ctx, &d_self);
+    dev_free(ctx, &d_index);
+    dev_free(ctx, &d_src);
+  }
+  dev_free(ctx, &d_out);
+  tu_free(&self);
+  tu_free(&index);
+  tu_free(&src);
+  tu_free(&want);
+}
+
+START_TEST(test_scatter_add) {
+  for (int d = 0; d < 5; d++)
+    for (int i = 0; i < 2; i++) {
+      apx_dtype dt = data_dtypes[d], it = index_dtypes[i];
+      int64_t self1[1] = {11}, idx1[1] = {60};
+      scatter_case(dt, it, 1, self1, idx1, (int64_t[]){70}, 0, 0, 0, 0);
+      int64_t self2[2] = {9, 7}, idx2[2] = {30, 5}, src2[2] = {31, 7};
+      for (int alias = 0; alias < 2; alias++) {
+        scatter_case(dt, it, 2, self2, idx2, src2, 0, 0, alias, 0);
+        scatter_case(dt, it, 2, self2, idx2, src2, 0, 0, alias, 1);
+      }
+      scatter_case(dt, it, 2, self2, (int64_t[]){6, 20}, (int64_t[]){7, 21}, 1, 0, 0, 0);
+      int64_t self3[3] = {3, 8, 4}, idx3[3] = {3, 25, 4};
+      scatter_case(dt, it, 3, self3, idx3, (int64_t[]){3, 25, 4}, -2, 0, 0, 0);
+      scatter_case(dt, it, 3, self3, (int64_t[]){0, 25, 4}, (int64_t[]){3, 25, 4}, 0, 0, 0, 0);
+      scatter_case(dt, it, 2, self2, idx2, NULL, 0, 1, 0, 0);
+      scatter_case(dt, it, 3, self3, idx3, NULL, 1, 1, 0, 0);
+    }
+}
+END_TEST
+
+/* Large enough for the rows path's synchronised choice (constant rows) and
+ * for the general path's multi-pass sort (varying rows). */
+START_TEST(test_scatter_add_large) {
+  int64_t self2[2] = {300, 512}, idx2[2] = {600, 512}, src2[2] = {600, 512};
+  for (int d = 0; d < 3; d++)
+    for (int rows = 0; rows < 2; rows++)
+      scatter_case(float_dtypes[d], APX_DTYPE_I64, 2, self2, idx2, src2, 0, 0, 0, rows);
+  scatter_case(APX_DTYPE_F16, APX_DTYPE_I32, 2, self2, idx2, src2, 0, 0, 1, 1);
+  scatter_case(APX_DTYPE_BF16, APX_DTYPE_I32, 2, self2, idx2, NULL, 0, 1, 0, 1);
+}
+END_TEST
+
+/* ---- bad device indices ------------------------------------------------------- */
+
+/* One op with one bad device index value, under validate=device (nothing
+ * written, APX_ERR_DEVICE at the next sync, then cleared) and
+ * validate=eager (APX_ERR_INVALID_ARG at once, nothing written). */
+typedef apx_status (*bad_call_fn)(apx_context *c, void *args);
+
+static void expect_rejected(const char *what, bad_call_fn fn, void *args_device,
+                            void *args_eager, const apx_tensor *out_device,
+                            const apx_tensor *out_eager, const char *needle) {
+  dev_poison(ctx, out_device);
+  apx_status st = fn(ctx, args_device);
+  if (st == APX_OK) {
+    st = apx_sync(ctx, &on_gpu);
+    ck_assert_msg(st == APX_ERR_DEVICE, "%s (device): sync gave %s, want APX_ERR_DEVICE", what,
+                  apx_status_name(st));
+  } else {
+    ck_abort_msg("%s (device): the call gave %s: %s", what, apx_status_name(st),
+                 apx_last_error());
+  }
+  ck_assert_msg(strstr(apx_last_error(), needle) != NULL, "%s (device): message [%s] lacks [%s]",
+                what, apx_last_error(), needle);
+  ck_assert_msg(dev_is_poisoned(ctx, out_device), "%s (device): output was written", what);
+  CHECK_OK(apx_sync(ctx, &on_gpu), "the device error is reported once");
+
+  dev_poison(ctx_eager, out_eager);
+  st = fn(ctx_eager, args_eager);
+  ck_assert_msg(st == APX_ERR_INVALID_ARG, "%s (eager): gave %s, want APX_ERR_INVALID_ARG",
+                what, apx_status_name(st));
+  ck_assert_msg(strstr(apx_last_error(), needle) != NULL, "%s (eager): message [%s] lacks [%s]",
+                what, apx_last_error(), needle);
+  ck_assert_msg(dev_is_poisoned(ctx_eager, out_eager), "%s (eager): output was written", what);
+  CHECK_OK(apx_sync(ctx_eager, &on_gpu), "eager leaves no deferred error");
+}
+
+static apx_status call_tilepack(apx_context *c, void *a) {
+  return apx_tilepack(c, a, &on_gpu);
+}
+static apx_status call_tileunpack(apx_context *c, void *a) {
+  return apx_tileunpack(c, a, &on_gpu);
+}
+static apx_status call_fused(apx_context *c, void *a) {
+  return apx_fused_pack_op_unpack(c, a, &on_gpu);
+}
+static apx_status call_gather(apx_context *c, void *a) { return apx_gather(c, a, &on_gpu); }
+static apx_status call_index_select(apx_context *c, void *a) {
+  return apx_index_select(c, a, &on_gpu);
+}
+static apx_status call_scatter_add(apx_context *c, void *a) {
+  return apx_scatter_add(c, a, &on_gpu);
+}
+static apx_status call_gather_backward(apx_context *c, void *a) {
+  return apx_gather_backward(c, a, &on_gpu);
+}
+
+/* Device tensors of one shape in both contexts. */
+typedef struct twin {
+  apx_tensor dev, eager;
+} twin;
+
+static twin twin_of(const apx_tensor *h) {
+  twin t = {to_dev(ctx, h), to_dev(ctx_eager, h)};
+  return t;
+}
+
+static void twin_free(twin *t) {
+  dev_free(ctx, &t->dev);
+  dev_free(ctx_eager, &t->eager);
+}
+
+START_TEST(test_bad_indices) {
+  for (int i = 0; i < 2; i++) {
+    apx_dtype it = index_dtypes[i];
+    /* tilepack: idx[1][2] = 12 on a 3x4 grid */
+    apx_tensor f = tu_host4(APX_DTYPE_F16, 2, 3, 12, 16), idx = tu_host2(it, 2, 5);
+    fill_values(&f, 0);
+    tu_fill_int(&rng, &idx, 0, 11);
+    set_index(&idx, 1 * 5 + 2, 12);
+    apx_tensor packed_h = tu_host5(APX_DTYPE_F16, 2, 5, 3, 4, 4);
+    twin tf = twin_of(&f), tidx = twin_of(&idx), tp = twin_of(&packed_h);
+    apx_tilepack_args pd = APX_TILEPACK_ARGS_INIT, pe;
+    pd.features = &tf.dev;
+    pd.idx = &tidx.dev;
+    pd.tile = 4;
+    pd.out = &tp.dev;
+    pe = pd;
+    pe.features = &tf.eager;
+    pe.idx = &tidx.eager;
+    pe.out = &tp.eager;
+    expect_rejected("tilepack", call_tilepack, &pd, &pe, &tp.dev, &tp.eager,
+                    "idx[1][2] = [12] is outside [0, 11]");
+
+    /* tileunpack with ids, then with origins, then with levels too far apart */
+    twin tbase = twin_of(&f);
+    apx_tensor out_h = tu_host4(APX_DTYPE_F16, 2, 3, 12, 16);
+    twin tout = twin_of(&out_h);
+    apx_tileunpack_args ud = APX_TILEUNPACK_ARGS_INIT, ue;
+    ud.base = &tbase.dev;
+    ud.packed = &tp.dev;
+    ud.idx = &tidx.dev;
+    ud.out = &tout.dev;
+    ue = ud;
+    ue.base = &tbase.eager;
+    ue.packed = &tp.eager;
+    ue.idx = &tidx.eager;
+    ue.out = &tout.eager;
+    /* the packed twins are poisoned by now: fine, they are inputs here */
+    expect_rejected("tileunpack idx", call_tileunpack, &ud, &ue, &tout.dev, &tout.eager,
+                    "idx[1][2] = [12] is outside [0, 11]");
+    apx_tensor origins = tu_host3(it, 2, 5, 2);
+    tu_fill_int(&rng, &origins, 0, 8);
+    set_index(&origins, (0 * 5 + 3) * 2 + 1, 13); /* x0 13 > W - t = 12 */
+    twin tor = twin_of(&origins);
+    ud.idx = ue.idx = NULL;
+    ud.origins = &tor.dev;
+    ue.origins = &tor.eager;
+    expect_rejected("tileunpack origins", call_tileunpack, &ud, &ue, &tout.dev, &tout.eager,
+                    "origins[0][3] = [");
+    apx_tensor levels = tu_host2(APX_DTYPE_I64, 2, 5);
+    tu_fill_int(&rng, &levels, 0, 3);
+    set_index(&levels, 7, (int64_t)1 << 40);
+    tu_fill_int(&rng, &origins, 0, 8);
+    twin tor2 = twin_of(&origins), tlev = twin_of(&levels);
+    ud.origins = &tor2.dev;
+    ue.origins = &tor2.eager;
+    ud.levels = &tlev.dev;
+    ue.levels = &tlev.eager;
+    expect_rejected("tileunpack levels", call_tileunpack, &ud, &ue, &tout.dev, &tout.eager,
+                    "levels span");
+
+    /* fused: a repeated id with require_unique */
+    apx_tensor uid = tu_host2(it, 2, 4);
+    fill_unique(&uid, 12);
+    set_index(&uid, 1 * 4 + 3, get_index(&uid, 1 * 4 + 1));
+    twin tuid = twin_of(&uid);
+    apx_fused_pack_op_unpack_args fd = APX_FUSED_PACK_OP_UNPACK_ARGS_INIT, fe;
+    fd.features = &tf.dev;
+    fd.idx = &tuid.dev;
+    fd.tile = 4;
+    fd.out = &tout.dev;
+    fe = fd;
+    fe.features = &tf.eager;
+    fe.idx = &tuid.eager;
+    fe.out = &tout.eager;
+    expect_rejected("fused require_unique", call_fused, &fd, &fe, &tout.dev, &tout.eager,
+                    "idx[1][3] = [");
+
+    /* gather, index_select, scatter_add, gather_backward: -1 */
+    apx_tensor src = tu_host2(APX_DTYPE_F32, 8, 6), gidx = tu_host2(it, 4, 6);
+    fill_values(&src, 0);
+    tu_fill_int(&rng, &gidx, 0, 7);
+    set_index(&gidx, 3 * 6 + 1, -1);
+    apx_tensor gout_h = tu_host2(APX_DTYPE_F32, 4, 6);
+    twin tsrc = twin_of(&src), tgidx = twin_of(&gidx), tgout = twin_of(&gout_h);
+    apx_gather_args gd = APX_GATHER_ARGS_INIT, ge;
+    gd.src = &tsrc.dev;
+    gd.index = &tgidx.dev;
+    gd.out = &tgout.dev;
+    ge = gd;
+    ge.src = &tsrc.eager;
+    ge.index = &tgidx.eager;
+    ge.out = &tgout.eager;
+    expect_rejected("gather", call_gather, &gd, &ge, &tgout.dev, &tgout.eager,
+                    "index[3][1] = [-1] is outside [0, 7]");
+
+    apx_tensor sidx = tu_host1(it, 4);
+    tu_fill_int(&rng, &sidx, 0, 7);
+    set_index(&sidx, 2, 8);
+    twin tsidx = twin_of(&sidx);
+    apx_index_select_args sd = APX_INDEX_SELECT_ARGS_INIT, se;
+    sd.src = &tsrc.dev;
+    sd.index = &tsidx.dev;
+    sd.out = &tgout.dev;
+    se = sd;
+    se.src = &tsrc.eager;
+    se.index = &tsidx.eager;
+    se.out = &tgout.eager;
+    expect_rejected("index_select", call_index_select, &sd, &se, &tgout.dev, &tgout.eager,
+                    "index[2] = [8] is outside [0, 7]");
+
+    apx_tensor sout_h = tu_host2(APX_DTYPE_F32, 8, 6);
+    twin tsout = twin_of(&sout_h);
+    apx_scatter_add_args ad = APX_SCATTER_ADD_ARGS_INIT, ae;
+    ad.self = &tsrc.dev;
+    ad.index = &tgidx.dev;
+    ad.src = &tgout.dev;
+    ad.out = &tsout.dev;
+    ae = ad;
+    ae.self = &tsrc.eager;
+    ae.index = &tgidx.eager;
+    ae.src = &tgout.eager;
+    ae.out = &tsout.eager;
+    expect_rejected("scatter_add", call_scatter_add, &ad, &ae, &tsout.dev, &tsout.eager,
+                    "index[3][1] = [-1] is outside [0, 7]");
+
+    apx_gather_backward_args bd = APX_GATHER_BACKWARD_ARGS_INIT, be;
+    bd.grad_out = &tgout.dev;
+    bd.index = &tgidx.dev;
+    bd.grad_src = &tsout.dev;
+    be = bd;
+    be.grad_out = &tgout.eager;
+    be.index = &tgidx.eager;
+    be.grad_src = &tsout.eager;
+    expect_rejected("gather_backward", call_gather_backward, &bd, &be, &tsout.dev, &tsout.eager,
+                    "index[3][1] = [-1] is outside [0, 7]");
+
+    twin_free(&tf);
+    twin_free(&tidx);
+    twin_free(&tp);
+    twin_free(&tbase);
+    twin_free(&tout);
+    twin_free(&tor);
+    twin_free(&tor2);
+    twin_free(&tlev);
+    twin_free(&tuid);
+    twin_free(&tsrc);
+    twin_free(&tgidx);
+    twin_free(&tgout);
+    twin_free(&tsidx);
+    twin_free(&tsout);
+    tu_free(&f);
+    tu_free(&idx);
+    tu_free(&packed_h);
+    tu_free(&out_h);
+    tu_free(&origins);
+    tu_free(&levels);
+    tu_free(&uid);
+    tu_free(&src);
+    tu_free(&gidx);
+    tu_free(&gout_h);
+    tu_free(&sidx);
+    tu_free(&sout_h);
+  }
+}
+END_TEST
+
+/* ---- memory, copies, timer, device info ---------------------------------------- */
+
+START_TEST(test_memory_and_timer) {
+  int64_t shape[1] = {1000};
+  apx_tensor h = tu_host1(APX_DTYPE_F32, 1000), back = tu_host1(APX_DTYPE_F32, 1000);
+  fill_values(&h, 0);
+  CHECK_OK(apx_reset_peak_memory(ctx, "cuda"), "reset peak");
+  apx_tensor a = dev_alloc(ctx, APX_DTYPE_F32, 1, shape), b = dev_alloc(ctx, APX_DTYPE_F32, 1, shape);
+  uint64_t peak = 0;
+  CHECK_OK(apx_peak_memory(ctx, "cuda", &peak), "peak");
+  ck_assert_msg(peak >= 8000, "peak %llu < the 8000 bytes allocated", (unsigned long long)peak);
+  apx_timer *timer = NULL;
+  CHECK_OK(apx_timer_begin(ctx, "cuda", &on_gpu, &timer), "timer_begin");
+  CHECK_OK(apx_tensor_copy(ctx, &a, &h, NULL), "h2d");
+  CHECK_OK(apx_tensor_copy(ctx, &b, &a, NULL), "d2d");
+  double ms = -1;
+  CHECK_OK(apx_timer_end(ctx, timer, &ms), "timer_end");
+  ck_assert_msg(ms >= 0 && ms < 10000, "timer gave %g ms", ms);
+  CHECK_OK(apx_tensor_copy(ctx, &back, &b, NULL), "d2h");
+  ck_assert_msg(tu_bytes_equal(&back, &h), "host -> device -> device -> host changed the data");
+  struct apx_device_info info;
+  CHECK_OK(apx_device_info(ctx, APX_DEVICE_CUDA, 0, &info), "device_info");
+  ck_assert_msg(info.name[0] && info.compute_major > 0 && info.multiprocessors > 0 &&
+                    info.total_memory_bytes > 0 && info.runtime_version > 0,
+                "device_info incomplete: %s cc %d.%d", info.name, info.compute_major,
+                info.compute_minor);
+  dev_free(ctx, &a);
+  dev_free(ctx, &b);
+  tu_free(&h);
+  tu_free(&back);
+}
+END_TEST
+
+/* ---- setup --------------------------------------------------------------------- */
+
+/* A private copy of the configuration with validate = eager. */
+static apx_context *open_eager(void) {
+  char path[] = "/tmp/apexx-cuda-eager-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) {
+    perror("mkstemp");
+    exit(EXIT_FAILURE);
+  }
+  FILE *f = fdopen(fd, "w");
+  fprintf(f,
+          "[apexx]\norder = cuda, cpu\nvalidate = eager\n"
+          "[backend cpu]\nlibrary = apexx-cpu.so\n"
+          "[backend cuda]\nlibrary = apexx-cuda.so\n");
+  fclose(f);
+  apx_context *c = NULL;
+  apx_status st = apx_open(&c, path);
+  unlink(path);
+  if (st != APX_OK) {
+    fprintf(stderr, "apx_open (eager config): %s: %s\n", apx_status_name(st), apx_last_error());
+    exit(EXIT_FAILURE);
+  }
+  return c;
+}
+
+int main(void) {
+  ctx = tu_open();
+  struct apx_backend_info info;
+  int found = 0;
+  for (int i = 0; i < apx_backend_count(ctx); i++)
+    if (apx_backend_info(ctx, i, &info) == APX_OK && strcmp(info.name, "cuda") == 0) {
+      found = 1;
+      break;
+    }
+  if (!found || info.state != APX_BACKEND_OK) {
+    printf("SKIP: cuda backend %s: %s\n", found ? apx_backend_state_name(info.state) : "absent",
+           found ? info.reason : "not in the configuration");
+    apx_close(ctx);
+    return 77;
+  }
+  printf("# cuda device: %s\n", info.device_name);
+  ctx_eager = open_eager();
+  rng.s = tu_seed() ^ 0xc0dau;
+
+  Suite *s = suite_create("cuda");
+  TCase *tc = tcase_create("parity");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_memory_and_timer);
+  tcase_add_test(tc, test_tilepack);
+  tcase_add_test(tc, test_tileunpack);
+  tcase_add_test(tc, test_fused);
+  tcase_add_test(tc, test_fusiongate_alpha);
+  tcase_add_test(tc, test_fusiongate_fuse);
+  tcase_add_test(tc, test_tilessm);
+  tcase_add_test(tc, test_gather);
+  tcase_add_test(tc, test_index_select);
+  tcase_add_test(tc, test_scatter_add);
+  tcase_add_test(tc, test_scatter_add_large);
+  tcase_add_test(tc, test_bad_indices);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  apx_close(ctx_eager);
+  apx_close(ctx);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
