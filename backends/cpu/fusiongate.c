@@ -49,23 +49,32 @@ static inline float sanitise(float v) {
   return v;
 }
 
+/* Pixels per work item of alpha. */
+#define ALPHA_BLOCK 4096
+
 static inline __attribute__((always_inline)) void
 alpha_loop(const cpu_state *st, const void *boundary, const void *uncertainty, void *out,
            int64_t n, float w_b, float w_u, float bias, apx_dtype in_dtype,
            apx_dtype out_dtype) {
   (void)st;
+  const int64_t blocks = (n + ALPHA_BLOCK - 1) / ALPHA_BLOCK;
   CPU_OMP_FOR(st->threads, n * 8)
-  for (int64_t i = 0; i < n; i++) {
-    const float b = round_to(sanitise(load_as_f32(boundary, i, in_dtype)), out_dtype);
-    const float u = round_to(sanitise(load_as_f32(uncertainty, i, in_dtype)), out_dtype);
-    const float weighted_b = round_to(w_b * b, out_dtype);
-    const float weighted_u = round_to(w_u * u, out_dtype);
-    const float logits = round_to(round_to(weighted_b + weighted_u, out_dtype) + bias, out_dtype);
-    /* sigmoid of the fp32 logits, evaluated in double and rounded once to
-     * fp32: within half an fp32 ulp of the truth, where the fp32 formula
-     * 1/(1+expf(-x)) strays by 2 (the spec allows a storage ulp). */
-    const float alpha = (float)(1.0 / (1.0 + exp(-(double)logits)));
-    store_from_f32(out, i, alpha, out_dtype);
+  for (int64_t block = 0; block < blocks; block++) {
+    const int64_t end = (block + 1) * ALPHA_BLOCK < n ? (block + 1) * ALPHA_BLOCK : n;
+    for (int64_t i = block * ALPHA_BLOCK; i < end; i++) {
+      const float b = round_to(sanitise(load_as_f32(boundary, i, in_dtype)), out_dtype);
+      const float u = round_to(sanitise(load_as_f32(uncertainty, i, in_dtype)), out_dtype);
+      const float weighted_b = round_to(w_b * b, out_dtype);
+      const float weighted_u = round_to(w_u * u, out_dtype);
+      const float logits =
+          round_to(round_to(weighted_b + weighted_u, out_dtype) + bias, out_dtype);
+      /* sigmoid of the fp32 logits, evaluated in double and rounded once
+       * to fp32: within half an fp32 ulp of the truth, where the fp32
+       * formula 1/(1+expf(-x)) strays by 2 (the spec allows a storage
+       * ulp). */
+      const float alpha = (float)(1.0 / (1.0 + exp(-(double)logits)));
+      store_from_f32(out, i, alpha, out_dtype);
+    }
   }
 }
 

@@ -21,23 +21,22 @@
 #ifdef _OPENMP
 #include <omp.h>
 #define CPU_PRAGMA_(x) _Pragma(#x)
-/* Parallel for over a loop with the backend's thread count; `if` keeps tiny
- * calls on the calling thread, where a thread team would cost more than the
- * work. */
+/* Parallel for over a loop of work items (each a band, a plane segment ...,
+ * kilobytes of work) with the backend's thread count. Items are handed out
+ * one at a time (dynamic): on a machine shared with other processes a
+ * static split waits for its slowest, descheduled thread. `if` keeps tiny
+ * calls on the calling thread, where a thread team would cost more than
+ * the work. */
 #define CPU_OMP_FOR(threads, work)                                             \
-  CPU_PRAGMA_(omp parallel for schedule(static) num_threads(threads)           \
-                  if ((threads) > 1 && (work) >= 32768))
-#define CPU_OMP_FOR_DYNAMIC(threads, work)                                     \
-  CPU_PRAGMA_(omp parallel for schedule(dynamic, 1) num_threads(threads)       \
+  CPU_PRAGMA_(omp parallel for schedule(dynamic, 1) num_threads(threads)      \
                   if ((threads) > 1 && (work) >= 32768))
 /* A parallel region (CPU_OMP_PARALLEL) whose loop is shared out by
  * CPU_OMP_LOOP, for work that needs per-thread code after the loop. */
 #define CPU_OMP_PARALLEL(threads, work)                                        \
   CPU_PRAGMA_(omp parallel num_threads(threads) if ((threads) > 1 && (work) >= 32768))
-#define CPU_OMP_LOOP CPU_PRAGMA_(omp for schedule(static))
+#define CPU_OMP_LOOP CPU_PRAGMA_(omp for schedule(dynamic, 1))
 #else
 #define CPU_OMP_FOR(threads, work)
-#define CPU_OMP_FOR_DYNAMIC(threads, work)
 #define CPU_OMP_PARALLEL(threads, work)
 #define CPU_OMP_LOOP
 #endif
