@@ -185,6 +185,19 @@ static double time_op(apx_context *ctx, op_runner run, const void *args, const c
   return median(samples, n);
 }
 
+/* Median seconds of apx_explain on the same args: the core's validation
+ * (for indexing ops it reads every host index value) without the kernel. */
+static double time_validation(apx_context *ctx, apx_op_id op, const void *args) {
+  apx_explanation e;
+  double samples[5];
+  for (int i = 0; i < 5; i++) {
+    double t0 = now_s();
+    apx_explain(ctx, op, args, &cpu_call, &e);
+    samples[i] = now_s() - t0;
+  }
+  return median(samples, 5);
+}
+
 static void report(const char *profile, const char *op, apx_dtype dt, const char *shape,
                    double seconds, double bytes, const char *extra) {
   if (seconds == -2.0) return; /* not selected */
@@ -357,25 +370,33 @@ static void bench_indexing(apx_context *ctx, const profile *p, apx_dtype dt) {
   const double src_b = (double)tensor_bytes(src), small_b = (double)tensor_bytes(small);
   const double index_b = (double)tensor_bytes(index), rows_b = (double)tensor_bytes(rows);
 
+  char note[96];
+  double s;
+#define VALIDATION_NOTE(op, args, what)                                        \
+  snprintf(note, sizeof note, "%score validation %.0f us", what,              \
+           s >= 0 ? time_validation(ctx, op, args) * 1e6 : 0.0)
   apx_gather_args g = APX_GATHER_ARGS_INIT;
   g.src = src, g.dim = 0, g.index = index, g.out = small;
-  report(p->name, "gather", dt, shape, time_op(ctx, run_gather, &g, "gather"),
-         index_b + 2 * small_b, "index [N,D] expanded");
+  s = time_op(ctx, run_gather, &g, "gather");
+  VALIDATION_NOTE(APX_OP_GATHER, &g, "index [N,D] expanded; ");
+  report(p->name, "gather", dt, shape, s, index_b + 2 * small_b, note);
   apx_index_select_args is = APX_INDEX_SELECT_ARGS_INIT;
   is.src = src, is.index = rows, is.out = small;
-  report(p->name, "index_select", dt, shape,
-         time_op(ctx, run_index_select, &is, "index_select"), rows_b + 2 * small_b, NULL);
+  s = time_op(ctx, run_index_select, &is, "index_select");
+  VALIDATION_NOTE(APX_OP_INDEX_SELECT, &is, "");
+  report(p->name, "index_select", dt, shape, s, rows_b + 2 * small_b, note);
   fill_uniform(small, -1.0f, 1.0f);
   apx_scatter_add_args sa = APX_SCATTER_ADD_ARGS_INIT;
   sa.self = src, sa.dim = 0, sa.index = index, sa.src = small, sa.out = big_out;
-  report(p->name, "scatter_add", dt, shape,
-         time_op(ctx, run_scatter_add, &sa, "scatter_add"), 2 * src_b + index_b + small_b,
-         "out of place");
+  s = time_op(ctx, run_scatter_add, &sa, "scatter_add");
+  VALIDATION_NOTE(APX_OP_SCATTER_ADD, &sa, "out of place; ");
+  report(p->name, "scatter_add", dt, shape, s, 2 * src_b + index_b + small_b, note);
   apx_gather_backward_args gb = APX_GATHER_BACKWARD_ARGS_INIT;
   gb.grad_out = small, gb.dim = 0, gb.index = index, gb.grad_src = big_out;
-  report(p->name, "gather_backward", dt, shape,
-         time_op(ctx, run_gather_backward, &gb, "gather_backward"), src_b + index_b + small_b,
-         NULL);
+  s = time_op(ctx, run_gather_backward, &gb, "gather_backward");
+  VALIDATION_NOTE(APX_OP_GATHER_BACKWARD, &gb, "");
+  report(p->name, "gather_backward", dt, shape, s, src_b + index_b + small_b, note);
+#undef VALIDATION_NOTE
   free_case(&bc);
 }
 
@@ -412,9 +433,10 @@ int main(int argc, char **argv) {
 #ifdef _OPENMP
   threads = omp_get_max_threads();
 #endif
+  const char *wait_policy = getenv("OMP_WAIT_POLICY");
   emit("apexx cpu backend benchmark (apexx %s): memcpy %.2f GB/s (read + written, "
-       "%d threads, 256 MiB, median of 10)\n\n",
-       apx_version(), memcpy_gbps, threads);
+       "%d threads, 256 MiB, median of 10), OMP_WAIT_POLICY=%s\n\n",
+       apx_version(), memcpy_gbps, threads, wait_policy ? wait_policy : "(unset)");
   emit("| prof  | op                         | type | shape                          | "
        "median us |   MB min | GB/s    | %%memcpy | note |\n");
   emit("|-------|----------------------------|------|--------------------------------|"
@@ -430,6 +452,11 @@ int main(int argc, char **argv) {
       bench_scan(ctx, &profiles[p], dtypes[d]);
       bench_indexing(ctx, &profiles[p], dtypes[d]);
     }
+  /* the machine may be shared: a second memcpy shows whether the
+   * reference moved during the run */
+  double first_gbps = memcpy_gbps;
+  measure_memcpy();
+  emit("\nmemcpy at the start %.2f GB/s, at the end %.2f GB/s\n", first_gbps, memcpy_gbps);
   apx_close(ctx);
   if (table_out) fclose(table_out);
   return failures ? 2 : 0;

@@ -149,7 +149,9 @@ static int row_is_uniform(const void *index, int idx64, int64_t row, int64_t inn
 /* Rows [r0, r1) of the index (row = (o, k), inner values each). Element
  * copies are specialised on element size and index width. */
 /* Rows ahead whose source row is prefetched (random rows: hide latency). */
+#ifndef PREFETCH_ROWS_AHEAD
 #define PREFETCH_ROWS_AHEAD 4
+#endif
 
 static inline void prefetch_bytes(const char *p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 0);
