@@ -37,3 +37,11 @@ backends_apexx_cuda_la_LINK = $(LIBTOOL) $(AM_V_lt) --tag=CXX $(AM_LIBTOOLFLAGS)
 # the shared header.
 $(cuda_backend_sources:.cu=.lo): $(top_srcdir)/backends/cuda/cuda_backend.h
 endif
+
+# GPU run tools (bench/gpu/, bench/peers/): the bandwidth table program uses
+# only the public API, so it builds with or without CUDA (and skips, exit 77,
+# where the cuda backend cannot run).
+noinst_PROGRAMS += bench/gpu/cuda_bw
+bench_gpu_cuda_bw_SOURCES = bench/gpu/cuda_bw.c
+bench_gpu_cuda_bw_LDADD = core/libapexx.la $(M_LIBS)
+EXTRA_DIST += bench/gpu/run-all.sh bench/peers/torch_peers.py

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# One GPU run of the cuda backend, from the configured and built tree (the
+# tarball that ../shared/gpu/prepare packs, built by `bash .gpu/remote-build`):
+#
+#   bash .gpu/remote-build bash bench/gpu/run-all.sh
+#
+# It runs the GPU suite (tests/test_cuda) with its output, compute-sanitizer
+# (memcheck, racecheck, initcheck) on it, the bandwidth table
+# (bench/gpu/cuda_bw, validate=device and validate=off), apexx-bench at the
+# seed and large profiles (when it is built), and the torch peers
+# (bench/peers/torch_peers.py). Into $OUT (default /tmp/out) it writes two
+# files beside remote-build's summary.txt and logs.tar.gz:
+#   gpu-report.txt      the card, every step's verdict, the tables
+#   gpu-results.tar.gz  every log, JSON and Markdown report
+# Each step has a time limit so the whole run fits one device call.
+# RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
+# bench peers. Exit status: 0 when every step run passed or was skipped
+# with a reason.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+# sources beside this script; binaries in the build tree: the current
+# directory (remote-build runs commands there), or $APEXX_BUILD_DIR
+srcdir=$(cd "$(dirname "$0")/../.." && pwd)
+root=${APEXX_BUILD_DIR:-$PWD}
+cd "$root" || exit 1
+[ -f Makefile ] || { echo "run-all.sh: $root is not a configured build tree" >&2; exit 1; }
+work=$(mktemp -d /tmp/apexx-gpu-run.XXXXXX)
+report="$OUT/gpu-report.txt"
+: >"$report"
+status=0
+say() { echo "$*" | tee -a "$report"; }
+RUN_STEPS=${RUN_STEPS:-tests memcheck racecheck initcheck bw bench peers}
+want() { case " $RUN_STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+
+export APEXX_CONFIG="$srcdir/conf/apexx.ini"
+export APEXX_BACKEND_DIR="$root/backends/.libs"
+export PATH=/usr/local/cuda/bin:$PATH
+off_ini="$work/validate-off.ini"
+sed 's/^validate *=.*/validate = off/' "$APEXX_CONFIG" >"$off_ini"
+chmod 600 "$off_ini"
+
+# step NAME LIMIT_S CMD...: run with a time limit, log to $work/NAME.log,
+# record the verdict (77 = skipped).
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" >"$work/$name.log" 2>&1
+  local rc=$?
+  local verdict=PASS
+  if [ $rc -eq 77 ]; then
+    verdict="SKIP ($(grep -m1 '^SKIP' "$work/$name.log"))"
+  elif [ $rc -eq 124 ]; then
+    verdict="FAIL (timed out after ${limit}s)"
+    status=1
+  elif [ $rc -ne 0 ]; then
+    verdict="FAIL (exit $rc)"
+    status=1
+  fi
+  say "$(printf '%-28s %-8s %4ds' "$name" "${verdict%% *}" $((SECONDS - t0))) ${verdict#* }"
+  return $rc
+}
+
+say "apexx GPU run, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1 || true)"
+say "$(nvcc --version 2>&1 | grep -m1 release)"
+say ""
+
+# 1. the GPU suite, with its own output (make check already ran it)
+if want tests; then
+  step test_cuda 300 ./tests/test_cuda
+  tail -5 "$work/test_cuda.log" | sed 's/^/    /' | tee -a "$report"
+fi
+
+# 2. compute-sanitizer on the suite (libtool's wrapper runs the real binary)
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck initcheck; do
+    want "$tool" || continue
+    extra=()
+    [ "$tool" = memcheck ] && extra=(--leak-check no)
+    [ "$tool" = initcheck ] && extra=(--track-unused-memory no)
+    step "sanitizer-$tool" 400 ./libtool --mode=execute compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "${extra[@]}" ./tests/test_cuda
+    grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL|^[0-9]+%' "$work/sanitizer-$tool.log" \
+      | tail -3 | sed 's/^/    /' | tee -a "$report"
+  done
+else
+  say "compute-sanitizer        SKIP     not on PATH"
+fi
+
+# 3. the bandwidth table (validate=device, then validate=off)
+if ! want bw; then
+  :
+elif [ -x bench/gpu/cuda_bw ]; then
+  step cuda_bw 240 ./bench/gpu/cuda_bw --iters 20 --json "$work/cuda_bw.json"
+  grep '^|' "$work/cuda_bw.log" | tee -a "$report"
+  step cuda_bw-validate-off 240 env APEXX_CONFIG="$off_ini" ./bench/gpu/cuda_bw --iters 20 \
+    --json "$work/cuda_bw-validate-off.json"
+  grep '^|' "$work/cuda_bw-validate-off.log" | tee -a "$report"
+else
+  say "cuda_bw                  SKIP     bench/gpu/cuda_bw not built"
+fi
+
+# 4. apexx-bench at the seed and the large profile (when built)
+if ! want bench; then
+  :
+elif [ -x bench/apexx-bench ]; then
+  step bench-seed 300 ./bench/apexx-bench --backends cuda,cpu \
+    --output-json "$work/bench-seed.json" --output-md "$work/bench-seed.md"
+  step bench-large-tiles 300 ./bench/apexx-bench --backends cuda --batch 8 --channels 256 \
+    --height 512 --width 512 --tile-size 8 --kmax 2048 --warmup 3 --iters 10 \
+    --ops tile_ops,indexing --output-json "$work/bench-large-tiles.json" \
+    --output-md "$work/bench-large-tiles.md"
+  step bench-large-scan 300 ./bench/apexx-bench --backends cuda --batch 8 --channels 1024 \
+    --steps 4096 --warmup 3 --iters 10 --ops tilessm \
+    --output-json "$work/bench-large-scan.json" --output-md "$work/bench-large-scan.md"
+else
+  say "apexx-bench              SKIP     bench/apexx-bench not built"
+fi
+
+# 5. the torch peers (python3 there is the one with PyTorch)
+if want peers; then
+  step torch_peers 300 env PYTHONUNBUFFERED=1 python3 "$srcdir/bench/peers/torch_peers.py" --iters 20 \
+    --json "$work/torch_peers.json"
+  grep '^|' "$work/torch_peers.log" | tee -a "$report"
+fi
+
+say ""
+say "overall: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
+tar -czf "$OUT/gpu-results.tar.gz" -C "$work" . 2>/dev/null
+exit $status
