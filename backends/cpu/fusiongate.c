@@ -10,7 +10,6 @@
  * broadcast over C; out may alias base (elementwise, so in place is safe). */
 #include <math.h>
 
-#include "apx_half.h"
 #include "tile_simd.h"
 
 /* ---- alpha ------------------------------------------------------------------ */
@@ -18,77 +17,28 @@
 /* PyTorch softplus (beta 1, threshold 20), evaluated in fp32. */
 static float softplus_f32(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-static inline __attribute__((always_inline)) float load_as_f32(const void *p, int64_t i,
-                                                               apx_dtype dtype) {
-  if (dtype == APX_DTYPE_F32) return ((const float *)p)[i];
-  if (dtype == APX_DTYPE_F16) return apx_f16_to_f32(((const uint16_t *)p)[i]);
-  return apx_bf16_to_f32(((const uint16_t *)p)[i]);
-}
-
-static inline __attribute__((always_inline)) float round_to(float v, apx_dtype dtype) {
-  if (dtype == APX_DTYPE_F16) return apx_round_f16(v);
-  if (dtype == APX_DTYPE_BF16) return apx_round_bf16(v);
-  return v;
-}
-
-static inline __attribute__((always_inline)) void store_from_f32(void *p, int64_t i, float v,
-                                                                 apx_dtype dtype) {
-  if (dtype == APX_DTYPE_F32)
-    ((float *)p)[i] = v;
-  else if (dtype == APX_DTYPE_F16)
-    ((uint16_t *)p)[i] = apx_f32_to_f16(v);
-  else
-    ((uint16_t *)p)[i] = apx_f32_to_bf16(v);
-}
-
-/* spec/ops.md 5.A step 1: values 0 and 1 are exact in every float dtype,
- * so sanitising in the proxy dtype is done on the widened value. */
-static inline float sanitise(float v) {
-  if (isnan(v)) return 0.0f;
-  if (isinf(v)) return v > 0 ? 1.0f : 0.0f;
-  return v;
-}
-
-/* Pixels per work item of alpha. */
+/* Pixels per work item, and per pass through the fp32 staging buffers. */
 #define ALPHA_BLOCK 4096
+#define ALPHA_CHUNK 256
 
-static inline __attribute__((always_inline)) void
-alpha_loop(const cpu_state *st, const void *boundary, const void *uncertainty, void *out,
-           int64_t n, float w_b, float w_u, float bias, apx_dtype in_dtype,
-           apx_dtype out_dtype) {
-  (void)st;
-  const int64_t blocks = (n + ALPHA_BLOCK - 1) / ALPHA_BLOCK;
-  CPU_OMP_FOR(st->threads, n * 8)
-  for (int64_t block = 0; block < blocks; block++) {
-    const int64_t end = (block + 1) * ALPHA_BLOCK < n ? (block + 1) * ALPHA_BLOCK : n;
-    for (int64_t i = block * ALPHA_BLOCK; i < end; i++) {
-      const float b = round_to(sanitise(load_as_f32(boundary, i, in_dtype)), out_dtype);
-      const float u = round_to(sanitise(load_as_f32(uncertainty, i, in_dtype)), out_dtype);
-      const float weighted_b = round_to(w_b * b, out_dtype);
-      const float weighted_u = round_to(w_u * u, out_dtype);
-      const float logits =
-          round_to(round_to(weighted_b + weighted_u, out_dtype) + bias, out_dtype);
-      /* sigmoid of the fp32 logits, evaluated in double and rounded once
-       * to fp32: within half an fp32 ulp of the truth, where the fp32
-       * formula 1/(1+expf(-x)) strays by 2 (the spec allows a storage
-       * ulp). */
-      const float alpha = (float)(1.0 / (1.0 + exp(-(double)logits)));
-      store_from_f32(out, i, alpha, out_dtype);
-    }
+/* spec/ops.md 5.A step 1, on the proxy values widened to fp32 (exact):
+ * 0 and 1 are exact in every float dtype, so this is sanitising in the
+ * proxy's own dtype. */
+static void sanitise(float *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(v[i]))
+      v[i] = 0.0f;
+    else if (isinf(v[i]))
+      v[i] = v[i] > 0 ? 1.0f : 0.0f;
   }
 }
-
-#define ALPHA_CASE(in_dt, out_dt)                                              \
-  case (in_dt) * APX_DTYPE_COUNT + (out_dt):                                   \
-    alpha_loop(st, boundary, uncertainty, out, n, w_b, w_u, bias, in_dt, out_dt); \
-    break;
 
 apx_status cpu_fusiongate_alpha(void *state, const apx_fusiongate_alpha_args *args,
                                 const apx_call *call) {
   (void)call;
   const cpu_state *st = state;
-  const void *boundary = args->boundary->data, *uncertainty = args->uncertainty->data;
-  void *out = args->out->data;
+  const char *boundary = args->boundary->data, *uncertainty = args->uncertainty->data;
+  char *out = args->out->data;
   const int64_t n = cpu_numel(args->out);
   if (n == 0) return APX_OK;
   /* softplus as an fp32 tensor, then a host double that enters the fp32
@@ -96,20 +46,25 @@ apx_status cpu_fusiongate_alpha(void *state, const apx_fusiongate_alpha_args *ar
   const float w_b = softplus_f32((float)args->boundary_log_weight);
   const float w_u = softplus_f32((float)args->uncertainty_log_weight);
   const float bias = (float)args->bias;
-  switch (args->boundary->dtype * APX_DTYPE_COUNT + args->out->dtype) {
-    ALPHA_CASE(APX_DTYPE_F32, APX_DTYPE_F32)
-    ALPHA_CASE(APX_DTYPE_F32, APX_DTYPE_F16)
-    ALPHA_CASE(APX_DTYPE_F32, APX_DTYPE_BF16)
-    ALPHA_CASE(APX_DTYPE_F16, APX_DTYPE_F32)
-    ALPHA_CASE(APX_DTYPE_F16, APX_DTYPE_F16)
-    ALPHA_CASE(APX_DTYPE_F16, APX_DTYPE_BF16)
-    ALPHA_CASE(APX_DTYPE_BF16, APX_DTYPE_F32)
-    ALPHA_CASE(APX_DTYPE_BF16, APX_DTYPE_F16)
-    ALPHA_CASE(APX_DTYPE_BF16, APX_DTYPE_BF16)
-  default:
-    return st->svc->set_error(APX_ERR_INVALID_ARG,
-                              "fusiongate_alpha: dtypes [%d] -> [%d] not handled",
-                              (int)args->boundary->dtype, (int)args->out->dtype);
+  const cpu_simd_level level = cpu_tile_simd_level();
+  const cpu_tile_kernels *in_kernels = cpu_tile_kernels_for(args->boundary->dtype, level);
+  const cpu_tile_kernels *out_kernels = cpu_tile_kernels_for(args->out->dtype, level);
+  const size_t in_elem = cpu_dtype_size(args->boundary->dtype);
+  const size_t out_elem = cpu_dtype_size(args->out->dtype);
+  const int64_t blocks = (n + ALPHA_BLOCK - 1) / ALPHA_BLOCK;
+
+  CPU_OMP_FOR(st->threads, n * 8)
+  for (int64_t block = 0; block < blocks; block++) {
+    float b[ALPHA_CHUNK], u[ALPHA_CHUNK];
+    const int64_t end = (block + 1) * ALPHA_BLOCK < n ? (block + 1) * ALPHA_BLOCK : n;
+    for (int64_t i = block * ALPHA_BLOCK; i < end; i += ALPHA_CHUNK) {
+      const size_t count = (size_t)(end - i < ALPHA_CHUNK ? end - i : ALPHA_CHUNK);
+      in_kernels->to_f32(b, boundary + (size_t)i * in_elem, count);
+      in_kernels->to_f32(u, uncertainty + (size_t)i * in_elem, count);
+      sanitise(b, count);
+      sanitise(u, count);
+      out_kernels->alpha(out + (size_t)i * out_elem, b, u, count, w_b, w_u, bias);
+    }
   }
   return APX_OK;
 }

@@ -8,6 +8,7 @@
 
 #include "tile_simd.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,6 +124,27 @@ affine_reglu_body(void *out, const void *in, size_t begin, size_t n, float vs,
   }
 }
 
+static inline float sigmoid_f32(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
+
+static inline __attribute__((always_inline)) void
+to_f32_body(float *dst, const void *src, size_t begin, size_t n, int dtype) {
+  for (size_t i = begin; i < n; i++) dst[i] = load_dt(src, i, dtype);
+}
+
+static inline __attribute__((always_inline)) float
+alpha_logits(float b, float u, float w_b, float w_u, float bias, int dtype) {
+  const float weighted_b = fl_dt(w_b * fl_dt(b, dtype), dtype);
+  const float weighted_u = fl_dt(w_u * fl_dt(u, dtype), dtype);
+  return fl_dt(fl_dt(weighted_b + weighted_u, dtype) + bias, dtype);
+}
+
+static inline __attribute__((always_inline)) void
+alpha_body(void *out, const float *b, const float *u, size_t begin, size_t n, float w_b,
+           float w_u, float bias, int dtype) {
+  for (size_t i = begin; i < n; i++)
+    store_dt(out, i, sigmoid_f32(alpha_logits(b[i], u[i], w_b, w_u, bias, dtype)), dtype);
+}
+
 static inline __attribute__((always_inline)) size_t elem_size(int dtype) {
   return dtype == DT_F32 ? 4 : 2;
 }
@@ -149,8 +171,16 @@ static inline __attribute__((always_inline)) size_t elem_size(int dtype) {
                         (const char *)in + r * in_stride * elem_size(dtype),   \
                         0, cols, vs, vb, gs, gb, dtype);                       \
   }                                                                            \
+  static void to_f32_##suffix(float *dst, const void *src, size_t n) {         \
+    to_f32_body(dst, src, 0, n, dtype);                                        \
+  }                                                                            \
+  static void alpha_##suffix(void *out, const float *b, const float *u,        \
+                             size_t n, float w_b, float w_u, float bias) {     \
+    alpha_body(out, b, u, 0, n, w_b, w_u, bias, dtype);                        \
+  }                                                                            \
   static const cpu_tile_kernels kernels_##suffix = {                           \
-      blend_##suffix, fuse_##suffix, affine_reglu_##suffix};
+      blend_##suffix, fuse_##suffix, affine_reglu_##suffix, to_f32_##suffix,   \
+      alpha_##suffix};
 
 SCALAR_KERNELS(f32, DT_F32)
 SCALAR_KERNELS(f16, DT_F16)
@@ -270,9 +300,34 @@ SIMD_TARGET static inline __m256 fl8_f32(__m256 v) { return v; }
           (const char *)in + r * in_stride * elem_size(dtype), cols, vs, vb,   \
           gs, gb);                                                             \
   }                                                                            \
+  SIMD_TARGET static void to_f32_##suffix##_avx2(float *dst, const void *src, \
+                                                  size_t n) {                  \
+    size_t i = 0;                                                              \
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8_##suffix(src, i)); \
+    to_f32_body(dst, src, i, n, dtype);                                        \
+  }                                                                            \
+  SIMD_TARGET static void alpha_##suffix##_avx2(                               \
+      void *out, const float *b, const float *u, size_t n, float w_b,          \
+      float w_u, float bias) {                                                 \
+    const __m256 vwb = _mm256_set1_ps(w_b), vwu = _mm256_set1_ps(w_u);         \
+    const __m256 vbias = _mm256_set1_ps(bias);                                 \
+    size_t i = 0;                                                              \
+    for (; i + 8 <= n; i += 8) {                                               \
+      __m256 wb = fl8_##suffix(_mm256_mul_ps(vwb, fl8_##suffix(_mm256_loadu_ps(b + i)))); \
+      __m256 wu = fl8_##suffix(_mm256_mul_ps(vwu, fl8_##suffix(_mm256_loadu_ps(u + i)))); \
+      __m256 logits = fl8_##suffix(                                            \
+          _mm256_add_ps(fl8_##suffix(_mm256_add_ps(wb, wu)), vbias));          \
+      float lane[8];                                                           \
+      _mm256_storeu_ps(lane, logits);                                          \
+      for (int j = 0; j < 8; j++) lane[j] = sigmoid_f32(lane[j]);              \
+      store8_##suffix(out, i, _mm256_loadu_ps(lane));                          \
+    }                                                                          \
+    alpha_body(out, b, u, i, n, w_b, w_u, bias, dtype);                        \
+  }                                                                            \
   static const cpu_tile_kernels kernels_##suffix##_avx2 = {                    \
       blend_##suffix##_avx2, fuse_##suffix##_avx2,                             \
-      affine_reglu_##suffix##_avx2};
+      affine_reglu_##suffix##_avx2, to_f32_##suffix##_avx2,                    \
+      alpha_##suffix##_avx2};
 
 AVX2_KERNELS(f32, DT_F32)
 AVX2_KERNELS(f16, DT_F16)

@@ -87,6 +87,14 @@ typedef struct cpu_tile_kernels {
   void (*affine_reglu)(void *out, size_t out_stride, const void *in,
                        size_t in_stride, size_t rows, size_t cols, float vs,
                        float vb, float gs, float gb);
+  /* Widen n elements of this dtype to fp32 (exact). */
+  void (*to_f32)(float *dst, const void *src, size_t n);
+  /* spec/ops.md 5.A alpha into n elements of this (the out) dtype, from
+   * sanitised proxies widened to fp32 (b, u are cast to this dtype first):
+   * out = fl(sigmoid(fl(fl(fl(w_b*b) + fl(w_u*u)) + bias))), the sigmoid
+   * evaluated in double and rounded to fp32. */
+  void (*alpha)(void *out, const float *b, const float *u, size_t n, float w_b,
+                float w_u, float bias);
 } cpu_tile_kernels;
 
 /* Kernels of float dtype `dtype` (f32, f16, bf16) at SIMD level `level`. */
