@@ -86,17 +86,6 @@ static int write_outputs(const bench_options *opts, const char *json,
   return 0;
 }
 
-/* The process ends right after the run. Closing the context dlcloses the
- * cpu backend, and with it libgomp, while OpenMP's idle worker threads are
- * still parked inside it: they then fault in unmapped code (SIGSEGV seen
- * with libgomp 12). Until the loader keeps such modules resident
- * (RTLD_NODELETE), the bench leaves the unloading to exit();
- * APEXX_BENCH_CLOSE=1 closes anyway (to check a fixed loader). */
-static void close_context(apx_context *ctx) {
-  const char *force = getenv("APEXX_BENCH_CLOSE");
-  if (force && strcmp(force, "1") == 0) apx_close(ctx);
-}
-
 static int run_suite(int argc, char **argv) {
   bench_options opts;
   int rc = bench_parse_flags(argc, argv, &opts);
@@ -126,7 +115,7 @@ static int run_suite(int argc, char **argv) {
   cJSON *report = bench_report_begin(ctx, &opts);
   char err[1024] = "";
   int run_rc = bench_run(ctx, &opts, report, err, sizeof err);
-  close_context(ctx);
+  apx_close(ctx);
   if (run_rc == 1) {
     fprintf(stderr, "apexx-bench: run aborted, no report written: %s\n", err);
     cJSON_Delete(report);
