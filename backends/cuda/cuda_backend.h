@@ -69,6 +69,7 @@ struct cuda_check_result {
   long long value[2];   /* its value (both components for pairs) */
   long long other;      /* duplicate: earlier position of the same id */
   long long lmin, lmax; /* levels statistics (0, 0 when none) */
+  long long kat;        /* the largest k whose level is lmax */
   int rows_vary;        /* const_row: some row is not constant */
 };
 
@@ -78,6 +79,7 @@ struct cuda_check_slot {
   unsigned long long partial_pos[CUDA_CHECK_MAX_BLOCKS];
   long long partial_lmin[CUDA_CHECK_MAX_BLOCKS];
   long long partial_lmax[CUDA_CHECK_MAX_BLOCKS];
+  long long partial_kat[CUDA_CHECK_MAX_BLOCKS]; /* largest k at lmax */
   int partial_rows_vary[CUDA_CHECK_MAX_BLOCKS];
 };
 

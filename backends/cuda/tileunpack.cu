@@ -184,7 +184,8 @@ static unpack_geometry geometry(const apx_tileunpack_args *a) {
   size_t elem = cuda_dtype_size(a->base->dtype);
   int vec = (int)(16 / elem);
   while (vec > 1 && (g.t % vec != 0 || (uintptr_t)a->base->data % (vec * elem) != 0 ||
-                     (uintptr_t)a->out->data % (vec * elem) != 0))
+                     (uintptr_t)a->out->data % (vec * elem) != 0 ||
+                     (uintptr_t)a->packed->data % (vec * elem) != 0))
     vec /= 2;
   g.vec = vec;
   g.work = g.B * g.C * g.H * (g.W / vec);

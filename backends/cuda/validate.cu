@@ -58,11 +58,12 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   __shared__ unsigned long long s_pos[CUDA_CHECK_THREADS];
   __shared__ long long s_lmin[CUDA_CHECK_THREADS];
   __shared__ long long s_lmax[CUDA_CHECK_THREADS];
+  __shared__ long long s_kat[CUDA_CHECK_THREADS];
   __shared__ int s_vary[CUDA_CHECK_THREADS];
   __shared__ int s_last;
 
   unsigned long long first_bad = ULLONG_MAX;
-  long long lmin = LLONG_MAX, lmax = LLONG_MIN;
+  long long lmin = LLONG_MAX, lmax = LLONG_MIN, kat = -1;
   int vary = 0;
   if (d.data) {
     CUDA_FOR(i, d.count) {
@@ -79,21 +80,30 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   if (d.levels) {
     CUDA_FOR(i, d.levels_count) {
       long long v = (long long)cuda_load_index(d.levels, d.levels_is64, i);
+      long long k = (long long)(i % (d.key_k > 0 ? d.key_k : 1));
       lmin = v < lmin ? v : lmin;
-      lmax = v > lmax ? v : lmax;
+      if (v > lmax || (v == lmax && k > kat)) {
+        lmax = v;
+        kat = k;
+      }
     }
   }
   int t = threadIdx.x;
   s_pos[t] = first_bad;
   s_lmin[t] = lmin;
   s_lmax[t] = lmax;
+  s_kat[t] = kat;
   s_vary[t] = vary;
   __syncthreads();
   for (int half = CUDA_CHECK_THREADS / 2; half > 0; half /= 2) {
     if (t < half) {
       s_pos[t] = s_pos[t + half] < s_pos[t] ? s_pos[t + half] : s_pos[t];
       s_lmin[t] = s_lmin[t + half] < s_lmin[t] ? s_lmin[t + half] : s_lmin[t];
-      s_lmax[t] = s_lmax[t + half] > s_lmax[t] ? s_lmax[t + half] : s_lmax[t];
+      if (s_lmax[t + half] > s_lmax[t] ||
+          (s_lmax[t + half] == s_lmax[t] && s_kat[t + half] > s_kat[t])) {
+        s_lmax[t] = s_lmax[t + half];
+        s_kat[t] = s_kat[t + half];
+      }
       s_vary[t] |= s_vary[t + half];
     }
     __syncthreads();
@@ -102,6 +112,7 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     slot->partial_pos[blockIdx.x] = s_pos[0];
     slot->partial_lmin[blockIdx.x] = s_lmin[0];
     slot->partial_lmax[blockIdx.x] = s_lmax[0];
+    slot->partial_kat[blockIdx.x] = s_kat[0];
     slot->partial_rows_vary[blockIdx.x] = s_vary[0];
     __threadfence();
     unsigned ticket = atomicAdd(&slot->blocks_done, 1u);
@@ -115,14 +126,17 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   __threadfence();
   volatile cuda_check_slot *vs = slot;
   unsigned long long pos = ULLONG_MAX;
-  long long gmin = LLONG_MAX, gmax = LLONG_MIN;
+  long long gmin = LLONG_MAX, gmax = LLONG_MIN, gkat = -1;
   int gvary = 0;
   for (unsigned b = 0; b < gridDim.x; b++) {
     unsigned long long p = vs->partial_pos[b];
     pos = p < pos ? p : pos;
-    long long a = vs->partial_lmin[b], c = vs->partial_lmax[b];
+    long long a = vs->partial_lmin[b], c = vs->partial_lmax[b], k = vs->partial_kat[b];
     gmin = a < gmin ? a : gmin;
-    gmax = c > gmax ? c : gmax;
+    if (c > gmax || (c == gmax && k > gkat)) {
+      gmax = c;
+      gkat = k;
+    }
     gvary |= vs->partial_rows_vary[b];
   }
   cuda_check_result r;
@@ -130,6 +144,7 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   r.pos = pos;
   r.lmin = d.levels && d.levels_count > 0 ? gmin : 0;
   r.lmax = d.levels && d.levels_count > 0 ? gmax : 0;
+  r.kat = gkat;
   r.rows_vary = gvary;
   if (pos != ULLONG_MAX) {
     int64_t i = (int64_t)pos;
@@ -150,12 +165,12 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
         }
     }
   } else if (d.check_range && d.levels && d.levels_count > 0) {
-    /* spec/ops.md 4.A step 4: ((level - lmin) << order_bits) + k <= 2^31-1 */
+    /* spec/ops.md 4.A step 4: ((level - lmin) << order_bits) + k <= 2^31-1
+     * for every entry; the largest key is the largest k at the top level */
     unsigned long long span = (unsigned long long)gmax - (unsigned long long)gmin;
-    unsigned long long room =
-        ((unsigned long long)INT_MAX - (unsigned long long)(d.key_k > 0 ? d.key_k - 1 : 0)) >>
-        d.order_bits;
-    if (span > room) {
+    int fits = span <= ((unsigned long long)INT_MAX >> d.order_bits) &&
+               (span << d.order_bits) + (unsigned long long)gkat <= (unsigned long long)INT_MAX;
+    if (!fits) {
       r.bad = 1;
       r.kind = CUDA_BAD_LEVEL_SPAN;
     }
@@ -271,9 +286,9 @@ void cuda_check_message(const cuda_check_desc *d, const cuda_check_result *r, ch
   }
   case CUDA_BAD_LEVEL_SPAN:
     snprintf(buf, size,
-             "%s: levels span [%lld, %lld]: the priority key ((level - %lld) << %d) + k "
-             "overflows int32 for K = %lld; reduce the level range or K",
-             op, r->lmin, r->lmax, r->lmin, d->order_bits, (long long)d->key_k);
+             "%s: levels span [%lld, %lld]: the priority key ((level - lmin) << %d) + k "
+             "overflows int32 at level [%lld], k = [%lld]; reduce the level range or K",
+             op, r->lmin, r->lmax, d->order_bits, r->lmax, r->kat);
     break;
   default:
     format_position(where, sizeof where, d->shape, d->ndim, r->pos);
