@@ -152,6 +152,12 @@ START_TEST(test_fused_random) {
       }
       run_case(ctx, &r, &fc);
     }
+  /* empty batch, no channels */
+  for (int64_t empty = 0; empty < 2; empty++) {
+    fused_case fc = {APX_DTYPE_BF16, APX_DTYPE_I32, empty ? 2 : 0, empty ? 0 : 3, 2, 2, 4, 2, 1,
+                     0, 0, 1.0, 0.0, 1.0, 0.0};
+    run_case(ctx, &r, &fc);
+  }
   apx_close(ctx);
 }
 END_TEST

@@ -69,6 +69,9 @@ START_TEST(test_tilepack_random) {
         run_case(ctx, &r, float_dtypes[di], index_dtypes[ii], tu_int(&r, 1, 3),
                  2 * tu_int(&r, 0, 4) + 1, gh, gw, t, K, 0);
       }
+  /* empty batch and no channels */
+  run_case(ctx, &r, APX_DTYPE_F16, APX_DTYPE_I32, 0, 3, 2, 2, 4, 3, 0);
+  run_case(ctx, &r, APX_DTYPE_F32, APX_DTYPE_I64, 2, 0, 2, 2, 4, 3, 0);
   apx_close(ctx);
 }
 END_TEST

@@ -160,7 +160,7 @@ START_TEST(test_tileunpack_random) {
 }
 END_TEST
 
-/* K = 0: out is a copy of base (or base itself, untouched). */
+/* K = 0: out is a copy of base (or base itself, untouched); B = 0. */
 START_TEST(test_tileunpack_empty) {
   apx_context *ctx = tu_open();
   tu_rng r = {tu_seed() ^ 0x7552u};
@@ -172,6 +172,9 @@ START_TEST(test_tileunpack_empty) {
                         (combo >> 2) & 1, 0, 1, 0, 0.25};
       run_case(ctx, &r, &uc);
       uc.alias = 1;
+      run_case(ctx, &r, &uc);
+      uc.B = 0; /* empty batch */
+      uc.K = 2;
       run_case(ctx, &r, &uc);
     }
   apx_close(ctx);
