@@ -6,6 +6,8 @@
  * subnormal tokens, clamp_value 0 and negative. Each case runs twice on
  * fresh inputs with poisoned outputs, once per instruction-set path
  * ($APEXX_CPU_ISA = portable, then the best the CPU has). */
+#include "config.h"
+
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 
 #include "apx_half.h"
 #include "ref_scan_index.h"
+#include "scan_index_simd.h" /* the cpu backend's SIMD conversions */
 #include "testutil.h"
 
 static const apx_call cpu_call = {"cpu", NULL};
@@ -310,6 +313,60 @@ START_TEST(test_scan_clamp_rounded_to_tokens_dtype) {
 }
 END_TEST
 
+#if SI_HAVE_X86
+/* The AVX2/F16C conversions the kernels use against apx_half.h, on a
+ * strided sample of all fp32 bit patterns (NaN payloads, subnormals,
+ * infinities, ties) and on every fp16/bf16 pattern. (All 2^32 patterns
+ * were checked once by hand; that takes too long for make check.) */
+SI_TARGET_AVX2 static int64_t conversion_mismatches(void) {
+  int64_t bad = 0;
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 8 * 257) {
+    uint32_t bits[8];
+    float f[8], round_h[8], round_b[8];
+    uint16_t h[8], b[8];
+    for (int i = 0; i < 8; i++) bits[i] = (uint32_t)(u + (uint64_t)i * 31u);
+    memcpy(f, bits, sizeof f);
+    __m256 v = _mm256_loadu_ps(f);
+    si8_store(APX_DTYPE_F16, h, v);
+    si8_store(APX_DTYPE_BF16, b, v);
+    _mm256_storeu_ps(round_h, si8_round(APX_DTYPE_F16, v));
+    _mm256_storeu_ps(round_b, si8_round(APX_DTYPE_BF16, v));
+    for (int i = 0; i < 8; i++) {
+      float want_h = apx_f16_to_f32(apx_f32_to_f16(f[i]));
+      float want_b = apx_bf16_to_f32(apx_f32_to_bf16(f[i]));
+      bad += h[i] != apx_f32_to_f16(f[i]) || b[i] != apx_f32_to_bf16(f[i]) ||
+             memcmp(&round_h[i], &want_h, 4) != 0 || memcmp(&round_b[i], &want_b, 4) != 0;
+    }
+  }
+  for (uint32_t x = 0; x < 65536; x += 8) {
+    uint16_t in[8];
+    float got_h[8], got_b[8];
+    for (int i = 0; i < 8; i++) in[i] = (uint16_t)(x + (uint32_t)i);
+    _mm256_storeu_ps(got_h, si8_load(APX_DTYPE_F16, in));
+    _mm256_storeu_ps(got_b, si8_load(APX_DTYPE_BF16, in));
+    for (int i = 0; i < 8; i++) {
+      float want_h = apx_f16_to_f32(in[i]), want_b = apx_bf16_to_f32(in[i]);
+      bad += memcmp(&got_h[i], &want_h, 4) != 0 || memcmp(&got_b[i], &want_b, 4) != 0;
+    }
+  }
+  return bad;
+}
+#endif
+
+START_TEST(test_simd_conversions_exact) {
+#if SI_HAVE_X86
+  if (si_isa_level() < SI_ISA_AVX2) {
+    fprintf(stderr, "# test_simd_conversions_exact: no AVX2/F16C here, nothing to compare\n");
+    return;
+  }
+  int64_t bad = conversion_mismatches();
+  ck_assert_msg(bad == 0, "%lld AVX2 conversions differ from apx_half.h", (long long)bad);
+#else
+  fprintf(stderr, "# test_simd_conversions_exact: not an x86-64 build\n");
+#endif
+}
+END_TEST
+
 static Suite *tilessm_suite(void) {
   Suite *s = suite_create("cpu_tilessm");
   TCase *tc = tcase_create("scan");
@@ -319,6 +376,7 @@ static Suite *tilessm_suite(void) {
   tcase_add_test(tc, test_scan_large);
   tcase_add_test(tc, test_scan_empty_steps);
   tcase_add_test(tc, test_scan_clamp_rounded_to_tokens_dtype);
+  tcase_add_test(tc, test_simd_conversions_exact);
   suite_add_tcase(s, tc);
   return s;
 }
