@@ -10,45 +10,60 @@
 
 int64_t ref_numel(const apx_tensor *t) {
   int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  for (int d = 0; d < t->ndim; d++)
+    n *= t->shape[d];
   return n;
 }
 
 static size_t elem_size(apx_dtype dtype) {
-  return dtype == APX_DTYPE_F16 || dtype == APX_DTYPE_BF16 ? 2
-         : dtype == APX_DTYPE_I64                          ? 8
-                                                           : 4;
+  return dtype == APX_DTYPE_F16 || dtype == APX_DTYPE_BF16 ? 2 : dtype == APX_DTYPE_I64 ? 8 : 4;
 }
 
 float ref_get(const apx_tensor *t, int64_t i) {
   switch (t->dtype) {
-  case APX_DTYPE_F32: return ((const float *)t->data)[i];
-  case APX_DTYPE_F16: return apx_f16_to_f32(((const uint16_t *)t->data)[i]);
-  case APX_DTYPE_BF16: return apx_bf16_to_f32(((const uint16_t *)t->data)[i]);
-  default: abort();
+  case APX_DTYPE_F32:
+    return ((const float *)t->data)[i];
+  case APX_DTYPE_F16:
+    return apx_f16_to_f32(((const uint16_t *)t->data)[i]);
+  case APX_DTYPE_BF16:
+    return apx_bf16_to_f32(((const uint16_t *)t->data)[i]);
+  default:
+    abort();
   }
 }
 
 void ref_set(const apx_tensor *t, int64_t i, float v) {
   switch (t->dtype) {
-  case APX_DTYPE_F32: ((float *)t->data)[i] = v; break;
-  case APX_DTYPE_F16: ((uint16_t *)t->data)[i] = apx_f32_to_f16(v); break;
-  case APX_DTYPE_BF16: ((uint16_t *)t->data)[i] = apx_f32_to_bf16(v); break;
-  default: abort();
+  case APX_DTYPE_F32:
+    ((float *)t->data)[i] = v;
+    break;
+  case APX_DTYPE_F16:
+    ((uint16_t *)t->data)[i] = apx_f32_to_f16(v);
+    break;
+  case APX_DTYPE_BF16:
+    ((uint16_t *)t->data)[i] = apx_f32_to_bf16(v);
+    break;
+  default:
+    abort();
   }
 }
 
 float ref_fl(apx_dtype dtype, float v) {
   switch (dtype) {
-  case APX_DTYPE_F32: return v;
-  case APX_DTYPE_F16: return apx_round_f16(v);
-  case APX_DTYPE_BF16: return apx_round_bf16(v);
-  default: abort();
+  case APX_DTYPE_F32:
+    return v;
+  case APX_DTYPE_F16:
+    return apx_round_f16(v);
+  case APX_DTYPE_BF16:
+    return apx_round_bf16(v);
+  default:
+    abort();
   }
 }
 
 int64_t ref_index(const apx_tensor *t, int64_t i) {
-  if (t->dtype == APX_DTYPE_I64) return ((const int64_t *)t->data)[i];
+  if (t->dtype == APX_DTYPE_I64)
+    return ((const int64_t *)t->data)[i];
   return ((const int32_t *)t->data)[i];
 }
 
@@ -69,14 +84,16 @@ static int64_t ordered_bits(apx_dtype dtype, const void *p, int64_t i, int *is_n
 int64_t ref_ulp_distance(apx_dtype dtype, const void *a, const void *b, int64_t i) {
   int nan_a, nan_b;
   int64_t oa = ordered_bits(dtype, a, i, &nan_a), ob = ordered_bits(dtype, b, i, &nan_b);
-  if (nan_a || nan_b) return nan_a && nan_b ? 0 : INT64_MAX;
+  if (nan_a || nan_b)
+    return nan_a && nan_b ? 0 : INT64_MAX;
   return oa > ob ? oa - ob : ob - oa;
 }
 
 int64_t ref_first_mismatch(const apx_tensor *got, const apx_tensor *want, int64_t tol_ulp) {
   int64_t n = ref_numel(want);
   for (int64_t i = 0; i < n; i++)
-    if (ref_ulp_distance(want->dtype, got->data, want->data, i) > tol_ulp) return i;
+    if (ref_ulp_distance(want->dtype, got->data, want->data, i) > tol_ulp)
+      return i;
   return -1;
 }
 
@@ -94,7 +111,8 @@ static apx_tensor scratch_like(const apx_tensor *like) {
   apx_tensor t = *like;
   size_t bytes = (size_t)ref_numel(like) * elem_size(like->dtype);
   t.data = malloc(bytes ? bytes : 1);
-  if (!t.data) abort();
+  if (!t.data)
+    abort();
   return t;
 }
 
@@ -128,14 +146,16 @@ void ref_tilepack(const apx_tilepack_args *args) {
 /* The storage value nearest to v (ties to an even bit pattern), found by
  * scanning every finite pattern: how a 0-d tensor materialises a double. */
 static float nearest_storage_value(apx_dtype dtype, double v) {
-  if (dtype == APX_DTYPE_F32) return (float)v;
+  if (dtype == APX_DTYPE_F32)
+    return (float)v;
   float best = 0;
   double best_err = INFINITY;
   unsigned best_bits = 0;
   for (unsigned bits = 0; bits < 0x10000u; bits++) {
-    float x = dtype == APX_DTYPE_F16 ? apx_f16_to_f32((uint16_t)bits)
-                                     : apx_bf16_to_f32((uint16_t)bits);
-    if (!isfinite(x)) continue;
+    float x =
+        dtype == APX_DTYPE_F16 ? apx_f16_to_f32((uint16_t)bits) : apx_bf16_to_f32((uint16_t)bits);
+    if (!isfinite(x))
+      continue;
     double err = fabs((double)x - v);
     if (err < best_err || (err == best_err && (bits & 1u) == 0 && (best_bits & 1u))) {
       best = x;
@@ -157,12 +177,14 @@ void ref_tileunpack(const apx_tileunpack_args *args) {
   int order_bits = 1;
   if (K - 1 > 0) {
     order_bits = 0;
-    for (int64_t v = K - 1; v > 0; v >>= 1) order_bits++;
+    for (int64_t v = K - 1; v > 0; v >>= 1)
+      order_bits++;
   }
   int64_t lmin = 0;
   if (args->levels)
     for (int64_t i = 0; i < B * K; i++)
-      if (i == 0 || ref_index(args->levels, i) < lmin) lmin = ref_index(args->levels, i);
+      if (i == 0 || ref_index(args->levels, i) < lmin)
+        lmin = ref_index(args->levels, i);
 
   float a = 0, one_minus_a = 0;
   if (args->mode == APX_OVERLAP_BLEND) {
@@ -255,9 +277,12 @@ void ref_fused_pack_op_unpack(const apx_fused_pack_op_unpack_args *args) {
 /* ---- 5.A fusiongate --------------------------------------------------------- */
 static float sanitised(const apx_tensor *t, int64_t i) {
   float v = ref_get(t, i);
-  if (v != v) return 0.0f;
-  if (v == INFINITY) return 1.0f;
-  if (v == -INFINITY) return 0.0f;
+  if (v != v)
+    return 0.0f;
+  if (v == INFINITY)
+    return 1.0f;
+  if (v == -INFINITY)
+    return 0.0f;
   return v;
 }
 

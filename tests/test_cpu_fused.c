@@ -37,7 +37,8 @@ static void fill_unique_ids(tu_rng *r, const apx_tensor *idx, int64_t tiles) {
   int64_t B = idx->shape[0], K = idx->shape[1];
   int64_t *perm = malloc(sizeof(int64_t) * (size_t)tiles);
   for (int64_t b = 0; b < B; b++) {
-    for (int64_t i = 0; i < tiles; i++) perm[i] = i;
+    for (int64_t i = 0; i < tiles; i++)
+      perm[i] = i;
     for (int64_t k = 0; k < K; k++) {
       int64_t j = tu_int(r, k, tiles - 1), s = perm[k];
       perm[k] = perm[j];
@@ -53,13 +54,25 @@ static void fill_features(tu_rng *r, const apx_tensor *t, int specials) {
   double tiny = t->dtype == APX_DTYPE_F16 ? 3e-6 : 1e-39;
   for (int64_t i = 0; i < n; i++) {
     double v = 2.0 * tu_normal(r);
-    if (specials) switch (tu_int(r, 0, 15)) {
-      case 0: v = INFINITY; break;
-      case 1: v = -INFINITY; break;
-      case 2: v = NAN; break;
-      case 3: v = -0.0; break;
-      case 4: v = tiny * (tu_uniform(r) - 0.5); break;
-      default: break;
+    if (specials)
+      switch (tu_int(r, 0, 15)) {
+      case 0:
+        v = INFINITY;
+        break;
+      case 1:
+        v = -INFINITY;
+        break;
+      case 2:
+        v = NAN;
+        break;
+      case 3:
+        v = -0.0;
+        break;
+      case 4:
+        v = tiny * (tu_uniform(r) - 0.5);
+        break;
+      default:
+        break;
       }
     tu_set(t, i, v);
   }
@@ -76,10 +89,9 @@ static void run_case(apx_context *ctx, tu_rng *r, const fused_case *fc) {
   snprintf(what, sizeof what,
            "%s idx %s B=%lld C=%lld grid %lldx%lld t=%lld K=%lld unique=%d alias=%d "
            "specials=%d vs=%g vb=%g gs=%g gb=%g",
-           apx_dtype_name(fc->dtype), apx_dtype_name(fc->index_dtype), (long long)B,
-           (long long)C, (long long)fc->gh, (long long)fc->gw, (long long)t, (long long)K,
-           fc->unique, fc->alias, fc->specials, fc->value_scale, fc->value_bias,
-           fc->gate_scale, fc->gate_bias);
+           apx_dtype_name(fc->dtype), apx_dtype_name(fc->index_dtype), (long long)B, (long long)C,
+           (long long)fc->gh, (long long)fc->gw, (long long)t, (long long)K, fc->unique, fc->alias,
+           fc->specials, fc->value_scale, fc->value_bias, fc->gate_scale, fc->gate_bias);
   for (int path = 0; path < REF_ISA_PATHS; path++) {
     ref_use_isa_path(path);
     for (int call = 0; call < 2; call++) {
@@ -106,8 +118,7 @@ static void run_case(apx_context *ctx, tu_rng *r, const fused_case *fc) {
         args.out = &out;
       }
       apx_status st = apx_fused_pack_op_unpack(ctx, &args, &cpu_call);
-      ck_assert_msg(st == APX_OK, "fused %s: %s: %s", what, apx_status_name(st),
-                    apx_last_error());
+      ck_assert_msg(st == APX_OK, "fused %s: %s: %s", what, apx_status_name(st), apx_last_error());
       const apx_tensor *got = fc->alias ? &features : &out;
       int64_t bad = ref_first_mismatch(got, &want, 0);
       ck_assert_msg(bad < 0, "fused %s path %s call %d: element %lld differs (got %g, want %g)",
@@ -154,8 +165,21 @@ START_TEST(test_fused_random) {
     }
   /* empty batch, no channels */
   for (int64_t empty = 0; empty < 2; empty++) {
-    fused_case fc = {APX_DTYPE_BF16, APX_DTYPE_I32, empty ? 2 : 0, empty ? 0 : 3, 2, 2, 4, 2, 1,
-                     0, 0, 1.0, 0.0, 1.0, 0.0};
+    fused_case fc = {APX_DTYPE_BF16,
+                     APX_DTYPE_I32,
+                     empty ? 2 : 0,
+                     empty ? 0 : 3,
+                     2,
+                     2,
+                     4,
+                     2,
+                     1,
+                     0,
+                     0,
+                     1.0,
+                     0.0,
+                     1.0,
+                     0.0};
     run_case(ctx, &r, &fc);
   }
   apx_close(ctx);
@@ -168,8 +192,21 @@ START_TEST(test_fused_large) {
   tu_rng r = {tu_seed() ^ 0xf5e2u};
   for (int di = 0; di < 3; di++)
     for (int alias = 0; alias < 2; alias++) {
-      fused_case fc = {float_dtypes[di], index_dtypes[alias], 2, 7, 16, 20, 8, 300, 0, alias,
-                       0, 1.25, -0.5, 0.75, 0.125};
+      fused_case fc = {float_dtypes[di],
+                       index_dtypes[alias],
+                       2,
+                       7,
+                       16,
+                       20,
+                       8,
+                       300,
+                       0,
+                       alias,
+                       0,
+                       1.25,
+                       -0.5,
+                       0.75,
+                       0.125};
       run_case(ctx, &r, &fc);
     }
   apx_close(ctx);

@@ -23,14 +23,29 @@ static void fill_special(tu_rng *r, const apx_tensor *t, double scale) {
   for (int64_t i = 0; i < n; i++) {
     double v = scale * tu_normal(r);
     switch (tu_int(r, 0, 19)) {
-    case 0: v = NAN; break;
-    case 1: v = INFINITY; break;
-    case 2: v = -INFINITY; break;
-    case 3: v = -0.0; break;
-    case 4: v = 1e-39 * (tu_uniform(r) - 0.5); break; /* fp32/bf16 subnormal */
-    case 5: v = 3e-6 * (tu_uniform(r) - 0.5); break;  /* fp16 subnormal */
-    case 6: v = 7e4 * (tu_int(r, 0, 1) ? 1 : -1); break; /* beyond fp16 */
-    default: break;
+    case 0:
+      v = NAN;
+      break;
+    case 1:
+      v = INFINITY;
+      break;
+    case 2:
+      v = -INFINITY;
+      break;
+    case 3:
+      v = -0.0;
+      break;
+    case 4:
+      v = 1e-39 * (tu_uniform(r) - 0.5);
+      break; /* fp32/bf16 subnormal */
+    case 5:
+      v = 3e-6 * (tu_uniform(r) - 0.5);
+      break; /* fp16 subnormal */
+    case 6:
+      v = 7e4 * (tu_int(r, 0, 1) ? 1 : -1);
+      break; /* beyond fp16 */
+    default:
+      break;
     }
     tu_set(t, i, v);
   }
@@ -66,16 +81,15 @@ static void run_alpha_case(apx_context *ctx, tu_rng *r, apx_dtype in_dtype, apx_
       ck_assert_msg(st == APX_OK, "fusiongate_alpha: %s: %s", apx_status_name(st),
                     apx_last_error());
       int64_t bad = ref_first_mismatch(&out, &want, 1);
-      ck_assert_msg(bad < 0,
-                    "fusiongate_alpha %s -> %s %s B=%lld H=%lld W=%lld blw=%g ulw=%g bias=%g "
-                    "path %s call %d: element %lld more than 1 ulp off (got %.9g, want %.9g; "
-                    "proxies %g, %g)",
-                    apx_dtype_name(in_dtype), apx_dtype_name(out_dtype),
-                    three_d ? "3-D" : "4-D", (long long)B, (long long)H, (long long)W, blw, ulw,
-                    bias, ref_isa_path_name(path), call, (long long)bad,
-                    bad < 0 ? 0.0 : tu_get(&out, bad), bad < 0 ? 0.0 : tu_get(&want, bad),
-                    bad < 0 ? 0.0 : tu_get(&boundary, bad),
-                    bad < 0 ? 0.0 : tu_get(&uncertainty, bad));
+      ck_assert_msg(
+          bad < 0,
+          "fusiongate_alpha %s -> %s %s B=%lld H=%lld W=%lld blw=%g ulw=%g bias=%g "
+          "path %s call %d: element %lld more than 1 ulp off (got %.9g, want %.9g; "
+          "proxies %g, %g)",
+          apx_dtype_name(in_dtype), apx_dtype_name(out_dtype), three_d ? "3-D" : "4-D",
+          (long long)B, (long long)H, (long long)W, blw, ulw, bias, ref_isa_path_name(path), call,
+          (long long)bad, bad < 0 ? 0.0 : tu_get(&out, bad), bad < 0 ? 0.0 : tu_get(&want, bad),
+          bad < 0 ? 0.0 : tu_get(&boundary, bad), bad < 0 ? 0.0 : tu_get(&uncertainty, bad));
     }
   }
   tu_free(&boundary);
@@ -93,8 +107,8 @@ START_TEST(test_alpha_random) {
         double blw = rep == 0 ? 1.0 : rep == 1 ? 25.0 * tu_uniform(&r) : 3.0 * tu_normal(&r);
         double ulw = rep == 0 ? 1.0 : 3.0 * tu_normal(&r);
         double bias = rep == 0 ? 0.0 : tu_normal(&r);
-        run_alpha_case(ctx, &r, float_dtypes[in], float_dtypes[out], rep & 1,
-                       tu_int(&r, 1, 3), tu_int(&r, 1, 17), tu_int(&r, 1, 23), blw, ulw, bias);
+        run_alpha_case(ctx, &r, float_dtypes[in], float_dtypes[out], rep & 1, tu_int(&r, 1, 3),
+                       tu_int(&r, 1, 17), tu_int(&r, 1, 23), blw, ulw, bias);
       }
   /* large enough for the OpenMP path */
   run_alpha_case(ctx, &r, APX_DTYPE_F16, APX_DTYPE_F32, 0, 2, 96, 80, 1.0, 0.5, -0.25);
@@ -131,8 +145,7 @@ static void run_fuse_case(apx_context *ctx, tu_rng *r, apx_dtype dtype, int alph
         args.out = &out;
       }
       apx_status st = apx_fusiongate_fuse(ctx, &args, &cpu_call);
-      ck_assert_msg(st == APX_OK, "fusiongate_fuse: %s: %s", apx_status_name(st),
-                    apx_last_error());
+      ck_assert_msg(st == APX_OK, "fusiongate_fuse: %s: %s", apx_status_name(st), apx_last_error());
       const apx_tensor *got = alias ? &base : &out;
       int64_t bad = ref_first_mismatch(got, &want, 0);
       ck_assert_msg(bad < 0,

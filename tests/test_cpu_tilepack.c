@@ -2,8 +2,8 @@
  * loop of ref_tile.c, bit for bit, through the public API with the cpu
  * backend forced: random shapes (odd C, B > 1, t from 1 to 16, K = 0,
  * duplicate ids), every float dtype x both index dtypes, cases large
- * enough to run multi-threaded and to take the streaming-store path. Each case runs twice on fresh inputs with
- * a poisoned output, once per instruction-set path. */
+ * enough to run multi-threaded and to take the streaming-store path. Each case runs twice on fresh
+ * inputs with a poisoned output, once per instruction-set path. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -15,9 +15,8 @@ static const apx_dtype float_dtypes[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE
 static const apx_dtype index_dtypes[] = {APX_DTYPE_I32, APX_DTYPE_I64};
 
 /* One shape, called twice per ISA path with fresh data; checks bits. */
-static void run_case(apx_context *ctx, tu_rng *r, apx_dtype dtype, apx_dtype index_dtype,
-                     int64_t B, int64_t C, int64_t gh, int64_t gw, int64_t t, int64_t K,
-                     int cheap_fill) {
+static void run_case(apx_context *ctx, tu_rng *r, apx_dtype dtype, apx_dtype index_dtype, int64_t B,
+                     int64_t C, int64_t gh, int64_t gw, int64_t t, int64_t K, int cheap_fill) {
   apx_tensor features = tu_host4(dtype, B, C, gh * t, gw * t);
   apx_tensor idx = tu_host2(index_dtype, B, K);
   apx_tensor out = tu_host5(dtype, B, K, C, t, t);
@@ -44,8 +43,8 @@ static void run_case(apx_context *ctx, tu_rng *r, apx_dtype dtype, apx_dtype ind
       ck_assert_msg(bad < 0,
                     "tilepack %s idx %s B=%lld C=%lld grid %lldx%lld t=%lld K=%lld path %s "
                     "call %d: element %lld differs (got %g, want %g)",
-                    apx_dtype_name(dtype), apx_dtype_name(index_dtype), (long long)B,
-                    (long long)C, (long long)gh, (long long)gw, (long long)t, (long long)K,
+                    apx_dtype_name(dtype), apx_dtype_name(index_dtype), (long long)B, (long long)C,
+                    (long long)gh, (long long)gw, (long long)t, (long long)K,
                     ref_isa_path_name(path), call, (long long)bad,
                     bad < 0 ? 0.0 : tu_get(&out, bad), bad < 0 ? 0.0 : tu_get(&want, bad));
     }

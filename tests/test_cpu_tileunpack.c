@@ -38,8 +38,8 @@ static void set_index(const apx_tensor *t, int64_t i, int64_t v) {
 
 /* Origins: tile origins moved by up to 4 pixels, kept in bounds, so that
  * tiles overlap partly; every 5th repeats an earlier one exactly. */
-static void fill_origins(tu_rng *r, const apx_tensor *origins, int64_t K, int64_t H,
-                         int64_t W, int64_t t) {
+static void fill_origins(tu_rng *r, const apx_tensor *origins, int64_t K, int64_t H, int64_t W,
+                         int64_t t) {
   int64_t B = origins->shape[0];
   for (int64_t b = 0; b < B; b++)
     for (int64_t k = 0; k < K; k++) {
@@ -64,8 +64,8 @@ static void describe(const unpack_case *uc, char *buf, size_t size) {
            "%s idx %s levels %s B=%lld C=%lld grid %lldx%lld t=%lld K=%lld mode=%s %s "
            "levels=%d sorted=%d alias=%d alpha=%.17g",
            apx_dtype_name(uc->dtype), apx_dtype_name(uc->index_dtype),
-           apx_dtype_name(uc->level_dtype), (long long)uc->B, (long long)uc->C,
-           (long long)uc->gh, (long long)uc->gw, (long long)uc->t, (long long)uc->K,
+           apx_dtype_name(uc->level_dtype), (long long)uc->B, (long long)uc->C, (long long)uc->gh,
+           (long long)uc->gw, (long long)uc->t, (long long)uc->K,
            uc->mode == APX_OVERLAP_BLEND ? "blend" : "override",
            uc->use_origins ? "origins" : "ids", uc->use_levels, uc->assume_sorted, uc->alias,
            uc->blend_alpha);
@@ -115,9 +115,10 @@ static void run_case(apx_context *ctx, tu_rng *r, const unpack_case *uc) {
                     apx_last_error());
       const apx_tensor *got = uc->alias ? &base : &out;
       int64_t bad = ref_first_mismatch(got, &want, 0);
-      ck_assert_msg(bad < 0, "tileunpack %s path %s call %d: element %lld differs (got %g, want %g)",
-                    what, ref_isa_path_name(path), call, (long long)bad,
-                    bad < 0 ? 0.0 : tu_get(got, bad), bad < 0 ? 0.0 : tu_get(&want, bad));
+      ck_assert_msg(bad < 0,
+                    "tileunpack %s path %s call %d: element %lld differs (got %g, want %g)", what,
+                    ref_isa_path_name(path), call, (long long)bad, bad < 0 ? 0.0 : tu_get(got, bad),
+                    bad < 0 ? 0.0 : tu_get(&want, bad));
     }
   }
   tu_free(&base);
@@ -166,10 +167,21 @@ START_TEST(test_tileunpack_empty) {
   tu_rng r = {tu_seed() ^ 0x7552u};
   for (int di = 0; di < 3; di++)
     for (int combo = 0; combo < 8; combo++) {
-      unpack_case uc = {float_dtypes[di], index_dtypes[combo & 1], APX_DTYPE_I32,
-                        2, 3, 2, 3, 4, 0,
+      unpack_case uc = {float_dtypes[di],
+                        index_dtypes[combo & 1],
+                        APX_DTYPE_I32,
+                        2,
+                        3,
+                        2,
+                        3,
+                        4,
+                        0,
                         (combo >> 1) & 1 ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE,
-                        (combo >> 2) & 1, 0, 1, 0, 0.25};
+                        (combo >> 2) & 1,
+                        0,
+                        1,
+                        0,
+                        0.25};
       run_case(ctx, &r, &uc);
       uc.alias = 1;
       run_case(ctx, &r, &uc);
@@ -188,12 +200,26 @@ END_TEST
 START_TEST(test_tileunpack_blend_alpha_rounding) {
   apx_context *ctx = tu_open();
   tu_rng r = {tu_seed() ^ 0x7553u};
-  const double alphas[] = {0.0, 1.0, 0.5 + 0x1p-12 + 0x1p-40, 0.5 + 0x1p-9 + 0x1p-40,
-                           0.25 - 0x1p-14 - 0x1p-41, 1.0 / 3.0};
+  const double alphas[] = {
+      0.0,      1.0, 0.5 + 0x1p-12 + 0x1p-40, 0.5 + 0x1p-9 + 0x1p-40, 0.25 - 0x1p-14 - 0x1p-41,
+      1.0 / 3.0};
   for (int di = 0; di < 3; di++)
     for (size_t ai = 0; ai < sizeof alphas / sizeof alphas[0]; ai++) {
-      unpack_case uc = {float_dtypes[di], APX_DTYPE_I64, APX_DTYPE_I64, 2, 3, 3, 3, 4, 12,
-                        APX_OVERLAP_BLEND, 1, 1, 0, 0, alphas[ai]};
+      unpack_case uc = {float_dtypes[di],
+                        APX_DTYPE_I64,
+                        APX_DTYPE_I64,
+                        2,
+                        3,
+                        3,
+                        3,
+                        4,
+                        12,
+                        APX_OVERLAP_BLEND,
+                        1,
+                        1,
+                        0,
+                        0,
+                        alphas[ai]};
       run_case(ctx, &r, &uc);
     }
   apx_close(ctx);
@@ -207,8 +233,20 @@ START_TEST(test_tileunpack_large) {
   tu_rng r = {tu_seed() ^ 0x7554u};
   for (int di = 0; di < 3; di++)
     for (int mode = 0; mode < 2; mode++) {
-      unpack_case uc = {float_dtypes[di], index_dtypes[di % 2], APX_DTYPE_I32, 2, 3, 40, 24, 8,
-                        500, mode ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE, 1, 1, 0, mode,
+      unpack_case uc = {float_dtypes[di],
+                        index_dtypes[di % 2],
+                        APX_DTYPE_I32,
+                        2,
+                        3,
+                        40,
+                        24,
+                        8,
+                        500,
+                        mode ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE,
+                        1,
+                        1,
+                        0,
+                        mode,
                         0.375};
       run_case(ctx, &r, &uc);
     }

@@ -17,8 +17,7 @@
 
 #include "tile_simd.h"
 
-apx_status cpu_fused_pack_op_unpack(void *state,
-                                    const apx_fused_pack_op_unpack_args *args,
+apx_status cpu_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_args *args,
                                     const apx_call *call) {
   (void)call;
   cpu_state *st = state;
@@ -26,7 +25,8 @@ apx_status cpu_fused_pack_op_unpack(void *state,
   const int64_t batch = features->shape[0], channels = features->shape[1];
   const int64_t height = features->shape[2], width = features->shape[3];
   const int64_t t = args->tile, tiles = idx->shape[1];
-  if (cpu_numel(features) == 0) return APX_OK;
+  if (cpu_numel(features) == 0)
+    return APX_OK;
   const int64_t grid_h = height / t, grid_w = width / t;
   const size_t elem = cpu_dtype_size(features->dtype);
   const int idx_i64 = idx->dtype == APX_DTYPE_I64;
@@ -60,7 +60,8 @@ apx_status cpu_fused_pack_op_unpack(void *state,
           continue;
         }
         int64_t end = tx;
-        while (end < grid_w && row[end]) end++;
+        while (end < grid_w && row[end])
+          end++;
         row_runs[2 * n] = tx;
         row_runs[2 * n + 1] = end;
         n++;
@@ -70,8 +71,7 @@ apx_status cpu_fused_pack_op_unpack(void *state,
     }
   }
 
-  const cpu_tile_kernels *kernels =
-      cpu_tile_kernels_for(features->dtype, cpu_tile_simd_level());
+  const cpu_tile_kernels *kernels = cpu_tile_kernels_for(features->dtype, cpu_tile_simd_level());
   /* spec/ops.md 7: Python float scalars enter the fp32 math as fp32 */
   const float vs = (float)args->value_scale, vb = (float)args->value_bias;
   const float gs = (float)args->gate_scale, gb = (float)args->gate_bias;
@@ -97,7 +97,8 @@ apx_status cpu_fused_pack_op_unpack(void *state,
      * between runs), then overwrite the runs with the transform of the
      * ORIGINAL input, which stays in features (or, in place, is read
      * before it is written). */
-    if (!in_place) memcpy(out_band, in_band, band_bytes);
+    if (!in_place)
+      memcpy(out_band, in_band, band_bytes);
     for (int32_t r = 0; r < n; r++) {
       const int64_t run_x0 = row_runs[2 * r] * t, run_x1 = row_runs[2 * r + 1] * t;
       kernels->affine_reglu(out_band + (size_t)run_x0 * elem, (size_t)width,

@@ -40,7 +40,8 @@ apx_status cpu_fusiongate_alpha(void *state, const apx_fusiongate_alpha_args *ar
   const char *boundary = args->boundary->data, *uncertainty = args->uncertainty->data;
   char *out = args->out->data;
   const int64_t n = cpu_numel(args->out);
-  if (n == 0) return APX_OK;
+  if (n == 0)
+    return APX_OK;
   /* softplus as an fp32 tensor, then a host double that enters the fp32
    * math as fp32 (the same value); bias rounds from double to fp32. */
   const float w_b = softplus_f32((float)args->boundary_log_weight);
@@ -83,7 +84,8 @@ apx_status cpu_fusiongate_fuse(void *state, const apx_fusiongate_fuse_args *args
   const int64_t batch = base->shape[0], channels = base->shape[1];
   const int64_t plane = base->shape[2] * base->shape[3];
   const int64_t numel = cpu_numel(base);
-  if (numel == 0) return APX_OK;
+  if (numel == 0)
+    return APX_OK;
   const size_t elem = cpu_dtype_size(base->dtype);
   const cpu_tile_kernels *kernels = cpu_tile_kernels_for(base->dtype, cpu_tile_simd_level());
   const char *base_data = base->data, *detail = args->detail->data;

@@ -54,7 +54,8 @@ cpu_simd_level cpu_tile_simd_level(void) {
     __builtin_cpu_init();
     cpu_has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   }
-  if (cpu_has_avx2) return CPU_SIMD_AVX2;
+  if (cpu_has_avx2)
+    return CPU_SIMD_AVX2;
 #endif
   return CPU_SIMD_SCALAR;
 }
@@ -67,15 +68,15 @@ cpu_simd_level cpu_tile_simd_level(void) {
 #define DT_F16 1
 #define DT_BF16 2
 
-static inline __attribute__((always_inline)) float load_dt(const void *p, size_t i,
-                                                           int dtype) {
-  if (dtype == DT_F32) return ((const float *)p)[i];
-  if (dtype == DT_F16) return apx_f16_to_f32(((const uint16_t *)p)[i]);
+static inline __attribute__((always_inline)) float load_dt(const void *p, size_t i, int dtype) {
+  if (dtype == DT_F32)
+    return ((const float *)p)[i];
+  if (dtype == DT_F16)
+    return apx_f16_to_f32(((const uint16_t *)p)[i]);
   return apx_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
-static inline __attribute__((always_inline)) void store_dt(void *p, size_t i, float v,
-                                                           int dtype) {
+static inline __attribute__((always_inline)) void store_dt(void *p, size_t i, float v, int dtype) {
   if (dtype == DT_F32)
     ((float *)p)[i] = v;
   else if (dtype == DT_F16)
@@ -85,14 +86,16 @@ static inline __attribute__((always_inline)) void store_dt(void *p, size_t i, fl
 }
 
 static inline __attribute__((always_inline)) float fl_dt(float v, int dtype) {
-  if (dtype == DT_F32) return v;
-  if (dtype == DT_F16) return apx_round_f16(v);
+  if (dtype == DT_F32)
+    return v;
+  if (dtype == DT_F16)
+    return apx_round_f16(v);
   return apx_round_bf16(v);
 }
 
-static inline __attribute__((always_inline)) void
-blend_body(void *cur, const void *tile, size_t begin, size_t n, float a,
-           float one_minus_a, int dtype) {
+static inline __attribute__((always_inline)) void blend_body(void *cur, const void *tile,
+                                                             size_t begin, size_t n, float a,
+                                                             float one_minus_a, int dtype) {
   for (size_t i = begin; i < n; i++) {
     float p1 = fl_dt(one_minus_a * load_dt(cur, i, dtype), dtype);
     float p2 = fl_dt(a * load_dt(tile, i, dtype), dtype);
@@ -100,9 +103,9 @@ blend_body(void *cur, const void *tile, size_t begin, size_t n, float a,
   }
 }
 
-static inline __attribute__((always_inline)) void
-fuse_body(void *out, const void *base, const void *detail, const void *alpha,
-          size_t begin, size_t n, int dtype) {
+static inline __attribute__((always_inline)) void fuse_body(void *out, const void *base,
+                                                            const void *detail, const void *alpha,
+                                                            size_t begin, size_t n, int dtype) {
   for (size_t i = begin; i < n; i++) {
     float b = load_dt(base, i, dtype);
     float d = fl_dt(load_dt(detail, i, dtype) - b, dtype);
@@ -111,9 +114,10 @@ fuse_body(void *out, const void *base, const void *detail, const void *alpha,
   }
 }
 
-static inline __attribute__((always_inline)) void
-affine_reglu_body(void *out, const void *in, size_t begin, size_t n, float vs,
-                  float vb, float gs, float gb, int dtype) {
+static inline __attribute__((always_inline)) void affine_reglu_body(void *out, const void *in,
+                                                                    size_t begin, size_t n,
+                                                                    float vs, float vb, float gs,
+                                                                    float gb, int dtype) {
   for (size_t i = begin; i < n; i++) {
     float x = load_dt(in, i, dtype);
     float value = fl_dt(fl_dt(x * vs, dtype) + vb, dtype);
@@ -126,21 +130,23 @@ affine_reglu_body(void *out, const void *in, size_t begin, size_t n, float vs,
 
 static inline float sigmoid_f32(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
 
-static inline __attribute__((always_inline)) void
-to_f32_body(float *dst, const void *src, size_t begin, size_t n, int dtype) {
-  for (size_t i = begin; i < n; i++) dst[i] = load_dt(src, i, dtype);
+static inline __attribute__((always_inline)) void to_f32_body(float *dst, const void *src,
+                                                              size_t begin, size_t n, int dtype) {
+  for (size_t i = begin; i < n; i++)
+    dst[i] = load_dt(src, i, dtype);
 }
 
-static inline __attribute__((always_inline)) float
-alpha_logits(float b, float u, float w_b, float w_u, float bias, int dtype) {
+static inline __attribute__((always_inline)) float alpha_logits(float b, float u, float w_b,
+                                                                float w_u, float bias, int dtype) {
   const float weighted_b = fl_dt(w_b * fl_dt(b, dtype), dtype);
   const float weighted_u = fl_dt(w_u * fl_dt(u, dtype), dtype);
   return fl_dt(fl_dt(weighted_b + weighted_u, dtype) + bias, dtype);
 }
 
-static inline __attribute__((always_inline)) void
-alpha_body(void *out, const float *b, const float *u, size_t begin, size_t n, float w_b,
-           float w_u, float bias, int dtype) {
+static inline __attribute__((always_inline)) void alpha_body(void *out, const float *b,
+                                                             const float *u, size_t begin, size_t n,
+                                                             float w_b, float w_u, float bias,
+                                                             int dtype) {
   for (size_t i = begin; i < n; i++)
     store_dt(out, i, sigmoid_f32(alpha_logits(b[i], u[i], w_b, w_u, bias, dtype)), dtype);
 }
@@ -149,38 +155,35 @@ static inline __attribute__((always_inline)) size_t elem_size(int dtype) {
   return dtype == DT_F32 ? 4 : 2;
 }
 
-#define SCALAR_KERNELS(suffix, dtype)                                          \
-  static void blend_##suffix(void *cur, size_t cur_stride, const void *tile,   \
-                             size_t tile_stride, size_t rows, size_t cols,     \
-                             float a, float one_minus_a) {                     \
-    for (size_t r = 0; r < rows; r++)                                          \
-      blend_body((char *)cur + r * cur_stride * elem_size(dtype),              \
-                 (const char *)tile + r * tile_stride * elem_size(dtype), 0,   \
-                 cols, a, one_minus_a, dtype);                                 \
-  }                                                                            \
-  static void fuse_##suffix(void *out, const void *base, const void *detail,   \
-                            const void *alpha, size_t n) {                     \
-    fuse_body(out, base, detail, alpha, 0, n, dtype);                          \
-  }                                                                            \
-  static void affine_reglu_##suffix(void *out, size_t out_stride,              \
-                                    const void *in, size_t in_stride,          \
-                                    size_t rows, size_t cols, float vs,        \
-                                    float vb, float gs, float gb) {            \
-    for (size_t r = 0; r < rows; r++)                                          \
-      affine_reglu_body((char *)out + r * out_stride * elem_size(dtype),       \
-                        (const char *)in + r * in_stride * elem_size(dtype),   \
-                        0, cols, vs, vb, gs, gb, dtype);                       \
-  }                                                                            \
-  static void to_f32_##suffix(float *dst, const void *src, size_t n) {         \
-    to_f32_body(dst, src, 0, n, dtype);                                        \
-  }                                                                            \
-  static void alpha_##suffix(void *out, const float *b, const float *u,        \
-                             size_t n, float w_b, float w_u, float bias) {     \
-    alpha_body(out, b, u, 0, n, w_b, w_u, bias, dtype);                        \
-  }                                                                            \
-  static const cpu_tile_kernels kernels_##suffix = {                           \
-      blend_##suffix, fuse_##suffix, affine_reglu_##suffix, to_f32_##suffix,   \
-      alpha_##suffix};
+#define SCALAR_KERNELS(suffix, dtype)                                                              \
+  static void blend_##suffix(void *cur, size_t cur_stride, const void *tile, size_t tile_stride,   \
+                             size_t rows, size_t cols, float a, float one_minus_a) {               \
+    for (size_t r = 0; r < rows; r++)                                                              \
+      blend_body((char *)cur + r * cur_stride * elem_size(dtype),                                  \
+                 (const char *)tile + r * tile_stride * elem_size(dtype), 0, cols, a, one_minus_a, \
+                 dtype);                                                                           \
+  }                                                                                                \
+  static void fuse_##suffix(void *out, const void *base, const void *detail, const void *alpha,    \
+                            size_t n) {                                                            \
+    fuse_body(out, base, detail, alpha, 0, n, dtype);                                              \
+  }                                                                                                \
+  static void affine_reglu_##suffix(void *out, size_t out_stride, const void *in,                  \
+                                    size_t in_stride, size_t rows, size_t cols, float vs,          \
+                                    float vb, float gs, float gb) {                                \
+    for (size_t r = 0; r < rows; r++)                                                              \
+      affine_reglu_body((char *)out + r * out_stride * elem_size(dtype),                           \
+                        (const char *)in + r * in_stride * elem_size(dtype), 0, cols, vs, vb, gs,  \
+                        gb, dtype);                                                                \
+  }                                                                                                \
+  static void to_f32_##suffix(float *dst, const void *src, size_t n) {                             \
+    to_f32_body(dst, src, 0, n, dtype);                                                            \
+  }                                                                                                \
+  static void alpha_##suffix(void *out, const float *b, const float *u, size_t n, float w_b,       \
+                             float w_u, float bias) {                                              \
+    alpha_body(out, b, u, 0, n, w_b, w_u, bias, dtype);                                            \
+  }                                                                                                \
+  static const cpu_tile_kernels kernels_##suffix = {                                               \
+      blend_##suffix, fuse_##suffix, affine_reglu_##suffix, to_f32_##suffix, alpha_##suffix};
 
 SCALAR_KERNELS(f32, DT_F32)
 SCALAR_KERNELS(f16, DT_F16)
@@ -221,8 +224,7 @@ SIMD_TARGET static inline __m256 load8_bf16(const void *p, size_t i) {
 }
 SIMD_TARGET static inline void store8_bf16(void *p, size_t i, __m256 v) {
   __m256i hi = _mm256_srli_epi32(round_bits_bf16(v), 16);
-  __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(hi),
-                                    _mm256_extracti128_si256(hi, 1));
+  __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
   _mm_storeu_si128((__m128i *)((uint16_t *)p + i), packed);
 }
 SIMD_TARGET static inline __m256 fl8_bf16(__m256 v) {
@@ -237,97 +239,88 @@ SIMD_TARGET static inline void store8_f32(void *p, size_t i, __m256 v) {
 }
 SIMD_TARGET static inline __m256 fl8_f32(__m256 v) { return v; }
 
-#define AVX2_KERNELS(suffix, dtype)                                            \
-  SIMD_TARGET static void blend_row_##suffix##_avx2(                           \
-      void *cur, const void *tile, size_t n, __m256 va, __m256 vu, float a,    \
-      float one_minus_a) {                                                     \
-    size_t i = 0;                                                              \
-    for (; i + 8 <= n; i += 8) {                                               \
-      __m256 p1 = fl8_##suffix(_mm256_mul_ps(vu, load8_##suffix(cur, i)));     \
-      __m256 p2 = fl8_##suffix(_mm256_mul_ps(va, load8_##suffix(tile, i)));    \
-      store8_##suffix(cur, i, _mm256_add_ps(p1, p2));                          \
-    }                                                                          \
-    blend_body(cur, tile, i, n, a, one_minus_a, dtype);                        \
-  }                                                                            \
-  SIMD_TARGET static void blend_##suffix##_avx2(                               \
-      void *cur, size_t cur_stride, const void *tile, size_t tile_stride,      \
-      size_t rows, size_t cols, float a, float one_minus_a) {                  \
-    const __m256 va = _mm256_set1_ps(a), vu = _mm256_set1_ps(one_minus_a);    \
-    for (size_t r = 0; r < rows; r++)                                          \
-      blend_row_##suffix##_avx2(                                               \
-          (char *)cur + r * cur_stride * elem_size(dtype),                     \
-          (const char *)tile + r * tile_stride * elem_size(dtype), cols, va,   \
-          vu, a, one_minus_a);                                                 \
-  }                                                                            \
-  SIMD_TARGET static void fuse_##suffix##_avx2(                                \
-      void *out, const void *base, const void *detail, const void *alpha,      \
-      size_t n) {                                                              \
-    size_t i = 0;                                                              \
-    for (; i + 8 <= n; i += 8) {                                               \
-      __m256 b = load8_##suffix(base, i);                                      \
-      __m256 d = fl8_##suffix(_mm256_sub_ps(load8_##suffix(detail, i), b));    \
-      __m256 p = fl8_##suffix(_mm256_mul_ps(load8_##suffix(alpha, i), d));     \
-      store8_##suffix(out, i, _mm256_add_ps(b, p));                            \
-    }                                                                          \
-    fuse_body(out, base, detail, alpha, i, n, dtype);                          \
-  }                                                                            \
-  SIMD_TARGET static void affine_reglu_row_##suffix##_avx2(                    \
-      void *out, const void *in, size_t n, float vs, float vb, float gs,       \
-      float gb) {                                                              \
-    const __m256 vvs = _mm256_set1_ps(vs), vvb = _mm256_set1_ps(vb);           \
-    const __m256 vgs = _mm256_set1_ps(gs), vgb = _mm256_set1_ps(gb);           \
-    const __m256 zero = _mm256_setzero_ps();                                   \
-    size_t i = 0;                                                              \
-    for (; i + 8 <= n; i += 8) {                                               \
-      __m256 x = load8_##suffix(in, i);                                        \
-      __m256 value = fl8_##suffix(                                             \
-          _mm256_add_ps(fl8_##suffix(_mm256_mul_ps(x, vvs)), vvb));            \
-      __m256 gate = fl8_##suffix(                                              \
-          _mm256_add_ps(fl8_##suffix(_mm256_mul_ps(x, vgs)), vgb));            \
-      /* max_ps returns its second operand for NaN and for +-0 pairs:        \
-       * the scalar `g < 0 ? 0 : g` */                                         \
-      __m256 relu = _mm256_max_ps(zero, gate);                                 \
-      store8_##suffix(out, i, _mm256_mul_ps(value, relu));                     \
-    }                                                                          \
-    affine_reglu_body(out, in, i, n, vs, vb, gs, gb, dtype);                   \
-  }                                                                            \
-  SIMD_TARGET static void affine_reglu_##suffix##_avx2(                        \
-      void *out, size_t out_stride, const void *in, size_t in_stride,          \
-      size_t rows, size_t cols, float vs, float vb, float gs, float gb) {      \
-    for (size_t r = 0; r < rows; r++)                                          \
-      affine_reglu_row_##suffix##_avx2(                                        \
-          (char *)out + r * out_stride * elem_size(dtype),                     \
-          (const char *)in + r * in_stride * elem_size(dtype), cols, vs, vb,   \
-          gs, gb);                                                             \
-  }                                                                            \
-  SIMD_TARGET static void to_f32_##suffix##_avx2(float *dst, const void *src, \
-                                                  size_t n) {                  \
-    size_t i = 0;                                                              \
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8_##suffix(src, i)); \
-    to_f32_body(dst, src, i, n, dtype);                                        \
-  }                                                                            \
-  SIMD_TARGET static void alpha_##suffix##_avx2(                               \
-      void *out, const float *b, const float *u, size_t n, float w_b,          \
-      float w_u, float bias) {                                                 \
-    const __m256 vwb = _mm256_set1_ps(w_b), vwu = _mm256_set1_ps(w_u);         \
-    const __m256 vbias = _mm256_set1_ps(bias);                                 \
-    size_t i = 0;                                                              \
-    for (; i + 8 <= n; i += 8) {                                               \
-      __m256 wb = fl8_##suffix(_mm256_mul_ps(vwb, fl8_##suffix(_mm256_loadu_ps(b + i)))); \
-      __m256 wu = fl8_##suffix(_mm256_mul_ps(vwu, fl8_##suffix(_mm256_loadu_ps(u + i)))); \
-      __m256 logits = fl8_##suffix(                                            \
-          _mm256_add_ps(fl8_##suffix(_mm256_add_ps(wb, wu)), vbias));          \
-      float lane[8];                                                           \
-      _mm256_storeu_ps(lane, logits);                                          \
-      for (int j = 0; j < 8; j++) lane[j] = sigmoid_f32(lane[j]);              \
-      store8_##suffix(out, i, _mm256_loadu_ps(lane));                          \
-    }                                                                          \
-    alpha_body(out, b, u, i, n, w_b, w_u, bias, dtype);                        \
-  }                                                                            \
-  static const cpu_tile_kernels kernels_##suffix##_avx2 = {                    \
-      blend_##suffix##_avx2, fuse_##suffix##_avx2,                             \
-      affine_reglu_##suffix##_avx2, to_f32_##suffix##_avx2,                    \
-      alpha_##suffix##_avx2};
+#define AVX2_KERNELS(suffix, dtype)                                                                \
+  SIMD_TARGET static void blend_row_##suffix##_avx2(                                               \
+      void *cur, const void *tile, size_t n, __m256 va, __m256 vu, float a, float one_minus_a) {   \
+    size_t i = 0;                                                                                  \
+    for (; i + 8 <= n; i += 8) {                                                                   \
+      __m256 p1 = fl8_##suffix(_mm256_mul_ps(vu, load8_##suffix(cur, i)));                         \
+      __m256 p2 = fl8_##suffix(_mm256_mul_ps(va, load8_##suffix(tile, i)));                        \
+      store8_##suffix(cur, i, _mm256_add_ps(p1, p2));                                              \
+    }                                                                                              \
+    blend_body(cur, tile, i, n, a, one_minus_a, dtype);                                            \
+  }                                                                                                \
+  SIMD_TARGET static void blend_##suffix##_avx2(void *cur, size_t cur_stride, const void *tile,    \
+                                                size_t tile_stride, size_t rows, size_t cols,      \
+                                                float a, float one_minus_a) {                      \
+    const __m256 va = _mm256_set1_ps(a), vu = _mm256_set1_ps(one_minus_a);                         \
+    for (size_t r = 0; r < rows; r++)                                                              \
+      blend_row_##suffix##_avx2((char *)cur + r * cur_stride * elem_size(dtype),                   \
+                                (const char *)tile + r * tile_stride * elem_size(dtype), cols, va, \
+                                vu, a, one_minus_a);                                               \
+  }                                                                                                \
+  SIMD_TARGET static void fuse_##suffix##_avx2(void *out, const void *base, const void *detail,    \
+                                               const void *alpha, size_t n) {                      \
+    size_t i = 0;                                                                                  \
+    for (; i + 8 <= n; i += 8) {                                                                   \
+      __m256 b = load8_##suffix(base, i);                                                          \
+      __m256 d = fl8_##suffix(_mm256_sub_ps(load8_##suffix(detail, i), b));                        \
+      __m256 p = fl8_##suffix(_mm256_mul_ps(load8_##suffix(alpha, i), d));                         \
+      store8_##suffix(out, i, _mm256_add_ps(b, p));                                                \
+    }                                                                                              \
+    fuse_body(out, base, detail, alpha, i, n, dtype);                                              \
+  }                                                                                                \
+  SIMD_TARGET static void affine_reglu_row_##suffix##_avx2(                                        \
+      void *out, const void *in, size_t n, float vs, float vb, float gs, float gb) {               \
+    const __m256 vvs = _mm256_set1_ps(vs), vvb = _mm256_set1_ps(vb);                               \
+    const __m256 vgs = _mm256_set1_ps(gs), vgb = _mm256_set1_ps(gb);                               \
+    const __m256 zero = _mm256_setzero_ps();                                                       \
+    size_t i = 0;                                                                                  \
+    for (; i + 8 <= n; i += 8) {                                                                   \
+      __m256 x = load8_##suffix(in, i);                                                            \
+      __m256 value = fl8_##suffix(_mm256_add_ps(fl8_##suffix(_mm256_mul_ps(x, vvs)), vvb));        \
+      __m256 gate = fl8_##suffix(_mm256_add_ps(fl8_##suffix(_mm256_mul_ps(x, vgs)), vgb));         \
+      /* max_ps returns its second operand for NaN and for +-0 pairs:                              \
+       * the scalar `g < 0 ? 0 : g` */                                                             \
+      __m256 relu = _mm256_max_ps(zero, gate);                                                     \
+      store8_##suffix(out, i, _mm256_mul_ps(value, relu));                                         \
+    }                                                                                              \
+    affine_reglu_body(out, in, i, n, vs, vb, gs, gb, dtype);                                       \
+  }                                                                                                \
+  SIMD_TARGET static void affine_reglu_##suffix##_avx2(                                            \
+      void *out, size_t out_stride, const void *in, size_t in_stride, size_t rows, size_t cols,    \
+      float vs, float vb, float gs, float gb) {                                                    \
+    for (size_t r = 0; r < rows; r++)                                                              \
+      affine_reglu_row_##suffix##_avx2((char *)out + r * out_stride * elem_size(dtype),            \
+                                       (const char *)in + r * in_stride * elem_size(dtype), cols,  \
+                                       vs, vb, gs, gb);                                            \
+  }                                                                                                \
+  SIMD_TARGET static void to_f32_##suffix##_avx2(float *dst, const void *src, size_t n) {          \
+    size_t i = 0;                                                                                  \
+    for (; i + 8 <= n; i += 8)                                                                     \
+      _mm256_storeu_ps(dst + i, load8_##suffix(src, i));                                           \
+    to_f32_body(dst, src, i, n, dtype);                                                            \
+  }                                                                                                \
+  SIMD_TARGET static void alpha_##suffix##_avx2(void *out, const float *b, const float *u,         \
+                                                size_t n, float w_b, float w_u, float bias) {      \
+    const __m256 vwb = _mm256_set1_ps(w_b), vwu = _mm256_set1_ps(w_u);                             \
+    const __m256 vbias = _mm256_set1_ps(bias);                                                     \
+    size_t i = 0;                                                                                  \
+    for (; i + 8 <= n; i += 8) {                                                                   \
+      __m256 wb = fl8_##suffix(_mm256_mul_ps(vwb, fl8_##suffix(_mm256_loadu_ps(b + i))));          \
+      __m256 wu = fl8_##suffix(_mm256_mul_ps(vwu, fl8_##suffix(_mm256_loadu_ps(u + i))));          \
+      __m256 logits = fl8_##suffix(_mm256_add_ps(fl8_##suffix(_mm256_add_ps(wb, wu)), vbias));     \
+      float lane[8];                                                                               \
+      _mm256_storeu_ps(lane, logits);                                                              \
+      for (int j = 0; j < 8; j++)                                                                  \
+        lane[j] = sigmoid_f32(lane[j]);                                                            \
+      store8_##suffix(out, i, _mm256_loadu_ps(lane));                                              \
+    }                                                                                              \
+    alpha_body(out, b, u, i, n, w_b, w_u, bias, dtype);                                            \
+  }                                                                                                \
+  static const cpu_tile_kernels kernels_##suffix##_avx2 = {                                        \
+      blend_##suffix##_avx2, fuse_##suffix##_avx2, affine_reglu_##suffix##_avx2,                   \
+      to_f32_##suffix##_avx2, alpha_##suffix##_avx2};
 
 AVX2_KERNELS(f32, DT_F32)
 AVX2_KERNELS(f16, DT_F16)
@@ -338,19 +331,27 @@ const cpu_tile_kernels *cpu_tile_kernels_for(int dtype, cpu_simd_level level) {
 #if CPU_HAVE_X86
   if (level == CPU_SIMD_AVX2) {
     switch (dtype) {
-    case APX_DTYPE_F32: return &kernels_f32_avx2;
-    case APX_DTYPE_F16: return &kernels_f16_avx2;
-    case APX_DTYPE_BF16: return &kernels_bf16_avx2;
-    default: return NULL;
+    case APX_DTYPE_F32:
+      return &kernels_f32_avx2;
+    case APX_DTYPE_F16:
+      return &kernels_f16_avx2;
+    case APX_DTYPE_BF16:
+      return &kernels_bf16_avx2;
+    default:
+      return NULL;
     }
   }
 #else
   (void)level;
 #endif
   switch (dtype) {
-  case APX_DTYPE_F32: return &kernels_f32;
-  case APX_DTYPE_F16: return &kernels_f16;
-  case APX_DTYPE_BF16: return &kernels_bf16;
-  default: return NULL;
+  case APX_DTYPE_F32:
+    return &kernels_f32;
+  case APX_DTYPE_F16:
+    return &kernels_f16;
+  case APX_DTYPE_BF16:
+    return &kernels_bf16;
+  default:
+    return NULL;
   }
 }

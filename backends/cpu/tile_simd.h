@@ -27,12 +27,12 @@
  * static split waits for its slowest, descheduled thread. `if` keeps tiny
  * calls on the calling thread, where a thread team would cost more than
  * the work. */
-#define CPU_OMP_FOR(threads, work)                                             \
+#define CPU_OMP_FOR(threads, work)                                                                 \
   CPU_PRAGMA_(omp parallel for schedule(dynamic, 1) num_threads(threads)      \
                   if ((threads) > 1 && (work) >= 32768))
 /* A parallel region (CPU_OMP_PARALLEL) whose loop is shared out by
  * CPU_OMP_LOOP, for work that needs per-thread code after the loop. */
-#define CPU_OMP_PARALLEL(threads, work)                                        \
+#define CPU_OMP_PARALLEL(threads, work)                                                            \
   CPU_PRAGMA_(omp parallel num_threads(threads) if ((threads) > 1 && (work) >= 32768))
 #define CPU_OMP_LOOP CPU_PRAGMA_(omp for schedule(dynamic, 1))
 #else
@@ -53,7 +53,8 @@ static inline size_t cpu_dtype_size(apx_dtype dtype) {
 }
 static inline int64_t cpu_numel(const apx_tensor *t) {
   int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  for (int d = 0; d < t->ndim; d++)
+    n *= t->shape[d];
   return n;
 }
 
@@ -73,28 +74,25 @@ cpu_simd_level cpu_tile_simd_level(void);
 typedef struct cpu_tile_kernels {
   /* spec/ops.md 4.A blend over a rows x cols block (strides in elements):
    * cur = fl(fl(one_minus_a*cur) + fl(a*tile)). */
-  void (*blend)(void *cur, size_t cur_stride, const void *tile,
-                size_t tile_stride, size_t rows, size_t cols, float a,
-                float one_minus_a);
+  void (*blend)(void *cur, size_t cur_stride, const void *tile, size_t tile_stride, size_t rows,
+                size_t cols, float a, float one_minus_a);
   /* spec/ops.md 5.A fuse over n elements:
    * out = fl(base + fl(alpha*fl(detail - base))). out may equal base. */
-  void (*fuse)(void *out, const void *base, const void *detail,
-               const void *alpha, size_t n);
+  void (*fuse)(void *out, const void *base, const void *detail, const void *alpha, size_t n);
   /* spec/ops.md 7 over a rows x cols block (strides in elements):
    * out = fl(fl(fl(x*vs)+vb) * relu(fl(fl(x*gs)+gb))), relu(g) = g < 0 ?
    * 0 : g (NaN and -0 pass through, like torch's clamp_min). out may equal
    * in (then with equal strides). */
-  void (*affine_reglu)(void *out, size_t out_stride, const void *in,
-                       size_t in_stride, size_t rows, size_t cols, float vs,
-                       float vb, float gs, float gb);
+  void (*affine_reglu)(void *out, size_t out_stride, const void *in, size_t in_stride, size_t rows,
+                       size_t cols, float vs, float vb, float gs, float gb);
   /* Widen n elements of this dtype to fp32 (exact). */
   void (*to_f32)(float *dst, const void *src, size_t n);
   /* spec/ops.md 5.A alpha into n elements of this (the out) dtype, from
    * sanitised proxies widened to fp32 (b, u are cast to this dtype first):
    * out = fl(sigmoid(fl(fl(fl(w_b*b) + fl(w_u*u)) + bias))), the sigmoid
    * evaluated in double and rounded to fp32. */
-  void (*alpha)(void *out, const float *b, const float *u, size_t n, float w_b,
-                float w_u, float bias);
+  void (*alpha)(void *out, const float *b, const float *u, size_t n, float w_b, float w_u,
+                float bias);
 } cpu_tile_kernels;
 
 /* Kernels of float dtype `dtype` (f32, f16, bf16) at SIMD level `level`. */

@@ -30,14 +30,13 @@
 #define BAND_TARGET_BYTES (64u * 1024u)
 
 static inline __attribute__((always_inline)) void
-pack_band(char *packed, const char *band_src, const int64_t *tiles_of_band,
-          int64_t count, const int64_t *x0_of, int64_t band_y0, const int64_t *y0_of,
-          size_t tile_block, size_t row_bytes, size_t src_row_stride, int64_t t,
-          size_t elem) {
+pack_band(char *packed, const char *band_src, const int64_t *tiles_of_band, int64_t count,
+          const int64_t *x0_of, int64_t band_y0, const int64_t *y0_of, size_t tile_block,
+          size_t row_bytes, size_t src_row_stride, int64_t t, size_t elem) {
   for (int64_t i = 0; i < count; i++) {
     const int64_t item = tiles_of_band[i]; /* b*K + k */
-    const char *src = band_src + (size_t)(y0_of[item] - band_y0) * src_row_stride +
-                      (size_t)x0_of[item] * elem;
+    const char *src =
+        band_src + (size_t)(y0_of[item] - band_y0) * src_row_stride + (size_t)x0_of[item] * elem;
     char *dst = packed + (size_t)item * tile_block;
     for (int64_t dy = 0; dy < t; dy++)
       memcpy(dst + (size_t)dy * row_bytes, src + (size_t)dy * src_row_stride, row_bytes);
@@ -48,29 +47,29 @@ pack_band(char *packed, const char *band_src, const int64_t *tiles_of_band,
 /* pack_band with 16-byte streaming stores; rows are a multiple of 16 bytes
  * and every destination is 16-byte aligned (checked by the caller). */
 static inline __attribute__((always_inline)) void
-pack_band_stream(char *packed, const char *band_src, const int64_t *tiles_of_band,
-                 int64_t count, const int64_t *x0_of, int64_t band_y0, const int64_t *y0_of,
-                 size_t tile_block, size_t row_bytes, size_t src_row_stride, int64_t t,
-                 size_t elem) {
+pack_band_stream(char *packed, const char *band_src, const int64_t *tiles_of_band, int64_t count,
+                 const int64_t *x0_of, int64_t band_y0, const int64_t *y0_of, size_t tile_block,
+                 size_t row_bytes, size_t src_row_stride, int64_t t, size_t elem) {
   for (int64_t i = 0; i < count; i++) {
     const int64_t item = tiles_of_band[i];
-    const char *src = band_src + (size_t)(y0_of[item] - band_y0) * src_row_stride +
-                      (size_t)x0_of[item] * elem;
+    const char *src =
+        band_src + (size_t)(y0_of[item] - band_y0) * src_row_stride + (size_t)x0_of[item] * elem;
     char *dst = packed + (size_t)item * tile_block;
     for (int64_t dy = 0; dy < t; dy++)
       for (size_t off = 0; off < row_bytes; off += 16)
-        _mm_stream_si128((__m128i *)(dst + (size_t)dy * row_bytes + off),
-                         _mm_loadu_si128((const __m128i *)(src + (size_t)dy * src_row_stride + off)));
+        _mm_stream_si128(
+            (__m128i *)(dst + (size_t)dy * row_bytes + off),
+            _mm_loadu_si128((const __m128i *)(src + (size_t)dy * src_row_stride + off)));
   }
 }
 #endif
 
-apx_status cpu_tilepack(void *state, const apx_tilepack_args *args,
-                        const apx_call *call) {
+apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_call *call) {
   (void)call;
   cpu_state *st = state;
   const apx_tensor *features = args->features, *idx = args->idx;
-  if (cpu_numel(args->out) == 0) return APX_OK;
+  if (cpu_numel(args->out) == 0)
+    return APX_OK;
   const int64_t batch = features->shape[0], channels = features->shape[1];
   const int64_t height = features->shape[2], width = features->shape[3];
   const int64_t t = args->tile, tiles = idx->shape[1];
@@ -83,8 +82,10 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args,
 
   /* band = a run of whole tile rows */
   int64_t band_tile_rows = (int64_t)BAND_TARGET_BYTES / (int64_t)(t * src_row_stride);
-  if (band_tile_rows < 1) band_tile_rows = 1;
-  if (band_tile_rows > grid_h) band_tile_rows = grid_h;
+  if (band_tile_rows < 1)
+    band_tile_rows = 1;
+  if (band_tile_rows > grid_h)
+    band_tile_rows = grid_h;
   const int64_t bands = (grid_h + band_tile_rows - 1) / band_tile_rows;
 
   /* bucket the (b,k) items by (b, band), keeping k order */
@@ -106,7 +107,8 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args,
     x0[i] = (id % grid_w) * t;
     bucket_start[1 + (int64_t)i / tiles * bands + id / grid_w / band_tile_rows]++;
   }
-  for (int64_t i = 1; i <= batch * bands; i++) bucket_start[i] += bucket_start[i - 1];
+  for (int64_t i = 1; i <= batch * bands; i++)
+    bucket_start[i] += bucket_start[i - 1];
   memcpy(fill, bucket_start, (size_t)(batch * bands) * sizeof(int64_t));
   for (size_t i = 0; i < items; i++)
     bucketed[fill[(int64_t)i / tiles * bands + y0[i] / t / band_tile_rows]++] = (int64_t)i;
@@ -132,29 +134,32 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args,
       const int64_t b = bc / channels, c = bc % channels;
       const int64_t band_y0 = band * band_tile_rows * t;
       int64_t band_y1 = band_y0 + band_tile_rows * t;
-      if (band_y1 > height) band_y1 = height;
+      if (band_y1 > height)
+        band_y1 = height;
       const int64_t first = bucket_start[b * bands + band];
       const int64_t count = bucket_start[b * bands + band + 1] - first;
-      if (count == 0) continue;
+      if (count == 0)
+        continue;
       const char *band_src = src + (size_t)bc * plane_bytes + (size_t)band_y0 * src_row_stride;
       const size_t band_bytes = (size_t)(band_y1 - band_y0) * src_row_stride;
-      for (size_t off = 0; off < band_bytes; off += 64) __builtin_prefetch(band_src + off, 0, 3);
+      for (size_t off = 0; off < band_bytes; off += 64)
+        __builtin_prefetch(band_src + off, 0, 3);
       /* the packed tile of (b,k) channel c starts at item*item_block + c*tile_block */
       char *packed_c = packed + (size_t)c * tile_block;
 #if HAVE_STREAM_STORES
       if (stream) {
         switch (row_bytes) {
         case 16:
-          pack_band_stream(packed_c, band_src, bucketed + first, count, x0, band_y0, y0,
-                           item_block, 16, src_row_stride, t, elem);
+          pack_band_stream(packed_c, band_src, bucketed + first, count, x0, band_y0, y0, item_block,
+                           16, src_row_stride, t, elem);
           break;
         case 32:
-          pack_band_stream(packed_c, band_src, bucketed + first, count, x0, band_y0, y0,
-                           item_block, 32, src_row_stride, t, elem);
+          pack_band_stream(packed_c, band_src, bucketed + first, count, x0, band_y0, y0, item_block,
+                           32, src_row_stride, t, elem);
           break;
         default:
-          pack_band_stream(packed_c, band_src, bucketed + first, count, x0, band_y0, y0,
-                           item_block, row_bytes, src_row_stride, t, elem);
+          pack_band_stream(packed_c, band_src, bucketed + first, count, x0, band_y0, y0, item_block,
+                           row_bytes, src_row_stride, t, elem);
           break;
         }
         continue;
@@ -182,7 +187,8 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args,
 #if HAVE_STREAM_STORES
     /* streaming stores are weakly ordered: drain them before the caller
      * (or another thread) reads the output */
-    if (stream) _mm_sfence();
+    if (stream)
+      _mm_sfence();
 #endif
   }
   free(y0), free(x0), free(bucket_start), free(bucketed), free(fill);

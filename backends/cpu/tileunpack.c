@@ -39,21 +39,25 @@ static int compare_keyed_tile(const void *pa, const void *pb) {
  * as torch materialises a 0-d tensor: (float)v first, then a one-step
  * correction where that double rounding missed. */
 static float round_double_to_dtype(double v, apx_dtype dtype) {
-  if (dtype == APX_DTYPE_F32) return (float)v;
+  if (dtype == APX_DTYPE_F32)
+    return (float)v;
   const int bf16 = dtype == APX_DTYPE_BF16;
   uint16_t h = bf16 ? apx_f32_to_bf16((float)v) : apx_f32_to_f16((float)v);
   const uint16_t inf_bits = bf16 ? 0x7f80u : 0x7c00u;
   uint16_t sign = h & 0x8000u, mag = h & 0x7fffu;
-  if (isnan(v) || mag >= inf_bits) return bf16 ? apx_bf16_to_f32(h) : apx_f16_to_f32(h);
+  if (isnan(v) || mag >= inf_bits)
+    return bf16 ? apx_bf16_to_f32(h) : apx_f16_to_f32(h);
   double target = fabs(v);
   uint16_t best = mag;
   for (int step = -1; step <= 1; step += 2) {
-    if ((step < 0 && mag == 0) || (step > 0 && mag + 1 >= inf_bits)) continue;
+    if ((step < 0 && mag == 0) || (step > 0 && mag + 1 >= inf_bits))
+      continue;
     uint16_t cand = (uint16_t)(mag + step);
     double best_value = bf16 ? apx_bf16_to_f32(best) : apx_f16_to_f32(best);
     double cand_value = bf16 ? apx_bf16_to_f32(cand) : apx_f16_to_f32(cand);
     double best_err = fabs(best_value - target), cand_err = fabs(cand_value - target);
-    if (cand_err < best_err || (cand_err == best_err && !(cand & 1u))) best = cand;
+    if (cand_err < best_err || (cand_err == best_err && !(cand & 1u)))
+      best = cand;
   }
   h = (uint16_t)(sign | best);
   return bf16 ? apx_bf16_to_f32(h) : apx_f16_to_f32(h);
@@ -73,9 +77,9 @@ typedef struct unpack_plan {
   int64_t batch, channels, height, width, tiles, t;
   size_t elem;
   int64_t band_rows, bands;
-  int64_t *y0, *x0;        /* [B*K] pixel origins */
-  int64_t *band_start;     /* [B*bands + 1] offsets into band_tiles */
-  int64_t *band_tiles;     /* k values, per (b, band) in ascending key order */
+  int64_t *y0, *x0;    /* [B*K] pixel origins */
+  int64_t *band_start; /* [B*bands + 1] offsets into band_tiles */
+  int64_t *band_tiles; /* k values, per (b, band) in ascending key order */
 } unpack_plan;
 
 static void plan_free(unpack_plan *plan) {
@@ -99,9 +103,12 @@ static int plan_build(unpack_plan *plan, const apx_tileunpack_args *args) {
   const int64_t batch = plan->batch, tiles = plan->tiles, t = plan->t;
   const int64_t row_bytes = plan->width * (int64_t)plan->elem;
   int64_t band_rows = row_bytes > 0 ? (int64_t)BAND_TARGET_BYTES / row_bytes : plan->height;
-  if (band_rows < t) band_rows = t;
-  if (band_rows > plan->height) band_rows = plan->height;
-  if (band_rows < 1) band_rows = 1;
+  if (band_rows < t)
+    band_rows = t;
+  if (band_rows > plan->height)
+    band_rows = plan->height;
+  if (band_rows < 1)
+    band_rows = 1;
   plan->band_rows = band_rows;
   plan->bands = (plan->height + band_rows - 1) / band_rows;
 
@@ -143,10 +150,12 @@ static int plan_build(unpack_plan *plan, const apx_tileunpack_args *args) {
     const int i64 = args->levels->dtype == APX_DTYPE_I64;
     for (size_t i = 0; i < placements; i++) {
       int64_t level = cpu_index_at(args->levels->data, i64, (int64_t)i);
-      if (i == 0 || level < lmin) lmin = level;
+      if (i == 0 || level < lmin)
+        lmin = level;
     }
     order_bits = bit_length(tiles - 1);
-    if (order_bits < 1) order_bits = 1;
+    if (order_bits < 1)
+      order_bits = 1;
   }
 
   /* Two passes over each batch row's key order: count tiles per band, then
@@ -170,12 +179,13 @@ static int plan_build(unpack_plan *plan, const apx_tileunpack_args *args) {
         order[k].k = k;
         order[k].key = k;
         if (has_levels) {
-          int64_t level = cpu_index_at(args->levels->data,
-                                       args->levels->dtype == APX_DTYPE_I64, b * tiles + k);
+          int64_t level =
+              cpu_index_at(args->levels->data, args->levels->dtype == APX_DTYPE_I64, b * tiles + k);
           order[k].key = (int64_t)(((uint64_t)(level - lmin) << order_bits) + (uint64_t)k);
         }
       }
-      if (has_levels) qsort(order, (size_t)tiles, sizeof *order, compare_keyed_tile);
+      if (has_levels)
+        qsort(order, (size_t)tiles, sizeof *order, compare_keyed_tile);
       for (int64_t r = 0; r < tiles; r++) {
         const int64_t k = order[r].k;
         const int64_t y0 = plan->y0[b * tiles + k];
@@ -196,31 +206,33 @@ static int plan_build(unpack_plan *plan, const apx_tileunpack_args *args) {
 
 /* Apply the tiles of one (b, c, band) item; row_bytes is a constant in the
  * common override cases so each row copy is a few moves. */
-static inline __attribute__((always_inline)) void
-override_band(const unpack_plan *plan, char *out_plane, const char *packed,
-              int64_t b, int64_t c, int64_t band, size_t row_bytes) {
+static inline __attribute__((always_inline)) void override_band(const unpack_plan *plan,
+                                                                char *out_plane, const char *packed,
+                                                                int64_t b, int64_t c, int64_t band,
+                                                                size_t row_bytes) {
   const int64_t t = plan->t, width = plan->width;
   const int64_t r0 = band * plan->band_rows;
   int64_t r1 = r0 + plan->band_rows;
-  if (r1 > plan->height) r1 = plan->height;
+  if (r1 > plan->height)
+    r1 = plan->height;
   const int64_t *list = plan->band_tiles + plan->band_start[b * plan->bands + band];
-  const int64_t count = plan->band_start[b * plan->bands + band + 1] -
-                        plan->band_start[b * plan->bands + band];
+  const int64_t count =
+      plan->band_start[b * plan->bands + band + 1] - plan->band_start[b * plan->bands + band];
   for (int64_t i = 0; i < count; i++) {
     const int64_t k = list[i];
     const int64_t y0 = plan->y0[b * plan->tiles + k], x0 = plan->x0[b * plan->tiles + k];
     const int64_t ya = y0 > r0 ? y0 : r0, yb = y0 + t < r1 ? y0 + t : r1;
-    const char *tile = packed + ((size_t)((b * plan->tiles + k) * plan->channels + c) * t *
-                                 (size_t)t) * plan->elem;
+    const char *tile =
+        packed +
+        ((size_t)((b * plan->tiles + k) * plan->channels + c) * t * (size_t)t) * plan->elem;
     for (int64_t y = ya; y < yb; y++)
       memcpy(out_plane + ((size_t)(y * width + x0)) * plan->elem,
              tile + (size_t)(y - y0) * row_bytes, row_bytes);
   }
 }
 
-static void run_override(const cpu_state *st, const unpack_plan *plan,
-                         const char *base, char *out, const char *packed,
-                         size_t row_bytes) {
+static void run_override(const cpu_state *st, const unpack_plan *plan, const char *base, char *out,
+                         const char *packed, size_t row_bytes) {
   const int64_t items = plan->batch * plan->channels * plan->bands;
   const size_t plane_bytes = (size_t)(plan->height * plan->width) * plan->elem;
   const size_t band_bytes = (size_t)(plan->band_rows * plan->width) * plan->elem;
@@ -238,17 +250,25 @@ static void run_override(const cpu_state *st, const unpack_plan *plan,
       memcpy(out_plane + offset, base + (size_t)bc * plane_bytes + offset, bytes);
     }
     switch (row_bytes) {
-    case 16: override_band(plan, out_plane, packed, b, c, band, 16); break;
-    case 32: override_band(plan, out_plane, packed, b, c, band, 32); break;
-    case 64: override_band(plan, out_plane, packed, b, c, band, 64); break;
-    default: override_band(plan, out_plane, packed, b, c, band, row_bytes); break;
+    case 16:
+      override_band(plan, out_plane, packed, b, c, band, 16);
+      break;
+    case 32:
+      override_band(plan, out_plane, packed, b, c, band, 32);
+      break;
+    case 64:
+      override_band(plan, out_plane, packed, b, c, band, 64);
+      break;
+    default:
+      override_band(plan, out_plane, packed, b, c, band, row_bytes);
+      break;
     }
   }
 }
 
-static void run_blend(const cpu_state *st, const unpack_plan *plan,
-                      const char *base, char *out, const char *packed,
-                      const cpu_tile_kernels *kernels, float a, float one_minus_a) {
+static void run_blend(const cpu_state *st, const unpack_plan *plan, const char *base, char *out,
+                      const char *packed, const cpu_tile_kernels *kernels, float a,
+                      float one_minus_a) {
   const int64_t items = plan->batch * plan->channels * plan->bands;
   const size_t plane_bytes = (size_t)(plan->height * plan->width) * plan->elem;
   const size_t band_bytes = (size_t)(plan->band_rows * plan->width) * plan->elem;
@@ -268,37 +288,40 @@ static void run_blend(const cpu_state *st, const unpack_plan *plan,
     }
     const int64_t r0 = band * plan->band_rows;
     int64_t r1 = r0 + plan->band_rows;
-    if (r1 > plan->height) r1 = plan->height;
+    if (r1 > plan->height)
+      r1 = plan->height;
     const int64_t *list = plan->band_tiles + plan->band_start[b * plan->bands + band];
-    const int64_t count = plan->band_start[b * plan->bands + band + 1] -
-                          plan->band_start[b * plan->bands + band];
+    const int64_t count =
+        plan->band_start[b * plan->bands + band + 1] - plan->band_start[b * plan->bands + band];
     for (int64_t i = 0; i < count; i++) {
       const int64_t k = list[i];
       const int64_t y0 = plan->y0[b * plan->tiles + k], x0 = plan->x0[b * plan->tiles + k];
       const int64_t ya = y0 > r0 ? y0 : r0, yb = y0 + t < r1 ? y0 + t : r1;
-      const char *tile = packed + ((size_t)((b * plan->tiles + k) * plan->channels + c) * t *
-                                   (size_t)t) * plan->elem;
+      const char *tile =
+          packed +
+          ((size_t)((b * plan->tiles + k) * plan->channels + c) * t * (size_t)t) * plan->elem;
       kernels->blend(out_plane + (size_t)(ya * width + x0) * plan->elem, (size_t)width,
-                     tile + (size_t)((ya - y0) * t) * plan->elem, (size_t)t,
-                     (size_t)(yb - ya), (size_t)t, a, one_minus_a);
+                     tile + (size_t)((ya - y0) * t) * plan->elem, (size_t)t, (size_t)(yb - ya),
+                     (size_t)t, a, one_minus_a);
     }
   }
 }
 
-apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args,
-                          const apx_call *call) {
+apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args, const apx_call *call) {
   (void)call;
   cpu_state *st = state;
   const apx_tensor *base = args->base;
   char *out = args->out->data;
   const int64_t numel = cpu_numel(base);
-  if (numel == 0) return APX_OK;
+  if (numel == 0)
+    return APX_OK;
 
   unpack_plan plan;
   if (!plan_build(&plan, args)) {
     plan_free(&plan);
-    return st->svc->set_error(APX_ERR_NO_MEMORY, "tileunpack: out of host memory for "
-                                                 "the tile plan (B*K = %lld)",
+    return st->svc->set_error(APX_ERR_NO_MEMORY,
+                              "tileunpack: out of host memory for "
+                              "the tile plan (B*K = %lld)",
                               (long long)(base->shape[0] * args->packed->shape[1]));
   }
   const size_t row_bytes = (size_t)plan.t * plan.elem;
@@ -307,10 +330,11 @@ apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args,
      * to it too. */
     const float a = round_double_to_dtype(args->blend_alpha, base->dtype);
     float one_minus_a = 1.0f - a;
-    if (base->dtype == APX_DTYPE_F16) one_minus_a = apx_round_f16(one_minus_a);
-    if (base->dtype == APX_DTYPE_BF16) one_minus_a = apx_round_bf16(one_minus_a);
-    const cpu_tile_kernels *kernels =
-        cpu_tile_kernels_for(base->dtype, cpu_tile_simd_level());
+    if (base->dtype == APX_DTYPE_F16)
+      one_minus_a = apx_round_f16(one_minus_a);
+    if (base->dtype == APX_DTYPE_BF16)
+      one_minus_a = apx_round_bf16(one_minus_a);
+    const cpu_tile_kernels *kernels = cpu_tile_kernels_for(base->dtype, cpu_tile_simd_level());
     run_blend(st, &plan, base->data, out, args->packed->data, kernels, a, one_minus_a);
   } else {
     run_override(st, &plan, base->data, out, args->packed->data, row_bytes);
