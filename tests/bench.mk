@@ -26,3 +26,20 @@ tests_test_bench_stats_SOURCES = tests/test_bench_stats.c bench/stats.c \
 	bench/inputs.c bench/bench.h
 tests_test_bench_stats_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
 tests_test_bench_stats_LDADD = $(BENCH_TEST_LDADD)
+
+# Rows that must fail or skip, through the deliberately broken backends of
+# tests/fixtures/backend_fixture.c (beta, alpha, probe of tests/core.mk) and
+# one more built here: a backend named "cpu" whose tilepack writes nothing
+# for f16, so the bench must refuse it as the parity reference.
+check_LTLIBRARIES += tests/fixture-bench-cpu.la
+tests_fixture_bench_cpu_la_SOURCES = tests/fixtures/backend_fixture.c
+tests_fixture_bench_cpu_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"cpu"' \
+	-DFIXTURE_MARKER=7.0f
+tests_fixture_bench_cpu_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere \
+	-no-undefined
+
+check_PROGRAMS += tests/test_bench_rows
+TESTS += tests/test_bench_rows
+tests_test_bench_rows_SOURCES = tests/test_bench_rows.c $(BENCH_TEST_SOURCES)
+tests_test_bench_rows_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
+tests_test_bench_rows_LDADD = $(BENCH_TEST_LDADD)
