@@ -130,20 +130,22 @@ scan_streams_avx2_impl(const scan_ctx *x, int64_t b, int64_t c0, int64_t nv,
       __m256 kept = _mm256_mul_ps(_mm256_loadu_ps(x->decay + c), s[v]);
       __m256 added = _mm256_mul_ps(_mm256_loadu_ps(x->one_minus_decay + c), drive);
       s[v] = _mm256_add_ps(kept, added);
-      __m256 y = si8_round(dt, _mm256_mul_ps(_mm256_loadu_ps(x->output_gain + c), s[v]));
+      /* y is rounded to the tokens dtype by the store; the merge needs it
+       * rounded first */
+      __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x->output_gain + c), s[v]);
       char *out_p = out_row + (size_t)(8 * v) * es;
       if (merge_with_out) {
+        y = si8_round(dt, y);
         __m256 yf = si8_load(dt, out_p);
+        /* merge_pair's roundings, the last one done by the store */
         switch (x->merge) {
-        case APX_MERGE_SUM: y = si8_round(dt, _mm256_add_ps(yf, y)); break;
-        case APX_MERGE_AVG:
-          y = si8_round(dt, _mm256_mul_ps(half, si8_round(dt, _mm256_add_ps(yf, y))));
-          break;
+        case APX_MERGE_SUM: y = _mm256_add_ps(yf, y); break;
+        case APX_MERGE_AVG: y = _mm256_mul_ps(half, si8_round(dt, _mm256_add_ps(yf, y))); break;
         default: {
           __m256 g = _mm256_loadu_ps(gate + c);
           __m256 gf = si8_round(dt, _mm256_mul_ps(g, yf));
           __m256 gb = si8_round(dt, _mm256_mul_ps(si8_round(dt, _mm256_sub_ps(one, g)), y));
-          y = si8_round(dt, _mm256_add_ps(gf, gb));
+          y = _mm256_add_ps(gf, gb);
         }
         }
       }
