@@ -142,7 +142,7 @@ static int run_suite(int argc, char **argv) {
   free(json);
   free(markdown);
   if (write_rc != 0) return BENCH_EXIT_USAGE;
-  if (run_rc == 2 && !opts.quiet) {
+  if (run_rc == 2) {
     fprintf(stderr, "apexx-bench: status failed: at least one row failed "
                     "(see the report's rows)\n");
   }
