@@ -158,84 +158,96 @@ static int plan_build(unpack_plan *plan, const apx_tileunpack_args *args) {
       order_bits = 1;
   }
 
-  /* Two passes over each batch row's key order: count tiles per band, then
-   * fill the lists, so each band's list keeps ascending key order. */
-  int64_t *count = plan->band_start + 1;
-  for (int pass = 0; pass < 2; pass++) {
-    int64_t *fill = NULL;
-    if (pass == 1) {
-      /* prefix sums of the counts */
-      for (int64_t i = 1; i <= batch * plan->bands; i++)
-        plan->band_start[i] += plan->band_start[i - 1];
-      fill = malloc((size_t)(batch > 0 ? batch * plan->bands : 1) * sizeof(int64_t));
-      if (!fill) {
-        free(order);
-        return 0;
-      }
-      memcpy(fill, plan->band_start, (size_t)(batch * plan->bands) * sizeof(int64_t));
-    }
-    for (int64_t b = 0; b < batch; b++) {
-      for (int64_t k = 0; k < tiles; k++) {
-        order[k].k = k;
-        order[k].key = k;
-        if (has_levels) {
-          int64_t level =
-              cpu_index_at(args->levels->data, args->levels->dtype == APX_DTYPE_I64, b * tiles + k);
-          order[k].key = (int64_t)(((uint64_t)(level - lmin) << order_bits) + (uint64_t)k);
-        }
-      }
-      if (has_levels)
-        qsort(order, (size_t)tiles, sizeof *order, compare_keyed_tile);
-      for (int64_t r = 0; r < tiles; r++) {
-        const int64_t k = order[r].k;
-        const int64_t y0 = plan->y0[b * tiles + k];
-        const int64_t first = y0 / band_rows, last = (y0 + t - 1) / band_rows;
-        for (int64_t band = first; band <= last; band++) {
-          if (pass == 0)
-            count[b * plan->bands + band]++;
-          else
-            plan->band_tiles[fill[b * plan->bands + band]++] = k;
-        }
-      }
-    }
+  /* Each batch row's tiles in ascending key order (keys are distinct, k
+   * being part of them), then bucketed by band keeping that order. */
+  int64_t *sorted_k = malloc((placements ? placements : 1) * sizeof(int64_t));
+  int64_t *fill = malloc((size_t)(batch > 0 ? batch * plan->bands : 1) * sizeof(int64_t));
+  if (!sorted_k || !fill) {
+    free(sorted_k);
     free(fill);
+    free(order);
+    return 0;
   }
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t k = 0; k < tiles; k++) {
+      order[k].k = k;
+      order[k].key = k;
+      if (has_levels) {
+        const int64_t level =
+            cpu_index_at(args->levels->data, args->levels->dtype == APX_DTYPE_I64, b * tiles + k);
+        order[k].key = (int64_t)(((uint64_t)(level - lmin) << order_bits) + (uint64_t)k);
+      }
+    }
+    if (has_levels)
+      qsort(order, (size_t)tiles, sizeof *order, compare_keyed_tile);
+    for (int64_t r = 0; r < tiles; r++)
+      sorted_k[b * tiles + r] = order[r].k;
+  }
+  /* count the tiles crossing each (b, band), prefix-sum, fill */
+  int64_t *count = plan->band_start + 1;
+  for (size_t i = 0; i < placements; i++) {
+    const int64_t b = (int64_t)i / tiles, y0 = plan->y0[b * tiles + sorted_k[i]];
+    for (int64_t band = y0 / band_rows; band <= (y0 + t - 1) / band_rows; band++)
+      count[b * plan->bands + band]++;
+  }
+  for (int64_t i = 1; i <= batch * plan->bands; i++)
+    plan->band_start[i] += plan->band_start[i - 1];
+  memcpy(fill, plan->band_start, (size_t)(batch * plan->bands) * sizeof(int64_t));
+  for (size_t i = 0; i < placements; i++) {
+    const int64_t b = (int64_t)i / tiles, k = sorted_k[i], y0 = plan->y0[b * tiles + k];
+    for (int64_t band = y0 / band_rows; band <= (y0 + t - 1) / band_rows; band++)
+      plan->band_tiles[fill[b * plan->bands + band]++] = k;
+  }
+  free(sorted_k);
+  free(fill);
   free(order);
   return 1;
 }
 
-/* Apply the tiles of one (b, c, band) item; row_bytes is a constant in the
- * common override cases so each row copy is a few moves. */
-static inline __attribute__((always_inline)) void override_band(const unpack_plan *plan,
-                                                                char *out_plane, const char *packed,
-                                                                int64_t b, int64_t c, int64_t band,
-                                                                size_t row_bytes) {
+/* Blend parameters (spec/ops.md 4.A), fp32 values of the base dtype. */
+typedef struct blend_params {
+  const cpu_tile_kernels *kernels;
+  float a, one_minus_a;
+} blend_params;
+
+/* Apply, in key order, the rows of the tiles crossing band `band` of plane
+ * (b, c): copy them (blend NULL) or blend them in. Always inlined with
+ * constant row_bytes and blend, so the common override copies are a few
+ * moves per row. */
+static inline __attribute__((always_inline)) void
+apply_band(const unpack_plan *plan, char *out_plane, const char *packed, int64_t b, int64_t c,
+           int64_t band, size_t row_bytes, const blend_params *blend) {
   const int64_t t = plan->t, width = plan->width;
   const int64_t r0 = band * plan->band_rows;
-  int64_t r1 = r0 + plan->band_rows;
-  if (r1 > plan->height)
-    r1 = plan->height;
-  const int64_t *list = plan->band_tiles + plan->band_start[b * plan->bands + band];
-  const int64_t count =
-      plan->band_start[b * plan->bands + band + 1] - plan->band_start[b * plan->bands + band];
+  const int64_t r1 = r0 + plan->band_rows < plan->height ? r0 + plan->band_rows : plan->height;
+  const int64_t first = plan->band_start[b * plan->bands + band];
+  const int64_t count = plan->band_start[b * plan->bands + band + 1] - first;
   for (int64_t i = 0; i < count; i++) {
-    const int64_t k = list[i];
+    const int64_t k = plan->band_tiles[first + i];
     const int64_t y0 = plan->y0[b * plan->tiles + k], x0 = plan->x0[b * plan->tiles + k];
     const int64_t ya = y0 > r0 ? y0 : r0, yb = y0 + t < r1 ? y0 + t : r1;
     const char *tile =
-        packed +
-        ((size_t)((b * plan->tiles + k) * plan->channels + c) * t * (size_t)t) * plan->elem;
-    for (int64_t y = ya; y < yb; y++)
-      memcpy(out_plane + ((size_t)(y * width + x0)) * plan->elem,
-             tile + (size_t)(y - y0) * row_bytes, row_bytes);
+        packed + (size_t)((b * plan->tiles + k) * plan->channels + c) * t * (size_t)t * plan->elem;
+    if (blend) {
+      blend->kernels->blend(out_plane + (size_t)(ya * width + x0) * plan->elem, (size_t)width,
+                            tile + (size_t)((ya - y0) * t) * plan->elem, (size_t)t,
+                            (size_t)(yb - ya), (size_t)t, blend->a, blend->one_minus_a);
+    } else {
+      for (int64_t y = ya; y < yb; y++)
+        memcpy(out_plane + (size_t)(y * width + x0) * plan->elem,
+               tile + (size_t)(y - y0) * row_bytes, row_bytes);
+    }
   }
 }
 
-static void run_override(const cpu_state *st, const unpack_plan *plan, const char *base, char *out,
-                         const char *packed, size_t row_bytes) {
+/* Every (b, c, band) item: copy the band of base (unless out is base),
+ * then apply its tiles. */
+static void run_items(const cpu_state *st, const unpack_plan *plan, const char *base, char *out,
+                      const char *packed, const blend_params *blend) {
   const int64_t items = plan->batch * plan->channels * plan->bands;
   const size_t plane_bytes = (size_t)(plan->height * plan->width) * plan->elem;
   const size_t band_bytes = (size_t)(plan->band_rows * plan->width) * plan->elem;
+  const size_t row_bytes = (size_t)plan->t * plan->elem;
   const int64_t work = plan->batch * plan->channels * plan->height * plan->width;
   (void)work;
   CPU_OMP_FOR(st->threads, work)
@@ -245,64 +257,27 @@ static void run_override(const cpu_state *st, const unpack_plan *plan, const cha
     const int64_t b = bc / plan->channels, c = bc % plan->channels;
     char *out_plane = out + (size_t)bc * plane_bytes;
     if (out != base) {
-      size_t offset = (size_t)band * band_bytes;
-      size_t bytes = plane_bytes - offset < band_bytes ? plane_bytes - offset : band_bytes;
+      const size_t offset = (size_t)band * band_bytes;
+      const size_t bytes = plane_bytes - offset < band_bytes ? plane_bytes - offset : band_bytes;
       memcpy(out_plane + offset, base + (size_t)bc * plane_bytes + offset, bytes);
+    }
+    if (blend) {
+      apply_band(plan, out_plane, packed, b, c, band, row_bytes, blend);
+      continue;
     }
     switch (row_bytes) {
     case 16:
-      override_band(plan, out_plane, packed, b, c, band, 16);
+      apply_band(plan, out_plane, packed, b, c, band, 16, NULL);
       break;
     case 32:
-      override_band(plan, out_plane, packed, b, c, band, 32);
+      apply_band(plan, out_plane, packed, b, c, band, 32, NULL);
       break;
     case 64:
-      override_band(plan, out_plane, packed, b, c, band, 64);
+      apply_band(plan, out_plane, packed, b, c, band, 64, NULL);
       break;
     default:
-      override_band(plan, out_plane, packed, b, c, band, row_bytes);
+      apply_band(plan, out_plane, packed, b, c, band, row_bytes, NULL);
       break;
-    }
-  }
-}
-
-static void run_blend(const cpu_state *st, const unpack_plan *plan, const char *base, char *out,
-                      const char *packed, const cpu_tile_kernels *kernels, float a,
-                      float one_minus_a) {
-  const int64_t items = plan->batch * plan->channels * plan->bands;
-  const size_t plane_bytes = (size_t)(plan->height * plan->width) * plan->elem;
-  const size_t band_bytes = (size_t)(plan->band_rows * plan->width) * plan->elem;
-  const int64_t t = plan->t, width = plan->width;
-  const int64_t work = plan->batch * plan->channels * plan->height * plan->width;
-  (void)work;
-  CPU_OMP_FOR(st->threads, work)
-  for (int64_t item = 0; item < items; item++) {
-    const int64_t band = item % plan->bands;
-    const int64_t bc = item / plan->bands;
-    const int64_t b = bc / plan->channels, c = bc % plan->channels;
-    char *out_plane = out + (size_t)bc * plane_bytes;
-    if (out != base) {
-      size_t offset = (size_t)band * band_bytes;
-      size_t bytes = plane_bytes - offset < band_bytes ? plane_bytes - offset : band_bytes;
-      memcpy(out_plane + offset, base + (size_t)bc * plane_bytes + offset, bytes);
-    }
-    const int64_t r0 = band * plan->band_rows;
-    int64_t r1 = r0 + plan->band_rows;
-    if (r1 > plan->height)
-      r1 = plan->height;
-    const int64_t *list = plan->band_tiles + plan->band_start[b * plan->bands + band];
-    const int64_t count =
-        plan->band_start[b * plan->bands + band + 1] - plan->band_start[b * plan->bands + band];
-    for (int64_t i = 0; i < count; i++) {
-      const int64_t k = list[i];
-      const int64_t y0 = plan->y0[b * plan->tiles + k], x0 = plan->x0[b * plan->tiles + k];
-      const int64_t ya = y0 > r0 ? y0 : r0, yb = y0 + t < r1 ? y0 + t : r1;
-      const char *tile =
-          packed +
-          ((size_t)((b * plan->tiles + k) * plan->channels + c) * t * (size_t)t) * plan->elem;
-      kernels->blend(out_plane + (size_t)(ya * width + x0) * plan->elem, (size_t)width,
-                     tile + (size_t)((ya - y0) * t) * plan->elem, (size_t)t, (size_t)(yb - ya),
-                     (size_t)t, a, one_minus_a);
     }
   }
 }
@@ -324,20 +299,20 @@ apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args, const ap
                               "the tile plan (B*K = %lld)",
                               (long long)(base->shape[0] * args->packed->shape[1]));
   }
-  const size_t row_bytes = (size_t)plan.t * plan.elem;
   if (args->mode == APX_OVERLAP_BLEND) {
     /* spec/ops.md 4.A: a is a 0-d tensor of the base dtype, 1-a is rounded
      * to it too. */
-    const float a = round_double_to_dtype(args->blend_alpha, base->dtype);
-    float one_minus_a = 1.0f - a;
+    blend_params blend;
+    blend.a = round_double_to_dtype(args->blend_alpha, base->dtype);
+    blend.one_minus_a = 1.0f - blend.a;
     if (base->dtype == APX_DTYPE_F16)
-      one_minus_a = apx_round_f16(one_minus_a);
+      blend.one_minus_a = apx_round_f16(blend.one_minus_a);
     if (base->dtype == APX_DTYPE_BF16)
-      one_minus_a = apx_round_bf16(one_minus_a);
-    const cpu_tile_kernels *kernels = cpu_tile_kernels_for(base->dtype, cpu_tile_simd_level());
-    run_blend(st, &plan, base->data, out, args->packed->data, kernels, a, one_minus_a);
+      blend.one_minus_a = apx_round_bf16(blend.one_minus_a);
+    blend.kernels = cpu_tile_kernels_for(base->dtype, cpu_tile_simd_level());
+    run_items(st, &plan, base->data, out, args->packed->data, &blend);
   } else {
-    run_override(st, &plan, base->data, out, args->packed->data, row_bytes);
+    run_items(st, &plan, base->data, out, args->packed->data, NULL);
   }
   plan_free(&plan);
   return APX_OK;
