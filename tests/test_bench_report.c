@@ -465,6 +465,59 @@ START_TEST(dtypes_run_with_exact_cpu_parity) {
 }
 END_TEST
 
+/* The TensorRT section's skip reasons follow the reference's: no plugin
+ * library, an engine path that does not exist; with a plugin library the
+ * trt backend's own state decides. */
+START_TEST(tensorrt_reasons) {
+  char *dir = bt_tmpdir();
+  char *plugin = bt_path(dir, "libplugin.so");
+  bt_write(plugin, "not really a plugin");
+  const char *argv[] = {TINY, "--ops", "tensorrt", "--trt-plugin-lib", plugin,
+                        "--trt-engine-path", "no-such.engine",
+                        "--trt-input-shape", "input=1x3x16x16", NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  cJSON *j = cJSON_Parse(r.out);
+  ck_assert_ptr_nonnull(j);
+  ck_assert_str_eq(bt_get(j, "config.trt_plugin_lib")->valuestring, plugin);
+  ck_assert_str_eq(cJSON_GetArrayItem(bt_get(j, "config.trt_input_shapes"), 0)->valuestring,
+                   "input=1x3x16x16");
+  const char *engine = bt_get(j, "benchmarks.tensorrt.engine.rows.trt.reason")->valuestring;
+  ck_assert_msg(strncmp(engine, "engine_not_found:/", 18) == 0 &&
+                    strstr(engine, "/no-such.engine") != NULL,
+                "%s", engine);
+  const cJSON *row = bt_get(j, "benchmarks.tensorrt.tilessm_plugin.rows.trt");
+  ck_assert_ptr_nonnull(row);
+  /* the plugin file exists: the reason is no longer the missing library */
+  if (strcmp(bt_get(row, "status")->valuestring, "skipped") == 0) {
+    ck_assert_str_ne(bt_get(row, "reason")->valuestring, "missing_plugin_library");
+  }
+  /* only the trt backend has rows in this section */
+  ck_assert_int_eq(cJSON_GetArraySize(bt_get(j, "benchmarks.tensorrt.engine.rows")), 1);
+  cJSON_Delete(j);
+  bt_result_free(&r);
+  /* the environment variable stands in for the flag; a missing file is a
+   * missing library */
+  const char *env[] = {"APEXX_TRT_PLUGIN_LIB=/nonexistent/libplugin.so", NULL};
+  const char *argv2[] = {TINY, "--ops", "tilessm_plugin", NULL};
+  bt_run(&r, env, argv2);
+  ck_assert_int_eq(r.status, 0);
+  j = cJSON_Parse(r.out);
+  ck_assert_ptr_nonnull(j);
+  ck_assert_str_eq(bt_get(j, "config.trt_plugin_lib")->valuestring,
+                   "/nonexistent/libplugin.so");
+  ck_assert_str_eq(
+      bt_get(j, "benchmarks.tensorrt.tilessm_plugin.rows.trt.reason")->valuestring,
+      "missing_plugin_library");
+  cJSON_Delete(j);
+  bt_result_free(&r);
+  free(plugin);
+  bt_rm_rf(dir);
+  free(dir);
+}
+END_TEST
+
 int main(void) {
   bt_bench();
   report_dir = bt_tmpdir();
@@ -497,6 +550,7 @@ int main(void) {
   tcase_add_test(files, json_to_stdout_without_output_flag);
   tcase_add_test(files, fp8_falls_back_to_fp16_with_reason);
   tcase_add_test(files, dtypes_run_with_exact_cpu_parity);
+  tcase_add_test(files, tensorrt_reasons);
   suite_add_tcase(s, files);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
