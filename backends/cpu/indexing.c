@@ -11,7 +11,8 @@
  * index positions, starting from self's value, and is rounded once. Each
  * destination is owned by exactly one thread, so results are bit-identical
  * for any thread count. Two algorithms:
- * - rows: when every index row (o, k, :) holds one value, destination rows
+ * - rows: when every index row (o, k, :) holds one value (and rows are
+ *   longer than one element), destination rows
  *   are gathered from linked lists of source rows (ascending k), so self,
  *   src and index are each read once and out written once;
  * - elements: the general case, accumulating element by element into out
@@ -458,7 +459,7 @@ static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
   return APX_OK;
 }
 
-/* Columns of one job in the elements algorithm. */
+/* Columns of one job in the elements algorithm (at most). */
 #define SCATTER_COLUMN_BLOCK 256
 
 /* The general case. acc is out's storage (fp32, ints) or an fp32 image of
@@ -466,10 +467,11 @@ static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
  * in its column block and whose index value lies in its value range. */
 static inline __attribute__((always_inline)) void
 scatter_elements_job(const scatter_job *jb, const axis_view *vself,
-                     const axis_view *vsrc, char *acc, apx_dtype acc_dtype,
-                     int64_t o, int64_t j0, int64_t j1, int64_t v0, int64_t v1,
+                     const axis_view *vsrc, char *acc, int64_t o, int64_t j0,
+                     int64_t j1, int64_t v0, int64_t v1, const apx_dtype src_dt,
                      const int idx64) {
-  const apx_dtype src_dt = jb->src->dtype;
+  /* floats accumulate in fp32, integers in their own width */
+  const apx_dtype acc_dtype = si_is_float(src_dt) ? APX_DTYPE_F32 : src_dt;
   const int64_t steps = vself->steps, inner = vself->inner;
   const int64_t self_base = axis_view_base(vself, o), src_base = axis_view_base(vsrc, o);
   const int64_t dim_stride = vself->stride[vself->dim];
@@ -494,18 +496,32 @@ scatter_elements_job(const scatter_job *jb, const axis_view *vself,
   }
 }
 
-static void scatter_elements_job_i32(const scatter_job *jb, const axis_view *vs,
-                                     const axis_view *vr, char *acc, apx_dtype adt,
-                                     int64_t o, int64_t j0, int64_t j1, int64_t v0,
-                                     int64_t v1) {
-  scatter_elements_job(jb, vs, vr, acc, adt, o, j0, j1, v0, v1, 0);
-}
+/* One copy of the loop per (data dtype, index width): the per-element
+ * switches then fold away. */
+typedef void (*scatter_elements_fn)(const scatter_job *, const axis_view *, const axis_view *,
+                                    char *, int64_t, int64_t, int64_t, int64_t, int64_t);
+#define SCATTER_VARIANT_(upper, idx64)                                         \
+  static void scatter_elements_##upper##_##idx64(                             \
+      const scatter_job *jb, const axis_view *vs, const axis_view *vr,         \
+      char *acc, int64_t o, int64_t j0, int64_t j1, int64_t v0, int64_t v1) {  \
+    scatter_elements_job(jb, vs, vr, acc, o, j0, j1, v0, v1, APX_DTYPE_##upper, \
+                         idx64);                                               \
+  }
+#define SCATTER_VARIANTS_(upper, lower, size)                                  \
+  SCATTER_VARIANT_(upper, 0) SCATTER_VARIANT_(upper, 1)
+APX_DTYPE_MAP(SCATTER_VARIANTS_)
+#undef SCATTER_VARIANTS_
+#undef SCATTER_VARIANT_
 
-static void scatter_elements_job_i64(const scatter_job *jb, const axis_view *vs,
-                                     const axis_view *vr, char *acc, apx_dtype adt,
-                                     int64_t o, int64_t j0, int64_t j1, int64_t v0,
-                                     int64_t v1) {
-  scatter_elements_job(jb, vs, vr, acc, adt, o, j0, j1, v0, v1, 1);
+static scatter_elements_fn scatter_elements_variant(apx_dtype dt, int idx64) {
+  switch (dt) {
+#define SCATTER_CASE_(upper, lower, size)                                      \
+  case APX_DTYPE_##upper:                                                      \
+    return idx64 ? scatter_elements_##upper##_1 : scatter_elements_##upper##_0;
+    APX_DTYPE_MAP(SCATTER_CASE_)
+#undef SCATTER_CASE_
+  default: return NULL;
+  }
 }
 
 static apx_status scatter_elements(const scatter_job *jb, const axis_view *vself,
@@ -514,10 +530,7 @@ static apx_status scatter_elements(const scatter_job *jb, const axis_view *vself
   const int64_t numel = apx_tensor_numel(jb->out);
   const size_t es = apx_dtype_size(dt);
   const int narrow_float = dt == APX_DTYPE_F16 || dt == APX_DTYPE_BF16;
-  char *acc = jb->out->data;
-  apx_dtype acc_dtype = dt == APX_DTYPE_I64 ? APX_DTYPE_I64
-                        : dt == APX_DTYPE_I32 ? APX_DTYPE_I32
-                                              : APX_DTYPE_F32;
+  char *acc = jb->out->data; /* fp32 and integers accumulate in place */
   if (narrow_float) {
     acc = malloc((size_t)(numel ? numel : 1) * sizeof(float));
     if (!acc) return APX_ERR_NO_MEMORY;
@@ -544,26 +557,32 @@ static apx_status scatter_elements(const scatter_job *jb, const axis_view *vself
   }
   /* jobs: outer block x column block x value range */
   const int64_t inner = vself->inner, dest_rows = jb->out->shape[vself->dim];
-  const int64_t col_blocks = inner > 0 ? (inner + SCATTER_COLUMN_BLOCK - 1) / SCATTER_COLUMN_BLOCK : 0;
+  /* narrower column blocks before value ranges: a value range makes its
+   * job read the whole unit's index, a column block only its columns */
+  int64_t col_block = SCATTER_COLUMN_BLOCK;
+  if (vself->outer > 0 && vself->outer < 2 * jb->team) {
+    int64_t wanted = (2 * jb->team + vself->outer - 1) / vself->outer;
+    int64_t narrow = (inner + wanted - 1) / wanted;
+    if (narrow < col_block) col_block = narrow < 16 ? 16 : narrow;
+  }
+  const int64_t col_blocks = inner > 0 ? (inner + col_block - 1) / col_block : 0;
   const int64_t units = vself->outer * col_blocks;
   int64_t slices = 1;
   if (units > 0 && units < 2 * jb->team) slices = (2 * jb->team + units - 1) / units;
   if (slices > dest_rows) slices = dest_rows > 0 ? dest_rows : 1;
   const int64_t jobs = units * slices;
-  const int idx64 = jb->index->dtype == APX_DTYPE_I64;
+  const scatter_elements_fn fn =
+      scatter_elements_variant(dt, jb->index->dtype == APX_DTYPE_I64);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(jb->team) schedule(dynamic, 1) if (jb->team > 1 && jobs > 1)
 #endif
   for (int64_t job = 0; job < jobs; job++) {
     int64_t unit = job / slices, slice = job % slices;
     int64_t o = unit / col_blocks, cb = unit % col_blocks;
-    int64_t j0 = cb * SCATTER_COLUMN_BLOCK;
-    int64_t j1 = j0 + SCATTER_COLUMN_BLOCK < inner ? j0 + SCATTER_COLUMN_BLOCK : inner;
+    int64_t j0 = cb * col_block;
+    int64_t j1 = j0 + col_block < inner ? j0 + col_block : inner;
     int64_t v0 = dest_rows * slice / slices, v1 = dest_rows * (slice + 1) / slices;
-    if (idx64)
-      scatter_elements_job_i64(jb, vself, vsrc, acc, acc_dtype, o, j0, j1, v0, v1);
-    else
-      scatter_elements_job_i32(jb, vself, vsrc, acc, acc_dtype, o, j0, j1, v0, v1);
+    fn(jb, vself, vsrc, acc, o, j0, j1, v0, v1);
   }
   if (narrow_float) {
 #ifdef _OPENMP
@@ -589,8 +608,9 @@ static int rows_algorithm_fits(const scatter_job *jb, const axis_view *vself,
   for (int d = 0; d < vself->dim; d++)
     if (index->shape[d] != jb->out->shape[d]) return 0;
   if (!vself->inner_contiguous || !vsrc->inner_contiguous) return 0;
-  if (vself->inner == 0) return 0;
-  if (vself->inner == 1) return 1;
+  /* one element per row: linking rows buys nothing over accumulating
+   * element by element */
+  if (vself->inner <= 1) return 0;
   const int idx64 = index->dtype == APX_DTYPE_I64;
   const int64_t rows = vself->outer * vself->steps;
   int uniform = 1;
