@@ -400,6 +400,19 @@ int bench_commit_temp(bench_pending_file *pending, char *err, size_t err_size) {
     unlink(pending->tmp_path);
     rc = -1;
   }
+  if (rc == 0) {
+    /* make the rename itself durable: fsync the directory (best effort; some
+     * file systems refuse fsync on a directory) */
+    char *dir_copy = strdup(pending->final_path);
+    if (dir_copy) {
+      int dir_fd = open(dirname(dir_copy), O_RDONLY | O_DIRECTORY);
+      if (dir_fd >= 0) {
+        (void)fsync(dir_fd);
+        close(dir_fd);
+      }
+      free(dir_copy);
+    }
+  }
   free(pending->tmp_path);
   free(pending->final_path);
   pending->tmp_path = pending->final_path = NULL;
