@@ -11,13 +11,14 @@
  * index positions, starting from self's value, and is rounded once. Each
  * destination is owned by exactly one thread, so results are bit-identical
  * for any thread count. Two algorithms:
- * - rows: when every index row (o, k, :) holds one value (and rows are
- *   longer than one element), destination rows
- *   are gathered from linked lists of source rows (ascending k), so self,
- *   src and index are each read once and out written once;
+ * - rows: when every index row (o, k, :) of more than one element holds
+ *   one value (torch's idx[:, None].expand), destination rows are summed
+ *   from linked lists of source rows (ascending k), so self, src and index
+ *   are each read once and out written once (streamed when large);
  * - elements: the general case, accumulating element by element into out
  *   (fp32 and integers) or into an fp32 copy of self (fp16/bf16), with
- *   destinations split among threads by column block and value range. */
+ *   destinations split among threads by column block and value range.
+ * gather copies whole rows for such expanded index rows too. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -70,9 +71,8 @@ typedef struct axis_view {
 
 static int normalize_dim(int dim, int ndim) { return dim < 0 ? dim + ndim : dim; }
 
-/* Fill v for index shape `ishape` over data tensor `data`; NULL data shape
- * is allowed to equal the index (used for out). Returns 0 on allocation
- * failure. */
+/* Fill v for `index` over data tensor `data` (src, self or out). Returns 0
+ * on allocation failure. */
 static int axis_view_init(axis_view *v, const apx_tensor *index, int dim,
                           const apx_tensor *data) {
   const int n = index->ndim;

@@ -32,7 +32,7 @@ typedef struct scan_ctx {
   apx_dtype dtype; /* tokens dtype: out and the merge use it too */
   const void *tokens;
   void *out;
-  int64_t batch, steps, channels;
+  int64_t steps, channels;
   /* fp32 per-channel parameters [C] (spec/ops.md 6.A: converted straight to
    * fp32, decay clamped with fp32 constants) */
   const float *decay, *one_minus_decay, *input_gain, *output_gain, *state_bias;
@@ -284,7 +284,6 @@ apx_status cpu_tilessm_scan(void *state, const apx_tilessm_scan_args *args,
       .dtype = dt,
       .tokens = tokens->data,
       .out = args->out->data,
-      .batch = B,
       .steps = K,
       .channels = C,
       .decay = decay,
