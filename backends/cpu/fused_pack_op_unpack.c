@@ -84,7 +84,10 @@ apx_status cpu_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_
   const int64_t work = cpu_numel(features);
   (void)work;
 
-  CPU_OMP_FOR(st->threads, work)
+  /* about 32 KiB of output per hand-out */
+  const int64_t chunk = band_bytes >= 32768 ? 1 : (int64_t)(32768 / band_bytes);
+  (void)chunk;
+  CPU_OMP_FOR_CHUNKED(st->threads, work, chunk)
   for (int64_t item = 0; item < items; item++) {
     const int64_t ty = item % grid_h;
     const int64_t b = item / (channels * grid_h);

@@ -27,8 +27,11 @@
  * static split waits for its slowest, descheduled thread. `if` keeps tiny
  * calls on the calling thread, where a thread team would cost more than
  * the work. */
-#define CPU_OMP_FOR(threads, work)                                                                 \
-  CPU_PRAGMA_(omp parallel for schedule(dynamic, 1) num_threads(threads)      \
+#define CPU_OMP_FOR(threads, work) CPU_OMP_FOR_CHUNKED(threads, work, 1)
+/* The same, handing out `chunk` consecutive items at a time (for items of
+ * only a few kilobytes). */
+#define CPU_OMP_FOR_CHUNKED(threads, work, chunk)                                                  \
+  CPU_PRAGMA_(omp parallel for schedule(dynamic, chunk) num_threads(threads)                       \
                   if ((threads) > 1 && (work) >= 32768))
 /* A parallel region (CPU_OMP_PARALLEL) whose loop is shared out by
  * CPU_OMP_LOOP, for work that needs per-thread code after the loop. */
@@ -37,6 +40,7 @@
 #define CPU_OMP_LOOP CPU_PRAGMA_(omp for schedule(dynamic, 1))
 #else
 #define CPU_OMP_FOR(threads, work)
+#define CPU_OMP_FOR_CHUNKED(threads, work, chunk)
 #define CPU_OMP_PARALLEL(threads, work)
 #define CPU_OMP_LOOP
 #endif

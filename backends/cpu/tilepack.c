@@ -5,10 +5,10 @@
  *
  * Reading tile by tile across all channels touches C planes per tile, a
  * TLB and cache miss per row. So the work is cut like tileunpack's: items
- * are (b, c, band of tile rows); an item first streams its band of the
- * feature plane into cache (sequential prefetches, which the hardware
- * serves at full bandwidth), then copies the rows of the tiles that lie in
- * the band to their packed places. */
+ * are (b, c, band of tile rows); an item first prefetches what it will read
+ * of its band of the feature plane (the whole band in order when its tiles
+ * cover much of it), then copies the rows of the tiles that lie in the band
+ * to their packed places. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,8 +142,23 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_ca
         continue;
       const char *band_src = src + (size_t)bc * plane_bytes + (size_t)band_y0 * src_row_stride;
       const size_t band_bytes = (size_t)(band_y1 - band_y0) * src_row_stride;
-      for (size_t off = 0; off < band_bytes; off += 64)
-        __builtin_prefetch(band_src + off, 0, 3);
+      /* Bring the rows to copy into cache ahead of the copies, so that the
+       * copy loop does not wait on one miss at a time: the whole band in
+       * order when the tiles cover much of it, else just their rows. */
+      if ((size_t)count * (size_t)t * row_bytes * 4 >= band_bytes) {
+        for (size_t off = 0; off < band_bytes; off += 64)
+          __builtin_prefetch(band_src + off, 0, 3);
+      } else {
+        for (int64_t i = 0; i < count; i++) {
+          const int64_t item = bucketed[first + i];
+          const char *tile_src =
+              band_src + (size_t)(y0[item] - band_y0) * src_row_stride + (size_t)x0[item] * elem;
+          for (int64_t dy = 0; dy < t; dy++) {
+            __builtin_prefetch(tile_src + (size_t)dy * src_row_stride, 0, 3);
+            __builtin_prefetch(tile_src + (size_t)dy * src_row_stride + row_bytes - 1, 0, 3);
+          }
+        }
+      }
       /* the packed tile of (b,k) channel c starts at item*item_block + c*tile_block */
       char *packed_c = packed + (size_t)c * tile_block;
 #if HAVE_STREAM_STORES
