@@ -9,6 +9,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "apx_half.h"
 #include "ref_scan_index.h"
@@ -23,6 +24,26 @@ static void use_isa(const char *isa) {
     setenv("APEXX_CPU_ISA", isa, 1);
   else
     unsetenv("APEXX_CPU_ISA");
+}
+
+/* A context whose cpu backend runs `threads` OpenMP threads, from a
+ * private configuration file: the threaded paths must give the reference's
+ * bits whatever the machine's core count. */
+static apx_context *open_with_threads(int threads) {
+  char path[] = "/tmp/apexx-test-threads-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_msg(fd >= 0, "mkstemp failed");
+  FILE *f = fdopen(fd, "w");
+  ck_assert(f != NULL);
+  fprintf(f, "[apexx]\norder = cpu\n[backend cpu]\nlibrary = apexx-cpu.so\nthreads = %d\n",
+          threads);
+  fclose(f);
+  apx_context *ctx = NULL;
+  apx_status st = apx_open(&ctx, path);
+  unlink(path);
+  ck_assert_msg(st == APX_OK, "apx_open(%s): %s: %s", path, apx_status_name(st),
+                apx_last_error());
+  return ctx;
 }
 
 static const char *isa_label(size_t path) {
@@ -505,6 +526,30 @@ START_TEST(test_large_outputs_streamed) {
 }
 END_TEST
 
+/* The threaded paths with 1 and 3 threads (the default is the core count). */
+START_TEST(test_thread_counts) {
+  static const int counts[] = {1, 3};
+  for (int c = 0; c < 2; c++) {
+    apx_context *ctx = open_with_threads(counts[c]);
+    tu_rng r = {tu_seed() + 7010 + (uint64_t)c};
+    const int64_t src_shape[2] = {300, 257}, index_shape[2] = {400, 257};
+    run_gather(ctx, &r, 2, src_shape, index_shape, 0, APX_DTYPE_BF16, APX_DTYPE_I64, 0);
+    run_gather(ctx, &r, 2, src_shape, index_shape, 0, APX_DTYPE_F32, APX_DTYPE_I32, 1);
+    run_index_select(ctx, &r, 1000, 67, 3000, APX_DTYPE_F16, APX_DTYPE_I32);
+    for (int expanded = 0; expanded < 2; expanded++) {
+      scatter_shape rows = {2, 0, {500, 129}, {700, 129}, {701, 129}};
+      run_scatter_add(ctx, &r, &rows, APX_DTYPE_F16, APX_DTYPE_I64, expanded, 0);
+      run_scatter_add(ctx, &r, &rows, APX_DTYPE_I32, APX_DTYPE_I32, expanded, 1);
+      scatter_shape flat = {1, 0, {700}, {40000}, {40000}};
+      run_scatter_add(ctx, &r, &flat, APX_DTYPE_BF16, APX_DTYPE_I32, 0, 0);
+      scatter_shape many = {3, 1, {200, 9, 30}, {200, 12, 30}, {200, 12, 30}};
+      run_gather_backward(ctx, &r, &many, APX_DTYPE_F32, APX_DTYPE_I64, expanded);
+    }
+    apx_close(ctx);
+  }
+}
+END_TEST
+
 static Suite *indexing_suite(void) {
   Suite *s = suite_create("cpu_indexing");
   TCase *tc = tcase_create("indexing");
@@ -519,6 +564,7 @@ static Suite *indexing_suite(void) {
   tcase_add_test(tc, test_scatter_add_large);
   tcase_add_test(tc, test_scatter_add_rounds_once);
   tcase_add_test(tc, test_large_outputs_streamed);
+  tcase_add_test(tc, test_thread_counts);
   suite_add_tcase(s, tc);
   return s;
 }

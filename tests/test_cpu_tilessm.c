@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "apx_half.h"
 #include "ref_scan_index.h"
@@ -26,6 +27,26 @@ static void use_isa(const char *isa) {
     setenv("APEXX_CPU_ISA", isa, 1);
   else
     unsetenv("APEXX_CPU_ISA");
+}
+
+/* A context whose cpu backend runs `threads` OpenMP threads, from a
+ * private configuration file: the threaded paths must give the reference's
+ * bits whatever the machine's core count. */
+static apx_context *open_with_threads(int threads) {
+  char path[] = "/tmp/apexx-test-threads-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_msg(fd >= 0, "mkstemp failed");
+  FILE *f = fdopen(fd, "w");
+  ck_assert(f != NULL);
+  fprintf(f, "[apexx]\norder = cpu\n[backend cpu]\nlibrary = apexx-cpu.so\nthreads = %d\n",
+          threads);
+  fclose(f);
+  apx_context *ctx = NULL;
+  apx_status st = apx_open(&ctx, path);
+  unlink(path);
+  ck_assert_msg(st == APX_OK, "apx_open(%s): %s: %s", path, apx_status_name(st),
+                apx_last_error());
+  return ctx;
 }
 
 static apx_dtype random_float_dtype(tu_rng *r) {
@@ -184,6 +205,27 @@ static scan_case random_case(tu_rng *r) {
   sc.gate_dtype = random_float_dtype(r);
   return sc;
 }
+
+/* The threaded path with 1 and 3 threads (the default is the core count). */
+START_TEST(test_scan_thread_counts) {
+  static const int counts[] = {1, 3};
+  for (int c = 0; c < 2; c++) {
+    apx_context *ctx = open_with_threads(counts[c]);
+    tu_rng r = {tu_seed() + 6010 + (uint64_t)c};
+    for (int dir = 0; dir < 3; dir++) {
+      scan_case sc = random_case(&r);
+      sc.B = 3;
+      sc.K = 100;
+      sc.C = 77;
+      sc.direction = (apx_scan_direction)dir;
+      sc.merge = APX_MERGE_GATED;
+      sc.with_final = 1;
+      run_case(ctx, &r, &sc);
+    }
+    apx_close(ctx);
+  }
+}
+END_TEST
 
 START_TEST(test_scan_random_cases) {
   apx_context *ctx = tu_open();
@@ -377,6 +419,7 @@ static Suite *tilessm_suite(void) {
   tcase_add_test(tc, test_scan_empty_steps);
   tcase_add_test(tc, test_scan_clamp_rounded_to_tokens_dtype);
   tcase_add_test(tc, test_simd_conversions_exact);
+  tcase_add_test(tc, test_scan_thread_counts);
   suite_add_tcase(s, tc);
   return s;
 }
