@@ -73,7 +73,10 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
     return;
   }
   dlerror();
-  b->handle = dlopen(b->path, RTLD_NOW | RTLD_LOCAL);
+  /* RTLD_NODELETE: apx_close must not unmap code that is still running
+   * elsewhere (idle OpenMP worker threads of the cpu kernels, a static CUDA
+   * runtime's helper threads); a later apx_open reuses the mapping. */
+  b->handle = dlopen(b->path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!b->handle) {
     const char *err = dlerror(); /* copied at once: dlerror text is fleeting */
     set_state(b, APX_BACKEND_LOAD_FAILED, "dlopen failed: %s", err ? err : "unknown error");
