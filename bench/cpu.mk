@@ -9,7 +9,7 @@ noinst_PROGRAMS += bench/apexx-cpu-bench
 bench_apexx_cpu_bench_SOURCES = bench/cpu_bench.c
 bench_apexx_cpu_bench_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 bench_apexx_cpu_bench_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
-bench_apexx_cpu_bench_LDADD = core/libapexx.la
+bench_apexx_cpu_bench_LDADD = libapexx/libapexx.la
 
 bench-cpu: bench/apexx-cpu-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
 	$(AM_V_at)out='$(BENCH_OUT)'; \

@@ -12,7 +12,7 @@ bench_apexx_bench_SOURCES = \
 	bench/compare.c
 nodist_bench_apexx_bench_SOURCES = bench/bench_git_sha.h
 bench_apexx_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
-bench_apexx_bench_LDADD = core/libapexx.la $(CJSON_LIBS) $(M_LIBS)
+bench_apexx_bench_LDADD = libapexx/libapexx.la $(CJSON_LIBS) $(M_LIBS)
 dist_man_MANS += docs/apexx-bench.1
 
 # The producer's git_sha: `git rev-parse HEAD` of the source tree when it is

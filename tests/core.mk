@@ -35,7 +35,7 @@ tests_fixture_beta_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"beta"' \
 	-DFIXTURE_MARKER=222.0f -DFIXTURE_NO_UNPACK
 tests_fixture_beta_la_LDFLAGS = $(FIXTURE_LDFLAGS)
 
-CORE_TEST_CPPFLAGS = $(APX_TEST_CPPFLAGS) -I$(top_srcdir)/core \
+CORE_TEST_CPPFLAGS = $(APX_TEST_CPPFLAGS) -I$(top_srcdir)/libapexx \
 	-DAPEXX_SYSCONF_INI='"$(sysconfdir)/apexx/apexx.ini"'
 noinst_HEADERS += tests/coretest.h
 check_PROGRAMS += tests/test_config tests/test_loader tests/test_dispatch

@@ -14,10 +14,10 @@ AM_TESTS_ENVIRONMENT = \
 check_LTLIBRARIES += tests/libtestutil.la
 tests_libtestutil_la_SOURCES = tests/testutil.c tests/testutil.h
 tests_libtestutil_la_CPPFLAGS = $(AM_CPPFLAGS) $(CHECK_CFLAGS)
-tests_libtestutil_la_LIBADD = core/libapexx.la $(M_LIBS)
+tests_libtestutil_la_LIBADD = libapexx/libapexx.la $(M_LIBS)
 
 # What every suite links.
-APX_TEST_LIBS = tests/libtestutil.la core/libapexx.la $(CHECK_LIBS) $(M_LIBS)
+APX_TEST_LIBS = tests/libtestutil.la libapexx/libapexx.la $(CHECK_LIBS) $(M_LIBS)
 APX_TEST_CPPFLAGS = $(AM_CPPFLAGS) $(CHECK_CFLAGS)
 
 include tests/core.mk

@@ -1,4 +1,4 @@
-/* core/config.c: the INI file through inih, lookup order, environment
+/* libapexx/config.c: the INI file through inih, lookup order, environment
  * overrides, errors with file:line, warnings for unknown keys. */
 #include "coretest.h"
 

@@ -1,4 +1,4 @@
-/* core/dispatch.c: per-op order, forced backends, device match, supports(),
+/* libapexx/dispatch.c: per-op order, forced backends, device match, supports(),
  * and a stable code plus a sentence for every backend passed over. */
 #include "coretest.h"
 

@@ -1,4 +1,4 @@
-/* core/loader.c against deliberately broken backends: each ends in its
+/* libapexx/loader.c against deliberately broken backends: each ends in its
  * state with a reason, and none stops the others from loading. */
 #include "coretest.h"
 

@@ -6,8 +6,8 @@ set -u
 b=${APEXX_BUILDDIR:?run under make check}
 command -v nm >/dev/null || { echo "SKIP: nm not found"; exit 77; }
 fail=0
-lib=$(ls "$b"/core/.libs/libapexx.so.[0-9]* 2>/dev/null | head -n 1)
-[ -n "$lib" ] || { echo "FAIL: no libapexx.so.N under $b/core/.libs"; exit 1; }
+lib=$(ls "$b"/libapexx/.libs/libapexx.so.[0-9]* 2>/dev/null | head -n 1)
+[ -n "$lib" ] || { echo "FAIL: no libapexx.so.N under $b/libapexx/.libs"; exit 1; }
 extra=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^apx_' | grep -v '^$')
 if [ -n "$extra" ]; then echo "FAIL: libapexx exports non-apx_ symbols:"; echo "$extra"; fail=1; fi
 soname=$(readelf -d "$lib" | sed -n 's/.*SONAME.*\[\(.*\)\].*/\1/p')

@@ -1,4 +1,4 @@
-# Check suites of core/validate.c and core/tile_order.c. The validation
+# Check suites of libapexx/validate.c and libapexx/tile_order.c. The validation
 # suites share test_validate_common.{c,h}: one valid case per op and the
 # "rejected, named, nothing written" assertion.
 VALIDATE_COMMON = tests/test_validate_common.c tests/test_validate_common.h

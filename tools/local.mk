@@ -1,5 +1,5 @@
 bin_PROGRAMS += tools/apexx-info
 tools_apexx_info_SOURCES = tools/apexx-info.c
 tools_apexx_info_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
-tools_apexx_info_LDADD = core/libapexx.la $(CJSON_LIBS)
+tools_apexx_info_LDADD = libapexx/libapexx.la $(CJSON_LIBS)
 dist_man_MANS += docs/apexx-info.1

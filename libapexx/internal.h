@@ -1,4 +1,4 @@
-/* libapexx internals shared across core/ files (apx__ prefix). */
+/* libapexx internals shared across libapexx/ files (apx__ prefix). */
 #ifndef APX_CORE_INTERNAL_H
 #define APX_CORE_INTERNAL_H
 
@@ -8,7 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-/* ---- errors (core/error.c) ---- */
+/* ---- errors (libapexx/error.c) ---- */
 /* Set the calling thread's last-error text (printf format) and return st. */
 apx_status apx__error(apx_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -16,7 +16,7 @@ apx_status apx__verror(apx_status st, const char *fmt, va_list ap);
 /* Clear the thread's last error (at the start of each API call). */
 void apx__clear_error(void);
 
-/* ---- small string helpers (core/error.c) ---- */
+/* ---- small string helpers (libapexx/error.c) ---- */
 char *apx__strdup(const char *s);
 /* printf into a fresh heap string; NULL on allocation failure. */
 char *apx__strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -25,7 +25,7 @@ void apx__strlcpy(char *dst, const char *src, size_t size);
 /* Environment lookup that ignores the environment in setuid programs. */
 const char *apx__getenv(const char *name);
 
-/* ---- configuration (core/config.c) ---- */
+/* ---- configuration (libapexx/config.c) ---- */
 typedef struct apx__config_entry {
   char *section; /* "apexx", "backend cpu", "op tilessm_scan", ... */
   char *key;
@@ -72,7 +72,7 @@ const char *apx__config_get(const apx__config *cfg, const char *section,
  * (static storage per thread). */
 const char *apx__unsafe_file_reason(const char *path);
 
-/* ---- backends and the context (core/loader.c, core/context.c) ---- */
+/* ---- backends and the context (libapexx/loader.c, libapexx/context.c) ---- */
 typedef struct apx__backend {
   apx__backend_config *config;
   char *path; /* resolved library path */
@@ -112,14 +112,14 @@ apx__backend *apx__backend_for_device(apx_context *ctx, apx_device device);
 /* A copy of s that lives as long as ctx (deduplicated). */
 const char *apx__intern(apx_context *ctx, const char *s);
 
-/* ---- logging (core/log.c) ---- */
+/* ---- logging (libapexx/log.c) ---- */
 void apx__log(apx_context *ctx, apx_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void apx__vlog(apx_context *ctx, apx_log_level level, const char *prefix,
                const char *fmt, va_list ap);
 apx_log_level apx__log_level_from_env(void);
 
-/* ---- dispatch (core/dispatch.c) ---- */
+/* ---- dispatch (libapexx/dispatch.c) ---- */
 /* Validate, then choose the backend for op; fills *expl when non-NULL. */
 apx_status apx__dispatch(apx_context *ctx, apx_op_id op, const void *args,
                          const apx_call *call, apx__backend **chosen,
