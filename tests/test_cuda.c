@@ -888,7 +888,7 @@ START_TEST(test_scatter_add) {
       scatter_case(dt, it, 2, self2, (int64_t[]){6, 20}, (int64_t[]){7, 21}, 1, 0, 0, 0);
       int64_t self3[3] = {3, 8, 4}, idx3[3] = {3, 25, 4};
       scatter_case(dt, it, 3, self3, idx3, (int64_t[]){3, 25, 4}, -2, 0, 0, 0);
-      scatter_case(dt, it, 3, self3, (int64_t[]){0, 25, 4}, (int64_t[]){3, 25, 4}, 0, 0, 0, 0);
+      scatter_case(dt, it, 3, self3, (int64_t[]){0, 8, 4}, (int64_t[]){3, 25, 4}, 0, 0, 0, 0);
       scatter_case(dt, it, 2, self2, idx2, NULL, 0, 1, 0, 0);
       scatter_case(dt, it, 3, self3, idx3, NULL, 1, 1, 0, 0);
     }
@@ -1221,22 +1221,28 @@ int main(void) {
   ctx_eager = open_eager();
   rng.s = tu_seed() ^ 0xc0dau;
 
+  /* three cases, so that a sanitizer run can pick one (CK_RUN_CASE) */
   Suite *s = suite_create("cuda");
-  TCase *tc = tcase_create("parity");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_memory_and_timer);
-  tcase_add_test(tc, test_tilepack);
-  tcase_add_test(tc, test_tileunpack);
-  tcase_add_test(tc, test_fused);
-  tcase_add_test(tc, test_fusiongate_alpha);
-  tcase_add_test(tc, test_fusiongate_fuse);
-  tcase_add_test(tc, test_tilessm);
-  tcase_add_test(tc, test_gather);
-  tcase_add_test(tc, test_index_select);
-  tcase_add_test(tc, test_scatter_add);
-  tcase_add_test(tc, test_scatter_add_large);
-  tcase_add_test(tc, test_bad_indices);
-  suite_add_tcase(s, tc);
+  TCase *ops = tcase_create("ops"), *large = tcase_create("large");
+  TCase *bad = tcase_create("validate");
+  tcase_set_timeout(ops, 600);
+  tcase_set_timeout(large, 600);
+  tcase_set_timeout(bad, 600);
+  tcase_add_test(ops, test_memory_and_timer);
+  tcase_add_test(ops, test_tilepack);
+  tcase_add_test(ops, test_tileunpack);
+  tcase_add_test(ops, test_fused);
+  tcase_add_test(ops, test_fusiongate_alpha);
+  tcase_add_test(ops, test_fusiongate_fuse);
+  tcase_add_test(ops, test_tilessm);
+  tcase_add_test(ops, test_gather);
+  tcase_add_test(ops, test_index_select);
+  tcase_add_test(ops, test_scatter_add);
+  tcase_add_test(large, test_scatter_add_large);
+  tcase_add_test(bad, test_bad_indices);
+  suite_add_tcase(s, ops);
+  suite_add_tcase(s, large);
+  suite_add_tcase(s, bad);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK); /* CUDA does not survive fork */
   srunner_run_all(sr, CK_NORMAL);

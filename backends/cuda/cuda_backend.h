@@ -22,8 +22,28 @@
 #define CUDA_CHECK_SLOTS 128
 /* The check kernel's grid is capped so that its per-block partial results
  * fit in the slot (grid-stride loops cover any size). */
-#define CUDA_CHECK_MAX_BLOCKS 256
+#define CUDA_CHECK_MAX_BLOCKS 1024
 #define CUDA_CHECK_THREADS 256
+
+/* n / d and n % d for n, d < 2^31 with a multiply and a shift
+ * (Granlund-Montgomery, as PyTorch's IntDivider): 64-bit division by a
+ * run-time value costs dozens of instructions per element. */
+struct cuda_fastdiv {
+  uint32_t d, m, s;
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    return (__umulhi(n, m) + n) >> s;
+  }
+  __device__ __forceinline__ uint32_t mod(uint32_t n) const { return n - div(n) * d; }
+};
+
+static inline cuda_fastdiv cuda_fastdiv_make(uint32_t d) {
+  cuda_fastdiv f;
+  f.d = d ? d : 1;
+  f.s = 0;
+  while (f.s < 32 && ((uint64_t)1 << f.s) < f.d) f.s++;
+  f.m = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << f.s) - f.d)) / f.d + 1);
+  return f;
+}
 
 /* ---- device-side check records --------------------------------------- */
 
@@ -51,6 +71,8 @@ struct cuda_check_desc {
   int check_range;     /* 0 in validate=off: only statistics below */
   int64_t unique_row;  /* > 0: ids must be unique within rows of this length */
   int64_t const_row;   /* > 0: note whether rows of this length are constant */
+  cuda_fastdiv row_div; /* const_row, when count < 2^31 (small_rows) */
+  int small_rows;
   /* levels (tileunpack): min/max over the tensor, span checked against the
    * int32 priority key (spec/ops.md 4.A step 4) when check_range. */
   const void *levels;
@@ -162,6 +184,29 @@ static inline cuda_geom cuda_geom_1d(int64_t n, unsigned threads) {
   g.blocks = (unsigned)blocks;
   return g;
 }
+
+/* A 2-D launch: y runs over `outer` items (a grid-stride loop beyond
+ * 65535), x over `inner` items, inner < 2^31, so that kernels decode their
+ * position inside one outer item with 32-bit arithmetic. */
+struct cuda_geom2 {
+  dim3 grid, block;
+};
+
+static inline cuda_geom2 cuda_geom_2d(int64_t outer, int64_t inner, unsigned threads) {
+  cuda_geom2 g;
+  int64_t bx = (inner + threads - 1) / threads;
+  if (bx < 1) bx = 1;
+  if (bx > 0x7fffffffLL) bx = 0x7fffffffLL;
+  int64_t by = outer < 1 ? 1 : (outer > 65535 ? 65535 : outer);
+  g.grid = dim3((unsigned)bx, (unsigned)by, 1);
+  g.block = dim3(threads, 1, 1);
+  return g;
+}
+
+#define CUDA_FOR_OUTER(o, n) for (int64_t o = blockIdx.y; o < (n); o += gridDim.y)
+#define CUDA_FOR_INNER(i, n)                                                   \
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (uint32_t)(n);  \
+       i += gridDim.x * blockDim.x)
 
 /* Grid-stride loop over [0, n) with a 64-bit counter. */
 #define CUDA_FOR(i, n)                                                         \

@@ -14,8 +14,11 @@
 struct fused_geometry {
   int64_t B, C, H, W, K, t, gw, tiles; /* tiles = gh*gw */
   int vec;                             /* elements per thread along x */
-  int64_t work;
-  cuda_geom launch;
+  int64_t work;                        /* in-place: (b, k, c, dy, x-group) items */
+  cuda_geom launch;                    /* in place */
+  int64_t planes, plane_groups;        /* copy: B*C planes of H*W/vec groups */
+  cuda_fastdiv groups_per_row, tile;
+  cuda_geom2 copy_launch;
   cuda_geom owner_launch;
 };
 
@@ -48,20 +51,21 @@ __global__ void fused_copy_kernel(const T *__restrict__ in, T *__restrict__ out,
                                   fused_params p, const int *bad) {
   if (cuda_call_failed(bad)) return;
   struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
-  CUDA_FOR(w, g.work) {
-    int64_t xg = w % (g.W / VEC);
-    int64_t r = w / (g.W / VEC);
-    int64_t y = r % g.H;
-    int64_t b = r / (g.H * g.C);
-    int64_t x = xg * VEC;
-    int selected = owner[b * g.tiles + (y / g.t) * g.gw + x / g.t] >= 0;
-    pack v = ((const pack *)in)[w];
-    if (selected) {
+  CUDA_FOR_OUTER(plane, g.planes) {
+    int64_t b = plane / g.C;
+    const int *owner_b = owner + b * g.tiles;
+    CUDA_FOR_INNER(i, g.plane_groups) {
+      uint32_t y = g.groups_per_row.div(i), x = (i - y * g.groups_per_row.d) * VEC;
+      int64_t w = plane * g.plane_groups + i;
+      int selected = owner_b[g.tile.div(y) * g.gw + g.tile.div(x)] >= 0;
+      pack v = ((const pack *)in)[w];
+      if (selected) {
 #pragma unroll
-      for (int j = 0; j < VEC; j++)
-        v.v[j] = cuda_dt<T>::from_f(fused_transform(cuda_dt<T>::to_f(v.v[j]), p));
+        for (int j = 0; j < VEC; j++)
+          v.v[j] = cuda_dt<T>::from_f(fused_transform(cuda_dt<T>::to_f(v.v[j]), p));
+      }
+      ((pack *)out)[w] = v;
     }
-    ((pack *)out)[w] = v;
   }
 }
 
@@ -110,8 +114,13 @@ static fused_geometry geometry(const apx_fused_pack_op_unpack_args *a, int alias
                      (uintptr_t)a->out->data % (vec * elem) != 0))
     vec /= 2;
   g.vec = vec;
-  g.work = aliased ? g.B * g.K * g.C * g.t * (g.t / vec) : g.B * g.C * g.H * (g.W / vec);
-  g.launch = cuda_geom_1d(g.work, 256);
+  g.work = g.B * g.K * g.C * g.t * (g.t / vec);
+  g.launch = cuda_geom_1d(aliased ? g.work : 0, 256);
+  g.planes = g.B * g.C;
+  g.plane_groups = g.H * (g.W / vec);
+  g.groups_per_row = cuda_fastdiv_make((uint32_t)(g.W / vec));
+  g.tile = cuda_fastdiv_make((uint32_t)g.t);
+  g.copy_launch = cuda_geom_2d(g.planes, g.plane_groups, 256);
   g.owner_launch = cuda_geom_1d(g.B * g.K, 256);
   return g;
 }
@@ -120,13 +129,12 @@ template <typename T, typename I, int VEC>
 static void launch_main(const fused_geometry &g, const apx_fused_pack_op_unpack_args *a,
                         int aliased, const int *owner, fused_params p, const int *bad,
                         cudaStream_t s) {
-  dim3 grid(g.launch.blocks), block(g.launch.threads);
   if (aliased)
-    fused_inplace_kernel<T, I, VEC><<<grid, block, 0, s>>>(
+    fused_inplace_kernel<T, I, VEC><<<g.launch.blocks, g.launch.threads, 0, s>>>(
         (T *)a->out->data, (const I *)a->idx->data, owner, g, p, bad);
   else
-    fused_copy_kernel<T, VEC><<<grid, block, 0, s>>>((const T *)a->features->data,
-                                                     (T *)a->out->data, owner, g, p, bad);
+    fused_copy_kernel<T, VEC><<<g.copy_launch.grid, g.copy_launch.block, 0, s>>>(
+        (const T *)a->features->data, (T *)a->out->data, owner, g, p, bad);
 }
 
 template <typename T, typename I>
@@ -164,6 +172,11 @@ apx_status cuda_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack
   fused_geometry g = geometry(a, aliased);
   int64_t numel = g.B * g.C * g.H * g.W;
   if (numel == 0) return APX_OK;
+  if (g.H * g.W > 0x7fffffffLL)
+    return st->svc->set_error(APX_ERR_UNSUPPORTED,
+                              "fused_pack_op_unpack: H*W = [%lld] is beyond the cuda backend's "
+                              "2^31 pixels per plane",
+                              (long long)(g.H * g.W));
   size_t elem = cuda_dtype_size(a->features->dtype);
   if (g.K == 0) { /* output = copy of features (spec/ops.md 3, K = 0) */
     if (!aliased)

@@ -9,7 +9,7 @@ struct index_select_geometry {
   int64_t N, M, row_bytes;
   unsigned unit;
   int64_t units_per_row, work;
-  cuda_geom launch;
+  cuda_geom2 launch; /* y: output rows, x: units of a row */
 };
 
 template <typename U, typename I>
@@ -17,10 +17,10 @@ __global__ void index_select_kernel(const unsigned char *__restrict__ src,
                                     const I *__restrict__ index, unsigned char *__restrict__ out,
                                     index_select_geometry g, const int *bad) {
   if (cuda_call_failed(bad)) return;
-  CUDA_FOR(w, g.work) {
-    int64_t i = w / g.units_per_row, u = w % g.units_per_row;
-    int64_t row = (int64_t)index[i];
-    ((U *)(out + i * g.row_bytes))[u] = __ldg((const U *)(src + row * g.row_bytes) + u);
+  CUDA_FOR_OUTER(i, g.N) {
+    const U *from = (const U *)(src + (int64_t)index[i] * g.row_bytes);
+    U *to = (U *)(out + i * g.row_bytes);
+    CUDA_FOR_INNER(u, g.units_per_row) to[u] = __ldg(from + u);
   }
 }
 
@@ -40,7 +40,7 @@ static index_select_geometry index_select_geom(const apx_index_select_args *a) {
   g.unit = widest_unit(g.row_bytes, a->src->data, a->out->data);
   g.units_per_row = g.row_bytes / g.unit;
   g.work = g.N * g.units_per_row;
-  g.launch = cuda_geom_1d(g.work, 256);
+  g.launch = cuda_geom_2d(g.N, g.units_per_row, g.units_per_row >= 256 ? 256 : 64);
   return g;
 }
 
@@ -50,7 +50,7 @@ static void launch_index_select(const index_select_geometry &g, const apx_index_
   const unsigned char *src = (const unsigned char *)a->src->data;
   unsigned char *out = (unsigned char *)a->out->data;
   const I *index = (const I *)a->index->data;
-  dim3 grid(g.launch.blocks), block(g.launch.threads);
+  dim3 grid = g.launch.grid, block = g.launch.block;
   switch (g.unit) {
   case 16: index_select_kernel<uint4, I><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
   case 8: index_select_kernel<uint2, I><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
@@ -67,6 +67,11 @@ apx_status cuda_index_select(void *state, const apx_index_select_args *a, const 
   cudaStream_t stream = cuda_stream(call);
   index_select_geometry g = index_select_geom(a);
   if (g.work == 0) return APX_OK;
+  if (g.units_per_row > 0x7fffffffLL)
+    return st->svc->set_error(APX_ERR_UNSUPPORTED,
+                              "index_select: a row of [%lld] bytes is beyond the cuda backend's "
+                              "2^31 units",
+                              (long long)g.row_bytes);
   cuda_check_desc d;
   cuda_check_init(&d, APX_OP_INDEX_SELECT, "index", a->index);
   d.lo = 0;
@@ -91,23 +96,34 @@ struct gather_geometry {
   int64_t shape[APX_MAX_DIMS];  /* index (= out) extents */
   int64_t stride[APX_MAX_DIMS]; /* source strides in elements */
   int64_t n;
-  cuda_geom launch;
+  int64_t rows, row_len; /* the 2-D form: rows of the last (merged) dim */
+  cuda_geom2 launch;
 };
 
 template <typename E, typename I>
 __global__ void gather_kernel(const E *__restrict__ src, const I *__restrict__ index,
                               E *__restrict__ out, gather_geometry g, const int *bad) {
   if (cuda_call_failed(bad)) return;
-  CUDA_FOR(p, g.n) {
-    int64_t rest = p, off = 0;
-#pragma unroll
-    for (int d = APX_MAX_DIMS - 1; d >= 0; d--) {
-      if (d >= g.ndim) continue;
+  const int last = g.ndim - 1;
+  CUDA_FOR_OUTER(r, g.rows) {
+    /* the source offset of the row's coordinates (all dims but the last) */
+    int64_t rest = r, base = 0;
+    int dim_outer = 0;
+    for (int d = last - 1; d >= 0; d--) {
       int64_t c = rest % g.shape[d];
       rest /= g.shape[d];
-      off += (d == g.dim ? (int64_t)index[p] : c) * g.stride[d];
+      if (d == g.dim)
+        dim_outer = 1;
+      else
+        base += c * g.stride[d];
     }
-    out[p] = src[off];
+    const int64_t p0 = r * g.row_len;
+    CUDA_FOR_INNER(j, g.row_len) {
+      int64_t p = p0 + j, v = (int64_t)index[p];
+      int64_t off = base + (last == g.dim ? v * g.stride[last] : (int64_t)j * g.stride[last]);
+      if (dim_outer) off += v * g.stride[g.dim];
+      out[p] = src[off];
+    }
   }
 }
 
@@ -137,14 +153,16 @@ static gather_geometry gather_geom(const apx_tensor *src, const apx_tensor *inde
     }
   }
   g.n = cuda_numel(index);
-  g.launch = cuda_geom_1d(g.n, 256);
+  g.row_len = g.shape[g.ndim - 1];
+  g.rows = g.row_len > 0 ? g.n / g.row_len : 0;
+  g.launch = cuda_geom_2d(g.rows, g.row_len, g.row_len >= 256 ? 256 : 64);
   return g;
 }
 
 template <typename I>
 static void launch_gather(const gather_geometry &g, const apx_gather_args *a, const int *bad,
                           cudaStream_t s) {
-  dim3 grid(g.launch.blocks), block(g.launch.threads);
+  dim3 grid = g.launch.grid, block = g.launch.block;
   const I *index = (const I *)a->index->data;
   switch (cuda_dtype_size(a->src->dtype)) {
   case 2:
@@ -171,6 +189,11 @@ apx_status cuda_gather(void *state, const apx_gather_args *a, const apx_call *ca
   int dim = a->dim < 0 ? a->dim + a->src->ndim : a->dim;
   gather_geometry g = gather_geom(a->src, a->index, dim);
   if (g.n == 0) return APX_OK;
+  if (g.row_len > 0x7fffffffLL)
+    return st->svc->set_error(APX_ERR_UNSUPPORTED,
+                              "gather: a last dimension of [%lld] is beyond the cuda backend's "
+                              "2^31",
+                              (long long)g.row_len);
   cuda_check_desc d;
   cuda_check_init(&d, APX_OP_GATHER, "index", a->index);
   d.lo = 0;

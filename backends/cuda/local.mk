@@ -11,7 +11,8 @@ cuda_backend_sources = \
 	backends/cuda/tilessm.cu \
 	backends/cuda/indexing.cu \
 	backends/cuda/scatter_add.cu
-EXTRA_DIST += $(cuda_backend_sources) backends/cuda/cuda_backend.h build-aux/nvcc-libtool
+EXTRA_DIST += $(cuda_backend_sources) backends/cuda/cuda_backend.h build-aux/nvcc-libtool \
+	backends/cuda/apexx-cuda.map
 
 # nvcc flags of the project's own .cu files; NVCCFLAGS is the user's.
 AM_NVCCFLAGS = -O3 -std=c++17 $(NVCC_ARCH_FLAGS) --compiler-options=-fvisibility=hidden \
@@ -27,8 +28,13 @@ if BUILD_CUDA
 pkglib_LTLIBRARIES += backends/apexx-cuda.la
 backends_apexx_cuda_la_SOURCES = $(cuda_backend_sources) backends/cuda/cuda_backend.h
 backends_apexx_cuda_la_LIBADD = $(CUDA_LIBS)
+# The version script keeps every symbol but the entry local: libtool's
+# -export-symbols-regex alone (-retain-symbols-file for C++) would still
+# export what static archives bring in.
 backends_apexx_cuda_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
-	-export-symbols-regex '^apx_backend_entry$$' -no-undefined
+	-export-symbols-regex '^apx_backend_entry$$' -no-undefined \
+	-Wl,--version-script=$(top_srcdir)/backends/cuda/apexx-cuda.map
+EXTRA_backends_apexx_cuda_la_DEPENDENCIES = $(top_srcdir)/backends/cuda/apexx-cuda.map
 # The objects carry C++ host code (and cudart_static needs libstdc++).
 backends_apexx_cuda_la_LINK = $(LIBTOOL) $(AM_V_lt) --tag=CXX $(AM_LIBTOOLFLAGS) \
 	$(LIBTOOLFLAGS) --mode=link $(CXXLD) $(AM_CXXFLAGS) $(CXXFLAGS) \
@@ -43,5 +49,5 @@ endif
 # where the cuda backend cannot run).
 noinst_PROGRAMS += bench/gpu/cuda_bw
 bench_gpu_cuda_bw_SOURCES = bench/gpu/cuda_bw.c
-bench_gpu_cuda_bw_LDADD = core/libapexx.la $(M_LIBS)
+bench_gpu_cuda_bw_LDADD = libapexx/libapexx.la $(M_LIBS)
 EXTRA_DIST += bench/gpu/run-all.sh bench/peers/torch_peers.py

@@ -129,7 +129,9 @@ struct rows_geometry {
   int64_t cols;       /* out row length */
   int64_t idx_cols;   /* index row length (columns the index covers) */
   int64_t src_row;    /* src row length */
-  cuda_geom keys_launch, out_launch, starts_launch;
+  int vec;            /* columns per thread */
+  cuda_geom keys_launch, starts_launch;
+  cuda_geom2 out_launch; /* y: destination rows, x: column groups */
 };
 
 __global__ void rows_keys_kernel(const void *__restrict__ index, int index64, rows_geometry g,
@@ -153,19 +155,40 @@ __global__ void rows_starts_kernel(const unsigned *__restrict__ keys, rows_geome
   }
 }
 
-template <typename T>
+template <typename T, int VEC>
 __global__ void rows_out_kernel(const T *self, const T *__restrict__ src, T *out,
                                 const int *__restrict__ start, const unsigned *__restrict__ rows,
                                 rows_geometry g, int aliased, const int *bad) {
   if (cuda_call_failed(bad)) return;
-  CUDA_FOR(e, g.M * g.cols) {
-    int64_t m = e / g.cols, q = e % g.cols;
+  struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
+  typedef typename acc_of<T>::type A;
+  const int64_t groups = g.cols / VEC;
+  CUDA_FOR_OUTER(m, g.M) {
     int s0 = start[m], s1 = start[m + 1];
-    if (q >= g.idx_cols) s1 = s0; /* a column the index does not reach */
-    if (s0 == s1 && aliased) continue;
-    typename acc_of<T>::type acc = self ? to_acc<T>(self[e]) : (typename acc_of<T>::type)0;
-    for (int s = s0; s < s1; s++) acc += to_acc<T>(src[(int64_t)rows[s] * g.src_row + q]);
-    out[e] = from_acc<T>(acc);
+    if (s0 == s1 && aliased) continue; /* no source row names m */
+    CUDA_FOR_INNER(gi, groups) {
+      int64_t q = (int64_t)gi * VEC, e = m * g.cols + q;
+      int end = q < g.idx_cols ? s1 : s0; /* columns the index does not reach: self */
+      if (end == s0 && aliased) continue;
+      A acc[VEC];
+      if (self) {
+        pack v = *(const pack *)(self + e);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) acc[j] = to_acc<T>(v.v[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; j++) acc[j] = (A)0;
+      }
+      for (int s = s0; s < end; s++) { /* ascending source row: the stable sort's order */
+        pack v = *(const pack *)(src + (int64_t)rows[s] * g.src_row + q);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) acc[j] += to_acc<T>(v.v[j]);
+      }
+      pack o;
+#pragma unroll
+      for (int j = 0; j < VEC; j++) o.v[j] = from_acc<T>(acc[j]);
+      *(pack *)(out + e) = o;
+    }
   }
 }
 
@@ -209,7 +232,22 @@ static apx_status run_rows(cuda_state *st, const scatter_call *c, const int *bad
   g.src_row = c->src->ndim > 1 ? c->src->shape[1] * tail : 1;
   g.keys_launch = cuda_geom_1d(g.N, 256);
   g.starts_launch = cuda_geom_1d(g.N, 256);
-  g.out_launch = cuda_geom_1d(g.M * g.cols, 256);
+  int vec = (int)(16 / sizeof(T));
+  const void *ptrs[3] = {c->self ? c->self->data : nullptr, c->src->data, c->out->data};
+  for (;;) {
+    int ok = g.cols % vec == 0 && g.idx_cols % vec == 0 && g.src_row % vec == 0;
+    for (int i = 0; i < 3; i++) ok = ok && (uintptr_t)ptrs[i] % (vec * sizeof(T)) == 0;
+    if (ok || vec == 1) break;
+    vec /= 2;
+  }
+  g.vec = vec;
+  int64_t groups = g.cols / vec;
+  g.out_launch = cuda_geom_2d(g.M, groups, groups >= 256 ? 256 : (groups >= 128 ? 128 : 64));
+  if (groups > 0x7fffffffLL)
+    return st->svc->set_error(APX_ERR_UNSUPPORTED,
+                              "scatter_add: rows of [%lld] elements are beyond the cuda "
+                              "backend's 2^31",
+                              (long long)g.cols);
   size_t sort_bytes = 0;
   int end_bit = 1;
   while (end_bit < 32 && ((uint64_t)1 << end_bit) <= (uint64_t)g.M) end_bit++;
@@ -239,9 +277,16 @@ static apx_status run_rows(cuda_state *st, const scatter_call *c, const int *bad
     rows_starts_kernel<<<g.starts_launch.blocks, g.starts_launch.threads, 0, s>>>(keys_out, g,
                                                                                  start);
     int aliased = c->self && c->self->data == c->out->data;
-    rows_out_kernel<T><<<g.out_launch.blocks, g.out_launch.threads, 0, s>>>(
-        c->self ? (const T *)c->self->data : nullptr, (const T *)c->src->data,
-        (T *)c->out->data, start, rows_out, g, aliased, bad);
+    const T *self = c->self ? (const T *)c->self->data : nullptr;
+    const T *src = (const T *)c->src->data;
+    T *out = (T *)c->out->data;
+    dim3 grid = g.out_launch.grid, block = g.out_launch.block;
+    switch (g.vec) {
+    case 8: rows_out_kernel<T, 8><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad); break;
+    case 4: rows_out_kernel<T, 4><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad); break;
+    case 2: rows_out_kernel<T, 2><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad); break;
+    default: rows_out_kernel<T, 1><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad); break;
+    }
     err = cudaGetLastError();
   }
   cuda_ws_free(&ws);

@@ -83,11 +83,13 @@ __global__ void ssm_local_kernel(const T *__restrict__ tokens, ssm_params p, ssm
     ssm_chan ch = load_chan(p, c);
     if (g.direction != APX_SCAN_BACKWARD) {
       float s = 0.0f;
+#pragma unroll 8
       for (int64_t k = k0; k < k1; k++) s = step(tokens, (b * g.K + k) * g.C + c, ch, p.lim, s);
       carry_f[w] = s;
     }
     if (g.direction != APX_SCAN_FORWARD) {
       float s = 0.0f;
+#pragma unroll 8
       for (int64_t k = k1 - 1; k >= k0; k--)
         s = step(tokens, (b * g.K + k) * g.C + c, ch, p.lim, s);
       carry_b[w] = s;
@@ -165,6 +167,7 @@ __global__ void ssm_out_kernel(const T *__restrict__ tokens, T *__restrict__ out
     if (g.direction != APX_SCAN_BACKWARD) sf = single ? init_state(p, b, 0, c, g.C) : start_f[w];
     if (g.direction != APX_SCAN_FORWARD) sb = single ? init_state(p, b, 1, c, g.C) : start_b[w];
     if (g.direction == APX_SCAN_FORWARD) {
+#pragma unroll 8
       for (int64_t k = k0; k < k1; k++) {
         int64_t i = (b * g.K + k) * g.C + c;
         sf = step(tokens, i, ch, p.lim, sf);
@@ -172,6 +175,7 @@ __global__ void ssm_out_kernel(const T *__restrict__ tokens, T *__restrict__ out
       }
       if (single && final_state) final_state[b * g.C + c] = cuda_dt<T>::from_f(sf);
     } else if (g.direction == APX_SCAN_BACKWARD) {
+#pragma unroll 8
       for (int64_t k = k1 - 1; k >= k0; k--) {
         int64_t i = (b * g.K + k) * g.C + c;
         sb = step(tokens, i, ch, p.lim, sb);
@@ -179,12 +183,14 @@ __global__ void ssm_out_kernel(const T *__restrict__ tokens, T *__restrict__ out
       }
       if (single && final_state) final_state[b * g.C + c] = cuda_dt<T>::from_f(sb);
     } else {
+#pragma unroll 8
       for (int64_t k = k1 - 1; k >= k0; k--) {
         int64_t i = (b * g.K + k) * g.C + c;
         sb = step(tokens, i, ch, p.lim, sb);
         y_back[i] = ch.og * sb;
       }
       float gate = merge_gate(p, b, c, g.C);
+#pragma unroll 8
       for (int64_t k = k0; k < k1; k++) {
         int64_t i = (b * g.K + k) * g.C + c;
         sf = step(tokens, i, ch, p.lim, sf);

@@ -20,8 +20,12 @@ struct unpack_geometry {
   int order_bits;
   int end_bit;     /* bits of the sort key */
   int vec;         /* output elements per thread along x */
-  int64_t work;    /* output groups */
-  cuda_geom tiles_launch, entries_launch, out_launch;
+  int64_t planes;  /* B*C: the output pass's outer loop */
+  int64_t plane_groups;      /* H*W/vec: its inner loop, < 2^31 */
+  cuda_fastdiv groups_per_row; /* W/vec */
+  cuda_fastdiv tile;           /* t */
+  cuda_geom tiles_launch, entries_launch;
+  cuda_geom2 out_launch;
 };
 
 /* Inputs of the entry builder. */
@@ -97,15 +101,14 @@ __global__ void unpack_out_kernel(const T *base, const T *__restrict__ packed, T
                                   int aliased, float alpha, const int *bad) {
   if (cuda_call_failed(bad)) return;
   struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
-  const int64_t groups_per_row = g.W / VEC;
   const float keep = 1.0f - alpha;
-  CUDA_FOR(w, g.work) {
-    int64_t x = (w % groups_per_row) * VEC;
-    int64_t r = w / groups_per_row; /* (b*C + c)*H + y */
-    int64_t y = r % g.H;
-    int64_t c = (r / g.H) % g.C;
-    int64_t b = r / (g.H * g.C);
-    int64_t cell = (b * g.gh + y / g.t) * g.gw + x / g.t;
+  CUDA_FOR_OUTER(plane, g.planes) {
+   int64_t b = plane / g.C, c = plane % g.C;
+   CUDA_FOR_INNER(i, g.plane_groups) {
+    uint32_t yu = g.groups_per_row.div(i);
+    int64_t y = yu, x = (int64_t)(i - yu * g.groups_per_row.d) * VEC;
+    int64_t w = plane * g.plane_groups + i; /* this group's index in out */
+    int64_t cell = (b * g.gh + g.tile.div(yu)) * g.gw + g.tile.div((uint32_t)x);
     int s0 = start[cell], s1 = start[cell + 1];
     if (s0 == s1 && aliased) continue; /* nothing covers these pixels */
     pack cur = ((const pack *)base)[w];
@@ -152,6 +155,7 @@ __global__ void unpack_out_kernel(const T *base, const T *__restrict__ packed, T
     for (int j = 0; j < VEC; j++)
       if (covered >> j & 1u) cur.v[j] = cuda_dt<T>::from_f(acc[j]);
     ((pack *)out)[w] = cur;
+   }
   }
 }
 
@@ -188,10 +192,13 @@ static unpack_geometry geometry(const apx_tileunpack_args *a) {
                      (uintptr_t)a->packed->data % (vec * elem) != 0))
     vec /= 2;
   g.vec = vec;
-  g.work = g.B * g.C * g.H * (g.W / vec);
+  g.planes = g.B * g.C;
+  g.plane_groups = g.H * (g.W / vec);
+  g.groups_per_row = cuda_fastdiv_make((uint32_t)(g.W / vec));
+  g.tile = cuda_fastdiv_make((uint32_t)g.t);
   g.tiles_launch = cuda_geom_1d(g.B * g.K, 256);
   g.entries_launch = cuda_geom_1d(g.entries, 256);
-  g.out_launch = cuda_geom_1d(g.work, 256);
+  g.out_launch = cuda_geom_2d(g.planes, g.plane_groups, 256);
   return g;
 }
 
@@ -200,7 +207,7 @@ static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a, c
                        const int *vals, const int2 *origin32, float alpha, const int *bad,
                        cudaStream_t s) {
   int aliased = a->out->data == a->base->data;
-  dim3 grid(g.out_launch.blocks), block(g.out_launch.threads);
+  dim3 grid = g.out_launch.grid, block = g.out_launch.block;
   if (a->mode == APX_OVERLAP_BLEND)
     unpack_out_kernel<T, VEC, 1><<<grid, block, 0, s>>>(
         (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, start, vals,
@@ -234,6 +241,11 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
   int64_t numel = g.B * g.C * g.H * g.W;
   if (numel == 0) return APX_OK;
   int aliased = a->out->data == a->base->data;
+  if (g.H * g.W > 0x7fffffffLL)
+    return st->svc->set_error(APX_ERR_UNSUPPORTED,
+                              "tileunpack: H*W = [%lld] is beyond the cuda backend's 2^31 "
+                              "pixels per plane",
+                              (long long)(g.H * g.W));
   if (g.K == 0) { /* output = copy of base (spec/ops.md 3) */
     if (!aliased)
       CUDA_TRY(st, cudaMemcpyAsync(a->out->data, a->base->data, (size_t)numel * elem,

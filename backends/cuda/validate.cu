@@ -34,22 +34,20 @@ void cuda_check_init(cuda_check_desc *d, apx_op_id op, const char *arg,
   d->count = cuda_numel(index);
 }
 
-/* Is entry i bad (range or duplicate)? Returns the kind, 0 when fine. */
-static __device__ int entry_bad(const cuda_check_desc &d, int64_t i) {
+/* Is entry i out of range? Returns the kind, 0 when fine. */
+static __device__ int entry_out_of_range(const cuda_check_desc &d, int64_t i) {
   if (d.pairs) {
     int64_t y0 = cuda_load_index(d.data, d.is64, 2 * i);
     int64_t x0 = cuda_load_index(d.data, d.is64, 2 * i + 1);
-    if (y0 < d.lo || y0 > d.hi || x0 < d.lo2 || x0 > d.hi2) return CUDA_BAD_ORIGIN;
-    return 0;
+    return y0 < d.lo || y0 > d.hi || x0 < d.lo2 || x0 > d.hi2 ? CUDA_BAD_ORIGIN : 0;
   }
   int64_t v = cuda_load_index(d.data, d.is64, i);
-  if (v < d.lo || v > d.hi) return CUDA_BAD_RANGE;
-  if (d.unique_row > 0) {
-    int64_t row_start = i - i % d.unique_row;
-    for (int64_t j = row_start; j < i; j++)
-      if (cuda_load_index(d.data, d.is64, j) == v) return CUDA_BAD_DUPLICATE;
-  }
-  return 0;
+  return v < d.lo || v > d.hi ? CUDA_BAD_RANGE : 0;
+}
+
+static __device__ __forceinline__ int64_t row_start_of(const cuda_check_desc &d, int64_t i) {
+  if (d.small_rows) return (int64_t)d.row_div.div((uint32_t)i) * d.const_row;
+  return i - i % d.const_row;
 }
 
 __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
@@ -60,21 +58,49 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   __shared__ long long s_lmax[CUDA_CHECK_THREADS];
   __shared__ long long s_kat[CUDA_CHECK_THREADS];
   __shared__ int s_vary[CUDA_CHECK_THREADS];
+  __shared__ long long s_ids[CUDA_CHECK_THREADS]; /* a tile of ids (uniqueness) */
   __shared__ int s_last;
 
+  const int t = threadIdx.x;
   unsigned long long first_bad = ULLONG_MAX;
   long long lmin = LLONG_MAX, lmax = LLONG_MIN, kat = -1;
   int vary = 0;
   if (d.data) {
-    CUDA_FOR(i, d.count) {
-      if (d.check_range && entry_bad(d, i)) {
-        if ((unsigned long long)i < first_bad) first_bad = (unsigned long long)i;
+    /* block-sized chunks of consecutive entries (the uniqueness test walks
+     * the chunk's rows tile by tile through shared memory) */
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t base = (int64_t)blockIdx.x * blockDim.x; base < d.count; base += step) {
+      int64_t i = base + t;
+      int in = i < d.count;
+      int bad = in && d.check_range ? entry_out_of_range(d, i) : 0;
+      if (d.unique_row > 0) { /* only with check_range; block-uniform */
+        long long v = in ? (long long)cuda_load_index(d.data, d.is64, i) : 0;
+        int64_t my_row = in ? i - i % d.unique_row : 0;
+        int64_t from = base - base % d.unique_row;
+        int64_t to = base + blockDim.x < d.count ? base + blockDim.x : d.count;
+        for (int64_t t0 = from; t0 < to - 1; t0 += blockDim.x) {
+          __syncthreads();
+          int64_t j = t0 + t;
+          s_ids[t] = j < d.count ? (long long)cuda_load_index(d.data, d.is64, j) : 0;
+          __syncthreads();
+          if (in && !bad) {
+            int64_t n = to - t0 < (int64_t)blockDim.x ? to - t0 : (int64_t)blockDim.x;
+            for (int q = 0; q < n; q++) {
+              int64_t jj = t0 + q;
+              if (jj >= i) break;
+              if (jj >= my_row && s_ids[q] == v) {
+                bad = CUDA_BAD_DUPLICATE;
+                break;
+              }
+            }
+          }
+        }
       }
-      if (d.const_row > 0 && !vary) {
-        int64_t row_start = i - i % d.const_row;
-        if (cuda_load_index(d.data, d.is64, i) != cuda_load_index(d.data, d.is64, row_start))
-          vary = 1;
-      }
+      if (bad && (unsigned long long)i < first_bad) first_bad = (unsigned long long)i;
+      if (in && d.const_row > 0 && !vary &&
+          cuda_load_index(d.data, d.is64, i) !=
+              cuda_load_index(d.data, d.is64, row_start_of(d, i)))
+        vary = 1;
     }
   }
   if (d.levels) {
@@ -88,7 +114,6 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
       }
     }
   }
-  int t = threadIdx.x;
   s_pos[t] = first_bad;
   s_lmin[t] = lmin;
   s_lmax[t] = lmax;
@@ -119,16 +144,16 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     s_last = ticket == gridDim.x - 1;
   }
   __syncthreads();
-  if (!s_last || t != 0) return;
+  if (!s_last) return;
 
-  /* The last block: combine the partials (written before each block's
-   * fence and ticket, so visible here) and publish the verdict. */
+  /* The last block combines every block's partials (each written before
+   * its block's fence and ticket), all threads at once. */
   __threadfence();
   volatile cuda_check_slot *vs = slot;
   unsigned long long pos = ULLONG_MAX;
   long long gmin = LLONG_MAX, gmax = LLONG_MIN, gkat = -1;
   int gvary = 0;
-  for (unsigned b = 0; b < gridDim.x; b++) {
+  for (unsigned b = t; b < gridDim.x; b += blockDim.x) {
     unsigned long long p = vs->partial_pos[b];
     pos = p < pos ? p : pos;
     long long a = vs->partial_lmin[b], c = vs->partial_lmax[b], k = vs->partial_kat[b];
@@ -139,6 +164,31 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     }
     gvary |= vs->partial_rows_vary[b];
   }
+  s_pos[t] = pos;
+  s_lmin[t] = gmin;
+  s_lmax[t] = gmax;
+  s_kat[t] = gkat;
+  s_vary[t] = gvary;
+  __syncthreads();
+  for (int half = CUDA_CHECK_THREADS / 2; half > 0; half /= 2) {
+    if (t < half) {
+      s_pos[t] = s_pos[t + half] < s_pos[t] ? s_pos[t + half] : s_pos[t];
+      s_lmin[t] = s_lmin[t + half] < s_lmin[t] ? s_lmin[t + half] : s_lmin[t];
+      if (s_lmax[t + half] > s_lmax[t] ||
+          (s_lmax[t + half] == s_lmax[t] && s_kat[t + half] > s_kat[t])) {
+        s_lmax[t] = s_lmax[t + half];
+        s_kat[t] = s_kat[t + half];
+      }
+      s_vary[t] |= s_vary[t + half];
+    }
+    __syncthreads();
+  }
+  if (t != 0) return;
+  pos = s_pos[0];
+  gmin = s_lmin[0];
+  gmax = s_lmax[0];
+  gkat = s_kat[0];
+  gvary = s_vary[0];
   cuda_check_result r;
   memset(&r, 0, sizeof r);
   r.pos = pos;
@@ -149,14 +199,15 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   if (pos != ULLONG_MAX) {
     int64_t i = (int64_t)pos;
     r.bad = 1;
-    r.kind = entry_bad(d, i);
+    r.kind = entry_out_of_range(d, i);
     if (d.pairs) {
       r.value[0] = cuda_load_index(d.data, d.is64, 2 * i);
       r.value[1] = cuda_load_index(d.data, d.is64, 2 * i + 1);
     } else {
       r.value[0] = cuda_load_index(d.data, d.is64, i);
     }
-    if (r.kind == CUDA_BAD_DUPLICATE) {
+    if (!r.kind) { /* a repeated id: name the earlier position */
+      r.kind = CUDA_BAD_DUPLICATE;
       int64_t row_start = i - i % d.unique_row;
       for (int64_t j = row_start; j < i; j++)
         if (cuda_load_index(d.data, d.is64, j) == r.value[0]) {
@@ -207,6 +258,8 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
   if (desc->count == 0 && desc->levels_count == 0) return APX_OK;
   desc->check_range = mode != APX_VALIDATE_OFF;
   if (!desc->check_range) desc->unique_row = 0;
+  desc->small_rows = desc->const_row > 0 && desc->count < 0x7fffffffLL;
+  if (desc->small_rows) desc->row_div = cuda_fastdiv_make((uint32_t)desc->const_row);
   cuda_device_res *res = &st->dev[device_index];
   cuda_check_slot *slot = &res->slots[res->next_slot.fetch_add(1u) % CUDA_CHECK_SLOTS];
   cuda_geom g = check_geometry(desc);
