@@ -5,10 +5,11 @@
  *
  * Reading tile by tile across all channels touches C planes per tile, a
  * TLB and cache miss per row. So the work is cut like tileunpack's: items
- * are (b, c, band of tile rows); an item first prefetches what it will read
- * of its band of the feature plane (the whole band in order when its tiles
- * cover much of it), then copies the rows of the tiles that lie in the band
- * to their packed places. */
+ * are (b, c, band of tile rows); an item first brings what it will read of
+ * its band of the feature plane into cache (a sequential copy of the whole
+ * band when its tiles cover much of it, else prefetches of their rows),
+ * then copies the rows of the tiles that lie in the band to their packed
+ * places. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,8 +27,10 @@
  * for ownership of every output line (a third of the traffic). */
 #define STREAM_MIN_BYTES (8u << 20)
 
-/* Rows of one plane per band: about this many bytes. */
+/* Rows of one plane per band: about this many bytes (at least a tile row),
+ * and the per-thread buffer a dense band is copied into. */
 #define BAND_TARGET_BYTES (64u * 1024u)
+#define BAND_BUFFER BAND_TARGET_BYTES
 
 static inline __attribute__((always_inline)) void
 pack_band(char *packed, const char *band_src, const int64_t *tiles_of_band, int64_t count,
@@ -128,6 +131,7 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_ca
 #endif
 
   CPU_OMP_PARALLEL(st->threads, work) {
+    char band_buffer[BAND_BUFFER] __attribute__((aligned(64)));
     CPU_OMP_LOOP
     for (int64_t w = 0; w < work_items; w++) {
       const int64_t band = w % bands, bc = w / bands;
@@ -142,12 +146,13 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_ca
         continue;
       const char *band_src = src + (size_t)bc * plane_bytes + (size_t)band_y0 * src_row_stride;
       const size_t band_bytes = (size_t)(band_y1 - band_y0) * src_row_stride;
-      /* Bring the rows to copy into cache ahead of the copies, so that the
-       * copy loop does not wait on one miss at a time: the whole band in
-       * order when the tiles cover much of it, else just their rows. */
-      if ((size_t)count * (size_t)t * row_bytes * 4 >= band_bytes) {
-        for (size_t off = 0; off < band_bytes; off += 64)
-          __builtin_prefetch(band_src + off, 0, 3);
+      /* Dense band: copy it whole to a buffer first. That read is
+       * sequential, so the hardware prefetchers stream it at full speed,
+       * and the gather below then reads L1/L2. Sparse band (or one too
+       * big for the buffer): prefetch just the tile rows. */
+      if ((size_t)count * (size_t)t * row_bytes * 4 >= band_bytes && band_bytes <= BAND_BUFFER) {
+        memcpy(band_buffer, band_src, band_bytes);
+        band_src = band_buffer;
       } else {
         for (int64_t i = 0; i < count; i++) {
           const int64_t item = bucketed[first + i];
