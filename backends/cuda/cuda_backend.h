@@ -262,7 +262,10 @@ static __device__ __forceinline__ int64_t cuda_load_index(const void *p, int is6
 /* Main kernels of a validated call read the check's verdict first and
  * write nothing when it failed (validate=device; NULL otherwise). */
 static __device__ __forceinline__ int cuda_call_failed(const int *bad) {
-  return bad != nullptr && *(volatile const int *)bad != 0;
+  /* written by the check kernel before this kernel started: constant here,
+   * so the read-only cache serves it (a volatile read per thread would go
+   * to L2 every time) */
+  return bad != nullptr && __ldg(bad) != 0;
 }
 
 /* ---- index checks (validate.cu) ---------------------------------------- */

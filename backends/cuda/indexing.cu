@@ -100,11 +100,15 @@ struct gather_geometry {
   cuda_geom2 launch;
 };
 
-template <typename E, typename I>
+/* VEC consecutive outputs per thread along the last dimension (when that
+ * is not `dim`, so the source is contiguous there too): one wide store. */
+template <typename E, typename I, int VEC>
 __global__ void gather_kernel(const E *__restrict__ src, const I *__restrict__ index,
                               E *__restrict__ out, gather_geometry g, const int *bad) {
   if (cuda_call_failed(bad)) return;
+  struct alignas(sizeof(E) * VEC) pack { E v[VEC]; };
   const int last = g.ndim - 1;
+  const int64_t groups = g.row_len / VEC;
   CUDA_FOR_OUTER(r, g.rows) {
     /* the source offset of the row's coordinates (all dims but the last) */
     int64_t rest = r, base = 0;
@@ -118,11 +122,17 @@ __global__ void gather_kernel(const E *__restrict__ src, const I *__restrict__ i
         base += c * g.stride[d];
     }
     const int64_t p0 = r * g.row_len;
-    CUDA_FOR_INNER(j, g.row_len) {
-      int64_t p = p0 + j, v = (int64_t)index[p];
-      int64_t off = base + (last == g.dim ? v * g.stride[last] : (int64_t)j * g.stride[last]);
-      if (dim_outer) off += v * g.stride[g.dim];
-      out[p] = src[off];
+    CUDA_FOR_INNER(gi, groups) {
+      int64_t j0 = (int64_t)gi * VEC;
+      pack o;
+#pragma unroll
+      for (int q = 0; q < VEC; q++) {
+        int64_t j = j0 + q, v = (int64_t)index[p0 + j];
+        int64_t off = base + (last == g.dim ? v * g.stride[last] : j * g.stride[last]);
+        if (dim_outer) off += v * g.stride[g.dim];
+        o.v[q] = src[off];
+      }
+      *(pack *)(out + p0 + j0) = o;
     }
   }
 }
@@ -159,24 +169,37 @@ static gather_geometry gather_geom(const apx_tensor *src, const apx_tensor *inde
   return g;
 }
 
+/* Outputs per thread: a 4- to 8-byte store when the last dimension allows. */
+static int gather_vec(const gather_geometry &g, const apx_tensor *out, size_t elem) {
+  int vec = elem == 8 ? 2 : 4;
+  while (vec > 1 && (g.row_len % vec != 0 || (uintptr_t)out->data % (vec * elem) != 0))
+    vec /= 2;
+  return vec;
+}
+
+template <typename E, typename I>
+static void launch_gather_typed(gather_geometry g, const apx_gather_args *a, const int *bad,
+                                cudaStream_t s) {
+  int vec = gather_vec(g, a->out, sizeof(E));
+  g.launch = cuda_geom_2d(g.rows, g.row_len / vec, g.row_len / vec >= 256 ? 256 : 64);
+  dim3 grid = g.launch.grid, block = g.launch.block;
+  const E *src = (const E *)a->src->data;
+  const I *index = (const I *)a->index->data;
+  E *out = (E *)a->out->data;
+  switch (vec) {
+  case 4: gather_kernel<E, I, 4><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
+  case 2: gather_kernel<E, I, 2><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
+  default: gather_kernel<E, I, 1><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
+  }
+}
+
 template <typename I>
 static void launch_gather(const gather_geometry &g, const apx_gather_args *a, const int *bad,
                           cudaStream_t s) {
-  dim3 grid = g.launch.grid, block = g.launch.block;
-  const I *index = (const I *)a->index->data;
   switch (cuda_dtype_size(a->src->dtype)) {
-  case 2:
-    gather_kernel<uint16_t, I><<<grid, block, 0, s>>>((const uint16_t *)a->src->data, index,
-                                                      (uint16_t *)a->out->data, g, bad);
-    break;
-  case 8:
-    gather_kernel<uint64_t, I><<<grid, block, 0, s>>>((const uint64_t *)a->src->data, index,
-                                                      (uint64_t *)a->out->data, g, bad);
-    break;
-  default:
-    gather_kernel<uint32_t, I><<<grid, block, 0, s>>>((const uint32_t *)a->src->data, index,
-                                                      (uint32_t *)a->out->data, g, bad);
-    break;
+  case 2: launch_gather_typed<uint16_t, I>(g, a, bad, s); break;
+  case 8: launch_gather_typed<uint64_t, I>(g, a, bad, s); break;
+  default: launch_gather_typed<uint32_t, I>(g, a, bad, s); break;
   }
 }
 

@@ -112,6 +112,7 @@ __global__ void ssm_carry_kernel(ssm_params p, ssm_geometry g, float *carry_f, f
     float final_f = 0.0f, final_b = 0.0f;
     if (g.direction != APX_SCAN_BACKWARD) {
       float s = init_state(p, b, 0, c, g.C);
+#pragma unroll 8
       for (int64_t j = 0; j < g.chunks; j++) {
         int64_t at = (b * g.chunks + j) * g.C + c;
         float h = carry_f[at];
@@ -122,6 +123,7 @@ __global__ void ssm_carry_kernel(ssm_params p, ssm_geometry g, float *carry_f, f
     }
     if (g.direction != APX_SCAN_FORWARD) {
       float s = init_state(p, b, 1, c, g.C);
+#pragma unroll 8
       for (int64_t j = g.chunks - 1; j >= 0; j--) {
         int64_t at = (b * g.chunks + j) * g.C + c;
         float h = carry_b[at];

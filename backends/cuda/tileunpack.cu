@@ -111,16 +111,22 @@ __global__ void unpack_out_kernel(const T *base, const T *__restrict__ packed, T
     int64_t cell = (b * g.gh + g.tile.div(yu)) * g.gw + g.tile.div((uint32_t)x);
     int s0 = start[cell], s1 = start[cell + 1];
     if (s0 == s1 && aliased) continue; /* nothing covers these pixels */
-    pack cur = ((const pack *)base)[w];
+    pack cur;
     if (s0 == s1) {
-      ((pack *)out)[w] = cur;
+      ((pack *)out)[w] = ((const pack *)base)[w];
       continue;
     }
     float acc[VEC];
     unsigned todo = (1u << VEC) - 1; /* override: pixels still without a winner */
     unsigned covered = 0;
+    if (BLEND) { /* blending starts from base; override reads it only if needed */
+      cur = ((const pack *)base)[w];
 #pragma unroll
-    for (int j = 0; j < VEC; j++) acc[j] = cuda_dt<T>::to_f(cur.v[j]);
+      for (int j = 0; j < VEC; j++) acc[j] = cuda_dt<T>::to_f(cur.v[j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; j++) acc[j] = 0.0f;
+    }
     for (int n = 0; n < s1 - s0; n++) {
       int s = BLEND ? s0 + n : s1 - 1 - n; /* blend: ascending key; override: descending */
       int k = vals[s];
@@ -151,6 +157,7 @@ __global__ void unpack_out_kernel(const T *base, const T *__restrict__ packed, T
       if (!BLEND && todo == 0) break;
     }
     if (covered == 0 && aliased) continue;
+    if (!BLEND && covered != (1u << VEC) - 1) cur = ((const pack *)base)[w];
 #pragma unroll
     for (int j = 0; j < VEC; j++)
       if (covered >> j & 1u) cur.v[j] = cuda_dt<T>::from_f(acc[j]);

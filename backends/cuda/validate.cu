@@ -65,7 +65,18 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   unsigned long long first_bad = ULLONG_MAX;
   long long lmin = LLONG_MAX, lmax = LLONG_MIN, kat = -1;
   int vary = 0;
-  if (d.data) {
+  if (d.data && d.unique_row == 0) {
+    /* plain range checks: a grid-stride loop, unrolled for loads in flight */
+#pragma unroll 4
+    CUDA_FOR(i, d.count) {
+      if (d.check_range && entry_out_of_range(d, i) && (unsigned long long)i < first_bad)
+        first_bad = (unsigned long long)i;
+      if (d.const_row > 0 && !vary &&
+          cuda_load_index(d.data, d.is64, i) !=
+              cuda_load_index(d.data, d.is64, row_start_of(d, i)))
+        vary = 1;
+    }
+  } else if (d.data) {
     /* block-sized chunks of consecutive entries (the uniqueness test walks
      * the chunk's rows tile by tile through shared memory) */
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -133,62 +144,64 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     }
     __syncthreads();
   }
-  if (t == 0) {
-    slot->partial_pos[blockIdx.x] = s_pos[0];
-    slot->partial_lmin[blockIdx.x] = s_lmin[0];
-    slot->partial_lmax[blockIdx.x] = s_lmax[0];
-    slot->partial_kat[blockIdx.x] = s_kat[0];
-    slot->partial_rows_vary[blockIdx.x] = s_vary[0];
-    __threadfence();
-    unsigned ticket = atomicAdd(&slot->blocks_done, 1u);
-    s_last = ticket == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!s_last) return;
-
-  /* The last block combines every block's partials (each written before
-   * its block's fence and ticket), all threads at once. */
-  __threadfence();
-  volatile cuda_check_slot *vs = slot;
-  unsigned long long pos = ULLONG_MAX;
-  long long gmin = LLONG_MAX, gmax = LLONG_MIN, gkat = -1;
-  int gvary = 0;
-  for (unsigned b = t; b < gridDim.x; b += blockDim.x) {
-    unsigned long long p = vs->partial_pos[b];
-    pos = p < pos ? p : pos;
-    long long a = vs->partial_lmin[b], c = vs->partial_lmax[b], k = vs->partial_kat[b];
-    gmin = a < gmin ? a : gmin;
-    if (c > gmax || (c == gmax && k > gkat)) {
-      gmax = c;
-      gkat = k;
-    }
-    gvary |= vs->partial_rows_vary[b];
-  }
-  s_pos[t] = pos;
-  s_lmin[t] = gmin;
-  s_lmax[t] = gmax;
-  s_kat[t] = gkat;
-  s_vary[t] = gvary;
-  __syncthreads();
-  for (int half = CUDA_CHECK_THREADS / 2; half > 0; half /= 2) {
-    if (t < half) {
-      s_pos[t] = s_pos[t + half] < s_pos[t] ? s_pos[t + half] : s_pos[t];
-      s_lmin[t] = s_lmin[t + half] < s_lmin[t] ? s_lmin[t + half] : s_lmin[t];
-      if (s_lmax[t + half] > s_lmax[t] ||
-          (s_lmax[t + half] == s_lmax[t] && s_kat[t + half] > s_kat[t])) {
-        s_lmax[t] = s_lmax[t + half];
-        s_kat[t] = s_kat[t + half];
-      }
-      s_vary[t] |= s_vary[t + half];
+  /* One block: its reduction is the verdict. Several: the last one to
+   * finish combines every block's partials. */
+  if (gridDim.x > 1) {
+    if (t == 0) {
+      slot->partial_pos[blockIdx.x] = s_pos[0];
+      slot->partial_lmin[blockIdx.x] = s_lmin[0];
+      slot->partial_lmax[blockIdx.x] = s_lmax[0];
+      slot->partial_kat[blockIdx.x] = s_kat[0];
+      slot->partial_rows_vary[blockIdx.x] = s_vary[0];
+      __threadfence();
+      unsigned ticket = atomicAdd(&slot->blocks_done, 1u);
+      s_last = ticket == gridDim.x - 1;
     }
     __syncthreads();
+    if (!s_last) return;
+
+    /* The last block combines every block's partials (each written before
+     * its block's fence and ticket), all threads at once. */
+    __threadfence();
+    volatile cuda_check_slot *vs = slot;
+    unsigned long long pos = ULLONG_MAX;
+    long long gmin = LLONG_MAX, gmax = LLONG_MIN, gkat = -1;
+    int gvary = 0; /* this thread's share of the partials */
+    for (unsigned b = t; b < gridDim.x; b += blockDim.x) {
+      unsigned long long p = vs->partial_pos[b];
+      pos = p < pos ? p : pos;
+      long long a = vs->partial_lmin[b], c = vs->partial_lmax[b], k = vs->partial_kat[b];
+      gmin = a < gmin ? a : gmin;
+      if (c > gmax || (c == gmax && k > gkat)) {
+        gmax = c;
+        gkat = k;
+      }
+      gvary |= vs->partial_rows_vary[b];
+    }
+    s_pos[t] = pos;
+    s_lmin[t] = gmin;
+    s_lmax[t] = gmax;
+    s_kat[t] = gkat;
+    s_vary[t] = gvary;
+    __syncthreads();
+    for (int half = CUDA_CHECK_THREADS / 2; half > 0; half /= 2) {
+      if (t < half) {
+        s_pos[t] = s_pos[t + half] < s_pos[t] ? s_pos[t + half] : s_pos[t];
+        s_lmin[t] = s_lmin[t + half] < s_lmin[t] ? s_lmin[t + half] : s_lmin[t];
+        if (s_lmax[t + half] > s_lmax[t] ||
+            (s_lmax[t + half] == s_lmax[t] && s_kat[t + half] > s_kat[t])) {
+          s_lmax[t] = s_lmax[t + half];
+          s_kat[t] = s_kat[t + half];
+        }
+        s_vary[t] |= s_vary[t + half];
+      }
+      __syncthreads();
+    }
   }
   if (t != 0) return;
-  pos = s_pos[0];
-  gmin = s_lmin[0];
-  gmax = s_lmax[0];
-  gkat = s_kat[0];
-  gvary = s_vary[0];
+  unsigned long long pos = s_pos[0];
+  long long gmin = s_lmin[0], gmax = s_lmax[0], gkat = s_kat[0];
+  int gvary = s_vary[0];
   cuda_check_result r;
   memset(&r, 0, sizeof r);
   r.pos = pos;

@@ -79,8 +79,7 @@ if command -v compute-sanitizer >/dev/null; then
     want "$tool" || continue
     extra=()
     [ "$tool" = memcheck ] && extra=(--leak-check no)
-    [ "$tool" = initcheck ] && extra=(--track-unused-memory no)
-    step "sanitizer-$tool" 400 ./libtool --mode=execute compute-sanitizer --tool "$tool" \
+    step "sanitizer-$tool" 240 ./libtool --mode=execute compute-sanitizer --tool "$tool" \
       --error-exitcode 1 "${extra[@]}" ./tests/test_cuda
     grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL|^[0-9]+%' "$work/sanitizer-$tool.log" \
       | tail -3 | sed 's/^/    /' | tee -a "$report"
@@ -106,13 +105,13 @@ fi
 if ! want bench; then
   :
 elif [ -x bench/apexx-bench ]; then
-  step bench-seed 300 ./bench/apexx-bench --backends cuda,cpu \
+  step bench-seed 150 ./bench/apexx-bench --backends cuda,cpu \
     --output-json "$work/bench-seed.json" --output-md "$work/bench-seed.md"
-  step bench-large-tiles 300 ./bench/apexx-bench --backends cuda --batch 8 --channels 256 \
+  step bench-large-tiles 150 ./bench/apexx-bench --backends cuda --batch 8 --channels 256 \
     --height 512 --width 512 --tile-size 8 --kmax 2048 --warmup 3 --iters 10 \
     --ops tile_ops,indexing --output-json "$work/bench-large-tiles.json" \
     --output-md "$work/bench-large-tiles.md"
-  step bench-large-scan 300 ./bench/apexx-bench --backends cuda --batch 8 --channels 1024 \
+  step bench-large-scan 150 ./bench/apexx-bench --backends cuda --batch 8 --channels 1024 \
     --steps 4096 --warmup 3 --iters 10 --ops tilessm \
     --output-json "$work/bench-large-scan.json" --output-md "$work/bench-large-scan.md"
 else
@@ -121,7 +120,7 @@ fi
 
 # 5. the torch peers (python3 there is the one with PyTorch)
 if want peers; then
-  step torch_peers 300 env PYTHONUNBUFFERED=1 python3 "$srcdir/bench/peers/torch_peers.py" --iters 20 \
+  step torch_peers 120 env PYTHONUNBUFFERED=1 python3 "$srcdir/bench/peers/torch_peers.py" --iters 20 \
     --json "$work/torch_peers.json"
   grep '^|' "$work/torch_peers.log" | tee -a "$report"
 fi
