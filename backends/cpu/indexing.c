@@ -49,7 +49,6 @@ static void thread_range(int64_t total, int64_t *begin, int64_t *end) {
 
 static int team_size(const cpu_state *st, int64_t work) {
   if (work < PARALLEL_MIN_ELEMENTS) return 1;
-  si_pin_openmp_runtime();
   return st->threads > 0 ? st->threads : 1;
 }
 

@@ -18,11 +18,6 @@
 
 #include "apx_half.h"
 
-#ifdef _OPENMP
-#include <dlfcn.h>
-#include <omp.h>
-#endif
-
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SI_HAVE_X86 1
 #include <immintrin.h>
@@ -51,22 +46,6 @@ static inline si_isa si_isa_level(void) {
 #endif
   if (cap && strcmp(cap, "portable") == 0) best = SI_ISA_PORTABLE;
   return best;
-}
-
-/* The core dlcloses backends in apx_close. If that unloaded the OpenMP
- * runtime (a dependency of this module only), its idle worker threads
- * would wake up in unmapped code and crash the process. Pin the runtime
- * once, before the first parallel region: dlopen with RTLD_NOLOAD |
- * RTLD_NODELETE marks the already-loaded library as never unloaded. */
-static inline void si_pin_openmp_runtime(void) {
-#ifdef _OPENMP
-  static int pinned;
-  if (__atomic_load_n(&pinned, __ATOMIC_ACQUIRE)) return;
-  Dl_info info;
-  if (dladdr((void *)&omp_get_num_threads, &info) && info.dli_fname)
-    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-  __atomic_store_n(&pinned, 1, __ATOMIC_RELEASE);
-#endif
 }
 
 static inline int si_is_float(apx_dtype dt) {

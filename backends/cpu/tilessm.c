@@ -308,7 +308,7 @@ apx_status cpu_tilessm_scan(void *state, const apx_tilessm_scan_args *args,
   int64_t blocks_per_row = C > 0 ? (C + block - 1) / block : 0;
   int64_t jobs = B * blocks_per_row;
   int parallel = jobs > 1 && B * K * C >= 16384;
-  if (parallel) si_pin_openmp_runtime();
+  (void)parallel;
 
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
