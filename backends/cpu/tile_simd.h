@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu.h"
 
@@ -37,13 +38,59 @@
  * CPU_OMP_LOOP, for work that needs per-thread code after the loop. */
 #define CPU_OMP_PARALLEL(threads, work)                                                            \
   CPU_PRAGMA_(omp parallel num_threads(threads) if ((threads) > 1 && (work) >= 32768))
-#define CPU_OMP_LOOP CPU_PRAGMA_(omp for schedule(dynamic, 1))
+#define CPU_OMP_LOOP CPU_OMP_LOOP_CHUNKED(1)
+#define CPU_OMP_LOOP_CHUNKED(chunk) CPU_PRAGMA_(omp for schedule(dynamic, chunk))
+#define CPU_PRAGMA_ATOMIC_WRITE CPU_PRAGMA_(omp atomic write)
 #else
 #define CPU_OMP_FOR(threads, work)
 #define CPU_OMP_FOR_CHUNKED(threads, work, chunk)
 #define CPU_OMP_PARALLEL(threads, work)
 #define CPU_OMP_LOOP
+#define CPU_OMP_LOOP_CHUNKED(chunk)
+#define CPU_PRAGMA_ATOMIC_WRITE
 #endif
+
+/* ---- streaming (non-temporal) stores ------------------------------------------
+ * Large outputs that are not read back soon are written with non-temporal
+ * stores: that saves the read for ownership of every output line, a third
+ * of a copy's memory traffic. An op assembles a band of output in a
+ * per-thread buffer (in cache), then streams it out. */
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#define CPU_HAVE_STREAM 1
+#else
+#define CPU_HAVE_STREAM 0
+#endif
+
+/* Outputs at least this big are streamed. */
+#define CPU_STREAM_MIN_BYTES ((int64_t)8 << 20)
+
+/* May an output of total_bytes at data, written in pieces that each start
+ * at a multiple of piece_bytes from data, be streamed? */
+static inline int cpu_stream_ok(const void *data, int64_t total_bytes, size_t piece_bytes) {
+  return CPU_HAVE_STREAM && total_bytes >= CPU_STREAM_MIN_BYTES && piece_bytes % 16 == 0 &&
+         (uintptr_t)data % 16 == 0;
+}
+
+/* Copy bytes (a multiple of 16) to a 16-byte aligned dst with streaming
+ * stores. */
+static inline void cpu_stream_copy(void *dst, const void *src, size_t bytes) {
+#if CPU_HAVE_STREAM
+  for (size_t off = 0; off < bytes; off += 16)
+    _mm_stream_si128((__m128i *)((char *)dst + off),
+                     _mm_loadu_si128((const __m128i *)((const char *)src + off)));
+#else
+  memcpy(dst, src, bytes);
+#endif
+}
+
+/* Streaming stores are weakly ordered: each thread that streamed drains
+ * them before the op returns (and another thread or the caller reads). */
+static inline void cpu_stream_fence(void) {
+#if CPU_HAVE_STREAM
+  _mm_sfence();
+#endif
+}
 
 /* Element i of an i32|i64 index tensor's data. */
 static inline int64_t cpu_index_at(const void *data, int is_i64, int64_t i) {

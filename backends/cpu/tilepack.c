@@ -15,18 +15,6 @@
 
 #include "tile_simd.h"
 
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#define HAVE_STREAM_STORES 1
-#else
-#define HAVE_STREAM_STORES 0
-#endif
-
-/* Outputs at least this big are written with non-temporal stores: they
- * will not be read back from cache soon, and streaming them saves the read
- * for ownership of every output line (a third of the traffic). */
-#define STREAM_MIN_BYTES (8u << 20)
-
 /* Rows of one plane per band: about this many bytes (at least a tile row),
  * and the per-thread buffer a dense band is copied into. */
 #define BAND_TARGET_BYTES (64u * 1024u)
@@ -46,7 +34,7 @@ pack_band(char *packed, const char *band_src, const int64_t *tiles_of_band, int6
   }
 }
 
-#if HAVE_STREAM_STORES
+#if CPU_HAVE_STREAM
 /* pack_band with 16-byte streaming stores; rows are a multiple of 16 bytes
  * and every destination is 16-byte aligned (checked by the caller). */
 static inline __attribute__((always_inline)) void
@@ -124,11 +112,8 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_ca
   const int64_t work = cpu_numel(args->out);
   (void)work;
 
-  int stream = 0;
-#if HAVE_STREAM_STORES
-  stream = cpu_numel(args->out) * (int64_t)elem >= (int64_t)STREAM_MIN_BYTES &&
-           row_bytes % 16 == 0 && (uintptr_t)packed % 16 == 0;
-#endif
+  /* a large output is written with streaming stores (tile_simd.h) */
+  const int stream = cpu_stream_ok(packed, cpu_numel(args->out) * (int64_t)elem, row_bytes);
 
   CPU_OMP_PARALLEL(st->threads, work) {
     char band_buffer[BAND_BUFFER] __attribute__((aligned(64)));
@@ -166,7 +151,7 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_ca
       }
       /* the packed tile of (b,k) channel c starts at item*item_block + c*tile_block */
       char *packed_c = packed + (size_t)c * tile_block;
-#if HAVE_STREAM_STORES
+#if CPU_HAVE_STREAM
       if (stream) {
         switch (row_bytes) {
         case 16:
@@ -204,12 +189,8 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_ca
         break;
       }
     }
-#if HAVE_STREAM_STORES
-    /* streaming stores are weakly ordered: drain them before the caller
-     * (or another thread) reads the output */
     if (stream)
-      _mm_sfence();
-#endif
+      cpu_stream_fence();
   }
   free(y0), free(x0), free(bucket_start), free(bucketed), free(fill);
   return APX_OK;
