@@ -376,14 +376,13 @@ static void scatter_one_row(const scatter_job *jb, const axis_view *vself,
 }
 
 /* Link the index rows of outer block o by destination: head[r] is the
- * first k landing on row r, next[k] the following one (ascending k). */
-static void link_rows(const scatter_job *jb, const axis_view *vidx_self, int64_t o,
+ * first k landing on row r, next[k] the following one (ascending k).
+ * row_values holds each index row's value. */
+static void link_rows(const int64_t *row_values, int64_t o, int64_t steps,
                       int64_t dest_rows, int64_t *head, int64_t *next) {
-  const int idx64 = jb->index->dtype == APX_DTYPE_I64;
-  const int64_t steps = vidx_self->steps, inner = vidx_self->inner;
   for (int64_t r = 0; r < dest_rows; r++) head[r] = -1;
   for (int64_t k = steps - 1; k >= 0; k--) {
-    int64_t r = load_index(jb->index->data, idx64, (o * steps + k) * inner);
+    int64_t r = row_values[o * steps + k];
     next[k] = head[r];
     head[r] = k;
   }
@@ -402,7 +401,7 @@ static inline void prefetch_chain_head(const scatter_job *jb, const axis_view *v
 }
 
 static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
-                               const axis_view *vsrc) {
+                               const axis_view *vsrc, const int64_t *row_values) {
   const int64_t outer = vself->outer, steps = vself->steps;
   const int64_t dest_rows = jb->out->shape[vself->dim];
   const int per_outer_team = outer >= 2 * jb->team;
@@ -424,7 +423,7 @@ static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
       int64_t o0, o1;
       thread_range(outer, &o0, &o1);
       for (int64_t o = o0; o < o1; o++) {
-        link_rows(jb, vself, o, dest_rows, head, next);
+        link_rows(row_values, o, steps, dest_rows, head, next);
         int64_t self_base = axis_view_base(vself, o), src_base = axis_view_base(vsrc, o);
         for (int64_t r = 0; r < dest_rows; r++) {
           prefetch_chain_head(jb, vsrc, src_base, head, r + PREFETCH_ROWS_AHEAD, dest_rows);
@@ -438,7 +437,7 @@ static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
      * then split the destination rows */
     int64_t *head = links, *next = links + dest_rows;
     for (int64_t o = 0; o < outer; o++) {
-      link_rows(jb, vself, o, dest_rows, head, next);
+      link_rows(row_values, o, steps, dest_rows, head, next);
       int64_t self_base = axis_view_base(vself, o), src_base = axis_view_base(vsrc, o);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(jb->team) if (jb->team > 1)
@@ -602,7 +601,7 @@ static apx_status scatter_elements(const scatter_job *jb, const axis_view *vself
  * before and after `dim` exactly, src's dims after `dim` match, and each
  * index row holds one value? */
 static int rows_algorithm_fits(const scatter_job *jb, const axis_view *vself,
-                               const axis_view *vsrc) {
+                               const axis_view *vsrc, int64_t **row_values) {
   const apx_tensor *index = jb->index;
   for (int d = 0; d < vself->dim; d++)
     if (index->shape[d] != jb->out->shape[d]) return 0;
@@ -612,6 +611,10 @@ static int rows_algorithm_fits(const scatter_job *jb, const axis_view *vself,
   if (vself->inner <= 1) return 0;
   const int idx64 = index->dtype == APX_DTYPE_I64;
   const int64_t rows = vself->outer * vself->steps;
+  /* each row's value, kept while the rows stream by: linking them later
+   * from the index itself would miss the cache once per row */
+  int64_t *values = malloc((size_t)(rows ? rows : 1) * sizeof(int64_t));
+  if (!values) return 0;
   int uniform = 1;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(jb->team) if (jb->team > 1) reduction(&& : uniform)
@@ -619,10 +622,17 @@ static int rows_algorithm_fits(const scatter_job *jb, const axis_view *vself,
   {
     int64_t r0, r1;
     thread_range(rows, &r0, &r1);
-    for (int64_t r = r0; r < r1 && uniform; r++)
+    for (int64_t r = r0; r < r1 && uniform; r++) {
       uniform = row_is_uniform(index->data, idx64, r, vself->inner);
+      values[r] = load_index(index->data, idx64, r * vself->inner);
+    }
   }
-  return uniform;
+  if (!uniform) {
+    free(values);
+    return 0;
+  }
+  *row_values = values;
+  return 1;
 }
 
 static apx_status scatter_add_common(cpu_state *st, const char *op, scatter_job *jb) {
@@ -636,12 +646,14 @@ static apx_status scatter_add_common(cpu_state *st, const char *op, scatter_job 
   int ok_self = axis_view_init(&vself, jb->index, jb->dim, jb->out);
   int ok_src = axis_view_init(&vsrc, jb->index, jb->dim, jb->src);
   apx_status status = APX_ERR_NO_MEMORY;
+  int64_t *row_values = NULL;
   if (ok_self && ok_src) {
-    if (rows_algorithm_fits(jb, &vself, &vsrc))
-      status = scatter_rows(jb, &vself, &vsrc);
+    if (rows_algorithm_fits(jb, &vself, &vsrc, &row_values))
+      status = scatter_rows(jb, &vself, &vsrc, row_values);
     else
       status = scatter_elements(jb, &vself, &vsrc);
   }
+  free(row_values);
   axis_view_free(&vself);
   axis_view_free(&vsrc);
   if (status == APX_ERR_NO_MEMORY)
