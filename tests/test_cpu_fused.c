@@ -217,8 +217,8 @@ START_TEST(test_fused_large) {
 }
 END_TEST
 
-/* Outputs of 8 MiB and more are assembled band by band and streamed out. */
-START_TEST(test_fused_streaming) {
+/* 8 MiB outputs, with duplicates, in place or not. */
+START_TEST(test_fused_big) {
   apx_context *ctx = tu_open();
   tu_rng r = {tu_seed() ^ 0xf5e3u};
   for (int alias = 0; alias < 2; alias++) {
@@ -249,7 +249,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_fused_random);
   tcase_add_test(tc, test_fused_large);
-  tcase_add_test(tc, test_fused_streaming);
+  tcase_add_test(tc, test_fused_big);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

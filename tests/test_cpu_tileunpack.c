@@ -259,8 +259,8 @@ START_TEST(test_tileunpack_large) {
 }
 END_TEST
 
-/* Outputs of 8 MiB and more are assembled band by band and streamed out. */
-START_TEST(test_tileunpack_streaming) {
+/* 8 MiB outputs: many bands per batch row, tiles crossing band edges. */
+START_TEST(test_tileunpack_big) {
   apx_context *ctx = tu_open();
   tu_rng r = {tu_seed() ^ 0x7555u};
   for (int combo = 0; combo < 4; combo++) {
@@ -294,7 +294,7 @@ int main(void) {
   tcase_add_test(tc, test_tileunpack_empty);
   tcase_add_test(tc, test_tileunpack_blend_alpha_rounding);
   tcase_add_test(tc, test_tileunpack_large);
-  tcase_add_test(tc, test_tileunpack_streaming);
+  tcase_add_test(tc, test_tileunpack_big);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

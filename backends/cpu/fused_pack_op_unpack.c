@@ -11,8 +11,7 @@
  * Work items are (b, c, tile row): each copies its band of t rows (not
  * when out is features) and then transforms the runs of consecutive
  * selected tiles of its tile row, reading features, writing out; the band
- * is still in L1/L2 for the second touch. A large output is assembled in a
- * per-thread buffer and streamed out instead. */
+ * is still in L1/L2 for the second touch. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +77,7 @@ apx_status cpu_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_
   const float gs = (float)args->gate_scale, gb = (float)args->gate_bias;
   const char *src = features->data;
   char *dst = args->out->data;
+  const int in_place = dst == src;
   const size_t row_bytes = (size_t)width * elem;
   const size_t band_bytes = (size_t)t * row_bytes;
   const int64_t items = batch * channels * grid_h;
@@ -86,54 +86,31 @@ apx_status cpu_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_
 
   /* about 32 KiB of output per hand-out */
   const int64_t chunk = band_bytes >= 32768 ? 1 : (int64_t)(32768 / band_bytes);
-  /* A large output is assembled band by band in a per-thread buffer and
-   * streamed out (tile_simd.h). */
-  const int stream = cpu_stream_ok(dst, work * (int64_t)elem, row_bytes);
-  int out_of_memory = 0;
   (void)chunk;
-  CPU_OMP_PARALLEL(st->threads, work) {
-    char *buffer = stream ? malloc(band_bytes) : NULL;
-    if (stream && !buffer) {
-      CPU_PRAGMA_ATOMIC_WRITE
-      out_of_memory = 1;
+  CPU_OMP_FOR_CHUNKED(st->threads, work, chunk)
+  for (int64_t item = 0; item < items; item++) {
+    const int64_t ty = item % grid_h;
+    const int64_t b = item / (channels * grid_h);
+    const size_t offset = (size_t)item * band_bytes; /* band ty of plane (b,c) */
+    const char *in_band = src + offset;
+    char *out_band = dst + offset;
+    const int64_t *row_runs = runs + (size_t)((b * grid_h + ty) * max_runs) * 2;
+    const int32_t n = run_count[b * grid_h + ty];
+    /* Copy the whole band first (one memcpy, cheaper than one per gap
+     * between runs), then overwrite the runs with the transform of the
+     * ORIGINAL input, which stays in features (or, in place, is read
+     * before it is written). */
+    if (!in_place)
+      memcpy(out_band, in_band, band_bytes);
+    for (int32_t r = 0; r < n; r++) {
+      const int64_t run_x0 = row_runs[2 * r] * t, run_x1 = row_runs[2 * r + 1] * t;
+      kernels->affine_reglu(out_band + (size_t)run_x0 * elem, (size_t)width,
+                            in_band + (size_t)run_x0 * elem, (size_t)width, (size_t)t,
+                            (size_t)(run_x1 - run_x0), vs, vb, gs, gb);
     }
-    CPU_OMP_LOOP_CHUNKED(chunk)
-    for (int64_t item = 0; item < items; item++) {
-      if (stream && !buffer)
-        continue;
-      const int64_t ty = item % grid_h;
-      const int64_t b = item / (channels * grid_h);
-      const size_t offset = (size_t)item * band_bytes; /* band ty of plane (b,c) */
-      const char *in_band = src + offset;
-      char *out_band = stream ? buffer : dst + offset;
-      const int64_t *row_runs = runs + (size_t)((b * grid_h + ty) * max_runs) * 2;
-      const int32_t n = run_count[b * grid_h + ty];
-      /* Copy the whole band first (one memcpy, cheaper than one per gap
-       * between runs), then overwrite the runs with the transform of the
-       * ORIGINAL input, which stays in features (or, in place, is read
-       * before it is written). */
-      if (out_band != in_band)
-        memcpy(out_band, in_band, band_bytes);
-      for (int32_t r = 0; r < n; r++) {
-        const int64_t run_x0 = row_runs[2 * r] * t, run_x1 = row_runs[2 * r + 1] * t;
-        kernels->affine_reglu(out_band + (size_t)run_x0 * elem, (size_t)width,
-                              in_band + (size_t)run_x0 * elem, (size_t)width, (size_t)t,
-                              (size_t)(run_x1 - run_x0), vs, vb, gs, gb);
-      }
-      if (stream)
-        cpu_stream_copy(dst + offset, buffer, band_bytes);
-    }
-    if (stream)
-      cpu_stream_fence();
-    free(buffer);
   }
   free(selected);
   free(run_count);
   free(runs);
-  if (out_of_memory)
-    return st->svc->set_error(APX_ERR_NO_MEMORY,
-                              "fused_pack_op_unpack: out of host memory for a band buffer "
-                              "(%zu bytes)",
-                              band_bytes);
   return APX_OK;
 }

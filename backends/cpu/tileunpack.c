@@ -211,11 +211,11 @@ typedef struct blend_params {
 } blend_params;
 
 /* Apply, in key order, the rows of the tiles crossing band `band` of plane
- * (b, c) onto band_dst (the band's first row): copy them (blend NULL) or
- * blend them in. Always inlined with constant row_bytes and blend, so the
- * common override copies are a few moves per row. */
+ * (b, c): copy them (blend NULL) or blend them in. Always inlined with
+ * constant row_bytes and blend, so the common override copies are a few
+ * moves per row. */
 static inline __attribute__((always_inline)) void
-apply_band(const unpack_plan *plan, char *band_dst, const char *packed, int64_t b, int64_t c,
+apply_band(const unpack_plan *plan, char *out_plane, const char *packed, int64_t b, int64_t c,
            int64_t band, size_t row_bytes, const blend_params *blend) {
   const int64_t t = plan->t, width = plan->width;
   const int64_t r0 = band * plan->band_rows;
@@ -229,78 +229,57 @@ apply_band(const unpack_plan *plan, char *band_dst, const char *packed, int64_t 
     const char *tile =
         packed + (size_t)((b * plan->tiles + k) * plan->channels + c) * t * (size_t)t * plan->elem;
     if (blend) {
-      blend->kernels->blend(band_dst + (size_t)((ya - r0) * width + x0) * plan->elem, (size_t)width,
+      blend->kernels->blend(out_plane + (size_t)(ya * width + x0) * plan->elem, (size_t)width,
                             tile + (size_t)((ya - y0) * t) * plan->elem, (size_t)t,
                             (size_t)(yb - ya), (size_t)t, blend->a, blend->one_minus_a);
     } else {
       for (int64_t y = ya; y < yb; y++)
-        memcpy(band_dst + (size_t)((y - r0) * width + x0) * plan->elem,
+        memcpy(out_plane + (size_t)(y * width + x0) * plan->elem,
                tile + (size_t)(y - y0) * row_bytes, row_bytes);
     }
   }
 }
 
 /* Every (b, c, band) item: copy the band of base (unless out is base),
- * then apply its tiles. A large output is assembled band by band in a
- * per-thread buffer and streamed out (tile_simd.h); a small one is built
- * in place. */
-static apx_status run_items(const cpu_state *st, const unpack_plan *plan, const char *base,
-                            char *out, const char *packed, const blend_params *blend) {
+ * then apply its tiles. */
+static void run_items(const cpu_state *st, const unpack_plan *plan, const char *base, char *out,
+                      const char *packed, const blend_params *blend) {
   const int64_t items = plan->batch * plan->channels * plan->bands;
   const size_t plane_bytes = (size_t)(plan->height * plan->width) * plan->elem;
   const size_t band_bytes = (size_t)(plan->band_rows * plan->width) * plan->elem;
   const size_t row_bytes = (size_t)plan->t * plan->elem;
   const int64_t work = plan->batch * plan->channels * plan->height * plan->width;
-  const int stream =
-      cpu_stream_ok(out, work * (int64_t)plan->elem, (size_t)plan->width * plan->elem);
-  int out_of_memory = 0;
   (void)work;
-  CPU_OMP_PARALLEL(st->threads, work) {
-    char *buffer = stream ? malloc(band_bytes) : NULL;
-    if (stream && !buffer) {
-      CPU_PRAGMA_ATOMIC_WRITE
-      out_of_memory = 1;
+  CPU_OMP_FOR(st->threads, work)
+  for (int64_t item = 0; item < items; item++) {
+    const int64_t band = item % plan->bands;
+    const int64_t bc = item / plan->bands;
+    const int64_t b = bc / plan->channels, c = bc % plan->channels;
+    char *out_plane = out + (size_t)bc * plane_bytes;
+    if (out != base) {
+      const size_t offset = (size_t)band * band_bytes;
+      const size_t bytes = plane_bytes - offset < band_bytes ? plane_bytes - offset : band_bytes;
+      memcpy(out_plane + offset, base + (size_t)bc * plane_bytes + offset, bytes);
     }
-    CPU_OMP_LOOP
-    for (int64_t item = 0; item < items; item++) {
-      if (stream && !buffer)
-        continue;
-      const int64_t band = item % plan->bands;
-      const int64_t bc = item / plan->bands;
-      const int64_t b = bc / plan->channels, c = bc % plan->channels;
-      const size_t offset = (size_t)bc * plane_bytes + (size_t)band * band_bytes;
-      const size_t bytes = plane_bytes - (size_t)band * band_bytes < band_bytes
-                               ? plane_bytes - (size_t)band * band_bytes
-                               : band_bytes;
-      char *band_dst = stream ? buffer : out + offset;
-      if (band_dst != base + offset)
-        memcpy(band_dst, base + offset, bytes);
-      if (blend) {
-        apply_band(plan, band_dst, packed, b, c, band, row_bytes, blend);
-      } else {
-        switch (row_bytes) {
-        case 16:
-          apply_band(plan, band_dst, packed, b, c, band, 16, NULL);
-          break;
-        case 32:
-          apply_band(plan, band_dst, packed, b, c, band, 32, NULL);
-          break;
-        case 64:
-          apply_band(plan, band_dst, packed, b, c, band, 64, NULL);
-          break;
-        default:
-          apply_band(plan, band_dst, packed, b, c, band, row_bytes, NULL);
-          break;
-        }
-      }
-      if (stream)
-        cpu_stream_copy(out + offset, buffer, bytes);
+    if (blend) {
+      apply_band(plan, out_plane, packed, b, c, band, row_bytes, blend);
+      continue;
     }
-    if (stream)
-      cpu_stream_fence();
-    free(buffer);
+    switch (row_bytes) {
+    case 16:
+      apply_band(plan, out_plane, packed, b, c, band, 16, NULL);
+      break;
+    case 32:
+      apply_band(plan, out_plane, packed, b, c, band, 32, NULL);
+      break;
+    case 64:
+      apply_band(plan, out_plane, packed, b, c, band, 64, NULL);
+      break;
+    default:
+      apply_band(plan, out_plane, packed, b, c, band, row_bytes, NULL);
+      break;
+    }
   }
-  return out_of_memory ? APX_ERR_NO_MEMORY : APX_OK;
 }
 
 apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args, const apx_call *call) {
@@ -320,7 +299,6 @@ apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args, const ap
                               "the tile plan (B*K = %lld)",
                               (long long)(base->shape[0] * args->packed->shape[1]));
   }
-  apx_status status;
   if (args->mode == APX_OVERLAP_BLEND) {
     /* spec/ops.md 4.A: a is a 0-d tensor of the base dtype, 1-a is rounded
      * to it too. */
@@ -332,14 +310,10 @@ apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args, const ap
     if (base->dtype == APX_DTYPE_BF16)
       blend.one_minus_a = apx_round_bf16(blend.one_minus_a);
     blend.kernels = cpu_tile_kernels_for(base->dtype, cpu_tile_simd_level());
-    status = run_items(st, &plan, base->data, out, args->packed->data, &blend);
+    run_items(st, &plan, base->data, out, args->packed->data, &blend);
   } else {
-    status = run_items(st, &plan, base->data, out, args->packed->data, NULL);
+    run_items(st, &plan, base->data, out, args->packed->data, NULL);
   }
   plan_free(&plan);
-  if (status != APX_OK)
-    return st->svc->set_error(status,
-                              "tileunpack: out of host memory for a band buffer (%zu bytes)",
-                              (size_t)(plan.band_rows * plan.width) * plan.elem);
   return APX_OK;
 }
