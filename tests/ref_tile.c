@@ -100,11 +100,15 @@ int64_t ref_first_mismatch(const apx_tensor *got, const apx_tensor *want, int64_
 void ref_use_isa_path(int path) {
   if (path == 0)
     setenv("APEXX_CPU_ISA", "portable", 1);
+  else if (path == 1)
+    setenv("APEXX_CPU_ISA", "avx2", 1);
   else
     unsetenv("APEXX_CPU_ISA");
 }
 
-const char *ref_isa_path_name(int path) { return path == 0 ? "portable" : "native"; }
+const char *ref_isa_path_name(int path) {
+  return path == 0 ? "portable" : path == 1 ? "avx2 (or less)" : "native";
+}
 
 /* A scratch copy of a tensor's shape with its own memory. */
 static apx_tensor scratch_like(const apx_tensor *like) {

@@ -32,9 +32,9 @@ int64_t ref_ulp_distance(apx_dtype dtype, const void *a, const void *b, int64_t 
 int64_t ref_first_mismatch(const apx_tensor *got, const apx_tensor *want, int64_t tol_ulp);
 
 /* The instruction-set paths of the cpu backend's tile kernels, selected
- * per call through $APEXX_CPU_ISA: index 0 = portable loops, 1 = the best
- * the CPU has. */
-#define REF_ISA_PATHS 2
+ * per call through $APEXX_CPU_ISA: index 0 = portable loops, 1 = at most
+ * AVX2, 2 = the best the CPU has (AVX-512F where present). */
+#define REF_ISA_PATHS 3
 void ref_use_isa_path(int path);
 const char *ref_isa_path_name(int path);
 

@@ -139,7 +139,7 @@ static void run_case(apx_context *ctx, tu_rng *r, const fused_case *fc) {
 START_TEST(test_fused_random) {
   apx_context *ctx = tu_open();
   tu_rng r = {tu_seed() ^ 0xf5e1u};
-  static const int64_t tiles[] = {1, 2, 3, 4, 8, 16};
+  static const int64_t tiles[] = {1, 2, 3, 4, 8, 16, 24};
   for (int di = 0; di < 3; di++)
     for (int combo = 0; combo < 16; combo++) {
       fused_case fc = {0};
@@ -148,7 +148,7 @@ START_TEST(test_fused_random) {
       fc.unique = (combo >> 1) & 1;
       fc.alias = (combo >> 2) & 1;
       fc.specials = (combo >> 3) & 1;
-      fc.t = tiles[tu_int(&r, 0, 5)];
+      fc.t = tiles[tu_int(&r, 0, 6)];
       fc.B = tu_int(&r, 1, 3);
       fc.C = 2 * tu_int(&r, 0, 3) + 1;
       fc.gh = tu_int(&r, 1, 4);

@@ -140,7 +140,7 @@ static void run_case(apx_context *ctx, tu_rng *r, const unpack_case *uc) {
 START_TEST(test_tileunpack_random) {
   apx_context *ctx = tu_open();
   tu_rng r = {tu_seed() ^ 0x7551u};
-  static const int64_t tiles[] = {1, 2, 3, 4, 8};
+  static const int64_t tiles[] = {1, 2, 3, 4, 8, 16, 24};
   for (int di = 0; di < 3; di++)
     for (int combo = 0; combo < 32; combo++) {
       unpack_case uc = {0};
@@ -153,7 +153,7 @@ START_TEST(test_tileunpack_random) {
       uc.alias = (combo >> 4) & 1;
       /* without levels the core requires assume_priority_sorted = 1 */
       uc.assume_sorted = uc.use_levels ? (int)tu_int(&r, 0, 1) : 1;
-      uc.t = tiles[tu_int(&r, 0, 4)];
+      uc.t = tiles[tu_int(&r, 0, 6)];
       uc.B = tu_int(&r, 1, 3);
       uc.C = 2 * tu_int(&r, 0, 3) + 1;
       uc.gh = tu_int(&r, 1, 4);

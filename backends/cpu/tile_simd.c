@@ -37,8 +37,9 @@ __attribute__((constructor)) static void pin_openmp_runtime(void) {
 
 cpu_simd_level cpu_tile_simd_level(void) {
   /* Read per call (a getenv is nothing next to a tile op) so that a test can
-   * run both paths in one process. $APEXX_CPU_ISA=portable is the knob the
-   * whole cpu backend shares; APEXX_CPU_SIMD=off is an alias. */
+   * run every path in one process. $APEXX_CPU_ISA (portable | avx2) is the
+   * knob the whole cpu backend shares; APEXX_CPU_SIMD=off is an alias of
+   * portable. */
 #ifdef HAVE_SECURE_GETENV
   const char *isa = secure_getenv("APEXX_CPU_ISA");
   const char *simd = secure_getenv("APEXX_CPU_SIMD");
@@ -49,13 +50,21 @@ cpu_simd_level cpu_tile_simd_level(void) {
   if ((isa && !strcmp(isa, "portable")) || (simd && !strcmp(simd, "off")))
     return CPU_SIMD_SCALAR;
 #if CPU_HAVE_X86
-  static int cpu_has_avx2 = -1; /* racy but idempotent */
-  if (cpu_has_avx2 < 0) {
+  static int cpu_best = -1; /* racy but idempotent */
+  if (cpu_best < 0) {
     __builtin_cpu_init();
-    cpu_has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    int best = CPU_SIMD_SCALAR;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+      best = CPU_SIMD_AVX2;
+      if (__builtin_cpu_supports("avx512f"))
+        best = CPU_SIMD_AVX512;
+    }
+    cpu_best = best;
   }
-  if (cpu_has_avx2)
+  if (cpu_best == CPU_SIMD_AVX512 &&
+      ((isa && !strcmp(isa, "avx2")) || (simd && !strcmp(simd, "avx2"))))
     return CPU_SIMD_AVX2;
+  return (cpu_simd_level)cpu_best;
 #endif
   return CPU_SIMD_SCALAR;
 }
@@ -325,10 +334,174 @@ SIMD_TARGET static inline __m256 fl8_f32(__m256 v) { return v; }
 AVX2_KERNELS(f32, DT_F32)
 AVX2_KERNELS(f16, DT_F16)
 AVX2_KERNELS(bf16, DT_BF16)
+
+/* ---- AVX-512F -----------------------------------------------------------------
+ * The same kernels 16 lanes wide. AVX-512F has the F16C conversions for
+ * zmm (same rounding: imm 0 = nearest even, subnormals kept); on the EPYC
+ * this was tuned on they convert at twice the AVX2 rate, which is what
+ * bounds the f16 kernels (5 roundings per element in affine_reglu). A
+ * tail shorter than 16 (as a t = 8 tile row) runs the AVX2 loop. */
+#define SIMD512_TARGET __attribute__((target("avx512f,avx2,f16c")))
+
+SIMD512_TARGET static inline __m512 load16_f16(const void *p, size_t i) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
+}
+SIMD512_TARGET static inline void store16_f16(void *p, size_t i, __m512 v) {
+  _mm256_storeu_si256((__m256i *)((uint16_t *)p + i), _mm512_cvtps_ph(v, 0));
+}
+SIMD512_TARGET static inline __m512 fl16_f16(__m512 v) {
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(v, 0));
+}
+
+/* bf16 as round_bits_bf16, 16 lanes. */
+SIMD512_TARGET static inline __m512i round_bits16_bf16(__m512 v) {
+  __m512i u = _mm512_castps_si512(v);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+  __m512i quiet_nan = _mm512_or_si512(u, _mm512_set1_epi32(0x400000));
+  __mmask16 is_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  rounded = _mm512_mask_blend_epi32(is_nan, rounded, quiet_nan);
+  return _mm512_and_si512(rounded, _mm512_set1_epi32((int)0xffff0000u));
+}
+SIMD512_TARGET static inline __m512 load16_bf16(const void *p, size_t i) {
+  __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+SIMD512_TARGET static inline void store16_bf16(void *p, size_t i, __m512 v) {
+  __m512i hi = _mm512_srli_epi32(round_bits16_bf16(v), 16);
+  _mm256_storeu_si256((__m256i *)((uint16_t *)p + i), _mm512_cvtepi32_epi16(hi));
+}
+SIMD512_TARGET static inline __m512 fl16_bf16(__m512 v) {
+  return _mm512_castsi512_ps(round_bits16_bf16(v));
+}
+
+SIMD512_TARGET static inline __m512 load16_f32(const void *p, size_t i) {
+  return _mm512_loadu_ps((const float *)p + i);
+}
+SIMD512_TARGET static inline void store16_f32(void *p, size_t i, __m512 v) {
+  _mm512_storeu_ps((float *)p + i, v);
+}
+SIMD512_TARGET static inline __m512 fl16_f32(__m512 v) { return v; }
+
+#define AVX512_KERNELS(suffix, dtype)                                                              \
+  SIMD512_TARGET static void blend_row_##suffix##_avx512(                                          \
+      void *cur, const void *tile, size_t n, __m512 va, __m512 vu, float a, float one_minus_a) {   \
+    size_t i = 0;                                                                                  \
+    for (; i + 16 <= n; i += 16) {                                                                 \
+      __m512 p1 = fl16_##suffix(_mm512_mul_ps(vu, load16_##suffix(cur, i)));                       \
+      __m512 p2 = fl16_##suffix(_mm512_mul_ps(va, load16_##suffix(tile, i)));                      \
+      store16_##suffix(cur, i, _mm512_add_ps(p1, p2));                                             \
+    }                                                                                              \
+    /* tails of 8+ (a t = 8 tile row) take the AVX2 loop */                                        \
+    blend_row_##suffix##_avx2((char *)cur + i * elem_size(dtype),                                  \
+                              (const char *)tile + i * elem_size(dtype), n - i, _mm256_set1_ps(a), \
+                              _mm256_set1_ps(one_minus_a), a, one_minus_a);                        \
+  }                                                                                                \
+  SIMD512_TARGET static void blend_##suffix##_avx512(                                              \
+      void *cur, size_t cur_stride, const void *tile, size_t tile_stride, size_t rows,             \
+      size_t cols, float a, float one_minus_a) {                                                   \
+    if (cols < 16) { /* rows too short for 16 lanes: the AVX2 kernel, no per-row hop */            \
+      blend_##suffix##_avx2(cur, cur_stride, tile, tile_stride, rows, cols, a, one_minus_a);       \
+      return;                                                                                      \
+    }                                                                                              \
+    const __m512 va = _mm512_set1_ps(a), vu = _mm512_set1_ps(one_minus_a);                         \
+    for (size_t r = 0; r < rows; r++)                                                              \
+      blend_row_##suffix##_avx512((char *)cur + r * cur_stride * elem_size(dtype),                 \
+                                  (const char *)tile + r * tile_stride * elem_size(dtype), cols,   \
+                                  va, vu, a, one_minus_a);                                         \
+  }                                                                                                \
+  SIMD512_TARGET static void fuse_##suffix##_avx512(                                               \
+      void *out, const void *base, const void *detail, const void *alpha, size_t n) {              \
+    size_t i = 0;                                                                                  \
+    for (; i + 16 <= n; i += 16) {                                                                 \
+      __m512 b = load16_##suffix(base, i);                                                         \
+      __m512 d = fl16_##suffix(_mm512_sub_ps(load16_##suffix(detail, i), b));                      \
+      __m512 p = fl16_##suffix(_mm512_mul_ps(load16_##suffix(alpha, i), d));                       \
+      store16_##suffix(out, i, _mm512_add_ps(b, p));                                               \
+    }                                                                                              \
+    fuse_##suffix##_avx2((char *)out + i * elem_size(dtype),                                       \
+                         (const char *)base + i * elem_size(dtype),                                \
+                         (const char *)detail + i * elem_size(dtype),                              \
+                         (const char *)alpha + i * elem_size(dtype), n - i);                       \
+  }                                                                                                \
+  SIMD512_TARGET static void affine_reglu_row_##suffix##_avx512(                                   \
+      void *out, const void *in, size_t n, float vs, float vb, float gs, float gb) {               \
+    const __m512 vvs = _mm512_set1_ps(vs), vvb = _mm512_set1_ps(vb);                               \
+    const __m512 vgs = _mm512_set1_ps(gs), vgb = _mm512_set1_ps(gb);                               \
+    const __m512 zero = _mm512_setzero_ps();                                                       \
+    size_t i = 0;                                                                                  \
+    for (; i + 16 <= n; i += 16) {                                                                 \
+      __m512 x = load16_##suffix(in, i);                                                           \
+      __m512 value = fl16_##suffix(_mm512_add_ps(fl16_##suffix(_mm512_mul_ps(x, vvs)), vvb));      \
+      __m512 gate = fl16_##suffix(_mm512_add_ps(fl16_##suffix(_mm512_mul_ps(x, vgs)), vgb));       \
+      /* max_ps returns its second operand for NaN and for +-0 pairs:                              \
+       * the scalar `g < 0 ? 0 : g` */                                                             \
+      __m512 relu = _mm512_max_ps(zero, gate);                                                     \
+      store16_##suffix(out, i, _mm512_mul_ps(value, relu));                                        \
+    }                                                                                              \
+    affine_reglu_row_##suffix##_avx2((char *)out + i * elem_size(dtype),                           \
+                                     (const char *)in + i * elem_size(dtype), n - i, vs, vb, gs,   \
+                                     gb);                                                          \
+  }                                                                                                \
+  SIMD512_TARGET static void affine_reglu_##suffix##_avx512(                                       \
+      void *out, size_t out_stride, const void *in, size_t in_stride, size_t rows, size_t cols,    \
+      float vs, float vb, float gs, float gb) {                                                    \
+    if (cols < 16) {                                                                               \
+      affine_reglu_##suffix##_avx2(out, out_stride, in, in_stride, rows, cols, vs, vb, gs, gb);    \
+      return;                                                                                      \
+    }                                                                                              \
+    for (size_t r = 0; r < rows; r++)                                                              \
+      affine_reglu_row_##suffix##_avx512((char *)out + r * out_stride * elem_size(dtype),          \
+                                         (const char *)in + r * in_stride * elem_size(dtype),      \
+                                         cols, vs, vb, gs, gb);                                    \
+  }                                                                                                \
+  SIMD512_TARGET static void to_f32_##suffix##_avx512(float *dst, const void *src, size_t n) {     \
+    size_t i = 0;                                                                                  \
+    for (; i + 16 <= n; i += 16)                                                                   \
+      _mm512_storeu_ps(dst + i, load16_##suffix(src, i));                                          \
+    to_f32_##suffix##_avx2(dst + i, (const char *)src + i * elem_size(dtype), n - i);              \
+  }                                                                                                \
+  SIMD512_TARGET static void alpha_##suffix##_avx512(void *out, const float *b, const float *u,    \
+                                                     size_t n, float w_b, float w_u, float bias) { \
+    const __m512 vwb = _mm512_set1_ps(w_b), vwu = _mm512_set1_ps(w_u);                             \
+    const __m512 vbias = _mm512_set1_ps(bias);                                                     \
+    size_t i = 0;                                                                                  \
+    for (; i + 16 <= n; i += 16) {                                                                 \
+      __m512 wb = fl16_##suffix(_mm512_mul_ps(vwb, fl16_##suffix(_mm512_loadu_ps(b + i))));        \
+      __m512 wu = fl16_##suffix(_mm512_mul_ps(vwu, fl16_##suffix(_mm512_loadu_ps(u + i))));        \
+      __m512 logits = fl16_##suffix(_mm512_add_ps(fl16_##suffix(_mm512_add_ps(wb, wu)), vbias));   \
+      float lane[16];                                                                              \
+      _mm512_storeu_ps(lane, logits);                                                              \
+      for (int j = 0; j < 16; j++)                                                                 \
+        lane[j] = sigmoid_f32(lane[j]);                                                            \
+      store16_##suffix(out, i, _mm512_loadu_ps(lane));                                             \
+    }                                                                                              \
+    alpha_##suffix##_avx2((char *)out + i * elem_size(dtype), b + i, u + i, n - i, w_b, w_u,       \
+                          bias);                                                                   \
+  }                                                                                                \
+  static const cpu_tile_kernels kernels_##suffix##_avx512 = {                                      \
+      blend_##suffix##_avx512, fuse_##suffix##_avx512, affine_reglu_##suffix##_avx512,             \
+      to_f32_##suffix##_avx512, alpha_##suffix##_avx512};
+
+AVX512_KERNELS(f32, DT_F32)
+AVX512_KERNELS(f16, DT_F16)
+AVX512_KERNELS(bf16, DT_BF16)
 #endif
 
 const cpu_tile_kernels *cpu_tile_kernels_for(int dtype, cpu_simd_level level) {
 #if CPU_HAVE_X86
+  if (level == CPU_SIMD_AVX512) {
+    switch (dtype) {
+    case APX_DTYPE_F32:
+      return &kernels_f32_avx512;
+    case APX_DTYPE_F16:
+      return &kernels_f16_avx512;
+    case APX_DTYPE_BF16:
+      return &kernels_bf16_avx512;
+    default:
+      return NULL;
+    }
+  }
   if (level == CPU_SIMD_AVX2) {
     switch (dtype) {
     case APX_DTYPE_F32:

@@ -2,14 +2,14 @@
  * fused_pack_op_unpack, fusiongate): index reads, OpenMP plumbing and the
  * elementwise row kernels of rounding model R (spec/ops.md 0.2).
  *
- * Every row kernel exists twice for f16/bf16: a portable scalar loop over
- * apx_half.h (the reading copy) and an AVX2+F16C loop chosen at run time.
- * Both give identical bits: the arithmetic is the same IEEE fp32 operation
- * sequence, F16C's vcvtps2ph with imm 0 rounds to nearest even and keeps
+ * Every row kernel exists three times: a portable scalar loop over
+ * apx_half.h (the reading copy), and AVX2+F16C and AVX-512F loops chosen at
+ * run time. All give identical bits: the arithmetic is the same IEEE fp32
+ * operation sequence, vcvtps2ph with imm 0 rounds to nearest even and keeps
  * subnormals, and bf16 rounding is done with integer ops exactly like
- * apx_f32_to_bf16. $APEXX_CPU_ISA=portable (or $APEXX_CPU_SIMD=off), read
- * on every call so a test can compare both paths in one process, forces the
- * scalar loops. */
+ * apx_f32_to_bf16 (never VCVTNEPS2BF16, which flushes subnormals).
+ * $APEXX_CPU_ISA=portable|avx2, read on every call so a test can compare
+ * every path in one process, caps the choice. */
 #ifndef APX_CPU_TILE_SIMD_H
 #define APX_CPU_TILE_SIMD_H
 
@@ -98,11 +98,12 @@ static inline int64_t cpu_numel(const apx_tensor *t) {
 /* Which implementation the row kernels use. */
 typedef enum cpu_simd_level {
   CPU_SIMD_SCALAR = 0, /* portable apx_half.h loops */
-  CPU_SIMD_AVX2 = 1    /* AVX2 + F16C */
+  CPU_SIMD_AVX2 = 1,   /* AVX2 + F16C, 8 lanes */
+  CPU_SIMD_AVX512 = 2  /* AVX-512F, 16 lanes */
 } cpu_simd_level;
 
-/* The level for this call: the best the CPU supports, lowered to scalar by
- * $APEXX_CPU_ISA=portable or $APEXX_CPU_SIMD=off. */
+/* The level for this call: the best the CPU supports, capped by
+ * $APEXX_CPU_ISA=portable|avx2 ($APEXX_CPU_SIMD=off: portable). */
 cpu_simd_level cpu_tile_simd_level(void);
 
 /* Elementwise kernels over n contiguous elements of one float dtype, with
