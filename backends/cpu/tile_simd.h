@@ -40,9 +40,16 @@
   CPU_PRAGMA_(omp parallel num_threads(threads) if ((threads) > 1 && (work) >= 32768))
 #define CPU_OMP_LOOP CPU_PRAGMA_(omp for schedule(dynamic, 1))
 #else
-#define CPU_OMP_FOR(threads, work)
-#define CPU_OMP_FOR_CHUNKED(threads, work, chunk)
-#define CPU_OMP_PARALLEL(threads, work)
+/* Without OpenMP the loops run on the calling thread; the arguments are
+ * still evaluated (as statements before the loop) so nothing is unused. */
+#define CPU_OMP_FOR(threads, work) CPU_OMP_FOR_CHUNKED(threads, work, 1)
+#define CPU_OMP_FOR_CHUNKED(threads, work, chunk)                                                  \
+  (void)(threads);                                                                                 \
+  (void)(work);                                                                                    \
+  (void)(chunk);
+#define CPU_OMP_PARALLEL(threads, work)                                                            \
+  (void)(threads);                                                                                 \
+  (void)(work);
 #define CPU_OMP_LOOP
 #endif
 
