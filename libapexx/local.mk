@@ -15,7 +15,7 @@ libapexx_libapexx_la_SOURCES = \
 libapexx_libapexx_la_CPPFLAGS = $(AM_CPPFLAGS) $(INIH_CFLAGS) \
 	-DAPEXX_BACKEND_DIR='"$(pkglibdir)"' \
 	-DAPEXX_SYSCONF_INI='"$(sysconfdir)/apexx/apexx.ini"'
-libapexx_libapexx_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -pthread
+libapexx_libapexx_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) -fvisibility=hidden -pthread
 libapexx_libapexx_la_LIBADD = $(INIH_LIBS) $(DL_LIBS) $(M_LIBS)
 libapexx_libapexx_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(APEXX_LT_VERSION) \
-	-export-symbols-regex '^apx_' -no-undefined -pthread
+	-export-symbols-regex '^apx_' -no-undefined -pthread $(OPENMP_CFLAGS)

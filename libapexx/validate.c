@@ -315,20 +315,59 @@ static apx_status require_no_overlap(const vstate *v, const char *out_name, cons
 
 /* ---- values of host index tensors ---- */
 
+/* Index of the first element outside [lo, lo + span] (unsigned distance
+ * from lo), or -1. Large tensors are checked in blocks with a branch-free
+ * reduction that the compiler vectorises, spread over the cores: the check
+ * reads the whole index tensor once more, so it must run at memory speed
+ * (spec/ops.md decision 4 wants every host index checked before any output
+ * is written). */
+#define RANGE_BLOCK 8192
+#define RANGE_PARALLEL_MIN (1 << 20)
+
+#define FIRST_OUT_OF_RANGE_(name, type, utype)                                 \
+  static int64_t name(const type *p, int64_t n, int64_t lo, uint64_t span) {   \
+    int64_t blocks = (n + RANGE_BLOCK - 1) / RANGE_BLOCK, first_bad_block = -1; \
+    _Pragma("omp parallel for schedule(static) if (n >= RANGE_PARALLEL_MIN)")  \
+    for (int64_t blk = 0; blk < blocks; blk++) {                               \
+      int64_t begin = blk * RANGE_BLOCK, end = begin + RANGE_BLOCK < n ? begin + RANGE_BLOCK : n; \
+      utype bad = 0;                                                           \
+      for (int64_t i = begin; i < end; i++)                                    \
+        bad |= (utype)((utype)p[i] - (utype)lo) > (utype)span;                 \
+      if (bad) {                                                               \
+        _Pragma("omp critical(apx_range)")                                     \
+        if (first_bad_block < 0 || blk < first_bad_block) first_bad_block = blk; \
+      }                                                                        \
+    }                                                                          \
+    if (first_bad_block < 0) return -1;                                        \
+    for (int64_t i = first_bad_block * RANGE_BLOCK; i < n; i++)                \
+      if ((utype)((utype)p[i] - (utype)lo) > (utype)span) return i;            \
+    return -1;                                                                 \
+  }
+FIRST_OUT_OF_RANGE_(first_out_of_range_i64, int64_t, uint64_t)
+FIRST_OUT_OF_RANGE_(first_out_of_range_i32, int32_t, uint32_t)
+#undef FIRST_OUT_OF_RANGE_
+
 /* Every element of t in [lo, hi]; `note` (may be NULL) is appended. */
 static apx_status require_values_in(const vstate *v, const char *name, const apx_tensor *t,
                                     int64_t lo, int64_t hi, const char *note) {
   int64_t n = numel_of(t);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t x = index_at(t, i);
-    if (x < lo || x > hi) {
-      char pos[160];
-      return fail(v, "%s%s = [%lld] is outside [%lld, %lld]%s%s", name,
-                  position_text(pos, sizeof pos, t, i), (long long)x, (long long)lo, (long long)hi,
-                  note ? " " : "", note ? note : "");
-    }
+  if (n == 0) return APX_OK;
+  int64_t bad;
+  if (hi < lo) {
+    bad = 0; /* an empty range: every element is out of it */
+  } else if (t->dtype == APX_DTYPE_I32) {
+    /* the range seen by an i32 tensor: [lo, hi] clipped to int32 */
+    int64_t lo32 = lo < INT32_MIN ? INT32_MIN : lo, hi32 = hi > INT32_MAX ? INT32_MAX : hi;
+    bad = lo32 > hi32 ? 0
+                      : first_out_of_range_i32(t->data, n, lo32, (uint64_t)(hi32 - lo32));
+  } else {
+    bad = first_out_of_range_i64(t->data, n, lo, (uint64_t)hi - (uint64_t)lo);
   }
-  return APX_OK;
+  if (bad < 0) return APX_OK;
+  char pos[160];
+  return fail(v, "%s%s = [%lld] is outside [%lld, %lld]%s%s", name,
+              position_text(pos, sizeof pos, t, bad), (long long)index_at(t, bad), (long long)lo,
+              (long long)hi, note ? " " : "", note ? note : "");
 }
 
 typedef struct id_at {
