@@ -3,7 +3,8 @@
  * of the cpu backend: the tests compare every backend with these. Each
  * function reads the args struct the public API takes and writes args->out
  * (through a temporary, so out may alias an input as the API allows).
- * They need no context and link nothing but libm. */
+ * The loops need no context and link nothing but libm; the helpers at the
+ * end open contexts and set the environment for the tests. */
 #ifndef APX_TESTS_REF_TILE_H
 #define APX_TESTS_REF_TILE_H
 
@@ -37,5 +38,10 @@ int64_t ref_first_mismatch(const apx_tensor *got, const apx_tensor *want, int64_
 #define REF_ISA_PATHS 3
 void ref_use_isa_path(int path);
 const char *ref_isa_path_name(int path);
+
+/* A context on a private configuration whose cpu backend runs `threads`
+ * OpenMP threads (the threaded paths must give the same bits whatever the
+ * core count); NULL with apx_last_error() set on failure. */
+apx_context *ref_open_with_threads(int threads);
 
 #endif

@@ -243,6 +243,23 @@ START_TEST(test_fused_big) {
 }
 END_TEST
 
+/* The threaded path with 1 and 3 threads (the default is the core count). */
+START_TEST(test_fused_thread_counts) {
+  static const int counts[] = {1, 3};
+  for (int i = 0; i < 2; i++) {
+    apx_context *ctx = ref_open_with_threads(counts[i]);
+    ck_assert_msg(ctx != NULL, "apx_open with threads = %d: %s", counts[i], apx_last_error());
+    tu_rng r = {tu_seed() ^ (0xf5e4u + (uint64_t)i)};
+    for (int alias = 0; alias < 2; alias++) {
+      fused_case fc = {APX_DTYPE_BF16, APX_DTYPE_I32, 2,    7,    16, 20, 8, 300, 0, alias, 0,
+                       1.25,           -0.5,          0.75, 0.125};
+      run_case(ctx, &r, &fc);
+    }
+    apx_close(ctx);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cpu_fused");
   TCase *tc = tcase_create("parity");
@@ -250,6 +267,7 @@ int main(void) {
   tcase_add_test(tc, test_fused_random);
   tcase_add_test(tc, test_fused_large);
   tcase_add_test(tc, test_fused_big);
+  tcase_add_test(tc, test_fused_thread_counts);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -178,12 +178,27 @@ START_TEST(test_fuse_random) {
 }
 END_TEST
 
+/* The threaded paths with 1 and 3 threads (the default is the core count). */
+START_TEST(test_fusiongate_thread_counts) {
+  static const int counts[] = {1, 3};
+  for (int i = 0; i < 2; i++) {
+    apx_context *ctx = ref_open_with_threads(counts[i]);
+    ck_assert_msg(ctx != NULL, "apx_open with threads = %d: %s", counts[i], apx_last_error());
+    tu_rng r = {tu_seed() ^ (0xf05fu + (uint64_t)i)};
+    run_alpha_case(ctx, &r, APX_DTYPE_BF16, APX_DTYPE_F16, 1, 2, 96, 80, 0.5, 1.5, 0.25);
+    run_fuse_case(ctx, &r, APX_DTYPE_F16, 0, i, 2, 3, 130, 131);
+    apx_close(ctx);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cpu_fusiongate");
   TCase *tc = tcase_create("parity");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_alpha_random);
   tcase_add_test(tc, test_fuse_random);
+  tcase_add_test(tc, test_fusiongate_thread_counts);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -96,6 +96,20 @@ START_TEST(test_tilepack_streaming) {
 }
 END_TEST
 
+/* The threaded path with 1 and 3 threads (the default is the core count). */
+START_TEST(test_tilepack_thread_counts) {
+  static const int counts[] = {1, 3};
+  for (int i = 0; i < 2; i++) {
+    apx_context *ctx = ref_open_with_threads(counts[i]);
+    ck_assert_msg(ctx != NULL, "apx_open with threads = %d: %s", counts[i], apx_last_error());
+    tu_rng r = {tu_seed() ^ (0x7034u + (uint64_t)i)};
+    run_case(ctx, &r, APX_DTYPE_F16, APX_DTYPE_I64, 2, 5, 32, 24, 8, 400, 0);
+    run_case(ctx, &r, APX_DTYPE_F32, APX_DTYPE_I32, 1, 64, 32, 32, 8, 512, 1);
+    apx_close(ctx);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cpu_tilepack");
   TCase *tc = tcase_create("parity");
@@ -103,6 +117,7 @@ int main(void) {
   tcase_add_test(tc, test_tilepack_random);
   tcase_add_test(tc, test_tilepack_large);
   tcase_add_test(tc, test_tilepack_streaming);
+  tcase_add_test(tc, test_tilepack_thread_counts);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

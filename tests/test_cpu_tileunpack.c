@@ -286,6 +286,36 @@ START_TEST(test_tileunpack_big) {
 }
 END_TEST
 
+/* The threaded path with 1 and 3 threads (the default is the core count). */
+START_TEST(test_tileunpack_thread_counts) {
+  static const int counts[] = {1, 3};
+  for (int i = 0; i < 2; i++) {
+    apx_context *ctx = ref_open_with_threads(counts[i]);
+    ck_assert_msg(ctx != NULL, "apx_open with threads = %d: %s", counts[i], apx_last_error());
+    tu_rng r = {tu_seed() ^ (0x7556u + (uint64_t)i)};
+    for (int mode = 0; mode < 2; mode++) {
+      unpack_case uc = {APX_DTYPE_F32,
+                        APX_DTYPE_I64,
+                        APX_DTYPE_I32,
+                        2,
+                        3,
+                        40,
+                        24,
+                        8,
+                        500,
+                        mode ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE,
+                        1,
+                        1,
+                        0,
+                        mode,
+                        0.375};
+      run_case(ctx, &r, &uc);
+    }
+    apx_close(ctx);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cpu_tileunpack");
   TCase *tc = tcase_create("parity");
@@ -295,6 +325,7 @@ int main(void) {
   tcase_add_test(tc, test_tileunpack_blend_alpha_rounding);
   tcase_add_test(tc, test_tileunpack_large);
   tcase_add_test(tc, test_tileunpack_big);
+  tcase_add_test(tc, test_tileunpack_thread_counts);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -14,20 +14,6 @@
 
 #include "apx_half.h"
 
-#ifdef _OPENMP
-#include <dlfcn.h>
-
-/* The core dlcloses the backend at apx_close. If that unloads the OpenMP
- * runtime, which only this module pulled in, its idle pool threads are
- * left running unmapped code and crash the process. So keep the runtime
- * (whichever library provides omp_get_max_threads) loaded for good. */
-__attribute__((constructor)) static void pin_openmp_runtime(void) {
-  Dl_info info;
-  if (dladdr((void *)&omp_get_max_threads, &info) && info.dli_fname)
-    (void)dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
-}
-#endif
-
 #if defined(__x86_64__) || defined(__i386__)
 #define CPU_HAVE_X86 1
 #include <immintrin.h>
