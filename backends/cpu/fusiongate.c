@@ -54,7 +54,7 @@ apx_status cpu_fusiongate_alpha(void *state, const apx_fusiongate_alpha_args *ar
   const size_t out_elem = cpu_dtype_size(args->out->dtype);
   const int64_t blocks = (n + ALPHA_BLOCK - 1) / ALPHA_BLOCK;
 
-  CPU_OMP_FOR(st->threads, n * 8)
+  CPU_OMP_FOR(st->threads, n)
   for (int64_t block = 0; block < blocks; block++) {
     float b[ALPHA_CHUNK], u[ALPHA_CHUNK];
     const int64_t end = (block + 1) * ALPHA_BLOCK < n ? (block + 1) * ALPHA_BLOCK : n;
