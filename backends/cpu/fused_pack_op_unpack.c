@@ -102,12 +102,8 @@ apx_status cpu_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_
      * before it is written). */
     if (!in_place)
       memcpy(out_band, in_band, band_bytes);
-    for (int32_t r = 0; r < n; r++) {
-      const int64_t run_x0 = row_runs[2 * r] * t, run_x1 = row_runs[2 * r + 1] * t;
-      kernels->affine_reglu(out_band + (size_t)run_x0 * elem, (size_t)width,
-                            in_band + (size_t)run_x0 * elem, (size_t)width, (size_t)t,
-                            (size_t)(run_x1 - run_x0), vs, vb, gs, gb);
-    }
+    kernels->affine_reglu_runs(out_band, in_band, (size_t)width, (size_t)t, row_runs, (size_t)n,
+                               (size_t)t, vs, vb, gs, gb);
   }
   free(selected);
   free(run_count);

@@ -162,13 +162,15 @@ static inline __attribute__((always_inline)) size_t elem_size(int dtype) {
                             size_t n) {                                                            \
     fuse_body(out, base, detail, alpha, 0, n, dtype);                                              \
   }                                                                                                \
-  static void affine_reglu_##suffix(void *out, size_t out_stride, const void *in,                  \
-                                    size_t in_stride, size_t rows, size_t cols, float vs,          \
-                                    float vb, float gs, float gb) {                                \
+  static void affine_reglu_runs_##suffix(void *out, const void *in, size_t stride, size_t rows,    \
+                                         const int64_t *runs, size_t run_count, size_t t,          \
+                                         float vs, float vb, float gs, float gb) {                 \
     for (size_t r = 0; r < rows; r++)                                                              \
-      affine_reglu_body((char *)out + r * out_stride * elem_size(dtype),                           \
-                        (const char *)in + r * in_stride * elem_size(dtype), 0, cols, vs, vb, gs,  \
-                        gb, dtype);                                                                \
+      for (size_t k = 0; k < run_count; k++)                                                       \
+        affine_reglu_body((char *)out + r * stride * elem_size(dtype),                             \
+                          (const char *)in + r * stride * elem_size(dtype),                        \
+                          (size_t)runs[2 * k] * t, (size_t)runs[2 * k + 1] * t, vs, vb, gs, gb,    \
+                          dtype);                                                                  \
   }                                                                                                \
   static void to_f32_##suffix(float *dst, const void *src, size_t n) {                             \
     to_f32_body(dst, src, 0, n, dtype);                                                            \
@@ -178,7 +180,7 @@ static inline __attribute__((always_inline)) size_t elem_size(int dtype) {
     alpha_body(out, b, u, 0, n, w_b, w_u, bias, dtype);                                            \
   }                                                                                                \
   static const cpu_tile_kernels kernels_##suffix = {                                               \
-      blend_##suffix, fuse_##suffix, affine_reglu_##suffix, to_f32_##suffix, alpha_##suffix};
+      blend_##suffix, fuse_##suffix, affine_reglu_runs_##suffix, to_f32_##suffix, alpha_##suffix};
 
 SCALAR_KERNELS(f32, DT_F32)
 SCALAR_KERNELS(f16, DT_F16)
@@ -265,30 +267,33 @@ SIMD_TARGET static inline __m256 fl8_f32(__m256 v) { return v; }
     }                                                                                              \
     fuse_body(out, base, detail, alpha, i, n, dtype);                                              \
   }                                                                                                \
-  SIMD_TARGET static void affine_reglu_row_##suffix##_avx2(                                        \
-      void *out, const void *in, size_t n, float vs, float vb, float gs, float gb) {               \
+  /* one 8-lane step of spec/ops.md 7 at element i */                                              \
+  SIMD_TARGET static inline void reglu8_##suffix(void *out, const void *in, size_t i, __m256 vvs,  \
+                                                 __m256 vvb, __m256 vgs, __m256 vgb) {             \
+    __m256 x = load8_##suffix(in, i);                                                              \
+    __m256 value = fl8_##suffix(_mm256_add_ps(fl8_##suffix(_mm256_mul_ps(x, vvs)), vvb));          \
+    __m256 gate = fl8_##suffix(_mm256_add_ps(fl8_##suffix(_mm256_mul_ps(x, vgs)), vgb));           \
+    /* max_ps returns its second operand for NaN and for +-0 pairs: the                            \
+     * scalar `g < 0 ? 0 : g` */                                                                   \
+    __m256 relu = _mm256_max_ps(_mm256_setzero_ps(), gate);                                        \
+    store8_##suffix(out, i, _mm256_mul_ps(value, relu));                                           \
+  }                                                                                                \
+  SIMD_TARGET static void affine_reglu_runs_##suffix##_avx2(                                       \
+      void *out, const void *in, size_t stride, size_t rows, const int64_t *runs,                  \
+      size_t run_count, size_t t, float vs, float vb, float gs, float gb) {                        \
     const __m256 vvs = _mm256_set1_ps(vs), vvb = _mm256_set1_ps(vb);                               \
     const __m256 vgs = _mm256_set1_ps(gs), vgb = _mm256_set1_ps(gb);                               \
-    const __m256 zero = _mm256_setzero_ps();                                                       \
-    size_t i = 0;                                                                                  \
-    for (; i + 8 <= n; i += 8) {                                                                   \
-      __m256 x = load8_##suffix(in, i);                                                            \
-      __m256 value = fl8_##suffix(_mm256_add_ps(fl8_##suffix(_mm256_mul_ps(x, vvs)), vvb));        \
-      __m256 gate = fl8_##suffix(_mm256_add_ps(fl8_##suffix(_mm256_mul_ps(x, vgs)), vgb));         \
-      /* max_ps returns its second operand for NaN and for +-0 pairs:                              \
-       * the scalar `g < 0 ? 0 : g` */                                                             \
-      __m256 relu = _mm256_max_ps(zero, gate);                                                     \
-      store8_##suffix(out, i, _mm256_mul_ps(value, relu));                                         \
+    for (size_t r = 0; r < rows; r++) {                                                            \
+      char *o = (char *)out + r * stride * elem_size(dtype);                                       \
+      const char *x = (const char *)in + r * stride * elem_size(dtype);                            \
+      for (size_t k = 0; k < run_count; k++) {                                                     \
+        size_t i = (size_t)runs[2 * k] * t;                                                        \
+        const size_t end = (size_t)runs[2 * k + 1] * t;                                            \
+        for (; i + 8 <= end; i += 8)                                                               \
+          reglu8_##suffix(o, x, i, vvs, vvb, vgs, vgb);                                            \
+        affine_reglu_body(o, x, i, end, vs, vb, gs, gb, dtype);                                    \
+      }                                                                                            \
     }                                                                                              \
-    affine_reglu_body(out, in, i, n, vs, vb, gs, gb, dtype);                                       \
-  }                                                                                                \
-  SIMD_TARGET static void affine_reglu_##suffix##_avx2(                                            \
-      void *out, size_t out_stride, const void *in, size_t in_stride, size_t rows, size_t cols,    \
-      float vs, float vb, float gs, float gb) {                                                    \
-    for (size_t r = 0; r < rows; r++)                                                              \
-      affine_reglu_row_##suffix##_avx2((char *)out + r * out_stride * elem_size(dtype),            \
-                                       (const char *)in + r * in_stride * elem_size(dtype), cols,  \
-                                       vs, vb, gs, gb);                                            \
   }                                                                                                \
   SIMD_TARGET static void to_f32_##suffix##_avx2(float *dst, const void *src, size_t n) {          \
     size_t i = 0;                                                                                  \
@@ -314,7 +319,7 @@ SIMD_TARGET static inline __m256 fl8_f32(__m256 v) { return v; }
     alpha_body(out, b, u, i, n, w_b, w_u, bias, dtype);                                            \
   }                                                                                                \
   static const cpu_tile_kernels kernels_##suffix##_avx2 = {                                        \
-      blend_##suffix##_avx2, fuse_##suffix##_avx2, affine_reglu_##suffix##_avx2,                   \
+      blend_##suffix##_avx2, fuse_##suffix##_avx2, affine_reglu_runs_##suffix##_avx2,              \
       to_f32_##suffix##_avx2, alpha_##suffix##_avx2};
 
 AVX2_KERNELS(f32, DT_F32)
@@ -410,36 +415,32 @@ SIMD512_TARGET static inline __m512 fl16_f32(__m512 v) { return v; }
                          (const char *)detail + i * elem_size(dtype),                              \
                          (const char *)alpha + i * elem_size(dtype), n - i);                       \
   }                                                                                                \
-  SIMD512_TARGET static void affine_reglu_row_##suffix##_avx512(                                   \
-      void *out, const void *in, size_t n, float vs, float vb, float gs, float gb) {               \
+  SIMD512_TARGET static void affine_reglu_runs_##suffix##_avx512(                                  \
+      void *out, const void *in, size_t stride, size_t rows, const int64_t *runs,                  \
+      size_t run_count, size_t t, float vs, float vb, float gs, float gb) {                        \
     const __m512 vvs = _mm512_set1_ps(vs), vvb = _mm512_set1_ps(vb);                               \
     const __m512 vgs = _mm512_set1_ps(gs), vgb = _mm512_set1_ps(gb);                               \
+    const __m256 vvs8 = _mm256_set1_ps(vs), vvb8 = _mm256_set1_ps(vb);                             \
+    const __m256 vgs8 = _mm256_set1_ps(gs), vgb8 = _mm256_set1_ps(gb);                             \
     const __m512 zero = _mm512_setzero_ps();                                                       \
-    size_t i = 0;                                                                                  \
-    for (; i + 16 <= n; i += 16) {                                                                 \
-      __m512 x = load16_##suffix(in, i);                                                           \
-      __m512 value = fl16_##suffix(_mm512_add_ps(fl16_##suffix(_mm512_mul_ps(x, vvs)), vvb));      \
-      __m512 gate = fl16_##suffix(_mm512_add_ps(fl16_##suffix(_mm512_mul_ps(x, vgs)), vgb));       \
-      /* max_ps returns its second operand for NaN and for +-0 pairs:                              \
-       * the scalar `g < 0 ? 0 : g` */                                                             \
-      __m512 relu = _mm512_max_ps(zero, gate);                                                     \
-      store16_##suffix(out, i, _mm512_mul_ps(value, relu));                                        \
+    for (size_t r = 0; r < rows; r++) {                                                            \
+      char *o = (char *)out + r * stride * elem_size(dtype);                                       \
+      const char *x = (const char *)in + r * stride * elem_size(dtype);                            \
+      for (size_t k = 0; k < run_count; k++) {                                                     \
+        size_t i = (size_t)runs[2 * k] * t;                                                        \
+        const size_t end = (size_t)runs[2 * k + 1] * t;                                            \
+        for (; i + 16 <= end; i += 16) {                                                           \
+          __m512 v = load16_##suffix(x, i);                                                        \
+          __m512 value = fl16_##suffix(_mm512_add_ps(fl16_##suffix(_mm512_mul_ps(v, vvs)), vvb));  \
+          __m512 gate = fl16_##suffix(_mm512_add_ps(fl16_##suffix(_mm512_mul_ps(v, vgs)), vgb));   \
+          /* max_ps: the second operand for NaN and +-0 pairs, as the scalar */                    \
+          store16_##suffix(o, i, _mm512_mul_ps(value, _mm512_max_ps(zero, gate)));                 \
+        }                                                                                          \
+        for (; i + 8 <= end; i += 8) /* a t = 8 tile: one AVX2 step */                             \
+          reglu8_##suffix(o, x, i, vvs8, vvb8, vgs8, vgb8);                                        \
+        affine_reglu_body(o, x, i, end, vs, vb, gs, gb, dtype);                                    \
+      }                                                                                            \
     }                                                                                              \
-    affine_reglu_row_##suffix##_avx2((char *)out + i * elem_size(dtype),                           \
-                                     (const char *)in + i * elem_size(dtype), n - i, vs, vb, gs,   \
-                                     gb);                                                          \
-  }                                                                                                \
-  SIMD512_TARGET static void affine_reglu_##suffix##_avx512(                                       \
-      void *out, size_t out_stride, const void *in, size_t in_stride, size_t rows, size_t cols,    \
-      float vs, float vb, float gs, float gb) {                                                    \
-    if (cols < 16) {                                                                               \
-      affine_reglu_##suffix##_avx2(out, out_stride, in, in_stride, rows, cols, vs, vb, gs, gb);    \
-      return;                                                                                      \
-    }                                                                                              \
-    for (size_t r = 0; r < rows; r++)                                                              \
-      affine_reglu_row_##suffix##_avx512((char *)out + r * out_stride * elem_size(dtype),          \
-                                         (const char *)in + r * in_stride * elem_size(dtype),      \
-                                         cols, vs, vb, gs, gb);                                    \
   }                                                                                                \
   SIMD512_TARGET static void to_f32_##suffix##_avx512(float *dst, const void *src, size_t n) {     \
     size_t i = 0;                                                                                  \
@@ -466,7 +467,7 @@ SIMD512_TARGET static inline __m512 fl16_f32(__m512 v) { return v; }
                           bias);                                                                   \
   }                                                                                                \
   static const cpu_tile_kernels kernels_##suffix##_avx512 = {                                      \
-      blend_##suffix##_avx512, fuse_##suffix##_avx512, affine_reglu_##suffix##_avx512,             \
+      blend_##suffix##_avx512, fuse_##suffix##_avx512, affine_reglu_runs_##suffix##_avx512,        \
       to_f32_##suffix##_avx512, alpha_##suffix##_avx512};
 
 AVX512_KERNELS(f32, DT_F32)

@@ -124,12 +124,15 @@ typedef struct cpu_tile_kernels {
   /* spec/ops.md 5.A fuse over n elements:
    * out = fl(base + fl(alpha*fl(detail - base))). out may equal base. */
   void (*fuse)(void *out, const void *base, const void *detail, const void *alpha, size_t n);
-  /* spec/ops.md 7 over a rows x cols block (strides in elements):
+  /* spec/ops.md 7 on the runs of selected tiles of a band: for each of
+   * `rows` rows (row stride `stride` elements) and each run k, the columns
+   * [runs[2k]*t, runs[2k+1]*t):
    * out = fl(fl(fl(x*vs)+vb) * relu(fl(fl(x*gs)+gb))), relu(g) = g < 0 ?
    * 0 : g (NaN and -0 pass through, like torch's clamp_min). out may equal
-   * in (then with equal strides). */
-  void (*affine_reglu)(void *out, size_t out_stride, const void *in, size_t in_stride, size_t rows,
-                       size_t cols, float vs, float vb, float gs, float gb);
+   * in. */
+  void (*affine_reglu_runs)(void *out, const void *in, size_t stride, size_t rows,
+                            const int64_t *runs, size_t run_count, size_t t, float vs, float vb,
+                            float gs, float gb);
   /* Widen n elements of this dtype to fp32 (exact). */
   void (*to_f32)(float *dst, const void *src, size_t n);
   /* spec/ops.md 5.A alpha into n elements of this (the out) dtype, from
