@@ -116,7 +116,8 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_ca
   const int stream = cpu_stream_ok(packed, cpu_numel(args->out) * (int64_t)elem, row_bytes);
 
   CPU_OMP_PARALLEL(st->threads, work) {
-    char band_buffer[BAND_BUFFER] __attribute__((aligned(64)));
+    /* on the heap: 64 KiB may be much of a small thread stack */
+    char *band_buffer = aligned_alloc(64, BAND_BUFFER);
     CPU_OMP_LOOP
     for (int64_t w = 0; w < work_items; w++) {
       const int64_t band = w % bands, bc = w / bands;
@@ -134,8 +135,9 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_ca
       /* Dense band: copy it whole to a buffer first. That read is
        * sequential, so the hardware prefetchers stream it at full speed,
        * and the gather below then reads L1/L2. Sparse band (or one too
-       * big for the buffer): prefetch just the tile rows. */
-      if ((size_t)count * (size_t)t * row_bytes * 4 >= band_bytes && band_bytes <= BAND_BUFFER) {
+       * big for the buffer, or no buffer): prefetch just the tile rows. */
+      if ((size_t)count * (size_t)t * row_bytes * 4 >= band_bytes && band_bytes <= BAND_BUFFER &&
+          band_buffer) {
         memcpy(band_buffer, band_src, band_bytes);
         band_src = band_buffer;
       } else {
@@ -191,6 +193,7 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_ca
     }
     if (stream)
       cpu_stream_fence();
+    free(band_buffer);
   }
   free(y0), free(x0), free(bucket_start), free(bucketed), free(fill);
   return APX_OK;
