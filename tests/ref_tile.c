@@ -108,27 +108,6 @@ void ref_use_isa_path(int path) {
     unsetenv("APEXX_CPU_ISA");
 }
 
-apx_context *ref_open_with_threads(int threads) {
-  char path[] = "/tmp/apexx-test-tile-threads-XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0)
-    return NULL;
-  FILE *f = fdopen(fd, "w");
-  if (!f) {
-    close(fd);
-    unlink(path);
-    return NULL;
-  }
-  fprintf(f, "[apexx]\norder = cpu\n[backend cpu]\nlibrary = apexx-cpu.so\nthreads = %d\n",
-          threads);
-  fclose(f);
-  apx_context *ctx = NULL;
-  if (apx_open(&ctx, path) != APX_OK)
-    ctx = NULL;
-  unlink(path);
-  return ctx;
-}
-
 const char *ref_isa_path_name(int path) {
   return path == 0 ? "portable" : path == 1 ? "avx2 (or less)" : "native";
 }

@@ -39,9 +39,5 @@ int64_t ref_first_mismatch(const apx_tensor *got, const apx_tensor *want, int64_
 void ref_use_isa_path(int path);
 const char *ref_isa_path_name(int path);
 
-/* A context on a private configuration whose cpu backend runs `threads`
- * OpenMP threads (the threaded paths must give the same bits whatever the
- * core count); NULL with apx_last_error() set on failure. */
-apx_context *ref_open_with_threads(int threads);
 
 #endif

@@ -26,25 +26,6 @@ static void use_isa(const char *isa) {
     unsetenv("APEXX_CPU_ISA");
 }
 
-/* A context whose cpu backend runs `threads` OpenMP threads, from a
- * private configuration file: the threaded paths must give the reference's
- * bits whatever the machine's core count. */
-static apx_context *open_with_threads(int threads) {
-  char path[] = "/tmp/apexx-test-threads-XXXXXX";
-  int fd = mkstemp(path);
-  ck_assert_msg(fd >= 0, "mkstemp failed");
-  FILE *f = fdopen(fd, "w");
-  ck_assert(f != NULL);
-  fprintf(f, "[apexx]\norder = cpu\n[backend cpu]\nlibrary = apexx-cpu.so\nthreads = %d\n",
-          threads);
-  fclose(f);
-  apx_context *ctx = NULL;
-  apx_status st = apx_open(&ctx, path);
-  unlink(path);
-  ck_assert_msg(st == APX_OK, "apx_open(%s): %s: %s", path, apx_status_name(st),
-                apx_last_error());
-  return ctx;
-}
 
 static const char *isa_label(size_t path) {
   return isa_paths[path] ? isa_paths[path] : "native";
@@ -530,7 +511,8 @@ END_TEST
 START_TEST(test_thread_counts) {
   static const int counts[] = {1, 3};
   for (int c = 0; c < 2; c++) {
-    apx_context *ctx = open_with_threads(counts[c]);
+    apx_context *ctx = tu_open_cpu_threads(counts[c]);
+    ck_assert_msg(ctx != NULL, "apx_open with threads = %d: %s", counts[c], apx_last_error());
     tu_rng r = {tu_seed() + 7010 + (uint64_t)c};
     const int64_t src_shape[2] = {300, 257}, index_shape[2] = {400, 257};
     run_gather(ctx, &r, 2, src_shape, index_shape, 0, APX_DTYPE_BF16, APX_DTYPE_I64, 0);

@@ -100,7 +100,7 @@ END_TEST
 START_TEST(test_tilepack_thread_counts) {
   static const int counts[] = {1, 3};
   for (int i = 0; i < 2; i++) {
-    apx_context *ctx = ref_open_with_threads(counts[i]);
+    apx_context *ctx = tu_open_cpu_threads(counts[i]);
     ck_assert_msg(ctx != NULL, "apx_open with threads = %d: %s", counts[i], apx_last_error());
     tu_rng r = {tu_seed() ^ (0x7034u + (uint64_t)i)};
     run_case(ctx, &r, APX_DTYPE_F16, APX_DTYPE_I64, 2, 5, 32, 24, 8, 400, 0);

@@ -29,25 +29,6 @@ static void use_isa(const char *isa) {
     unsetenv("APEXX_CPU_ISA");
 }
 
-/* A context whose cpu backend runs `threads` OpenMP threads, from a
- * private configuration file: the threaded paths must give the reference's
- * bits whatever the machine's core count. */
-static apx_context *open_with_threads(int threads) {
-  char path[] = "/tmp/apexx-test-threads-XXXXXX";
-  int fd = mkstemp(path);
-  ck_assert_msg(fd >= 0, "mkstemp failed");
-  FILE *f = fdopen(fd, "w");
-  ck_assert(f != NULL);
-  fprintf(f, "[apexx]\norder = cpu\n[backend cpu]\nlibrary = apexx-cpu.so\nthreads = %d\n",
-          threads);
-  fclose(f);
-  apx_context *ctx = NULL;
-  apx_status st = apx_open(&ctx, path);
-  unlink(path);
-  ck_assert_msg(st == APX_OK, "apx_open(%s): %s: %s", path, apx_status_name(st),
-                apx_last_error());
-  return ctx;
-}
 
 static apx_dtype random_float_dtype(tu_rng *r) {
   static const apx_dtype dts[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16};
@@ -210,7 +191,8 @@ static scan_case random_case(tu_rng *r) {
 START_TEST(test_scan_thread_counts) {
   static const int counts[] = {1, 3};
   for (int c = 0; c < 2; c++) {
-    apx_context *ctx = open_with_threads(counts[c]);
+    apx_context *ctx = tu_open_cpu_threads(counts[c]);
+    ck_assert_msg(ctx != NULL, "apx_open with threads = %d: %s", counts[c], apx_last_error());
     tu_rng r = {tu_seed() + 6010 + (uint64_t)c};
     for (int dir = 0; dir < 3; dir++) {
       scan_case sc = random_case(&r);

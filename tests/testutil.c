@@ -5,6 +5,8 @@
 
 #include "apx_half.h"
 
+#include <unistd.h>
+
 uint64_t tu_next(tu_rng *r) {
   uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -148,6 +150,29 @@ apx_context *tu_open(void) {
   if (st != APX_OK) {
     fprintf(stderr, "apx_open failed: %s: %s\n", apx_status_name(st), apx_last_error());
     abort();
+  }
+  return ctx;
+}
+
+apx_context *tu_open_cpu_threads(int threads) {
+  char path[] = "/tmp/apexx-test-threads-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return NULL;
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    close(fd);
+    unlink(path);
+    return NULL;
+  }
+  fprintf(f, "[apexx]\norder = cpu\n[backend cpu]\nlibrary = apexx-cpu.so\nthreads = %d\n",
+          threads);
+  fclose(f);
+  apx_context *ctx = NULL;
+  apx_status st = apx_open(&ctx, path);
+  unlink(path);
+  if (st != APX_OK) {
+    fprintf(stderr, "apx_open(%s): %s: %s\n", path, apx_status_name(st), apx_last_error());
+    return NULL;
   }
   return ctx;
 }

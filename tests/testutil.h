@@ -56,4 +56,10 @@ apx_tensor tu_clone(const apx_tensor *src);
  * check); the test fails if it cannot. */
 apx_context *tu_open(void);
 
+/* A context whose cpu backend alone runs with `threads` OpenMP threads,
+ * from a private configuration file (the threaded paths must give the same
+ * bits whatever the machine's core count). NULL, with the reason on stderr,
+ * when it cannot be opened. */
+apx_context *tu_open_cpu_threads(int threads);
+
 #endif
