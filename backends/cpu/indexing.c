@@ -131,7 +131,16 @@ static inline int64_t inner_off(const axis_view *v, int64_t j) {
 }
 
 /* Does index row `row` (inner values) hold a single value? */
-static int row_is_uniform(const void *index, int idx64, int64_t row, int64_t inner) {
+static inline int row_is_uniform(const void *index, int idx64, int64_t row, int64_t inner,
+                                 si_isa isa) {
+#if SI_HAVE_X86
+  /* a wide compare: gather runs this on every row of an expanded index,
+   * where a scalar loop (a value a cycle) cost as much as the copy */
+  if (isa >= SI_ISA_AVX2 && inner > 0)
+    return si_index_row_uniform_avx2((const char *)index + (size_t)(row * inner) * (idx64 ? 8 : 4),
+                                     idx64, inner);
+#endif
+  (void)isa;
   if (idx64) {
     const int64_t *p = (const int64_t *)index + row * inner;
     int64_t first = p[0], diff = 0;
@@ -177,7 +186,7 @@ gather_rows_impl(const axis_view *v, const char *src, const void *index,
       int64_t ahead = load_index(index, idx64, (r + PREFETCH_ROWS_AHEAD) * inner);
       prefetch_bytes(src + (size_t)(base + ahead * dim_stride) * es, row_bytes);
     }
-    if (row_copies && row_is_uniform(index, idx64, r, inner)) {
+    if (row_copies && row_is_uniform(index, idx64, r, inner, isa)) {
       /* an expanded index (every column of the row the same source row):
        * one contiguous copy */
       int64_t i0 = load_index(index, idx64, r * inner);
@@ -623,7 +632,7 @@ static int rows_algorithm_fits(const scatter_job *jb, const axis_view *vself,
     int64_t r0, r1;
     thread_range(rows, &r0, &r1);
     for (int64_t r = r0; r < r1 && uniform; r++) {
-      uniform = row_is_uniform(index->data, idx64, r, vself->inner);
+      uniform = row_is_uniform(index->data, idx64, r, vself->inner, jb->isa);
       values[r] = load_index(index->data, idx64, r * vself->inner);
     }
   }

@@ -200,6 +200,42 @@ SI_TARGET_AVX2 static inline void si_stream_zero_avx2(void *dst, size_t bytes) {
 }
 #endif
 
+/* Do the n index values at p (int64 when idx64, else int32) all equal
+ * p[0]? Four 32-byte compares per step, one test at the end of the row. */
+SI_TARGET_AVX2 static inline int si_index_row_uniform_avx2(const void *p, int idx64, int64_t n) {
+  const char *s = p;
+  const size_t bytes = (size_t)n * (idx64 ? 8u : 4u);
+  const __m256i first = idx64 ? _mm256_set1_epi64x(*(const int64_t *)p)
+                              : _mm256_set1_epi32(*(const int32_t *)p);
+  __m256i diff = _mm256_setzero_si256();
+  size_t off = 0;
+  for (; off + 128 <= bytes; off += 128) {
+    __m256i a = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(s + off)), first);
+    __m256i b = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(s + off + 32)), first);
+    __m256i c = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(s + off + 64)), first);
+    __m256i e = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(s + off + 96)), first);
+    diff = _mm256_or_si256(diff, _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, e)));
+  }
+  for (; off + 32 <= bytes; off += 32)
+    diff = _mm256_or_si256(diff,
+                           _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(s + off)), first));
+  if (!_mm256_testz_si256(diff, diff))
+    return 0;
+  /* the last values, fewer than 32 bytes */
+  if (idx64) {
+    const int64_t *q = p, v = q[0];
+    for (int64_t j = (int64_t)(off / 8); j < n; j++)
+      if (q[j] != v)
+        return 0;
+  } else {
+    const int32_t *q = p, v = q[0];
+    for (int64_t j = (int64_t)(off / 4); j < n; j++)
+      if (q[j] != v)
+        return 0;
+  }
+  return 1;
+}
+
 /* Copy (src != NULL) or zero a block; non-temporal when `stream`. Call
  * si_stream_fence() before other threads may read what was streamed. */
 static inline void si_copy_block(si_isa isa, int stream, void *dst, const void *src,
