@@ -424,19 +424,26 @@ static apx_status require_unique_rows(const vstate *v, const char *name, const a
   return APX_OK;
 }
 
-/* ---- tilepack (spec/ops.md 2.A) ---- */
-
-static apx_status check_tilepack(vstate *v, const apx_tilepack_args *a) {
-  TRY(check_tensor(v, "features", a->features, 1));
-  TRY(check_tensor(v, "idx", a->idx, 1));
-  TRY(check_tensor(v, "out", a->out, 1));
-  const apx_tensor *features = a->features, *idx = a->idx, *out = a->out;
+/* spec/ops.md 2.A items 1-7, shared by tilepack and the fused op (7). */
+static apx_status check_pack_inputs(vstate *v, const apx_tensor *features, const apx_tensor *idx,
+                                    int64_t tile, const apx_tensor *out) {
+  TRY(check_tensor(v, "features", features, 1));
+  TRY(check_tensor(v, "idx", idx, 1));
+  TRY(check_tensor(v, "out", out, 1));
   TRY(require_ndim(v, "features", features, 4, "[B,C,H,W]"));
   TRY(require_ndim(v, "idx", idx, 2, "[B,K]"));
   TRY(require_dim_match(v, "idx", idx, 0, "features", features, 0, "batch B"));
-  TRY(require_tile_grid(v, "tile", a->tile, "features", features));
+  TRY(require_tile_grid(v, "tile", tile, "features", features));
   TRY(require_float(v, "features", features));
   TRY(require_index_dtype(v, "idx", idx));
+  return APX_OK;
+}
+
+/* ---- tilepack (spec/ops.md 2.A) ---- */
+
+static apx_status check_tilepack(vstate *v, const apx_tilepack_args *a) {
+  TRY(check_pack_inputs(v, a->features, a->idx, a->tile, a->out));
+  const apx_tensor *features = a->features, *idx = a->idx, *out = a->out;
   int64_t t = a->tile;
   int64_t want[5] = {features->shape[0], idx->shape[1], features->shape[1], t, t};
   TRY(require_shape(v, "out", out, 5, want, "[B,K,C,t,t]"));
@@ -597,16 +604,8 @@ static apx_status check_tileunpack(vstate *v, const apx_tileunpack_args *a) {
 /* ---- fused_pack_op_unpack (spec/ops.md 7) ---- */
 
 static apx_status check_fused(vstate *v, const apx_fused_pack_op_unpack_args *a) {
-  TRY(check_tensor(v, "features", a->features, 1));
-  TRY(check_tensor(v, "idx", a->idx, 1));
-  TRY(check_tensor(v, "out", a->out, 1));
+  TRY(check_pack_inputs(v, a->features, a->idx, a->tile, a->out));
   const apx_tensor *features = a->features, *idx = a->idx, *out = a->out;
-  TRY(require_ndim(v, "features", features, 4, "[B,C,H,W]"));
-  TRY(require_ndim(v, "idx", idx, 2, "[B,K]"));
-  TRY(require_dim_match(v, "idx", idx, 0, "features", features, 0, "batch B"));
-  TRY(require_tile_grid(v, "tile", a->tile, "features", features));
-  TRY(require_float(v, "features", features));
-  TRY(require_index_dtype(v, "idx", idx));
   /* The scalars are not checked: the reference computes with whatever
    * values it is given (a NaN scale gives NaN tiles), it never raises. */
   TRY(require_shape(v, "out", out, 4, features->shape, "the shape of features"));
