@@ -11,7 +11,13 @@
  * again from its true initial state, writing y. Within a chunk (3) repeats
  * the sequential recurrence exactly; only the chunk boundary states carry
  * the extra rounding of d^L*S + h, a few fp32 ulps. When K fits one chunk,
- * step (3) alone runs. */
+ * step (3) alone runs.
+ *
+ * Speed: a thread scans two adjacent channels (one 4- or 8-byte load per
+ * step) when C is even; step (2) gives each stream a warp (a shuffle scan
+ * of the chunks' affine maps), so at most 64 chunks cost a few steps; and
+ * large inputs are scanned in groups of batch rows whose tokens (16 MB)
+ * stay in L2 between (1) and (3), so DRAM sees each token once. */
 #include "cuda_backend.h"
 
 struct ssm_params {
@@ -29,8 +35,10 @@ struct ssm_geometry {
   int64_t B, K, C;
   int64_t L, chunks; /* chunk length and count (chunks = ceil(K/L)) */
   int direction, merge;
-  cuda_geom per_chunk;  /* B*chunks*C threads */
-  cuda_geom per_stream; /* B*C threads */
+  int V;             /* channels per thread: 2 (one 4- or 8-byte load) or 1 */
+  int64_t lanes;     /* C / V */
+  cuda_geom per_chunk;  /* B*chunks*lanes threads */
+  cuda_geom per_carry;  /* one warp per stream: B*C*32 threads */
 };
 
 struct ssm_chan {
@@ -51,7 +59,9 @@ static __device__ __forceinline__ ssm_chan load_chan(const ssm_params &p, int64_
 
 /* Initial state of direction dir (0 forward, 1 backward), cast to the
  * tokens dtype first (spec/ops.md 6.A "Init state split"). */
-static __device__ __forceinline__ float init_state(const ssm_params &p, int64_t b, int dir,
+/* Not inlined: its dtype switches, inlined per channel into the scan
+ * kernels' prologues, made NVVM take minutes per kernel (nvcc 13.0). */
+static __device__ __noinline__ float init_state(const ssm_params &p, int64_t b, int dir,
                                                    int64_t c, int64_t C) {
   if (!p.init) return 0.0f;
   int64_t i = p.init_dirs == 2 ? (b * 2 + dir) * C + c : b * C + c;
@@ -65,74 +75,159 @@ static __device__ __forceinline__ float sanitize(float x, float lim) {
   return x > lim ? lim : (x < -lim ? -lim : x);
 }
 
-template <typename T>
-static __device__ __forceinline__ float step(const T *tokens, int64_t i, const ssm_chan &ch,
-                                             float lim, float s) {
-  float x = sanitize(cuda_dt<T>::load(tokens + i), lim);
-  float drive = ch.ig * x + ch.sb;
-  return ch.d * s + ch.om * drive;
+/* V consecutive channels of one token row, as fp32 (one vector load). */
+template <typename T, int V> struct ssm_vec;
+template <typename T> struct ssm_vec<T, 1> {
+  static __device__ __forceinline__ void load(const T *p, float *x) {
+    x[0] = cuda_dt<T>::load(p);
+  }
+  static __device__ __forceinline__ void store(T *p, const float *y) {
+    *p = cuda_dt<T>::from_f(y[0]);
+  }
+};
+template <> struct ssm_vec<__half, 2> {
+  static __device__ __forceinline__ void load(const __half *p, float *x) {
+    __half2 h = __ldg((const __half2 *)p);
+    x[0] = __low2float(h);
+    x[1] = __high2float(h);
+  }
+  static __device__ __forceinline__ void store(__half *p, const float *y) {
+    *(__half2 *)p = __halves2half2(__float2half_rn(y[0]), __float2half_rn(y[1]));
+  }
+};
+template <> struct ssm_vec<__nv_bfloat16, 2> {
+  static __device__ __forceinline__ void load(const __nv_bfloat16 *p, float *x) {
+    __nv_bfloat162 h = __ldg((const __nv_bfloat162 *)p);
+    x[0] = __low2float(h);
+    x[1] = __high2float(h);
+  }
+  static __device__ __forceinline__ void store(__nv_bfloat16 *p, const float *y) {
+    *(__nv_bfloat162 *)p = __halves2bfloat162(__float2bfloat16_rn(y[0]), __float2bfloat16_rn(y[1]));
+  }
+};
+template <> struct ssm_vec<float, 2> {
+  static __device__ __forceinline__ void load(const float *p, float *x) {
+    float2 h = __ldg((const float2 *)p);
+    x[0] = h.x;
+    x[1] = h.y;
+  }
+  static __device__ __forceinline__ void store(float *p, const float *y) {
+    *(float2 *)p = make_float2(y[0], y[1]);
+  }
+};
+
+/* One step of V streams: s = d*s + (1-d)*(ig*x + sb) on sanitised x. */
+template <int V>
+static __device__ __forceinline__ void step(const float *x, const ssm_chan *ch, float lim,
+                                            float *s) {
+#pragma unroll
+  for (int v = 0; v < V; v++) {
+    float drive = ch[v].ig * sanitize(x[v], lim) + ch[v].sb;
+    s[v] = ch[v].d * s[v] + ch[v].om * drive;
+  }
 }
 
 /* (1) local scans from a zero state. */
-template <typename T>
+template <typename T, int V>
 __global__ void ssm_local_kernel(const T *__restrict__ tokens, ssm_params p, ssm_geometry g,
                                  float *__restrict__ carry_f, float *__restrict__ carry_b) {
-  CUDA_FOR(w, g.B * g.chunks * g.C) {
-    int64_t c = w % g.C, j = (w / g.C) % g.chunks, b = w / (g.C * g.chunks);
+  CUDA_FOR(w, g.B * g.chunks * g.lanes) {
+    int64_t c = (w % g.lanes) * V, j = (w / g.lanes) % g.chunks, b = w / (g.lanes * g.chunks);
     int64_t k0 = j * g.L, k1 = k0 + g.L < g.K ? k0 + g.L : g.K;
-    ssm_chan ch = load_chan(p, c);
+    ssm_chan ch[V];
+#pragma unroll
+    for (int v = 0; v < V; v++) ch[v] = load_chan(p, c + v);
+    int64_t at = (b * g.chunks + j) * g.C + c;
     if (g.direction != APX_SCAN_BACKWARD) {
-      float s = 0.0f;
+      float s[V] = {}, x[V];
 #pragma unroll 8
-      for (int64_t k = k0; k < k1; k++) s = step(tokens, (b * g.K + k) * g.C + c, ch, p.lim, s);
-      carry_f[w] = s;
+      for (int64_t k = k0; k < k1; k++) {
+        ssm_vec<T, V>::load(tokens + (b * g.K + k) * g.C + c, x);
+        step<V>(x, ch, p.lim, s);
+      }
+#pragma unroll
+      for (int v = 0; v < V; v++) carry_f[at + v] = s[v];
     }
     if (g.direction != APX_SCAN_FORWARD) {
-      float s = 0.0f;
+      float s[V] = {}, x[V];
 #pragma unroll 8
-      for (int64_t k = k1 - 1; k >= k0; k--)
-        s = step(tokens, (b * g.K + k) * g.C + c, ch, p.lim, s);
-      carry_b[w] = s;
+      for (int64_t k = k1 - 1; k >= k0; k--) {
+        ssm_vec<T, V>::load(tokens + (b * g.K + k) * g.C + c, x);
+        step<V>(x, ch, p.lim, s);
+      }
+#pragma unroll
+      for (int v = 0; v < V; v++) carry_b[at + v] = s[v];
     }
   }
 }
 
+/* (A, H) maps a state S to A*S + H; `first` then `second`. */
+static __device__ __forceinline__ void compose(float &a1, float &h1, float a2, float h2) {
+  h1 = a2 * h1 + h2;
+  a1 = a2 * a1;
+}
+
+/* Combine the chunks of one direction of one stream, one warp: lane l owns
+ * `per` consecutive chunks in scan order; each lane composes its chunks,
+ * a warp scan composes the lanes, then each lane walks its chunks from its
+ * true initial state, replacing every carry by that chunk's initial state.
+ * Returns the final state (every lane). */
+static __device__ float combine_dir(float *carry, const ssm_geometry &g, int64_t b, int64_t c,
+                                    int backward, float s0, float a_full, float a_last) {
+  const int lane = threadIdx.x & 31;
+  const int64_t per = (g.chunks + 31) / 32;
+  const int64_t n0 = lane * per, n1 = n0 + per < g.chunks ? n0 + per : g.chunks;
+  float A = 1.0f, H = 0.0f;
+  for (int64_t n = n0; n < n1; n++) {
+    int64_t j = backward ? g.chunks - 1 - n : n;
+    float a = j == g.chunks - 1 ? a_last : a_full;
+    compose(A, H, a, carry[(b * g.chunks + j) * g.C + c]);
+  }
+  /* inclusive scan over lanes, then shift to exclusive */
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    float pa = __shfl_up_sync(0xffffffffu, A, off), ph = __shfl_up_sync(0xffffffffu, H, off);
+    if (lane >= off) { /* (pa, ph) comes first */
+      H = A * ph + H;
+      A = A * pa;
+    }
+  }
+  float ea = __shfl_up_sync(0xffffffffu, A, 1), eh = __shfl_up_sync(0xffffffffu, H, 1);
+  float fa = __shfl_sync(0xffffffffu, A, 31), fh = __shfl_sync(0xffffffffu, H, 31);
+  float s = lane == 0 ? s0 : ea * s0 + eh;
+  for (int64_t n = n0; n < n1; n++) {
+    int64_t j = backward ? g.chunks - 1 - n : n;
+    int64_t at = (b * g.chunks + j) * g.C + c;
+    float h = carry[at];
+    carry[at] = s;
+    s = (j == g.chunks - 1 ? a_last : a_full) * s + h;
+  }
+  return fa * s0 + fh;
+}
+
 /* (2) combine chunks per stream: the carries become the chunks' initial
- * states; writes final_state. Also used alone when K = 0. */
+ * states; writes final_state. One warp per stream. Also used alone when
+ * K = 0 (no chunks: the final state is the init state). */
 template <typename T>
 __global__ void ssm_carry_kernel(ssm_params p, ssm_geometry g, float *carry_f, float *carry_b,
                                  T *__restrict__ final_state) {
-  CUDA_FOR(w, g.B * g.C) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; w < g.B * g.C;
+       w += ((int64_t)gridDim.x * blockDim.x) / 32) {
     int64_t c = w % g.C, b = w / g.C;
     ssm_chan ch = load_chan(p, c);
     float a_full = 1.0f, a_last = 1.0f;
     int64_t last_len = g.K - (g.chunks - 1) * g.L;
     for (int64_t i = 0; i < g.L; i++) a_full *= ch.d;
     for (int64_t i = 0; i < last_len && g.chunks > 0; i++) a_last *= ch.d;
-    float final_f = 0.0f, final_b = 0.0f;
-    if (g.direction != APX_SCAN_BACKWARD) {
-      float s = init_state(p, b, 0, c, g.C);
-#pragma unroll 8
-      for (int64_t j = 0; j < g.chunks; j++) {
-        int64_t at = (b * g.chunks + j) * g.C + c;
-        float h = carry_f[at];
-        carry_f[at] = s;
-        s = (j == g.chunks - 1 ? a_last : a_full) * s + h;
-      }
-      final_f = s;
+    float final_f = init_state(p, b, 0, c, g.C), final_b = init_state(p, b, 1, c, g.C);
+    if (g.chunks > 0) {
+      if (g.direction != APX_SCAN_BACKWARD)
+        final_f = combine_dir(carry_f, g, b, c, 0, final_f, a_full, a_last);
+      if (g.direction != APX_SCAN_FORWARD)
+        final_b = combine_dir(carry_b, g, b, c, 1, final_b, a_full, a_last);
     }
-    if (g.direction != APX_SCAN_FORWARD) {
-      float s = init_state(p, b, 1, c, g.C);
-#pragma unroll 8
-      for (int64_t j = g.chunks - 1; j >= 0; j--) {
-        int64_t at = (b * g.chunks + j) * g.C + c;
-        float h = carry_b[at];
-        carry_b[at] = s;
-        s = (j == g.chunks - 1 ? a_last : a_full) * s + h;
-      }
-      final_b = s;
-    }
-    if (!final_state) continue;
+    if (!final_state || lane != 0) continue;
     if (g.direction == APX_SCAN_BIDIRECTIONAL) {
       final_state[(b * 2 + 0) * g.C + c] = cuda_dt<T>::from_f(final_f);
       final_state[(b * 2 + 1) * g.C + c] = cuda_dt<T>::from_f(final_b);
@@ -143,7 +238,7 @@ __global__ void ssm_carry_kernel(ssm_params p, ssm_geometry g, float *carry_f, f
   }
 }
 
-static __device__ __forceinline__ float merge_gate(const ssm_params &p, int64_t b, int64_t c,
+static __device__ __noinline__ float merge_gate(const ssm_params &p, int64_t b, int64_t c,
                                                    int64_t C) {
   if (!p.gate) return 0.5f;
   float v = cuda_round_any(cuda_load_any(p.gate, p.dt_gate, p.gate_batched ? b * C + c : c),
@@ -155,85 +250,138 @@ static __device__ __forceinline__ float merge_gate(const ssm_params &p, int64_t 
  * chunk the initial states are the init state and this kernel also writes
  * final_state. Bidirectional: the backward outputs of the chunk go to an
  * fp32 scratch first, then the forward pass merges them. */
-template <typename T>
+template <typename T, int V>
 __global__ void ssm_out_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p,
                                ssm_geometry g, const float *__restrict__ start_f,
                                const float *__restrict__ start_b, float *__restrict__ y_back,
                                T *__restrict__ final_state) {
-  CUDA_FOR(w, g.B * g.chunks * g.C) {
-    int64_t c = w % g.C, j = (w / g.C) % g.chunks, b = w / (g.C * g.chunks);
+  CUDA_FOR(w, g.B * g.chunks * g.lanes) {
+    int64_t c = (w % g.lanes) * V, j = (w / g.lanes) % g.chunks, b = w / (g.lanes * g.chunks);
     int64_t k0 = j * g.L, k1 = k0 + g.L < g.K ? k0 + g.L : g.K;
+    int64_t at = (b * g.chunks + j) * g.C + c;
     int single = g.chunks == 1;
-    ssm_chan ch = load_chan(p, c);
-    float sf = 0.0f, sb = 0.0f;
-    if (g.direction != APX_SCAN_BACKWARD) sf = single ? init_state(p, b, 0, c, g.C) : start_f[w];
-    if (g.direction != APX_SCAN_FORWARD) sb = single ? init_state(p, b, 1, c, g.C) : start_b[w];
+    ssm_chan ch[V];
+    float sf[V], sb[V], x[V], y[V];
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+      ch[v] = load_chan(p, c + v);
+      sf[v] = sb[v] = 0.0f;
+      if (g.direction != APX_SCAN_BACKWARD)
+        sf[v] = single ? init_state(p, b, 0, c + v, g.C) : start_f[at + v];
+      if (g.direction != APX_SCAN_FORWARD)
+        sb[v] = single ? init_state(p, b, 1, c + v, g.C) : start_b[at + v];
+    }
     if (g.direction == APX_SCAN_FORWARD) {
 #pragma unroll 8
       for (int64_t k = k0; k < k1; k++) {
         int64_t i = (b * g.K + k) * g.C + c;
-        sf = step(tokens, i, ch, p.lim, sf);
-        out[i] = cuda_dt<T>::from_f(ch.og * sf);
+        ssm_vec<T, V>::load(tokens + i, x);
+        step<V>(x, ch, p.lim, sf);
+#pragma unroll
+        for (int v = 0; v < V; v++) y[v] = ch[v].og * sf[v];
+        ssm_vec<T, V>::store(out + i, y);
       }
-      if (single && final_state) final_state[b * g.C + c] = cuda_dt<T>::from_f(sf);
+      if (single && final_state)
+#pragma unroll
+        for (int v = 0; v < V; v++) final_state[b * g.C + c + v] = cuda_dt<T>::from_f(sf[v]);
     } else if (g.direction == APX_SCAN_BACKWARD) {
 #pragma unroll 8
       for (int64_t k = k1 - 1; k >= k0; k--) {
         int64_t i = (b * g.K + k) * g.C + c;
-        sb = step(tokens, i, ch, p.lim, sb);
-        out[i] = cuda_dt<T>::from_f(ch.og * sb);
+        ssm_vec<T, V>::load(tokens + i, x);
+        step<V>(x, ch, p.lim, sb);
+#pragma unroll
+        for (int v = 0; v < V; v++) y[v] = ch[v].og * sb[v];
+        ssm_vec<T, V>::store(out + i, y);
       }
-      if (single && final_state) final_state[b * g.C + c] = cuda_dt<T>::from_f(sb);
+      if (single && final_state)
+#pragma unroll
+        for (int v = 0; v < V; v++) final_state[b * g.C + c + v] = cuda_dt<T>::from_f(sb[v]);
     } else {
 #pragma unroll 8
       for (int64_t k = k1 - 1; k >= k0; k--) {
         int64_t i = (b * g.K + k) * g.C + c;
-        sb = step(tokens, i, ch, p.lim, sb);
-        y_back[i] = ch.og * sb;
+        ssm_vec<T, V>::load(tokens + i, x);
+        step<V>(x, ch, p.lim, sb);
+#pragma unroll
+        for (int v = 0; v < V; v++) y_back[i + v] = ch[v].og * sb[v];
       }
-      float gate = merge_gate(p, b, c, g.C);
+      float gate[V];
+#pragma unroll
+      for (int v = 0; v < V; v++) gate[v] = merge_gate(p, b, c + v, g.C);
 #pragma unroll 8
       for (int64_t k = k0; k < k1; k++) {
         int64_t i = (b * g.K + k) * g.C + c;
-        sf = step(tokens, i, ch, p.lim, sf);
-        float yf = ch.og * sf, yb = y_back[i], y;
-        if (g.merge == APX_MERGE_SUM) y = yf + yb;
-        else if (g.merge == APX_MERGE_AVG) y = 0.5f * (yf + yb);
-        else y = gate * yf + (1.0f - gate) * yb;
-        out[i] = cuda_dt<T>::from_f(y);
+        ssm_vec<T, V>::load(tokens + i, x);
+        step<V>(x, ch, p.lim, sf);
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+          float yf = ch[v].og * sf[v], yb = y_back[i + v];
+          if (g.merge == APX_MERGE_SUM) y[v] = yf + yb;
+          else if (g.merge == APX_MERGE_AVG) y[v] = 0.5f * (yf + yb);
+          else y[v] = gate[v] * yf + (1.0f - gate[v]) * yb;
+        }
+        ssm_vec<T, V>::store(out + i, y);
       }
-      if (single && final_state) {
-        final_state[(b * 2 + 0) * g.C + c] = cuda_dt<T>::from_f(sf);
-        final_state[(b * 2 + 1) * g.C + c] = cuda_dt<T>::from_f(sb);
-      }
+      if (single && final_state)
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+          final_state[(b * 2 + 0) * g.C + c + v] = cuda_dt<T>::from_f(sf[v]);
+          final_state[(b * 2 + 1) * g.C + c + v] = cuda_dt<T>::from_f(sb[v]);
+        }
     }
   }
 }
 
 /* Chunk length: as long as possible (fewer boundary roundings, less
- * re-reading) while B*chunks*C threads still fill the device. */
-static ssm_geometry geometry(const apx_tilessm_scan_args *a, int sm_count) {
+ * re-reading) while B*chunks*lanes threads still fill the device; at most
+ * 64 chunks per stream (the combine's warp: two chunks a lane). */
+static ssm_geometry geometry(const apx_tilessm_scan_args *a, int64_t B, int sm_count) {
   ssm_geometry g;
-  g.B = a->tokens->shape[0];
+  g.B = B;
   g.K = a->tokens->shape[1];
   g.C = a->tokens->shape[2];
   g.direction = (int)a->direction;
   g.merge = (int)a->merge;
-  int64_t streams = g.B * g.C;
+  size_t elem = cuda_dtype_size(a->tokens->dtype);
+  g.V = g.C % 2 == 0 && (uintptr_t)a->tokens->data % (2 * elem) == 0 &&
+                (uintptr_t)a->out->data % (2 * elem) == 0
+            ? 2
+            : 1;
+  g.lanes = g.C / g.V;
+  int64_t streams = g.B * g.lanes;
   int64_t want_threads = (int64_t)(sm_count > 0 ? sm_count : 132) * 1024;
   int64_t L = 256;
-  while (L > 8 && streams * ((g.K + L - 1) / L) < want_threads) L /= 2;
+  while (L > 8 && streams * ((g.K + L - 1) / L) < want_threads && (g.K + L / 2 - 1) / (L / 2) <= 64)
+    L /= 2;
   if (g.K <= L) L = g.K > 0 ? g.K : 1;
   g.L = L;
   g.chunks = g.K > 0 ? (g.K + L - 1) / L : 0;
-  g.per_chunk = cuda_geom_1d(g.B * g.chunks * g.C, 128);
-  g.per_stream = cuda_geom_1d(streams, 128);
+  g.per_chunk = cuda_geom_1d(g.B * g.chunks * g.lanes, 128);
+  g.per_carry = cuda_geom_1d(g.B * g.C * 32, 128);
   return g;
 }
 
+template <typename T, int V>
+static void launch_scan(const ssm_geometry &g, const ssm_params &p, const T *tokens, T *out,
+                        float *carry_f, float *carry_b, float *y_back, T *final_state,
+                        cudaStream_t s) {
+  if (g.chunks > 1) {
+    ssm_local_kernel<T, V><<<g.per_chunk.blocks, g.per_chunk.threads, 0, s>>>(tokens, p, g,
+                                                                             carry_f, carry_b);
+    ssm_carry_kernel<T><<<g.per_carry.blocks, g.per_carry.threads, 0, s>>>(p, g, carry_f,
+                                                                          carry_b, final_state);
+  }
+  ssm_out_kernel<T, V><<<g.per_chunk.blocks, g.per_chunk.threads, 0, s>>>(
+      tokens, out, p, g, carry_f, carry_b, y_back, final_state);
+}
+
 template <typename T>
-static apx_status run(cuda_state *st, const apx_tilessm_scan_args *a, const ssm_geometry &g,
-                      const ssm_params &p, cudaStream_t s) {
+static apx_status run(cuda_state *st, const apx_tilessm_scan_args *a, const ssm_params &p,
+                      cudaStream_t s) {
+  const int64_t B = a->tokens->shape[0];
+  int sm_count = st->dev[a->tokens->device_index].sm_count;
+  ssm_geometry g = geometry(a, B, sm_count);
   T *final_state = a->final_state ? (T *)a->final_state->data : nullptr;
   const T *tokens = (const T *)a->tokens->data;
   T *out = (T *)a->out->data;
@@ -262,17 +410,12 @@ static apx_status run(cuda_state *st, const apx_tilessm_scan_args *a, const ssm_
   if (yb_bytes) y_back = (float *)base;
   if (g.chunks == 0) {
     if (final_state)
-      ssm_carry_kernel<T><<<g.per_stream.blocks, g.per_stream.threads, 0, s>>>(
+      ssm_carry_kernel<T><<<g.per_carry.blocks, g.per_carry.threads, 0, s>>>(
           p, g, carry_f, carry_b, final_state);
+  } else if (g.V == 2) {
+    launch_scan<T, 2>(g, p, tokens, out, carry_f, carry_b, y_back, final_state, s);
   } else {
-    if (multi) {
-      ssm_local_kernel<T><<<g.per_chunk.blocks, g.per_chunk.threads, 0, s>>>(tokens, p, g,
-                                                                             carry_f, carry_b);
-      ssm_carry_kernel<T><<<g.per_stream.blocks, g.per_stream.threads, 0, s>>>(
-          p, g, carry_f, carry_b, final_state);
-    }
-    ssm_out_kernel<T><<<g.per_chunk.blocks, g.per_chunk.threads, 0, s>>>(
-        tokens, out, p, g, carry_f, carry_b, y_back, final_state);
+    launch_scan<T, 1>(g, p, tokens, out, carry_f, carry_b, y_back, final_state, s);
   }
   cudaError_t err = cudaGetLastError();
   cuda_ws_free(&ws);
@@ -286,8 +429,7 @@ apx_status cuda_tilessm_scan(void *state, const apx_tilessm_scan_args *a, const 
   apx_status s = cuda_use_device(st, dev);
   if (s != APX_OK) return s;
   cudaStream_t stream = cuda_stream(call);
-  ssm_geometry g = geometry(a, st->dev[dev].sm_count);
-  if (g.B * g.C == 0) return APX_OK;
+  if (a->tokens->shape[0] * a->tokens->shape[2] == 0) return APX_OK;
   ssm_params p;
   memset(&p, 0, sizeof p);
   p.decay = a->decay->data;
@@ -316,8 +458,8 @@ apx_status cuda_tilessm_scan(void *state, const apx_tilessm_scan_args *a, const 
   else if (p.dt_tokens == APX_DTYPE_BF16) lim = __bfloat162float(__float2bfloat16_rn(lim));
   p.lim = lim;
   switch (a->tokens->dtype) {
-  case APX_DTYPE_F16: return run<__half>(st, a, g, p, stream);
-  case APX_DTYPE_BF16: return run<__nv_bfloat16>(st, a, g, p, stream);
-  default: return run<float>(st, a, g, p, stream);
+  case APX_DTYPE_F16: return run<__half>(st, a, p, stream);
+  case APX_DTYPE_BF16: return run<__nv_bfloat16>(st, a, p, stream);
+  default: return run<float>(st, a, p, stream);
   }
 }

@@ -3,15 +3,22 @@
  * covering a pixel wins; blend: the covering tiles are composed in
  * ascending key order, cur = (1-a)*cur + a*tile, in fp32, rounded once.
  *
- * No atomics on pixels and no launch per tile: every tile is entered into
- * the t x t cells of the tile grid it overlaps (one cell for ids, up to four
- * for free origins) with the sort key (cell, priority); one radix sort
- * orders all entries; a pass marks where each cell's run starts; then one
- * pass over the output walks, for each pixel, its cell's run in key order.
- * The result does not depend on scheduling: same input, same bits. */
+ * No atomics on pixels and no launch per tile. With ids every tile sits on
+ * exactly one cell of the tile grid, so a pre-pass takes the maximum key
+ * per cell (atomicMax on a [B, gh*gw] map; the maximum does not depend on
+ * the order): override needs nothing more, and blend uses it for cells
+ * with one tile (it also counts tiles per cell). For cells with several
+ * tiles (blend) and for free origins, every tile is entered into the t x t
+ * cells it overlaps (up to four) with the sort key (cell, priority); one
+ * radix sort orders all entries; a pass marks where each cell's run
+ * starts. Then one output pass over the planes in address order: a thread
+ * takes a vector of pixels of one row and either copies (blends) one tile
+ * row segment or walks its cell's entries. Same input, same bits. */
 #include "cuda_backend.h"
 
 #include <cub/device/device_radix_sort.cuh>
+
+#include <string.h>
 
 struct unpack_geometry {
   int64_t B, C, H, W, K, t, gh, gw, cells; /* cells = B*gh*gw */
@@ -25,7 +32,7 @@ struct unpack_geometry {
   cuda_fastdiv groups_per_row; /* W/vec */
   cuda_fastdiv tile;           /* t */
   cuda_geom tiles_launch, entries_launch;
-  cuda_geom2 out_launch;
+  cuda_geom2 out_launch;     /* x: pixel groups of a plane, y: planes (b, c) */
 };
 
 /* Inputs of the entry builder. */
@@ -94,11 +101,49 @@ __global__ void unpack_starts_kernel(const unsigned long long *__restrict__ keys
   }
 }
 
+/* Where a thread's pixel group finds its tiles: a per-cell winner map
+ * (ids: the highest key per cell, built with atomicMax, and for blend the
+ * number of tiles per cell) and/or the sorted entry list of the cell. */
+struct unpack_cells_src {
+  const unsigned long long *win; /* [cells]: key + 1, 0 = none (ids only) */
+  const int *count;              /* [cells]: tiles on the cell (ids, blend) */
+  unsigned long long kmask;      /* low bits of a key holding k */
+  const int *start, *vals;       /* sorted entries per cell (NULL: override with ids) */
+  const int2 *origin32;
+};
+
+/* Winner map of the ids form: per (b, tile cell) the largest priority key
+ * (level - lmin) << order_bits | k, plus one (0 = no tile); the key's low
+ * order_bits bits are k (k < 2^order_bits). With `count`, also the number
+ * of tiles per cell. Out-of-range ids (validate=off or a failed check)
+ * enter nothing. */
+__global__ void unpack_winners_kernel(unpack_sources src, unpack_geometry g,
+                                      unsigned long long *__restrict__ win,
+                                      int *__restrict__ count) {
+  CUDA_FOR(i, g.B * g.K) {
+    int64_t b = i / g.K, k = i % g.K;
+    int64_t id = cuda_load_index(src.idx, src.placement_is64, i);
+    if (id < 0 || id >= g.gh * g.gw) continue;
+    unsigned long long key = (unsigned long long)k;
+    if (src.levels) {
+      long long level = (long long)cuda_load_index(src.levels, src.levels_is64, i);
+      key |= (unsigned long long)(level - *src.lmin) << g.order_bits;
+    }
+    atomicMax(win + b * g.gh * g.gw + id, key + 1);
+    if (count) atomicAdd(count + b * g.gh * g.gw + id, 1);
+  }
+}
+
+/* The output pass: one thread per VEC pixels of one row of one plane, the
+ * planes on grid y (so that blocks sweep memory in address order). With
+ * ids, the cell's winner (and count) is one load, and a cell with one tile
+ * (or override) goes straight to a 16-byte copy or blend of the tile row;
+ * cells with several tiles (blend) or free origins walk the sorted entries. */
 template <typename T, int VEC, int BLEND>
-__global__ void unpack_out_kernel(const T *base, const T *__restrict__ packed, T *out,
-                                  const int *__restrict__ start, const int *__restrict__ vals,
-                                  const int2 *__restrict__ origin32, unpack_geometry g,
-                                  int aliased, float alpha, const int *bad) {
+__global__ void __launch_bounds__(256)
+    unpack_cells_kernel(const T *base, const T *__restrict__ packed, T *out,
+                        unpack_cells_src m, unpack_geometry g, int aliased, float alpha,
+                        const int *bad) {
   if (cuda_call_failed(bad)) return;
   struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
   const float keep = 1.0f - alpha;
@@ -108,18 +153,55 @@ __global__ void unpack_out_kernel(const T *base, const T *__restrict__ packed, T
     uint32_t yu = g.groups_per_row.div(i);
     int64_t y = yu, x = (int64_t)(i - yu * g.groups_per_row.d) * VEC;
     int64_t w = plane * g.plane_groups + i; /* this group's index in out */
-    int64_t cell = (b * g.gh + g.tile.div(yu)) * g.gw + g.tile.div((uint32_t)x);
-    int s0 = start[cell], s1 = start[cell + 1];
-    if (s0 == s1 && aliased) continue; /* nothing covers these pixels */
-    pack cur;
-    if (s0 == s1) {
-      ((pack *)out)[w] = ((const pack *)base)[w];
+    uint32_t cy = g.tile.div(yu), cx = g.tile.div((uint32_t)x);
+    int64_t cell = (b * g.gh + cy) * g.gw + cx;
+    const T *tile_row = nullptr; /* one tile covers the group, vector-aligned */
+    int s0 = 0, n = 0;
+    if (m.win && (!BLEND || m.count[cell] <= 1)) {
+      unsigned long long wv = m.win[cell];
+      if (wv) {
+        int64_t k = (int64_t)((wv - 1) & m.kmask);
+        tile_row = packed + (((b * g.K + k) * g.C + c) * g.t + (y - (int64_t)cy * g.t)) * g.t +
+                   (x - (int64_t)cx * g.t);
+      }
+    } else {
+      s0 = m.start[cell];
+      n = m.start[cell + 1] - s0;
+      if (n == 1) {
+        int k = m.vals[s0];
+        int2 o = m.origin32[b * g.K + k];
+        if (o.x <= y && y < o.x + g.t && o.y <= x && x + VEC <= o.y + g.t &&
+            (x - o.y) % VEC == 0) {
+          tile_row = packed + (((b * g.K + k) * g.C + c) * g.t + (y - o.x)) * g.t + (x - o.y);
+          n = 0;
+        }
+      }
+    }
+    if (tile_row) {
+      pack v = *(const pack *)tile_row;
+      if (BLEND) {
+        pack cur = ((const pack *)base)[w];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+          float a = cuda_dt<T>::to_f(cur.v[j]);
+          a = keep * a + alpha * cuda_dt<T>::to_f(v.v[j]);
+          v.v[j] = cuda_dt<T>::from_f(a);
+        }
+      }
+      ((pack *)out)[w] = v;
       continue;
     }
+    if (n == 0) { /* nothing covers these pixels */
+      if (!aliased) ((pack *)out)[w] = ((const pack *)base)[w];
+      continue;
+    }
+    /* several tiles, or one covering the group partly: override walks by
+     * descending key (first cover wins), blend by ascending key */
+    pack cur;
     float acc[VEC];
     unsigned todo = (1u << VEC) - 1; /* override: pixels still without a winner */
     unsigned covered = 0;
-    if (BLEND) { /* blending starts from base; override reads it only if needed */
+    if (BLEND) {
       cur = ((const pack *)base)[w];
 #pragma unroll
       for (int j = 0; j < VEC; j++) acc[j] = cuda_dt<T>::to_f(cur.v[j]);
@@ -127,10 +209,10 @@ __global__ void unpack_out_kernel(const T *base, const T *__restrict__ packed, T
 #pragma unroll
       for (int j = 0; j < VEC; j++) acc[j] = 0.0f;
     }
-    for (int n = 0; n < s1 - s0; n++) {
-      int s = BLEND ? s0 + n : s1 - 1 - n; /* blend: ascending key; override: descending */
-      int k = vals[s];
-      int2 o = origin32[b * g.K + k];
+    for (int q = 0; q < n; q++) {
+      int s = BLEND ? s0 + q : s0 + n - 1 - q;
+      int k = m.vals[s];
+      int2 o = m.origin32[b * g.K + k];
       if (y < o.x || y >= o.x + g.t) continue;
       const T *row = packed + (((b * g.K + k) * g.C + c) * g.t + (y - o.x)) * g.t;
       if (o.y <= x && x + VEC <= o.y + g.t && (x - o.y) % VEC == 0 &&
@@ -210,30 +292,46 @@ static unpack_geometry geometry(const apx_tileunpack_args *a) {
 }
 
 template <typename T, int VEC>
-static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a, const int *start,
-                       const int *vals, const int2 *origin32, float alpha, const int *bad,
-                       cudaStream_t s) {
+static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a,
+                       const unpack_cells_src &m, float alpha, const int *bad, cudaStream_t s) {
   int aliased = a->out->data == a->base->data;
-  dim3 grid = g.out_launch.grid, block = g.out_launch.block;
   if (a->mode == APX_OVERLAP_BLEND)
-    unpack_out_kernel<T, VEC, 1><<<grid, block, 0, s>>>(
-        (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, start, vals,
-        origin32, g, aliased, alpha, bad);
+    unpack_cells_kernel<T, VEC, 1><<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
+        (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, m, g, aliased,
+        alpha, bad);
   else
-    unpack_out_kernel<T, VEC, 0><<<grid, block, 0, s>>>(
-        (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, start, vals,
-        origin32, g, aliased, alpha, bad);
+    unpack_cells_kernel<T, VEC, 0><<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
+        (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, m, g, aliased,
+        alpha, bad);
 }
 
 template <typename T>
 static void launch_out_typed(const unpack_geometry &g, const apx_tileunpack_args *a,
-                             const int *start, const int *vals, const int2 *origin32,
-                             float alpha, const int *bad, cudaStream_t s) {
+                             const unpack_cells_src &m, float alpha, const int *bad,
+                             cudaStream_t s) {
   switch (g.vec) {
-  case 8: launch_out<T, 8>(g, a, start, vals, origin32, alpha, bad, s); break;
-  case 4: launch_out<T, 4>(g, a, start, vals, origin32, alpha, bad, s); break;
-  case 2: launch_out<T, 2>(g, a, start, vals, origin32, alpha, bad, s); break;
-  default: launch_out<T, 1>(g, a, start, vals, origin32, alpha, bad, s); break;
+  case 8: launch_out<T, 8>(g, a, m, alpha, bad, s); break;
+  case 4: launch_out<T, 4>(g, a, m, alpha, bad, s); break;
+  case 2: launch_out<T, 2>(g, a, m, alpha, bad, s); break;
+  default: launch_out<T, 1>(g, a, m, alpha, bad, s); break;
+  }
+}
+
+/* The output pass for any dtype; alpha is rounded to the base dtype first,
+ * as the reference does (a 0-d tensor). */
+static void launch_out_any(const unpack_geometry &g, const apx_tileunpack_args *a,
+                           const unpack_cells_src &m, const int *bad, cudaStream_t stream) {
+  float alpha = (float)a->blend_alpha;
+  switch (a->base->dtype) {
+  case APX_DTYPE_F16:
+    alpha = __half2float(__float2half_rn(alpha));
+    launch_out_typed<__half>(g, a, m, alpha, bad, stream);
+    break;
+  case APX_DTYPE_BF16:
+    alpha = __bfloat162float(__float2bfloat16_rn(alpha));
+    launch_out_typed<__nv_bfloat16>(g, a, m, alpha, bad, stream);
+    break;
+  default: launch_out_typed<float>(g, a, m, alpha, bad, stream); break;
   }
 }
 
@@ -287,25 +385,48 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
   s = cuda_check_run(st, dev, stream, &d, a->levels != NULL, &chk);
   if (s != APX_OK) return s;
 
-  /* workspace: keys and values twice (sort in/out), origins, cell starts,
-   * the sort's own scratch */
+  unpack_sources src;
+  src.idx = a->idx ? a->idx->data : nullptr;
+  src.origins = a->origins ? a->origins->data : nullptr;
+  src.placement_is64 = (a->idx ? a->idx->dtype : a->origins->dtype) == APX_DTYPE_I64;
+  src.levels = a->levels ? a->levels->data : nullptr;
+  src.levels_is64 = a->levels && a->levels->dtype == APX_DTYPE_I64;
+  src.lmin = chk.lmin;
+  unpack_cells_src m;
+  memset(&m, 0, sizeof m);
+  cudaError_t err = cudaSuccess;
+  /* ids: a winner map (override needs nothing else: the maximum key per
+   * cell does not depend on the order); blend with ids also counts tiles
+   * per cell and keeps the sorted entries for cells with several tiles;
+   * origins: the sorted entries only */
+  int use_win = a->idx != NULL;
+  int use_count = use_win && a->mode == APX_OVERLAP_BLEND;
+  int use_sort = !(use_win && a->mode == APX_OVERLAP_OVERRIDE);
   size_t n = (size_t)g.entries;
   size_t sort_bytes = 0;
-  cudaError_t err = cub::DeviceRadixSort::SortPairs(
-      nullptr, sort_bytes, (const unsigned long long *)nullptr, (unsigned long long *)nullptr,
-      (const int *)nullptr, (int *)nullptr, (int64_t)n, 0, g.end_bit, stream);
-  if (err != cudaSuccess) return cuda_fail(st, err, "tileunpack: sort size");
-  size_t key_bytes = cuda_align_up(n * sizeof(unsigned long long));
-  size_t val_bytes = cuda_align_up(n * sizeof(int));
-  size_t origin_bytes = cuda_align_up((size_t)(g.B * g.K) * sizeof(int2));
-  size_t start_bytes = cuda_align_up((size_t)(g.cells + 1) * sizeof(int));
+  if (use_sort) {
+    err = cub::DeviceRadixSort::SortPairs(
+        nullptr, sort_bytes, (const unsigned long long *)nullptr, (unsigned long long *)nullptr,
+        (const int *)nullptr, (int *)nullptr, (int64_t)n, 0, g.end_bit, stream);
+    if (err != cudaSuccess) return cuda_fail(st, err, "tileunpack: sort size");
+  }
+  size_t win_bytes = use_win ? cuda_align_up((size_t)g.cells * sizeof(unsigned long long)) : 0;
+  size_t count_bytes = use_count ? cuda_align_up((size_t)g.cells * sizeof(int)) : 0;
+  size_t key_bytes = use_sort ? cuda_align_up(n * sizeof(unsigned long long)) : 0;
+  size_t val_bytes = use_sort ? cuda_align_up(n * sizeof(int)) : 0;
+  size_t origin_bytes = use_sort ? cuda_align_up((size_t)(g.B * g.K) * sizeof(int2)) : 0;
+  size_t start_bytes = use_sort ? cuda_align_up((size_t)(g.cells + 1) * sizeof(int)) : 0;
   cuda_workspace ws;
   s = cuda_ws_alloc(st, stream,
-                    2 * key_bytes + 2 * val_bytes + origin_bytes + start_bytes +
-                        cuda_align_up(sort_bytes),
+                    win_bytes + count_bytes + 2 * key_bytes + 2 * val_bytes + origin_bytes +
+                        start_bytes + (use_sort ? cuda_align_up(sort_bytes) : 0),
                     &ws, "tileunpack: workspace");
   if (s != APX_OK) return s;
   char *p = (char *)ws.ptr;
+  unsigned long long *win = (unsigned long long *)p;
+  p += win_bytes;
+  int *count = (int *)p;
+  p += count_bytes;
   unsigned long long *keys_in = (unsigned long long *)p;
   p += key_bytes;
   unsigned long long *keys_out = (unsigned long long *)p;
@@ -320,40 +441,35 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
   p += start_bytes;
   void *sort_tmp = p;
 
-  unpack_sources src;
-  src.idx = a->idx ? a->idx->data : nullptr;
-  src.origins = a->origins ? a->origins->data : nullptr;
-  src.placement_is64 = (a->idx ? a->idx->dtype : a->origins->dtype) == APX_DTYPE_I64;
-  src.levels = a->levels ? a->levels->data : nullptr;
-  src.levels_is64 = a->levels && a->levels->dtype == APX_DTYPE_I64;
-  src.lmin = chk.lmin;
-  unpack_entries_kernel<<<g.tiles_launch.blocks, g.tiles_launch.threads, 0, stream>>>(
-      src, g, keys_in, vals_in, origin32);
-  err = cudaGetLastError();
-  if (err == cudaSuccess)
-    err = cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, keys_in, keys_out, vals_in,
-                                          vals_out, (int64_t)n, 0, g.end_bit, stream);
-  if (err == cudaSuccess) {
-    unpack_starts_kernel<<<g.entries_launch.blocks, g.entries_launch.threads, 0, stream>>>(
-        keys_out, g, start);
+  if (use_win) { /* the map and the counts are adjacent: one memset */
+    err = cudaMemsetAsync(win, 0, win_bytes + count_bytes, stream);
+    if (err == cudaSuccess) {
+      unpack_winners_kernel<<<g.tiles_launch.blocks, g.tiles_launch.threads, 0, stream>>>(
+          src, g, win, use_count ? count : nullptr);
+      err = cudaGetLastError();
+    }
+    m.win = win;
+    m.count = use_count ? count : nullptr;
+    m.kmask = ((unsigned long long)1 << g.order_bits) - 1;
+  }
+  if (err == cudaSuccess && use_sort) {
+    unpack_entries_kernel<<<g.tiles_launch.blocks, g.tiles_launch.threads, 0, stream>>>(
+        src, g, keys_in, vals_in, origin32);
     err = cudaGetLastError();
+    if (err == cudaSuccess)
+      err = cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, keys_in, keys_out, vals_in,
+                                            vals_out, (int64_t)n, 0, g.end_bit, stream);
+    if (err == cudaSuccess) {
+      unpack_starts_kernel<<<g.entries_launch.blocks, g.entries_launch.threads, 0, stream>>>(
+          keys_out, g, start);
+      err = cudaGetLastError();
+    }
+    m.start = start;
+    m.vals = vals_out;
+    m.origin32 = origin32;
   }
   if (err == cudaSuccess) {
-    /* the reference rounds alpha to the base dtype first (a 0-d tensor) */
-    float alpha = (float)a->blend_alpha;
-    switch (a->base->dtype) {
-    case APX_DTYPE_F16:
-      alpha = __half2float(__float2half_rn(alpha));
-      launch_out_typed<__half>(g, a, start, vals_out, origin32, alpha, chk.bad, stream);
-      break;
-    case APX_DTYPE_BF16:
-      alpha = __bfloat162float(__float2bfloat16_rn(alpha));
-      launch_out_typed<__nv_bfloat16>(g, a, start, vals_out, origin32, alpha, chk.bad, stream);
-      break;
-    default:
-      launch_out_typed<float>(g, a, start, vals_out, origin32, alpha, chk.bad, stream);
-      break;
-    }
+    launch_out_any(g, a, m, chk.bad, stream);
     err = cudaGetLastError();
   }
   cuda_ws_free(&ws);
