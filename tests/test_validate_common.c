@@ -274,3 +274,28 @@ void vt_expect_valid_(const char *file, int line, vt_case *c) {
       tu_poison(*c->field[i]);
   }
 }
+
+char *fmt(const char *format, ...) {
+  static char ring[8][256];
+  static int next;
+  char *buf = ring[next++ % 8];
+  va_list ap;
+  va_start(ap, format);
+  vsnprintf(buf, sizeof ring[0], format, ap);
+  va_end(ap);
+  return buf;
+}
+
+apx_tensor owned(apx_dtype dtype, int ndim, const int64_t *shape) {
+  apx_tensor t = tu_host(dtype, ndim, shape);
+  tu_poison(&t);
+  return t;
+}
+
+apx_tensor *view_of(vt_case *c, const char *name, apx_tensor *storage) {
+  *storage = *vt_tensor(c, name);
+  vt_set(c, name, storage);
+  return storage;
+}
+
+void restore(vt_case *c, const char *name) { vt_set(c, name, &c->t[vt_slot(c, name)]); }

@@ -92,4 +92,18 @@ void vt_expect_valid_(const char *file, int line, vt_case *c);
  * dtypes) or normal values (floats). */
 apx_tensor vt_tensor_like(apx_dtype dtype, int ndim, const int64_t *shape, int64_t lo, int64_t hi);
 
+/* A message built with printf formatting, from a ring of 8 buffers (valid
+ * until 8 more calls). */
+char *fmt(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/* A poisoned host tensor the test owns; OWNED(dtype, d0, d1, ...). */
+apx_tensor owned(apx_dtype dtype, int ndim, const int64_t *shape);
+#define OWNED(dtype, ...)                                                                          \
+  owned(dtype, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+
+/* A view of slot `name` the test may reshape freely (same data); restore
+ * puts the case's own tensor back. */
+apx_tensor *view_of(vt_case *c, const char *name, apx_tensor *storage);
+void restore(vt_case *c, const char *name);
+
 #endif

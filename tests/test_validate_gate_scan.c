@@ -10,22 +10,8 @@
 
 #include "test_validate_common.h"
 
-static apx_tensor owned(apx_dtype dtype, int ndim, const int64_t *shape) {
-  apx_tensor t = tu_host(dtype, ndim, shape);
-  tu_poison(&t);
-  return t;
-}
-#define OWNED(dtype, ...)                                                                          \
-  owned(dtype, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
-/* A view of slot `name` the test may reshape freely (same data). */
-static apx_tensor *view_of(vt_case *c, const char *name, apx_tensor *storage) {
-  *storage = *vt_tensor(c, name);
-  vt_set(c, name, storage);
-  return storage;
-}
 
-static void restore(vt_case *c, const char *name) { vt_set(c, name, &c->t[vt_slot(c, name)]); }
 
 /* ---- fusiongate_alpha ---- */
 

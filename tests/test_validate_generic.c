@@ -20,18 +20,6 @@ static const apx_op_id all_ops[] = {
 };
 #define N_OPS ((int)(sizeof all_ops / sizeof all_ops[0]))
 
-static char *fmt(const char *format, ...) __attribute__((format(printf, 1, 2)));
-/* Small formatted strings for substrings; a ring of buffers. */
-static char *fmt(const char *format, ...) {
-  static char ring[8][256];
-  static int next;
-  char *buf = ring[next++ % 8];
-  va_list ap;
-  va_start(ap, format);
-  vsnprintf(buf, sizeof ring[0], format, ap);
-  va_end(ap);
-  return buf;
-}
 
 /* Every op's default case passes validation in several dtype pairs. */
 START_TEST(test_default_cases_are_valid) {

@@ -10,33 +10,9 @@
 
 #include "test_validate_common.h"
 
-static char *fmt(const char *format, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *format, ...) {
-  static char ring[8][256];
-  static int next;
-  char *buf = ring[next++ % 8];
-  va_list ap;
-  va_start(ap, format);
-  vsnprintf(buf, sizeof ring[0], format, ap);
-  va_end(ap);
-  return buf;
-}
 
-static apx_tensor owned(apx_dtype dtype, int ndim, const int64_t *shape) {
-  apx_tensor t = tu_host(dtype, ndim, shape);
-  tu_poison(&t);
-  return t;
-}
-#define OWNED(dtype, ...)                                                                          \
-  owned(dtype, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
-static apx_tensor *view_of(vt_case *c, const char *name, apx_tensor *storage) {
-  *storage = *vt_tensor(c, name);
-  vt_set(c, name, storage);
-  return storage;
-}
 
-static void restore(vt_case *c, const char *name) { vt_set(c, name, &c->t[vt_slot(c, name)]); }
 
 /* An index tensor filled in [lo, hi]. */
 static apx_tensor index_tensor(apx_dtype dtype, int ndim, const int64_t *shape, int64_t lo,

@@ -12,26 +12,7 @@
 
 #include "test_validate_common.h"
 
-static char *fmt(const char *format, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *format, ...) {
-  static char ring[8][256];
-  static int next;
-  char *buf = ring[next++ % 8];
-  va_list ap;
-  va_start(ap, format);
-  vsnprintf(buf, sizeof ring[0], format, ap);
-  va_end(ap);
-  return buf;
-}
 
-/* A poisoned host tensor the test owns. */
-static apx_tensor owned(apx_dtype dtype, int ndim, const int64_t *shape) {
-  apx_tensor t = tu_host(dtype, ndim, shape);
-  tu_poison(&t);
-  return t;
-}
-#define OWNED(dtype, ...)                                                                          \
-  owned(dtype, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
 static void set_ints(const apx_tensor *t, const int64_t *values, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
