@@ -704,15 +704,23 @@ START_TEST(test_tilessm) {
       for (int merge = 0; merge < 3; merge++) {
         if (dir != APX_SCAN_BIDIRECTIONAL && merge != APX_MERGE_AVG) continue;
         apx_dtype dt = float_dtypes[d];
-        /* short (one chunk), long (chunked: few streams, many steps) */
+        /* short (one block-scan round), long (the chunked scan: few
+         * streams, many steps) */
         tilessm_case(dt, 2, 37, 5, dir, merge, merge % 3, merge == APX_MERGE_GATED ? 1 : 0, 1);
         tilessm_case(dt, 1, 3001, 3, dir, merge, (merge + 1) % 3,
                      merge == APX_MERGE_GATED ? 2 : 0, 1);
         tilessm_case(dt, 3, 1, 4, dir, merge, 2, 0, merge & 1);
         tilessm_case(dt, 2, 0, 3, dir, merge, 1, 0, 1); /* K = 0: state = init */
-        /* even C: two channels per thread, chunked */
+        /* even C: two channels per thread, the block scan in two rounds */
         tilessm_case(dt, 2, 300, 6, dir, merge, (merge + 2) % 3,
                      merge == APX_MERGE_GATED ? 2 : 0, 1);
+        /* the block scan over 4 (16-bit) or 8 (fp32) rounds, the last one
+         * ending inside a warp's steps, with a partly filled channel group:
+         * odd C (one channel a lane) and even C (two) */
+        tilessm_case(dt, 2, 1001, 67, dir, merge, merge % 3, merge == APX_MERGE_GATED ? 1 : 0,
+                     1);
+        tilessm_case(dt, 2, 1001, 66, dir, merge, (merge + 1) % 3,
+                     merge == APX_MERGE_GATED ? 2 : 0, merge & 1);
       }
 }
 END_TEST

@@ -3,7 +3,12 @@
  * forward, backward (k descending) or both, merged (sum, avg, gated); only
  * outputs are rounded, once, to the tokens dtype (decision 3).
  *
- * Parallel over K as well as (B,C): a chunked scan. K is cut into chunks
+ * Two schemes, both parallel over K as well as (B,C). When B*C fills the
+ * device (or K is short), the block scan further down: one block per
+ * (b, channel group) walks K in rounds, its warps scanning consecutive
+ * pieces of a round and combining them through shared memory, so tokens
+ * are read once, in one launch. Otherwise (few long streams), a chunked
+ * scan over the whole device: K is cut into chunks
  * of L steps; (1) each chunk is scanned from a zero state, giving its
  * local final state h_j; (2) one thread per stream combines the chunks:
  * S_{j+1} = d^L * S_j + h_j (the recurrence is linear), which gives every
@@ -15,9 +20,7 @@
  *
  * Speed: a thread scans two adjacent channels (one 4- or 8-byte load per
  * step) when C is even; step (2) gives each stream a warp (a shuffle scan
- * of the chunks' affine maps), so at most 64 chunks cost a few steps; and
- * large inputs are scanned in groups of batch rows whose tokens (16 MB)
- * stay in L2 between (1) and (3), so DRAM sees each token once. */
+ * of the chunks' affine maps), so at most 64 chunks cost a few steps. */
 #include "cuda_backend.h"
 
 struct ssm_params {
@@ -333,6 +336,183 @@ __global__ void ssm_out_kernel(const T *__restrict__ tokens, T *__restrict__ out
   }
 }
 
+/* ---- the block scan: one block per (b, channel group), K in rounds ------
+ *
+ * A block of SSM_WARPS warps owns 32*V channels of one batch row and walks
+ * K in rounds of SSM_WARPS*L steps: in a round, warp w loads its L steps
+ * (all loads in flight at once, and the next round's loads are issued
+ * before this round's outputs are computed), scans them from a zero state
+ * (h_w), publishes h_w in shared memory, folds the warps before it onto the
+ * running state (s_in = d^L*s + h, the chunk map, exactly as the chunked
+ * scan's carries) and scans its steps again from s_in, writing y. Tokens
+ * are read from memory once and every y written once: the op's minimal
+ * bytes, in one launch. Within a warp's L steps the recurrence is the
+ * sequential one; only the chunk boundary states carry the extra rounding
+ * of d^L*S + h (a few fp32 ulps, as the chunked scan's).
+ *
+ * It needs B*ceil(C/(32V)) blocks to fill the device or few rounds; the
+ * chunked scan above serves few long streams. Modes: plain forward or
+ * backward; the backward half of a bidirectional scan writing fp32 outputs
+ * to a scratch; the forward half merging them (one rounding on store). */
+#define SSM_WARPS 16
+enum { SSM_PLAIN = 0, SSM_TO_SCRATCH = 1, SSM_MERGE = 2 };
+
+/* raw storage of V channels of one token row */
+template <typename T, int V> struct ssm_raw { typedef T type; };
+template <> struct ssm_raw<__half, 2> { typedef __half2 type; };
+template <> struct ssm_raw<__nv_bfloat16, 2> { typedef __nv_bfloat162 type; };
+template <> struct ssm_raw<float, 2> { typedef float2 type; };
+
+template <typename R> static __device__ __forceinline__ void raw_to_f(R r, float *x);
+template <> __device__ __forceinline__ void raw_to_f<__half>(__half r, float *x) {
+  x[0] = __half2float(r);
+}
+template <> __device__ __forceinline__ void raw_to_f<__nv_bfloat16>(__nv_bfloat16 r, float *x) {
+  x[0] = __bfloat162float(r);
+}
+template <> __device__ __forceinline__ void raw_to_f<float>(float r, float *x) { x[0] = r; }
+template <> __device__ __forceinline__ void raw_to_f<__half2>(__half2 r, float *x) {
+  x[0] = __low2float(r);
+  x[1] = __high2float(r);
+}
+template <> __device__ __forceinline__ void raw_to_f<__nv_bfloat162>(__nv_bfloat162 r, float *x) {
+  x[0] = __low2float(r);
+  x[1] = __high2float(r);
+}
+template <> __device__ __forceinline__ void raw_to_f<float2>(float2 r, float *x) {
+  x[0] = r.x;
+  x[1] = r.y;
+}
+
+/* d^len by repeated multiplication (the chunked scan's a_full/a_last). */
+static __device__ __forceinline__ float ssm_pow(float d, int len) {
+  float a = 1.0f;
+  for (int i = 0; i < len; i++) a *= d;
+  return a;
+}
+
+template <typename T, int V, int L, int MODE>
+__global__ void __launch_bounds__(SSM_WARPS * 32)
+ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p, int64_t B,
+                 int64_t K, int64_t C, int backward, int merge, float *__restrict__ y_back,
+                 T *__restrict__ final_state) {
+  typedef typename ssm_raw<T, V>::type R;
+  __shared__ float h_sh[2][SSM_WARPS][32 * V];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int64_t groups = (C + 32 * V - 1) / (32 * V);
+  const int64_t per_round = (int64_t)SSM_WARPS * L;
+  const int64_t rounds = (K + per_round - 1) / per_round;
+  const int dir = MODE == SSM_MERGE ? 0 : (MODE == SSM_TO_SCRATCH ? 1 : backward);
+  for (int64_t bg = blockIdx.x; bg < B * groups; bg += gridDim.x) {
+    const int64_t b = bg / groups, c = (bg % groups) * 32 * V + lane * V;
+    const bool active = c < C; /* V = 2 only when C is even: c + 1 < C too */
+    const int64_t cc = active ? c : 0;
+    ssm_chan ch[V];
+    float carry[V], aL[V], gate[V];
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+      ch[v] = load_chan(p, cc + (active ? v : 0));
+      carry[v] = active ? init_state(p, b, dir, cc + v, C) : 0.0f;
+      aL[v] = ssm_pow(ch[v].d, L);
+      gate[v] = MODE == SSM_MERGE && active ? merge_gate(p, b, cc + v, C) : 0.5f;
+    }
+    /* step n of the scan order is token k = n (forward) or K-1-n */
+    auto at = [&](int64_t n) -> int64_t {
+      return (b * K + (dir ? K - 1 - n : n)) * C + cc;
+    };
+    R cur[L], nxt[L];
+    auto load_round = [&](int64_t r, R *x) {
+      const int64_t n0 = r * per_round + (int64_t)w * L;
+#pragma unroll
+      for (int i = 0; i < L; i++)
+        if (active && n0 + i < K) x[i] = __ldg((const R *)(tokens + at(n0 + i)));
+    };
+    if (rounds > 0) load_round(0, cur);
+    for (int64_t r = 0; r < rounds; r++) {
+      const int64_t n0 = r * per_round + (int64_t)w * L;
+      float h[V] = {}, x[V];
+#pragma unroll
+      for (int i = 0; i < L; i++)
+        if (active && n0 + i < K) {
+          raw_to_f<R>(cur[i], x);
+          step<V>(x, ch, p.lim, h);
+        }
+      float *mine = h_sh[r & 1][w];
+#pragma unroll
+      for (int v = 0; v < V; v++) mine[lane * V + v] = h[v];
+      if (r + 1 < rounds) load_round(r + 1, nxt);
+      float yb[MODE == SSM_MERGE ? L : 1][V];
+      if (MODE == SSM_MERGE) {
+#pragma unroll
+        for (int i = 0; i < L; i++)
+          if (active && n0 + i < K)
+#pragma unroll
+            for (int v = 0; v < V; v++) yb[i][v] = y_back[at(n0 + i) + v];
+      }
+      __syncthreads();
+      /* fold the round's chunks in scan order: s_in for this warp, the
+       * carry for the next round */
+      float s[V];
+#pragma unroll
+      for (int v = 0; v < V; v++) s[v] = carry[v];
+      float s_in[V];
+      const int64_t last_full = rounds - 1 > r ? SSM_WARPS : (K - r * per_round) / L;
+      for (int i = 0; i < SSM_WARPS; i++) {
+        if (i == w)
+#pragma unroll
+          for (int v = 0; v < V; v++) s_in[v] = s[v];
+        const float *hi = h_sh[r & 1][i];
+        int len = L;
+        if (i >= last_full) {
+          int64_t rest = K - (r * per_round + (int64_t)i * L);
+          len = rest <= 0 ? 0 : (int)rest;
+        }
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+          float a = len == L ? aL[v] : ssm_pow(ch[v].d, len);
+          if (len > 0) s[v] = a * s[v] + hi[lane * V + v];
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < V; v++) carry[v] = s[v];
+      /* this warp's steps again, from its true initial state */
+#pragma unroll
+      for (int i = 0; i < L; i++)
+        if (active && n0 + i < K) {
+          raw_to_f<R>(cur[i], x);
+          step<V>(x, ch, p.lim, s_in);
+          const int64_t e = at(n0 + i);
+          float y[V];
+#pragma unroll
+          for (int v = 0; v < V; v++) y[v] = ch[v].og * s_in[v];
+          if (MODE == SSM_TO_SCRATCH) {
+#pragma unroll
+            for (int v = 0; v < V; v++) y_back[e + v] = y[v];
+          } else {
+            if (MODE == SSM_MERGE)
+#pragma unroll
+              for (int v = 0; v < V; v++) {
+                if (merge == APX_MERGE_SUM) y[v] = y[v] + yb[i][v];
+                else if (merge == APX_MERGE_AVG) y[v] = 0.5f * (y[v] + yb[i][v]);
+                else y[v] = gate[v] * y[v] + (1.0f - gate[v]) * yb[i][v];
+              }
+            ssm_vec<T, V>::store(out + e, y);
+          }
+        }
+#pragma unroll
+      for (int i = 0; i < L; i++) cur[i] = nxt[i];
+    }
+    if (final_state && active && w == 0) {
+#pragma unroll
+      for (int v = 0; v < V; v++) {
+        int64_t fs = MODE == SSM_PLAIN ? b * C + cc + v : (b * 2 + dir) * C + cc + v;
+        final_state[fs] = cuda_dt<T>::from_f(carry[v]);
+      }
+    }
+    __syncthreads(); /* h_sh is reused by the next (b, group) */
+  }
+}
+
 /* Chunk length: as long as possible (fewer boundary roundings, less
  * re-reading) while B*chunks*lanes threads still fill the device; at most
  * 64 chunks per stream (the combine's warp: two chunks a lane). */
@@ -376,6 +556,38 @@ static void launch_scan(const ssm_geometry &g, const ssm_params &p, const T *tok
       tokens, out, p, g, carry_f, carry_b, y_back, final_state);
 }
 
+/* Steps per warp and round: 16 (32 registers of raw tokens per round for
+ * 16-bit V=2, doubled for the prefetch), 8 for fp32. */
+template <typename T> struct ssm_block_len { enum { L = sizeof(T) == 4 ? 8 : 16 }; };
+
+/* The block scan fits when it has enough blocks to fill the device or few
+ * rounds to walk; otherwise (few long streams) the chunked scan. */
+static int use_block_scan(const ssm_geometry &g, size_t elem, int sm_count) {
+  if (g.K == 0) return 0;
+  int64_t blocks = g.B * ((g.C + 32 * g.V - 1) / (32 * g.V));
+  int64_t per_round = (int64_t)SSM_WARPS * (elem == 4 ? 8 : 16);
+  int64_t rounds = (g.K + per_round - 1) / per_round;
+  return blocks >= (sm_count > 0 ? sm_count : 132) / 2 || rounds <= 8;
+}
+
+template <typename T, int V>
+static void launch_block(const ssm_geometry &g, const ssm_params &p, const T *tokens, T *out,
+                         float *y_back, T *final_state, cudaStream_t s) {
+  const int L = ssm_block_len<T>::L;
+  int64_t blocks = g.B * ((g.C + 32 * V - 1) / (32 * V));
+  unsigned grid = (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)); /* block-stride loop */
+  if (g.direction == APX_SCAN_BIDIRECTIONAL) {
+    ssm_block_kernel<T, V, L, SSM_TO_SCRATCH><<<grid, SSM_WARPS * 32, 0, s>>>(
+        tokens, out, p, g.B, g.K, g.C, 1, g.merge, y_back, final_state);
+    ssm_block_kernel<T, V, (L > 8 ? L / 2 : L), SSM_MERGE><<<grid, SSM_WARPS * 32, 0, s>>>(
+        tokens, out, p, g.B, g.K, g.C, 0, g.merge, y_back, final_state);
+  } else {
+    ssm_block_kernel<T, V, L, SSM_PLAIN><<<grid, SSM_WARPS * 32, 0, s>>>(
+        tokens, out, p, g.B, g.K, g.C, g.direction == APX_SCAN_BACKWARD, g.merge, y_back,
+        final_state);
+  }
+}
+
 template <typename T>
 static apx_status run(cuda_state *st, const apx_tilessm_scan_args *a, const ssm_params &p,
                       cudaStream_t s) {
@@ -390,7 +602,8 @@ static apx_status run(cuda_state *st, const apx_tilessm_scan_args *a, const ssm_
   size_t yb_bytes = g.direction == APX_SCAN_BIDIRECTIONAL
                         ? cuda_align_up((size_t)(g.B * g.K * g.C) * sizeof(float))
                         : 0;
-  int multi = g.chunks > 1;
+  const int block = use_block_scan(g, sizeof(T), sm_count);
+  int multi = g.chunks > 1 && !block;
   cuda_workspace ws;
   apx_status status = cuda_ws_alloc(st, s, (multi ? carry_bytes * dirs : 0) + yb_bytes, &ws,
                                     "tilessm_scan: workspace");
@@ -412,6 +625,9 @@ static apx_status run(cuda_state *st, const apx_tilessm_scan_args *a, const ssm_
     if (final_state)
       ssm_carry_kernel<T><<<g.per_carry.blocks, g.per_carry.threads, 0, s>>>(
           p, g, carry_f, carry_b, final_state);
+  } else if (block) {
+    if (g.V == 2) launch_block<T, 2>(g, p, tokens, out, y_back, final_state, s);
+    else launch_block<T, 1>(g, p, tokens, out, y_back, final_state, s);
   } else if (g.V == 2) {
     launch_scan<T, 2>(g, p, tokens, out, carry_f, carry_b, y_back, final_state, s);
   } else {
