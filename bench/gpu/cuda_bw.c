@@ -6,6 +6,15 @@
  * (fixed baseline) profile's time per call. Not installed; run on a GPU
  * machine by bench/gpu/run-all.sh.
  *
+ * Seed timing is GPU time per call, not the host's launch rate: each op's
+ * SEED_CALLS back-to-back calls are captured on a non-default stream into a
+ * CUDA graph, and replays of the graph are timed with events (per call =
+ * elapsed / calls). An op whose calls cannot be captured (it synchronises
+ * the host inside, as validate=eager does) falls back to events around
+ * SEED_CALLS back-to-back calls; the "timing" column says which. The CUDA
+ * driver (libcuda.so.1) is opened at run time, so this program still
+ * builds without CUDA and links only libapexx.
+ *
  *   cuda_bw [--iters N] [--profile large|seed|both] [--json FILE]
  *
  * Large profile: tile ops B8 C256 512x512 t8 K2048 fp16; scan B8 K4096
@@ -15,6 +24,7 @@
  * src (4096, 128) with 256 rows. Inputs are random (never zeros). The
  * validate mode is the configuration's ($APEXX_CONFIG). */
 #include <apexx/apexx.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +33,9 @@
 
 static apx_context *ctx;
 static const apx_call on_gpu = {"cuda", NULL};
+/* The call every timed op is made with: on_gpu, or the graph stream while
+ * a seed row is captured and replayed. */
+static apx_call op_call = {"cuda", NULL};
 static uint64_t rng_state = 0x5eed1234abcdull;
 
 static uint64_t next_u64(void) {
@@ -151,23 +164,216 @@ static double time_op(op_fn fn, const void *args, int iters, int batch) {
   return median;
 }
 
+/* ---- CUDA graph replay (seed profile) ------------------------------------------- */
+
+/* The few CUDA driver entry points the replay needs, opened from libcuda.so.1
+ * (the driver the cuda backend's runtime uses; a graph captured from the
+ * backend's launches is a driver object). Types as in cuda.h. */
+typedef int cu_result;
+typedef struct cu_driver {
+  cu_result (*init)(unsigned flags);
+  cu_result (*device_get)(int *device, int ordinal);
+  cu_result (*primary_ctx_retain)(void **ctx, int device);
+  cu_result (*ctx_set_current)(void *ctx);
+  cu_result (*stream_create)(void **stream, unsigned flags);
+  cu_result (*stream_destroy)(void *stream);
+  cu_result (*stream_synchronize)(void *stream);
+  cu_result (*begin_capture)(void *stream, int mode);
+  cu_result (*end_capture)(void *stream, void **graph);
+  cu_result (*graph_instantiate)(void **exec, void *graph, unsigned long long flags);
+  cu_result (*graph_launch)(void *exec, void *stream);
+  cu_result (*graph_exec_destroy)(void *exec);
+  cu_result (*graph_destroy)(void *graph);
+  cu_result (*error_string)(cu_result error, const char **text);
+} cu_driver;
+
+#define CU_STREAM_NON_BLOCKING 1u
+#define CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1
+
+static cu_driver cu;
+static void *graph_stream; /* NULL: graphs unavailable, every row times by events */
+static char graph_unavailable[256];
+
+static const char *cu_error_text(cu_result r) {
+  const char *text = NULL;
+  if (cu.error_string && cu.error_string(r, &text) == 0 && text) return text;
+  return "unknown CUDA driver error";
+}
+
+/* Open the driver, make device 0's primary context (the one the cuda
+ * backend's runtime uses) current and create the capture stream. */
+static void graph_setup(void) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    snprintf(graph_unavailable, sizeof graph_unavailable, "dlopen(libcuda.so.1): %s", dlerror());
+    return;
+  }
+  struct {
+    const char *name;
+    void **slot;
+  } syms[] = {
+      {"cuInit", (void **)&cu.init},
+      {"cuDeviceGet", (void **)&cu.device_get},
+      {"cuDevicePrimaryCtxRetain", (void **)&cu.primary_ctx_retain},
+      {"cuCtxSetCurrent", (void **)&cu.ctx_set_current},
+      {"cuStreamCreate", (void **)&cu.stream_create},
+      {"cuStreamDestroy_v2", (void **)&cu.stream_destroy},
+      {"cuStreamSynchronize", (void **)&cu.stream_synchronize},
+      {"cuStreamBeginCapture_v2", (void **)&cu.begin_capture},
+      {"cuStreamEndCapture", (void **)&cu.end_capture},
+      {"cuGraphInstantiateWithFlags", (void **)&cu.graph_instantiate},
+      {"cuGraphLaunch", (void **)&cu.graph_launch},
+      {"cuGraphExecDestroy", (void **)&cu.graph_exec_destroy},
+      {"cuGraphDestroy", (void **)&cu.graph_destroy},
+      {"cuGetErrorString", (void **)&cu.error_string},
+  };
+  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+    *syms[i].slot = dlsym(lib, syms[i].name);
+    if (!*syms[i].slot) {
+      snprintf(graph_unavailable, sizeof graph_unavailable, "libcuda.so.1 lacks %s",
+               syms[i].name);
+      return;
+    }
+  }
+  int device = 0;
+  void *pctx = NULL, *stream = NULL;
+  cu_result r = cu.init(0);
+  if (r == 0) r = cu.device_get(&device, 0);
+  if (r == 0) r = cu.primary_ctx_retain(&pctx, device);
+  if (r == 0) r = cu.ctx_set_current(pctx);
+  /* non-blocking: no implicit ordering with the legacy default stream that
+   * the fills and the events fallback use */
+  if (r == 0) r = cu.stream_create(&stream, CU_STREAM_NON_BLOCKING);
+  if (r != 0) {
+    snprintf(graph_unavailable, sizeof graph_unavailable, "driver setup: %s", cu_error_text(r));
+    return;
+  }
+  graph_stream = stream;
+}
+
+/* Capture `calls` back-to-back calls of fn on the graph stream. Returns the
+ * instantiated graph, or NULL with the reason in why (the capture is ended
+ * and discarded either way, so the stream is usable afterwards). */
+static void *capture_calls(op_fn fn, const void *args, int calls, char *why, size_t why_size) {
+  void *graph = NULL, *exec = NULL;
+  cu_result r = cu.begin_capture(graph_stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  if (r != 0) {
+    snprintf(why, why_size, "begin capture: %s", cu_error_text(r));
+    return NULL;
+  }
+  apx_status st = APX_OK;
+  for (int j = 0; j < calls && st == APX_OK; j++) st = fn(args);
+  char op_error[160] = "";
+  if (st != APX_OK) snprintf(op_error, sizeof op_error, "%s", apx_last_error());
+  r = cu.end_capture(graph_stream, &graph);
+  if (st != APX_OK) {
+    snprintf(why, why_size, "a call failed under capture: %s: %s", apx_status_name(st), op_error);
+  } else if (r != 0) {
+    snprintf(why, why_size, "end capture: %s", cu_error_text(r));
+  } else {
+    r = cu.graph_instantiate(&exec, graph, 0);
+    if (r != 0) {
+      snprintf(why, why_size, "instantiate: %s", cu_error_text(r));
+      exec = NULL;
+    }
+  }
+  if (graph) cu.graph_destroy(graph);
+  return exec;
+}
+
+/* Median GPU milliseconds of one call: graph replays of `batch` captured
+ * calls timed by events on the graph stream. Returns a negative value when
+ * the op cannot be captured (reason in why). */
+static double time_op_graph(op_fn fn, const void *args, int iters, int batch, char *why,
+                            size_t why_size) {
+  if (!graph_stream) {
+    snprintf(why, why_size, "%s", graph_unavailable);
+    return -1;
+  }
+  const apx_call on_stream = {"cuda", graph_stream};
+  op_call.stream = graph_stream;
+  /* warm-up by ordinary calls on the stream: every kernel the op uses is
+   * loaded and every lazily created resource exists before the capture */
+  for (int i = 0; i < 3; i++) TRY(fn(args), "warm-up");
+  TRY(apx_sync(ctx, &on_stream), "warm-up sync");
+  void *exec = capture_calls(fn, args, batch, why, why_size);
+  if (!exec) {
+    apx_sync(ctx, &on_stream); /* clears whatever the failed capture left */
+    return -1;
+  }
+  enum { replays_per_sample = 5 };
+  for (int i = 0; i < 3; i++) {
+    cu_result r = cu.graph_launch(exec, graph_stream);
+    if (r != 0) {
+      snprintf(why, why_size, "graph launch: %s", cu_error_text(r));
+      cu.graph_exec_destroy(exec);
+      apx_sync(ctx, &on_stream);
+      return -1;
+    }
+  }
+  TRY(apx_sync(ctx, &on_stream), "graph warm-up sync");
+  double *ms = malloc(sizeof(double) * (size_t)iters);
+  for (int i = 0; i < iters; i++) {
+    apx_timer *t = NULL;
+    TRY(apx_timer_begin(ctx, "cuda", &on_stream, &t), "timer_begin");
+    for (int j = 0; j < replays_per_sample; j++) {
+      cu_result r = cu.graph_launch(exec, graph_stream);
+      if (r != 0) {
+        fprintf(stderr, "cuda_bw: graph launch: %s\n", cu_error_text(r));
+        exit(1);
+      }
+    }
+    TRY(apx_timer_end(ctx, t, &ms[i]), "timer_end");
+    ms[i] /= (double)replays_per_sample * batch;
+  }
+  /* a bad index found in a replay (validate=device) surfaces here */
+  TRY(apx_sync(ctx, &on_stream), "graph sync");
+  cu.graph_exec_destroy(exec);
+  qsort(ms, (size_t)iters, sizeof(double), cmp_double);
+  double median = ms[iters / 2];
+  free(ms);
+  return median;
+}
+
+/* How the row's time was taken ("graph" or "events"), for the report. */
+static const char *timing_method;
+
+/* The seed profile's timing: graph replay, else events around `batch`
+ * back-to-back calls (the method is left in timing_method). The large
+ * profile keeps events around single calls. */
+static double time_row(const char *op, op_fn fn, const void *args, int iters, int batch,
+                       int large) {
+  if (!large) {
+    char why[512] = "";
+    double ms = time_op_graph(fn, args, iters, batch, why, sizeof why);
+    op_call.stream = NULL;
+    if (ms >= 0) {
+      timing_method = "graph";
+      return ms;
+    }
+    fprintf(stderr, "cuda_bw: seed %s: no graph replay (%s); timed by events\n", op, why);
+  }
+  timing_method = "events";
+  return time_op(fn, args, iters, batch);
+}
+
 /* ---- the ops as op_fn ---------------------------------------------------------- */
 
 static apx_status run_copy(const void *a) {
   const apx_tensor *const *t = a;
-  return apx_tensor_copy(ctx, t[0], t[1], &on_gpu);
+  return apx_tensor_copy(ctx, t[0], t[1], &op_call);
 }
-static apx_status run_tilepack(const void *a) { return apx_tilepack(ctx, a, &on_gpu); }
-static apx_status run_tileunpack(const void *a) { return apx_tileunpack(ctx, a, &on_gpu); }
-static apx_status run_fused(const void *a) { return apx_fused_pack_op_unpack(ctx, a, &on_gpu); }
-static apx_status run_alpha(const void *a) { return apx_fusiongate_alpha(ctx, a, &on_gpu); }
-static apx_status run_fuse(const void *a) { return apx_fusiongate_fuse(ctx, a, &on_gpu); }
-static apx_status run_scan(const void *a) { return apx_tilessm_scan(ctx, a, &on_gpu); }
-static apx_status run_gather(const void *a) { return apx_gather(ctx, a, &on_gpu); }
-static apx_status run_index_select(const void *a) { return apx_index_select(ctx, a, &on_gpu); }
-static apx_status run_scatter_add(const void *a) { return apx_scatter_add(ctx, a, &on_gpu); }
+static apx_status run_tilepack(const void *a) { return apx_tilepack(ctx, a, &op_call); }
+static apx_status run_tileunpack(const void *a) { return apx_tileunpack(ctx, a, &op_call); }
+static apx_status run_fused(const void *a) { return apx_fused_pack_op_unpack(ctx, a, &op_call); }
+static apx_status run_alpha(const void *a) { return apx_fusiongate_alpha(ctx, a, &op_call); }
+static apx_status run_fuse(const void *a) { return apx_fusiongate_fuse(ctx, a, &op_call); }
+static apx_status run_scan(const void *a) { return apx_tilessm_scan(ctx, a, &op_call); }
+static apx_status run_gather(const void *a) { return apx_gather(ctx, a, &op_call); }
+static apx_status run_index_select(const void *a) { return apx_index_select(ctx, a, &op_call); }
+static apx_status run_scatter_add(const void *a) { return apx_scatter_add(ctx, a, &op_call); }
 static apx_status run_gather_backward(const void *a) {
-  return apx_gather_backward(ctx, a, &on_gpu);
+  return apx_gather_backward(ctx, a, &op_call);
 }
 
 /* ---- report ---------------------------------------------------------------------- */
@@ -186,14 +392,15 @@ static void row(const char *profile, const char *op, double ms, double bytes, do
   char target[32] = "";
   if (target_pct > 0) snprintf(target, sizeof target, ">= %.0f%%", target_pct);
   if (target_us > 0) snprintf(target, sizeof target, "<= %.0f us", target_us);
-  printf("| %-5s | %-22s | %10.1f | %9.3f | %7.1f | %5.1f%% | %-9s | %-4s |\n", profile, op,
-         ms * 1e3, bytes / 1e6, gbps, pct, target, verdict);
+  printf("| %-5s | %-22s | %10.1f | %9.3f | %7.1f | %5.1f%% | %-9s | %-4s | %-6s |\n", profile,
+         op, ms * 1e3, bytes / 1e6, gbps, pct, target, verdict, timing_method);
   if (json)
     fprintf(json,
             "%s\n    {\"profile\": \"%s\", \"op\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, "
             "\"gb_per_s\": %.2f, \"pct_of_copy\": %.2f, \"target\": \"%s\", \"verdict\": "
-            "\"%s\"}",
-            json_rows++ ? "," : "", profile, op, ms * 1e3, bytes, gbps, pct, target, verdict);
+            "\"%s\", \"timing\": \"%s\"}",
+            json_rows++ ? "," : "", profile, op, ms * 1e3, bytes, gbps, pct, target, verdict,
+            timing_method);
 }
 
 /* ---- profiles ---------------------------------------------------------------------- */
@@ -227,7 +434,7 @@ static void run_profile(const char *name, tile_profile tp, scan_profile sp, inde
 
   /* the copy baseline: one features-sized device-to-device copy */
   const apx_tensor *copy_args[2] = {&out, &features};
-  double ms = time_op(run_copy, copy_args, iters, batch);
+  double ms = time_row("copy (device to device)", run_copy, copy_args, iters, batch, large);
   if (large) copy_gbps = 2 * numel * es / (ms * 1e-3) / 1e9;
   row(name, "copy (device to device)", ms, 2 * numel * es, 0, 0);
 
@@ -245,7 +452,7 @@ static void run_profile(const char *name, tile_profile tp, scan_profile sp, inde
   pack.idx = &idx;
   pack.tile = tp.t;
   pack.out = &packed;
-  ms = time_op(run_tilepack, &pack, iters, batch);
+  ms = time_row("tilepack", run_tilepack, &pack, iters, batch, large);
   row(name, "tilepack", ms, 2 * tile_elems * es + idx_bytes, large ? 75 : 0, large ? 0 : 6);
 
   apx_tileunpack_args un = APX_TILEUNPACK_ARGS_INIT;
@@ -255,12 +462,12 @@ static void run_profile(const char *name, tile_profile tp, scan_profile sp, inde
   un.out = &out;
   /* unique ids: base read where not covered, tiles read where covered,
    * out written: two passes over the image */
-  ms = time_op(run_tileunpack, &un, iters, batch);
+  ms = time_row("tileunpack override", run_tileunpack, &un, iters, batch, large);
   row(name, "tileunpack override", ms, 2 * numel * es + idx_bytes, large ? 85 : 0,
       large ? 0 : 6);
   un.mode = APX_OVERLAP_BLEND;
   un.blend_alpha = 0.25;
-  ms = time_op(run_tileunpack, &un, iters, batch);
+  ms = time_row("tileunpack blend", run_tileunpack, &un, iters, batch, large);
   row(name, "tileunpack blend", ms, 2 * numel * es + tile_elems * es + idx_bytes,
       large ? 85 : 0, large ? 0 : 6);
 
@@ -273,7 +480,7 @@ static void run_profile(const char *name, tile_profile tp, scan_profile sp, inde
   fu.gate_scale = 0.9;
   fu.gate_bias = 0.2;
   fu.out = &out;
-  ms = time_op(run_fused, &fu, iters, batch);
+  ms = time_row("fused_pack_op_unpack", run_fused, &fu, iters, batch, large);
   row(name, "fused_pack_op_unpack", ms, 2 * numel * es + idx_bytes, large ? 85 : 0,
       large ? 0 : 6);
 
@@ -287,14 +494,14 @@ static void run_profile(const char *name, tile_profile tp, scan_profile sp, inde
   al.boundary = &bnd;
   al.uncertainty = &unc;
   al.out = &alpha;
-  ms = time_op(run_alpha, &al, iters, batch);
+  ms = time_row("fusiongate_alpha", run_alpha, &al, iters, batch, large);
   row(name, "fusiongate_alpha", ms, 3 * plane * es, 0, large ? 0 : 6);
   apx_fusiongate_fuse_args fz = APX_FUSIONGATE_FUSE_ARGS_INIT;
   fz.base = &features;
   fz.detail = &detail;
   fz.alpha = &alpha;
   fz.out = &out;
-  ms = time_op(run_fuse, &fz, iters, batch);
+  ms = time_row("fusiongate_fuse", run_fuse, &fz, iters, batch, large);
   row(name, "fusiongate_fuse", ms, (3 * numel + plane) * es, large ? 85 : 0, large ? 0 : 6);
   apx_tensor_free(ctx, &bnd);
   apx_tensor_free(ctx, &unc);
@@ -322,10 +529,10 @@ static void run_profile(const char *name, tile_profile tp, scan_profile sp, inde
   sc.state_bias = &vec[3];
   sc.out = &y;
   double scan_bytes = 2.0 * sp.B * sp.K * sp.C * es;
-  ms = time_op(run_scan, &sc, iters, batch);
+  ms = time_row("tilessm forward", run_scan, &sc, iters, batch, large);
   row(name, "tilessm forward", ms, scan_bytes, large ? 50 : 0, large ? 0 : 6);
   sc.direction = APX_SCAN_BIDIRECTIONAL;
-  ms = time_op(run_scan, &sc, iters, batch);
+  ms = time_row("tilessm bidirectional", run_scan, &sc, iters, batch, large);
   row(name, "tilessm bidirectional", ms, scan_bytes, 0, 0);
   for (int i = 0; i < 4; i++) apx_tensor_free(ctx, &vec[i]);
   apx_tensor_free(ctx, &tokens);
@@ -354,27 +561,27 @@ static void run_profile(const char *name, tile_profile tp, scan_profile sp, inde
   ga.src = &src;
   ga.index = &full_index;
   ga.out = &rows_out;
-  ms = time_op(run_gather, &ga, iters, batch);
+  ms = time_row("gather", run_gather, &ga, iters, batch, large);
   row(name, "gather", ms, 2 * rows_bytes + full_index_bytes, large ? 85 : 0, large ? 0 : 6);
   apx_index_select_args is = APX_INDEX_SELECT_ARGS_INIT;
   is.src = &src;
   is.index = &rows_index;
   is.out = &rows_out;
-  ms = time_op(run_index_select, &is, iters, batch);
+  ms = time_row("index_select", run_index_select, &is, iters, batch, large);
   row(name, "index_select", ms, 2 * rows_bytes + ip.N * 8.0, large ? 85 : 0, large ? 0 : 6);
   apx_scatter_add_args sa = APX_SCATTER_ADD_ARGS_INIT;
   sa.self = &src;
   sa.index = &full_index;
   sa.src = &rows_out;
   sa.out = &big_out;
-  ms = time_op(run_scatter_add, &sa, iters, batch);
+  ms = time_row("scatter_add", run_scatter_add, &sa, iters, batch, large);
   row(name, "scatter_add", ms, 2 * big_bytes + rows_bytes + full_index_bytes, large ? 50 : 0,
       large ? 0 : 6);
   apx_gather_backward_args gb = APX_GATHER_BACKWARD_ARGS_INIT;
   gb.grad_out = &rows_out;
   gb.index = &full_index;
   gb.grad_src = &big_out;
-  ms = time_op(run_gather_backward, &gb, iters, batch);
+  ms = time_row("gather_backward", run_gather_backward, &gb, iters, batch, large);
   row(name, "gather_backward", ms, big_bytes + rows_bytes + full_index_bytes, 0, 0);
   apx_tensor_free(ctx, &src);
   apx_tensor_free(ctx, &rows_out);
@@ -412,6 +619,7 @@ int main(int argc, char **argv) {
   }
   struct apx_device_info dev;
   TRY(apx_device_info(ctx, APX_DEVICE_CUDA, 0, &dev), "device_info");
+  if (strcmp(profile, "large") != 0) graph_setup();
   printf("cuda_bw on %s (cc %d.%d, %d SMs), validate mode from %s\n\n", dev.name,
          dev.compute_major, dev.compute_minor, dev.multiprocessors,
          getenv("APEXX_CONFIG") ? getenv("APEXX_CONFIG") : "the default configuration");
@@ -420,8 +628,8 @@ int main(int argc, char **argv) {
     if (!json) perror(json_path);
     else fprintf(json, "{\"device\": \"%s\", \"rows\": [", dev.name);
   }
-  printf("| prof. | op                     |    time us |  min MB   |  GB/s   | %% copy | target    | ok?  |\n");
-  printf("| ----- | ---------------------- | ---------- | --------- | ------- | ------ | --------- | ---- |\n");
+  printf("| prof. | op                     |    time us |  min MB   |  GB/s   | %% copy | target    | ok?  | timing |\n");
+  printf("| ----- | ---------------------- | ---------- | --------- | ------- | ------ | --------- | ---- | ------ |\n");
   if (strcmp(profile, "seed") != 0) {
     tile_profile tp = {8, 256, 512, 512, 8, 2048};
     scan_profile sp = {8, 4096, 1024};
