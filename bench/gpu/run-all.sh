@@ -7,8 +7,9 @@
 # It runs the GPU suite (tests/test_cuda) with its output, compute-sanitizer
 # (memcheck, racecheck, initcheck) on it, the bandwidth table
 # (bench/gpu/cuda_bw, validate=device and validate=off), apexx-bench at the
-# seed and large profiles (when it is built), and the torch peers
-# (bench/peers/torch_peers.py). Into $OUT (default /tmp/out) it writes two
+# seed and large profiles (when it is built), the torch peers
+# (bench/peers/torch_peers.py) and one table per profile of both
+# (bench/gpu/table.py). Into $OUT (default /tmp/out) it writes two
 # files beside remote-build's summary.txt and logs.tar.gz:
 #   gpu-report.txt      the card, every step's verdict, the tables
 #   gpu-results.tar.gz  every log, JSON and Markdown report
@@ -120,9 +121,19 @@ fi
 
 # 5. the torch peers (python3 there is the one with PyTorch)
 if want peers; then
-  step torch_peers 120 env PYTHONUNBUFFERED=1 python3 "$srcdir/bench/peers/torch_peers.py" --iters 20 \
+  step torch_peers 180 env PYTHONUNBUFFERED=1 python3 "$srcdir/bench/peers/torch_peers.py" --iters 20 \
     --json "$work/torch_peers.json"
   grep '^|' "$work/torch_peers.log" | tee -a "$report"
+fi
+
+# 6. one table per profile: apexx beside the torch peers
+if [ -f "$work/cuda_bw.json" ]; then
+  peers=()
+  [ -f "$work/torch_peers.json" ] && peers=(--peers "$work/torch_peers.json")
+  say ""
+  python3 "$srcdir/bench/gpu/table.py" --bw "$work/cuda_bw.json" \
+    --bw-off "$work/cuda_bw-validate-off.json" "${peers[@]}" >"$work/table.md" 2>&1
+  tee -a "$report" <"$work/table.md"
 fi
 
 say ""

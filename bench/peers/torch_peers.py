@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Torch peers of the apexx cuda ops, timed with CUDA events at the large
-profile (the same shapes and minimal-byte counts as bench/gpu/cuda_bw.c), so
-the cuda backend's numbers have a framework baseline on the same card.
+"""Torch peers of the apexx cuda ops at the large and the seed profile (the
+same shapes and minimal-byte counts as bench/gpu/cuda_bw.c), so the cuda
+backend's numbers have a framework baseline on the same card. Large: the
+median of single calls between CUDA events; seed: 20 calls captured in a
+CUDA graph, the replay's time per call (as cuda_bw times apexx there; back-
+to-back calls between events where capture fails, and the row says so).
 
-  python3 bench/peers/torch_peers.py [--iters N] [--json FILE]
+  python3 bench/peers/torch_peers.py [--iters N] [--profile large|seed|both]
+                                     [--json FILE]
 
 Peers: tilepack = per-batch index_select of the tiles' pixels from the
 flattened image plus the [B,K,C,t,t] permute; tileunpack override =
@@ -25,6 +29,58 @@ except ImportError as e:  # pragma: no cover - depends on the machine
     sys.exit(77)
 
 
+def graph_timed(fn, iters, calls=20):
+    """Milliseconds per call of `calls` calls replayed from a CUDA graph
+    (median over iters replays), or None when capture fails."""
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(calls):
+                fn()
+    except Exception as e:  # capture unsupported for this op
+        torch.cuda.synchronize()
+        print(f"note: graph capture failed ({type(e).__name__}: {e}); events used")
+        return None
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        g.replay()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / calls)
+    return statistics.median(times)
+
+
+def batch_timed(fn, iters, calls=20):
+    """Milliseconds per call of `calls` back-to-back calls between events."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / calls)
+    return statistics.median(times)
+
+
 def timed(fn, iters):
     for _ in range(3):
         fn()
@@ -44,30 +100,62 @@ def timed(fn, iters):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--profile", choices=("large", "seed", "both"), default="both")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("SKIP: torch sees no CUDA device")
         return 77
+    rows = []
+    name = torch.cuda.get_device_name(0)
+    print(f"torch {torch.__version__} peers on {name}\n")
+    print("| profile | op | time us | timing | min MB | GB/s | % copy |")
+    print("| --- | --- | ---: | --- | ---: | ---: | ---: |")
+    for profile in ("large", "seed"):
+        if args.profile in (profile, "both"):
+            rows += run_profile(profile, args.iters)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": name, "torch": torch.__version__, "rows": rows}, f, indent=2)
+    return 0
+
+
+def run_profile(profile, iters):
+    large = profile == "large"
     dev = torch.device("cuda")
     gen = torch.Generator(device="cpu").manual_seed(1234)
     h = torch.float16
     es = 2
-    B, C, H, W, t, K = 8, 256, 512, 512, 8, 2048
+    if large:
+        B, C, H, W, t, K = 8, 256, 512, 512, 8, 2048
+        M, D, N = 262144, 1024, 65536
+    else:
+        B, C, H, W, t, K = 1, 128, 128, 128, 8, 32
+        M, D, N = 4096, 128, 256
     gh, gw = H // t, W // t
     numel = B * C * H * W
     rows = []
 
-    def row(op, ms, nbytes, copy_gbps=None):
+    def time_fn(fn):
+        if large:
+            return timed(fn, iters), "events"
+        ms = graph_timed(fn, max(iters, 20))
+        if ms is not None:
+            return ms, "graph"
+        return batch_timed(fn, max(iters, 20)), "events x20"
+
+    def row(op, fn, nbytes):
+        ms, how = time_fn(fn)
         gbps = nbytes / (ms * 1e-3) / 1e9
-        rows.append({"op": op, "us": ms * 1e3, "bytes": nbytes, "gb_per_s": gbps})
+        r = {"profile": profile, "op": op, "us": ms * 1e3, "timing": how, "bytes": nbytes,
+             "gb_per_s": gbps}
+        rows.append(r)
         return gbps
 
     features = (torch.rand(B, C, H, W, generator=gen) * 4 - 2).to(dev, h)
     detail = (torch.rand(B, C, H, W, generator=gen) * 4 - 2).to(dev, h)
     out = torch.empty_like(features)
-    copy_ms = timed(lambda: out.copy_(features), args.iters)
-    copy_gbps = row("copy (device to device)", copy_ms, 2 * numel * es)
+    copy_gbps = row("copy (device to device)", lambda: out.copy_(features), 2 * numel * es)
 
     ids = torch.stack([torch.randperm(gh * gw, generator=gen)[:K] for _ in range(B)]).to(dev)
     ty, tx = ids // gw, ids % gw
@@ -82,7 +170,7 @@ def main():
         return torch.stack([torch.index_select(flat[b], 1, pix[b]) for b in range(B)]) \
             .view(B, C, K, t, t).permute(0, 2, 1, 3, 4).contiguous()
 
-    row("tilepack", timed(pack, args.iters), tile_bytes)
+    row("tilepack", pack, tile_bytes)
     packed = pack()
     packed_cols = packed.permute(0, 2, 1, 3, 4).reshape(B, C, K * t * t).contiguous()
 
@@ -92,45 +180,36 @@ def main():
             o[b].index_copy_(1, pix[b], packed_cols[b])
         return o
 
-    row("tileunpack override", timed(unpack, args.iters), 2 * numel * es)
+    row("tileunpack override", unpack, 2 * numel * es)
 
     bnd = torch.rand(B, 1, H, W, generator=gen).to(dev, h)
     unc = torch.rand(B, 1, H, W, generator=gen).to(dev, h)
     wb = torch.nn.functional.softplus(torch.tensor(1.0)).item()
     plane = B * H * W
-    row("fusiongate_alpha", timed(lambda: torch.sigmoid(wb * bnd + wb * unc + 0.0), args.iters),
-        3 * plane * es)
+    row("fusiongate_alpha", lambda: torch.sigmoid(wb * bnd + wb * unc + 0.0), 3 * plane * es)
     alpha = torch.sigmoid(wb * bnd + wb * unc)
-    row("fusiongate_fuse (lerp)", timed(lambda: torch.lerp(features, detail, alpha), args.iters),
+    row("fusiongate_fuse (lerp)", lambda: torch.lerp(features, detail, alpha),
         (3 * numel + plane) * es)
     del features, detail, out, packed, packed_cols, flat
 
-    M, D, N = 262144, 1024, 65536
     src = (torch.rand(M, D, generator=gen) * 4 - 2).to(dev, h)
     row_ids = torch.randint(0, M, (N,), generator=gen).to(dev)
     full = row_ids[:, None].expand(N, D).contiguous()
     rows_src = (torch.rand(N, D, generator=gen) * 4 - 2).to(dev, h)
     rows_bytes = N * D * es
-    row("gather", timed(lambda: torch.gather(src, 0, full), args.iters),
-        2 * rows_bytes + N * D * 8)
-    row("index_select", timed(lambda: torch.index_select(src, 0, row_ids), args.iters),
-        2 * rows_bytes + N * 8)
-    row("scatter_add (atomics)", timed(lambda: src.clone().scatter_add_(0, full, rows_src),
-                                       args.iters),
+    row("gather", lambda: torch.gather(src, 0, full), 2 * rows_bytes + N * D * 8)
+    row("index_select", lambda: torch.index_select(src, 0, row_ids), 2 * rows_bytes + N * 8)
+    row("scatter_add (atomics)", lambda: src.clone().scatter_add_(0, full, rows_src),
         2 * M * D * es + rows_bytes + N * D * 8)
+    del src, full, rows_src, row_ids
+    torch.cuda.empty_cache()
 
-    name = torch.cuda.get_device_name(0)
-    print(f"torch {torch.__version__} peers on {name}\n")
-    print("| op | time us | min MB | GB/s | % copy |")
-    print("| --- | ---: | ---: | ---: | ---: |")
     for r in rows:
         r["pct_of_copy"] = 100.0 * r["gb_per_s"] / copy_gbps
-        print(f"| {r['op']} | {r['us']:.1f} | {r['bytes'] / 1e6:.1f} | "
-              f"{r['gb_per_s']:.1f} | {r['pct_of_copy']:.1f}% |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": name, "torch": torch.__version__, "rows": rows}, f, indent=2)
-    return 0
+        print(f"| {profile} | {r['op']} | {r['us']:.1f} | {r['timing']} | "
+              f"{r['bytes'] / 1e6:.1f} | {r['gb_per_s']:.1f} | {r['pct_of_copy']:.1f}% |",
+              flush=True)
+    return rows
 
 
 if __name__ == "__main__":
