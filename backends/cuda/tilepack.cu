@@ -3,10 +3,18 @@
  * bit-exact, moved in the widest unit (16, 8, 4 or 2 bytes) that divides
  * a tile row, an image row and both base addresses.
  *
- * One thread copies one unit of one tile row. The grid's y runs over the
- * channel planes (b, c), x over (k, dy, unit) inside a plane, so that the
- * tiles of one plane are read together (neighbouring tiles share cache
- * sectors) while each tile's row is still written as one contiguous run. */
+ * The grid's y runs over the channel planes (b, c), x over the work items
+ * (k, dy, unit) of one plane, so that the tiles of one plane are read
+ * together (neighbouring tiles share cache sectors) while each tile's row
+ * is still written as one contiguous run. A copy unit's chain is three
+ * dependent steps (id load, feature load, store); with one unit per
+ * thread the SMs most likely wait on that latency rather than on DRAM
+ * (57% of copy bandwidth on H100, see bench/results/cuda/NOTES.md). Each
+ * thread therefore takes TILEPACK_UNITS items spaced one block apart
+ * (w0 + j*blockDim.x, j < TILEPACK_UNITS) and issues all their id loads,
+ * then all feature loads, then all stores: the chains overlap, while at
+ * every step j a warp still touches 32 consecutive items, the addresses
+ * of one warp of the one-unit form. */
 #include "cuda_backend.h"
 
 struct tilepack_geometry {
@@ -22,24 +30,54 @@ struct tilepack_geometry {
   cuda_geom2 launch;
 };
 
+/* Work items per thread (independent copy chains in flight). */
+#define TILEPACK_UNITS 4
+#define TILEPACK_THREADS 256
+
 template <typename U, typename I>
-__global__ void tilepack_kernel(const unsigned char *__restrict__ features,
-                                const I *__restrict__ idx, unsigned char *__restrict__ out,
-                                tilepack_geometry g, int elem, const int *bad) {
+__global__ void __launch_bounds__(TILEPACK_THREADS)
+    tilepack_kernel(const unsigned char *__restrict__ features, const I *__restrict__ idx,
+                    unsigned char *__restrict__ out, tilepack_geometry g, int elem,
+                    const int *bad) {
   if (cuda_call_failed(bad)) return;
   const int64_t row_bytes = g.t * elem;
+  /* n < 2^31 and the grid stride (gridDim.x*span, the first multiple of
+   * span >= n) is at most 2^31, so w0 + j*blockDim.x and w0 + stride stay
+   * below 2^32 in 32 bits */
+  const uint32_t n = (uint32_t)g.plane_work;
+  const uint32_t span = blockDim.x * TILEPACK_UNITS;
   CUDA_FOR_OUTER(plane, g.planes) {
     int64_t b = plane / g.C, c = plane % g.C;
-    CUDA_FOR_INNER(w, g.plane_work) {
-      uint32_t k = g.per_tile.div(w), r = w - k * g.per_tile.d;
-      uint32_t dy = g.per_row.div(r), u = r - dy * g.per_row.d;
-      uint32_t id = (uint32_t)idx[b * g.K + k], ty = g.grid_w.div(id);
-      int64_t y = (int64_t)ty * g.t + dy, x0 = (int64_t)(id - ty * g.grid_w.d) * g.t;
-      const unsigned char *src =
-          features + ((plane * g.H + y) * g.W + x0) * elem + u * (int64_t)sizeof(U);
-      unsigned char *dst = out + (((b * g.K + k) * g.C + c) * g.t + dy) * row_bytes +
-                           u * (int64_t)sizeof(U);
-      *(U *)dst = __ldg((const U *)src);
+    const I *plane_idx = idx + b * g.K;
+    /* block bx covers items [bx*span, bx*span + span) of each grid stride;
+     * thread x takes x + j*blockDim.x of it: every item exactly once */
+    for (uint32_t w0 = blockIdx.x * span + threadIdx.x; w0 < n; w0 += gridDim.x * span) {
+      /* items past n are clamped to n - 1 (n >= 1: the host launches
+       * nothing for n = 0), so that the loads need no branch; only their
+       * stores are skipped */
+      uint32_t k[TILEPACK_UNITS], r[TILEPACK_UNITS], id[TILEPACK_UNITS];
+      unsigned char *dst[TILEPACK_UNITS];
+      U v[TILEPACK_UNITS];
+#pragma unroll
+      for (int j = 0; j < TILEPACK_UNITS; j++) { /* 1: the ids */
+        uint32_t w = min(w0 + j * blockDim.x, n - 1);
+        k[j] = g.per_tile.div(w);
+        r[j] = w - k[j] * g.per_tile.d;
+        id[j] = (uint32_t)plane_idx[k[j]];
+      }
+#pragma unroll
+      for (int j = 0; j < TILEPACK_UNITS; j++) { /* 2: the feature units */
+        uint32_t dy = g.per_row.div(r[j]), u = r[j] - dy * g.per_row.d;
+        uint32_t ty = g.grid_w.div(id[j]);
+        int64_t y = (int64_t)ty * g.t + dy, x0 = (int64_t)(id[j] - ty * g.grid_w.d) * g.t;
+        v[j] = __ldg((const U *)(features + ((plane * g.H + y) * g.W + x0) * elem +
+                                 u * (int64_t)sizeof(U)));
+        dst[j] = out + (((b * g.K + k[j]) * g.C + c) * g.t + dy) * row_bytes +
+                 u * (int64_t)sizeof(U);
+      }
+#pragma unroll
+      for (int j = 0; j < TILEPACK_UNITS; j++) /* 3: the stores */
+        if (w0 + j * blockDim.x < n) *(U *)dst[j] = v[j];
     }
   }
 }
@@ -72,7 +110,9 @@ static tilepack_geometry geometry(const apx_tilepack_args *a, size_t elem) {
   g.per_tile = cuda_fastdiv_make((uint32_t)(g.t * g.units_per_row));
   g.per_row = cuda_fastdiv_make((uint32_t)g.units_per_row);
   g.grid_w = cuda_fastdiv_make((uint32_t)g.gw);
-  g.launch = cuda_geom_2d(g.planes, g.plane_work, 256);
+  /* x: spans of TILEPACK_UNITS items per thread (the kernel's loop) */
+  g.launch = cuda_geom_2d(g.planes, (g.plane_work + TILEPACK_UNITS - 1) / TILEPACK_UNITS,
+                          TILEPACK_THREADS);
   return g;
 }
 

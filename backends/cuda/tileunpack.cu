@@ -13,7 +13,9 @@
  * radix sort orders all entries; a pass marks where each cell's run
  * starts. Then one output pass over the planes in address order: a thread
  * takes a vector of pixels of one row and either copies (blends) one tile
- * row segment or walks its cell's entries. Same input, same bits. */
+ * row segment or walks its cell's entries; override with ids takes four
+ * such vectors per thread, their loads issued together (latency, see
+ * unpack_cells_kernel). Same input, same bits. */
 #include "cuda_backend.h"
 
 #include <cub/device/device_radix_sort.cuh>
@@ -32,6 +34,7 @@ struct unpack_geometry {
   cuda_fastdiv groups_per_row; /* W/vec */
   cuda_fastdiv tile;           /* t */
   cuda_geom tiles_launch, entries_launch;
+  int units;       /* output groups per thread: UNPACK_UNITS (override with ids) or 1 */
   cuda_geom2 out_launch;     /* x: pixel groups of a plane, y: planes (b, c) */
 };
 
@@ -134,117 +137,191 @@ __global__ void unpack_winners_kernel(unpack_sources src, unpack_geometry g,
   }
 }
 
-/* The output pass: one thread per VEC pixels of one row of one plane, the
- * planes on grid y (so that blocks sweep memory in address order). With
- * ids, the cell's winner (and count) is one load, and a cell with one tile
- * (or override) goes straight to a 16-byte copy or blend of the tile row;
- * cells with several tiles (blend) or free origins walk the sorted entries. */
+/* VEC elements of T moved as one aligned vector (16 bytes at most). */
+template <typename T, int VEC> struct alignas(sizeof(T) * VEC) unpack_pack { T v[VEC]; };
+
+/* One group of VEC pixels of row y of plane (b, c), the general way: with
+ * ids, the cell's winner (and count) is one load, and a cell with one
+ * tile (or override) goes straight to a copy or blend of the tile row;
+ * cells with several tiles (blend) or free origins walk the sorted
+ * entries. */
 template <typename T, int VEC, int BLEND>
-__global__ void __launch_bounds__(256)
+__device__ __forceinline__ void unpack_group(const T *base, const T *__restrict__ packed, T *out,
+                                             const unpack_cells_src &m,
+                                             const unpack_geometry &g, int aliased,
+                                             float alpha, int64_t plane, int64_t b, int64_t c,
+                                             uint32_t i) {
+  typedef unpack_pack<T, VEC> pack;
+  const float keep = 1.0f - alpha;
+  uint32_t yu = g.groups_per_row.div(i);
+  int64_t y = yu, x = (int64_t)(i - yu * g.groups_per_row.d) * VEC;
+  int64_t w = plane * g.plane_groups + i; /* this group's index in out */
+  uint32_t cy = g.tile.div(yu), cx = g.tile.div((uint32_t)x);
+  int64_t cell = (b * g.gh + cy) * g.gw + cx;
+  const T *tile_row = nullptr; /* one tile covers the group, vector-aligned */
+  int s0 = 0, n = 0;
+  if (m.win && (!BLEND || m.count[cell] <= 1)) {
+    unsigned long long wv = m.win[cell];
+    if (wv) {
+      int64_t k = (int64_t)((wv - 1) & m.kmask);
+      tile_row = packed + (((b * g.K + k) * g.C + c) * g.t + (y - (int64_t)cy * g.t)) * g.t +
+                 (x - (int64_t)cx * g.t);
+    }
+  } else {
+    s0 = m.start[cell];
+    n = m.start[cell + 1] - s0;
+    if (n == 1) {
+      int k = m.vals[s0];
+      int2 o = m.origin32[b * g.K + k];
+      if (o.x <= y && y < o.x + g.t && o.y <= x && x + VEC <= o.y + g.t &&
+          (x - o.y) % VEC == 0) {
+        tile_row = packed + (((b * g.K + k) * g.C + c) * g.t + (y - o.x)) * g.t + (x - o.y);
+        n = 0;
+      }
+    }
+  }
+  if (tile_row) {
+    pack v = *(const pack *)tile_row;
+    if (BLEND) {
+      pack cur = ((const pack *)base)[w];
+#pragma unroll
+      for (int j = 0; j < VEC; j++) {
+        float a = cuda_dt<T>::to_f(cur.v[j]);
+        a = keep * a + alpha * cuda_dt<T>::to_f(v.v[j]);
+        v.v[j] = cuda_dt<T>::from_f(a);
+      }
+    }
+    ((pack *)out)[w] = v;
+    return;
+  }
+  if (n == 0) { /* nothing covers these pixels */
+    if (!aliased) ((pack *)out)[w] = ((const pack *)base)[w];
+    return;
+  }
+  /* several tiles, or one covering the group partly: override walks by
+   * descending key (first cover wins), blend by ascending key */
+  pack cur;
+  float acc[VEC];
+  unsigned todo = (1u << VEC) - 1; /* override: pixels still without a winner */
+  unsigned covered = 0;
+  if (BLEND) {
+    cur = ((const pack *)base)[w];
+#pragma unroll
+    for (int j = 0; j < VEC; j++) acc[j] = cuda_dt<T>::to_f(cur.v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; j++) acc[j] = 0.0f;
+  }
+  for (int q = 0; q < n; q++) {
+    int s = BLEND ? s0 + q : s0 + n - 1 - q;
+    int k = m.vals[s];
+    int2 o = m.origin32[b * g.K + k];
+    if (y < o.x || y >= o.x + g.t) continue;
+    const T *row = packed + (((b * g.K + k) * g.C + c) * g.t + (y - o.x)) * g.t;
+    if (o.y <= x && x + VEC <= o.y + g.t && (x - o.y) % VEC == 0 &&
+        (BLEND || todo == (1u << VEC) - 1)) {
+      pack p = *(const pack *)(row + (x - o.y));
+#pragma unroll
+      for (int j = 0; j < VEC; j++) {
+        float v = cuda_dt<T>::to_f(p.v[j]);
+        acc[j] = BLEND ? keep * acc[j] + alpha * v : v;
+      }
+      covered = (1u << VEC) - 1;
+      todo = 0;
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; j++) {
+        int64_t xj = x + j;
+        if (xj < o.y || xj >= o.y + g.t || !(BLEND || (todo >> j & 1u))) continue;
+        float v = cuda_dt<T>::to_f(row[xj - o.y]);
+        acc[j] = BLEND ? keep * acc[j] + alpha * v : v;
+        covered |= 1u << j;
+        todo &= ~(1u << j);
+      }
+    }
+    if (!BLEND && todo == 0) break;
+  }
+  if (covered == 0 && aliased) return;
+  if (!BLEND && covered != (1u << VEC) - 1) cur = ((const pack *)base)[w];
+#pragma unroll
+  for (int j = 0; j < VEC; j++)
+    if (covered >> j & 1u) cur.v[j] = cuda_dt<T>::from_f(acc[j]);
+  ((pack *)out)[w] = cur;
+}
+
+/* Pixel groups per thread on the winner-map path (ids). */
+#define UNPACK_UNITS 4
+#define UNPACK_THREADS 256
+
+/* The output pass: VEC pixels of one row of one plane per group, the
+ * planes on grid y (so that blocks sweep memory in address order), x over
+ * the groups of a plane. UNITS = 1 (blend, free origins): a thread takes
+ * one group and runs unpack_group. UNITS > 1 (override with ids: the
+ * winner map alone): a group is a chain of two dependent loads (the map,
+ * then the tile row or base) and a store, which most likely leaves the
+ * SMs waiting on latency (59% of copy bandwidth on H100, see
+ * bench/results/cuda/NOTES.md); so a thread takes UNITS groups spaced one
+ * block apart (i0 + j*blockDim.x) and issues all map loads, then all data
+ * loads, then all stores, each warp's addresses at each step j being
+ * those of the one-group form. Blend keeps one group per thread: its
+ * groups hold a tile row and base at once, and four of them (or two for
+ * bf16) took 64 to 125 registers with nvcc 13.0. */
+template <typename T, int VEC, int BLEND, int UNITS>
+__global__ void __launch_bounds__(UNPACK_THREADS)
     unpack_cells_kernel(const T *base, const T *__restrict__ packed, T *out,
                         unpack_cells_src m, unpack_geometry g, int aliased, float alpha,
                         const int *bad) {
   if (cuda_call_failed(bad)) return;
-  struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
-  const float keep = 1.0f - alpha;
+  /* n < 2^31 and the grid stride (gridDim.x*span, the first multiple of
+   * span >= n) is at most 2^31, so i0 + j*blockDim.x and i0 + stride stay
+   * below 2^32 in 32 bits */
+  const uint32_t n = (uint32_t)g.plane_groups;
+  const uint32_t span = blockDim.x * UNITS;
   CUDA_FOR_OUTER(plane, g.planes) {
-   int64_t b = plane / g.C, c = plane % g.C;
-   CUDA_FOR_INNER(i, g.plane_groups) {
-    uint32_t yu = g.groups_per_row.div(i);
-    int64_t y = yu, x = (int64_t)(i - yu * g.groups_per_row.d) * VEC;
-    int64_t w = plane * g.plane_groups + i; /* this group's index in out */
-    uint32_t cy = g.tile.div(yu), cx = g.tile.div((uint32_t)x);
-    int64_t cell = (b * g.gh + cy) * g.gw + cx;
-    const T *tile_row = nullptr; /* one tile covers the group, vector-aligned */
-    int s0 = 0, n = 0;
-    if (m.win && (!BLEND || m.count[cell] <= 1)) {
-      unsigned long long wv = m.win[cell];
-      if (wv) {
-        int64_t k = (int64_t)((wv - 1) & m.kmask);
-        tile_row = packed + (((b * g.K + k) * g.C + c) * g.t + (y - (int64_t)cy * g.t)) * g.t +
-                   (x - (int64_t)cx * g.t);
-      }
-    } else {
-      s0 = m.start[cell];
-      n = m.start[cell + 1] - s0;
-      if (n == 1) {
-        int k = m.vals[s0];
-        int2 o = m.origin32[b * g.K + k];
-        if (o.x <= y && y < o.x + g.t && o.y <= x && x + VEC <= o.y + g.t &&
-            (x - o.y) % VEC == 0) {
-          tile_row = packed + (((b * g.K + k) * g.C + c) * g.t + (y - o.x)) * g.t + (x - o.y);
-          n = 0;
-        }
-      }
-    }
-    if (tile_row) {
-      pack v = *(const pack *)tile_row;
-      if (BLEND) {
-        pack cur = ((const pack *)base)[w];
-#pragma unroll
-        for (int j = 0; j < VEC; j++) {
-          float a = cuda_dt<T>::to_f(cur.v[j]);
-          a = keep * a + alpha * cuda_dt<T>::to_f(v.v[j]);
-          v.v[j] = cuda_dt<T>::from_f(a);
-        }
-      }
-      ((pack *)out)[w] = v;
-      continue;
-    }
-    if (n == 0) { /* nothing covers these pixels */
-      if (!aliased) ((pack *)out)[w] = ((const pack *)base)[w];
-      continue;
-    }
-    /* several tiles, or one covering the group partly: override walks by
-     * descending key (first cover wins), blend by ascending key */
-    pack cur;
-    float acc[VEC];
-    unsigned todo = (1u << VEC) - 1; /* override: pixels still without a winner */
-    unsigned covered = 0;
-    if (BLEND) {
-      cur = ((const pack *)base)[w];
-#pragma unroll
-      for (int j = 0; j < VEC; j++) acc[j] = cuda_dt<T>::to_f(cur.v[j]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < VEC; j++) acc[j] = 0.0f;
-    }
-    for (int q = 0; q < n; q++) {
-      int s = BLEND ? s0 + q : s0 + n - 1 - q;
-      int k = m.vals[s];
-      int2 o = m.origin32[b * g.K + k];
-      if (y < o.x || y >= o.x + g.t) continue;
-      const T *row = packed + (((b * g.K + k) * g.C + c) * g.t + (y - o.x)) * g.t;
-      if (o.y <= x && x + VEC <= o.y + g.t && (x - o.y) % VEC == 0 &&
-          (BLEND || todo == (1u << VEC) - 1)) {
-        pack p = *(const pack *)(row + (x - o.y));
-#pragma unroll
-        for (int j = 0; j < VEC; j++) {
-          float v = cuda_dt<T>::to_f(p.v[j]);
-          acc[j] = BLEND ? keep * acc[j] + alpha * v : v;
-        }
-        covered = (1u << VEC) - 1;
-        todo = 0;
+    int64_t b = plane / g.C, c = plane % g.C;
+    /* block bx covers groups [bx*span, bx*span + span) of each grid
+     * stride; thread x takes x + j*blockDim.x of it: each group once */
+    for (uint32_t i0 = blockIdx.x * span + threadIdx.x; i0 < n; i0 += gridDim.x * span) {
+      if constexpr (UNITS == 1) {
+        unpack_group<T, VEC, BLEND>(base, packed, out, m, g, aliased, alpha, plane, b, c, i0);
       } else {
+        static_assert(!BLEND, "several groups per thread: override only");
+        typedef unpack_pack<T, VEC> pack;
+        /* 1: the map loads; groups past n are clamped to n - 1 (n >= 1)
+         * so that these need no branch */
+        unsigned long long wv[UNITS];
 #pragma unroll
-        for (int j = 0; j < VEC; j++) {
-          int64_t xj = x + j;
-          if (xj < o.y || xj >= o.y + g.t || !(BLEND || (todo >> j & 1u))) continue;
-          float v = cuda_dt<T>::to_f(row[xj - o.y]);
-          acc[j] = BLEND ? keep * acc[j] + alpha * v : v;
-          covered |= 1u << j;
-          todo &= ~(1u << j);
+        for (int j = 0; j < UNITS; j++) {
+          uint32_t i = min(i0 + j * blockDim.x, n - 1);
+          uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
+          wv[j] = m.win[(b * g.gh + g.tile.div(yu)) * g.gw + g.tile.div(xu)];
         }
-      }
-      if (!BLEND && todo == 0) break;
-    }
-    if (covered == 0 && aliased) continue;
-    if (!BLEND && covered != (1u << VEC) - 1) cur = ((const pack *)base)[w];
+        /* 2: the data loads: the winning tile's row, or base where no
+         * tile covers the group (nothing when out is base) */
+        pack v[UNITS];
+        unsigned store = 0; /* bit j: group j is written */
 #pragma unroll
-    for (int j = 0; j < VEC; j++)
-      if (covered >> j & 1u) cur.v[j] = cuda_dt<T>::from_f(acc[j]);
-    ((pack *)out)[w] = cur;
-   }
+        for (int j = 0; j < UNITS; j++) {
+          uint32_t i = i0 + j * blockDim.x;
+          if (i >= n) continue;
+          if (wv[j]) {
+            uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
+            uint32_t cy = g.tile.div(yu), cx = g.tile.div(xu);
+            int64_t k = (int64_t)((wv[j] - 1) & m.kmask);
+            v[j] = *(const pack *)(packed + (((b * g.K + k) * g.C + c) * g.t + (yu - cy * g.t)) *
+                                                g.t + (xu - cx * g.t));
+            store |= 1u << j;
+          } else if (!aliased) {
+            v[j] = ((const pack *)base)[plane * g.plane_groups + i];
+            store |= 1u << j;
+          }
+        }
+        /* 3: the stores */
+#pragma unroll
+        for (int j = 0; j < UNITS; j++)
+          if (store >> j & 1u) ((pack *)out)[plane * g.plane_groups + i0 + j * blockDim.x] = v[j];
+      }
+    }
   }
 }
 
@@ -287,22 +364,38 @@ static unpack_geometry geometry(const apx_tileunpack_args *a) {
   g.tile = cuda_fastdiv_make((uint32_t)g.t);
   g.tiles_launch = cuda_geom_1d(g.B * g.K, 256);
   g.entries_launch = cuda_geom_1d(g.entries, 256);
-  g.out_launch = cuda_geom_2d(g.planes, g.plane_groups, 256);
+  /* override with ids has the winner map alone (cuda_tileunpack:
+   * use_win, no sort), the case of the several-groups-per-thread form */
+  g.units = a->idx && a->mode == APX_OVERLAP_OVERRIDE ? UNPACK_UNITS : 1;
+  g.out_launch =
+      cuda_geom_2d(g.planes, (g.plane_groups + g.units - 1) / g.units, UNPACK_THREADS);
   return g;
 }
 
-template <typename T, int VEC>
-static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a,
-                       const unpack_cells_src &m, float alpha, const int *bad, cudaStream_t s) {
+template <typename T, int VEC, int UNITS>
+static void launch_out_units(const unpack_geometry &g, const apx_tileunpack_args *a,
+                             const unpack_cells_src &m, float alpha, const int *bad,
+                             cudaStream_t s) {
   int aliased = a->out->data == a->base->data;
   if (a->mode == APX_OVERLAP_BLEND)
-    unpack_cells_kernel<T, VEC, 1><<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
+    unpack_cells_kernel<T, VEC, 1, 1><<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
         (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, m, g, aliased,
         alpha, bad);
   else
-    unpack_cells_kernel<T, VEC, 0><<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
+    unpack_cells_kernel<T, VEC, 0, UNITS><<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
         (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, m, g, aliased,
         alpha, bad);
+}
+
+/* UNITS > 1 (override only) reads the winner map alone: only with m.win
+ * (ids). The one-group form covers any grid (grid-stride loops). */
+template <typename T, int VEC>
+static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a,
+                       const unpack_cells_src &m, float alpha, const int *bad, cudaStream_t s) {
+  if (g.units == UNPACK_UNITS && m.win && a->mode == APX_OVERLAP_OVERRIDE)
+    launch_out_units<T, VEC, UNPACK_UNITS>(g, a, m, alpha, bad, s);
+  else
+    launch_out_units<T, VEC, 1>(g, a, m, alpha, bad, s);
 }
 
 template <typename T>
