@@ -15,16 +15,35 @@
  *    pair; a stable radix sort groups pairs by destination keeping index
  *    order; the first thread of each group sums the group.
  * The rows path needs to know that index rows are constant. For 1-D index
- * that is given; otherwise the validation pre-pass notes it, and for large
- * problems (where the general path's sort would dominate) the host reads
- * the note after a stream synchronisation. */
+ * that is given. For a large 2-D (dim 0) index the validation pre-pass
+ * notes it in device memory and the device decides, so that a call never
+ * waits for the host (a call stays asynchronous and can be captured into a
+ * CUDA graph): the rows path's kernels run, its output kernel only when
+ * the rows are constant, and then the columns path, whose kernels only work
+ * when they are not:
+ *  - columns (the fallback of a device-decided call): one sort segment per
+ *    index column q holding (index[i][q], i) for every row i; a segmented
+ *    stable radix sort whose segment ends are set on the device (empty
+ *    segments when the rows path was taken: a launch per pass whose blocks
+ *    return at once); then out = self and the first entry of each run of
+ *    equal destinations sums the run, as the general path does.
+ * All three add a destination's sources in ascending index position, in
+ * the accumulator type, rounded once: the same bits whichever path runs.
+ * validate=eager has already waited for the pre-pass, so there the host
+ * reads the note and launches one path. */
 #include "cuda_backend.h"
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
 
-/* Large enough that a synchronisation to read the row note is cheap next
- * to the general path's sort of this many pairs. */
-#define ROWS_PATH_SYNC_MIN (1 << 18)
+/* Below this many index entries the general path's sort is a few short
+ * launches and costs less than the rows path plus the gated columns path
+ * of a device-decided call: such calls take the general path at once. */
+#define ROWS_PATH_MIN (1 << 18)
+/* The columns path sorts one column per block: it needs enough columns to
+ * fill the GPU (at least one per multiprocessor) or columns short enough
+ * that one block sorts one quickly. Other shapes take the general path. */
+#define COLUMNS_PATH_MAX_ROWS 65536
 
 template <typename T> struct acc_of { typedef float type; };
 template <> struct acc_of<int32_t> { typedef uint32_t type; };
@@ -58,11 +77,24 @@ struct scatter_shapes {
   int64_t n;        /* index numel */
 };
 
+/* Does a kernel of a device-decided call sit this call out? Yes when the
+ * check failed (validate=device), or when `vary` (the pre-pass's row note,
+ * NULL: no choice) says the other path runs: kernels of the rows path want
+ * constant rows (want_vary 0), the columns path's want varying rows. */
+static __device__ __forceinline__ int path_skipped(const int *bad, const int *vary,
+                                                   int want_vary) {
+  if (cuda_call_failed(bad)) return 1;
+  /* written by the check kernel before this kernel started (see
+   * cuda_call_failed) */
+  return vary != nullptr && (__ldg(vary) != 0) != want_vary;
+}
+
 /* out = self, or zeros without self, in 16-byte units where aligned; a
  * kernel rather than a memcpy so that a failed check leaves out untouched. */
 template <typename U>
-__global__ void start_out_kernel(const U *self, U *out, int64_t units, const int *bad) {
-  if (cuda_call_failed(bad)) return;
+__global__ void start_out_kernel(const U *self, U *out, int64_t units, const int *bad,
+                                 const int *vary) {
+  if (path_skipped(bad, vary, 1)) return;
   CUDA_FOR(i, units) {
     U v;
     if (self) v = self[i];
@@ -71,18 +103,29 @@ __global__ void start_out_kernel(const U *self, U *out, int64_t units, const int
   }
 }
 
+/* At most `max_blocks` blocks (0: no cap) looping with a grid stride: a
+ * kernel that usually returns at once (a device-decided call's path not
+ * taken) costs a launch, not a launch of a block per 256 items. */
+static cuda_geom capped_geom(int64_t n, unsigned threads, unsigned max_blocks) {
+  cuda_geom g = cuda_geom_1d(n, threads);
+  if (max_blocks > 0 && g.blocks > max_blocks) g.blocks = max_blocks;
+  return g;
+}
+
+/* vary: NULL, or the row note of a device-decided call (then out is
+ * started only when the columns path runs, by at most max_blocks blocks). */
 static cudaError_t start_out(const void *self, void *out, size_t bytes, const int *bad,
-                             cudaStream_t s) {
+                             const int *vary, unsigned max_blocks, cudaStream_t s) {
   if (self == out) return cudaSuccess;
   int wide = bytes % 16 == 0 && (uintptr_t)out % 16 == 0 && (uintptr_t)self % 16 == 0;
   if (wide) {
-    cuda_geom g = cuda_geom_1d((int64_t)(bytes / 16), 256);
+    cuda_geom g = capped_geom((int64_t)(bytes / 16), 256, max_blocks);
     start_out_kernel<uint4><<<g.blocks, g.threads, 0, s>>>((const uint4 *)self, (uint4 *)out,
-                                                           (int64_t)(bytes / 16), bad);
+                                                           (int64_t)(bytes / 16), bad, vary);
   } else { /* element sizes are 2, 4 or 8: bytes is even, pointers 2-aligned */
-    cuda_geom g = cuda_geom_1d((int64_t)(bytes / 2), 256);
+    cuda_geom g = capped_geom((int64_t)(bytes / 2), 256, max_blocks);
     start_out_kernel<uint16_t><<<g.blocks, g.threads, 0, s>>>(
-        (const uint16_t *)self, (uint16_t *)out, (int64_t)(bytes / 2), bad);
+        (const uint16_t *)self, (uint16_t *)out, (int64_t)(bytes / 2), bad, vary);
   }
   return cudaGetLastError();
 }
@@ -158,8 +201,8 @@ __global__ void rows_starts_kernel(const unsigned *__restrict__ keys, rows_geome
 template <typename T, int VEC>
 __global__ void rows_out_kernel(const T *self, const T *__restrict__ src, T *out,
                                 const int *__restrict__ start, const unsigned *__restrict__ rows,
-                                rows_geometry g, int aliased, const int *bad) {
-  if (cuda_call_failed(bad)) return;
+                                rows_geometry g, int aliased, const int *bad, const int *vary) {
+  if (path_skipped(bad, vary, 0)) return;
   struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
   typedef typename acc_of<T>::type A;
   const int64_t groups = g.cols / VEC;
@@ -192,6 +235,50 @@ __global__ void rows_out_kernel(const T *self, const T *__restrict__ src, T *out
   }
 }
 
+/* ---- columns path ---------------------------------------------------------- */
+
+/* Segment q (index column q) of the column-major copy: entries
+ * [q*N, (q+1)*N), or empty when the rows are constant (the rows path runs
+ * and the segmented sort's blocks return at once). With varying rows, the
+ * copy: key = index[i][q] (M, past every valid row, for an out-of-range
+ * value: validate=off safety), value = i, in ascending i. */
+__global__ void columns_keys_kernel(const void *__restrict__ index, int index64, rows_geometry g,
+                                    const int *vary, int *__restrict__ seg_begin,
+                                    int *__restrict__ seg_end, unsigned *__restrict__ keys,
+                                    unsigned *__restrict__ rows) {
+  const int on = __ldg(vary) != 0;
+  CUDA_FOR(q, g.idx_cols) {
+    seg_begin[q] = (int)(q * g.N);
+    seg_end[q] = (int)(on ? (q + 1) * g.N : q * g.N);
+  }
+  if (!on) return;
+  CUDA_FOR(p, g.N * g.idx_cols) { /* p: row-major position in the index */
+    int64_t i = p / g.idx_cols, q = p - i * g.idx_cols;
+    int64_t v = cuda_load_index(index, index64, p);
+    keys[q * g.N + i] = v >= 0 && v < g.M ? (unsigned)v : (unsigned)g.M;
+    rows[q * g.N + i] = (unsigned)i;
+  }
+}
+
+/* The first entry of each run of one destination in a sorted column sums
+ * the run (ascending i: the sort is stable) on top of out (= self). */
+template <typename T>
+__global__ void columns_out_kernel(const unsigned *__restrict__ keys,
+                                   const unsigned *__restrict__ rows, const T *__restrict__ src,
+                                   T *out, rows_geometry g, const int *bad, const int *vary) {
+  if (path_skipped(bad, vary, 1)) return;
+  CUDA_FOR(p, g.N * g.idx_cols) { /* p: position in the sorted column-major copy */
+    int64_t q = p / g.N, s = p - q * g.N;
+    unsigned key = keys[p];
+    if (key == (unsigned)g.M || (s > 0 && keys[p - 1] == key)) continue;
+    int64_t e = (int64_t)key * g.cols + q;
+    typename acc_of<T>::type acc = to_acc<T>(out[e]);
+    for (int64_t t = p; t < (q + 1) * g.N && keys[t] == key; t++)
+      acc += to_acc<T>(src[(int64_t)rows[t] * g.src_row + q]);
+    out[e] = from_acc<T>(acc);
+  }
+}
+
 /* ---- host ------------------------------------------------------------------ */
 
 struct scatter_call {
@@ -219,9 +306,13 @@ static int rows_eligible(const scatter_call *c) {
   return 1;
 }
 
+/* The rows path; with `vary` (the pre-pass's row note in device memory) a
+ * device-decided call: the rows path's output kernel runs only for
+ * constant rows, and the columns path follows, working only for varying
+ * rows. */
 template <typename T>
 static apx_status run_rows(cuda_state *st, const scatter_call *c, const int *bad,
-                           cudaStream_t s) {
+                           const int *vary, cudaStream_t s) {
   rows_geometry g;
   int64_t tail = 1; /* product of dims >= 2 */
   for (int d = 2; d < c->index->ndim; d++) tail *= c->index->shape[d];
@@ -255,18 +346,36 @@ static apx_status run_rows(cuda_state *st, const scatter_call *c, const int *bad
       nullptr, sort_bytes, (const unsigned *)nullptr, (unsigned *)nullptr,
       (const unsigned *)nullptr, (unsigned *)nullptr, g.N, 0, end_bit, s);
   if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: sort size");
+  /* the columns path: n = N * idx_cols entries (< 2^31, see scatter_run) in
+   * idx_cols segments; both sorts share the scratch (one after the other) */
+  int64_t n = vary ? g.N * g.idx_cols : 0;
+  if (vary) {
+    size_t seg_sort_bytes = 0;
+    err = cub::DeviceSegmentedRadixSort::SortPairs(
+        nullptr, seg_sort_bytes, (const unsigned *)nullptr, (unsigned *)nullptr,
+        (const unsigned *)nullptr, (unsigned *)nullptr, (int)n, (int)g.idx_cols,
+        (int *)nullptr, (int *)nullptr, 0, end_bit, s);
+    if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: sort size");
+    if (seg_sort_bytes > sort_bytes) sort_bytes = seg_sort_bytes;
+  }
   size_t nb = cuda_align_up((size_t)g.N * sizeof(unsigned));
   size_t start_bytes = cuda_align_up((size_t)(g.M + 1) * sizeof(int));
+  size_t cb = cuda_align_up((size_t)n * sizeof(unsigned));
+  size_t seg_bytes = vary ? cuda_align_up((size_t)g.idx_cols * sizeof(int)) : 0;
   cuda_workspace ws;
-  apx_status status =
-      cuda_ws_alloc(st, s, 4 * nb + start_bytes + cuda_align_up(sort_bytes), &ws,
-                    "scatter_add: workspace");
+  apx_status status = cuda_ws_alloc(
+      st, s, 4 * nb + start_bytes + 4 * cb + 2 * seg_bytes + cuda_align_up(sort_bytes), &ws,
+      "scatter_add: workspace");
   if (status != APX_OK) return status;
   char *p = (char *)ws.ptr;
   unsigned *keys_in = (unsigned *)p, *keys_out = (unsigned *)(p + nb);
   unsigned *rows_in = (unsigned *)(p + 2 * nb), *rows_out = (unsigned *)(p + 3 * nb);
   int *start = (int *)(p + 4 * nb);
-  void *tmp = p + 4 * nb + start_bytes;
+  char *q = p + 4 * nb + start_bytes;
+  unsigned *col_keys_in = (unsigned *)q, *col_keys_out = (unsigned *)(q + cb);
+  unsigned *col_rows_in = (unsigned *)(q + 2 * cb), *col_rows_out = (unsigned *)(q + 3 * cb);
+  int *seg_begin = (int *)(q + 4 * cb), *seg_end = (int *)(q + 4 * cb + seg_bytes);
+  void *tmp = q + 4 * cb + 2 * seg_bytes;
   rows_keys_kernel<<<g.keys_launch.blocks, g.keys_launch.threads, 0, s>>>(
       c->index->data, c->index->dtype == APX_DTYPE_I64, g, keys_in, rows_in);
   err = cudaGetLastError();
@@ -282,12 +391,37 @@ static apx_status run_rows(cuda_state *st, const scatter_call *c, const int *bad
     T *out = (T *)c->out->data;
     dim3 grid = g.out_launch.grid, block = g.out_launch.block;
     switch (g.vec) {
-    case 8: rows_out_kernel<T, 8><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad); break;
-    case 4: rows_out_kernel<T, 4><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad); break;
-    case 2: rows_out_kernel<T, 2><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad); break;
-    default: rows_out_kernel<T, 1><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad); break;
+    case 8: rows_out_kernel<T, 8><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad, vary); break;
+    case 4: rows_out_kernel<T, 4><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad, vary); break;
+    case 2: rows_out_kernel<T, 2><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad, vary); break;
+    default: rows_out_kernel<T, 1><<<grid, block, 0, s>>>(self, src, out, start, rows_out, g, aliased, bad, vary); break;
     }
     err = cudaGetLastError();
+  }
+  if (err == cudaSuccess && vary) { /* the columns path, for varying rows */
+    /* one wave of blocks: with constant rows these kernels only return */
+    unsigned wave = 8u * (unsigned)(st->dev[c->out->device_index].sm_count > 0
+                                        ? st->dev[c->out->device_index].sm_count
+                                        : 132);
+    cuda_geom launch = capped_geom(n, 256, wave);
+    columns_keys_kernel<<<launch.blocks, launch.threads, 0, s>>>(
+        c->index->data, c->index->dtype == APX_DTYPE_I64, g, vary, seg_begin, seg_end,
+        col_keys_in, col_rows_in);
+    err = cudaGetLastError();
+    if (err == cudaSuccess)
+      err = cub::DeviceSegmentedRadixSort::SortPairs(
+          tmp, sort_bytes, col_keys_in, col_keys_out, col_rows_in, col_rows_out, (int)n,
+          (int)g.idx_cols, seg_begin, seg_end, 0, end_bit, s);
+    if (err == cudaSuccess) {
+      size_t bytes = (size_t)cuda_numel(c->out) * sizeof(T);
+      err = start_out(c->self ? c->self->data : nullptr, c->out->data, bytes, bad, vary, wave,
+                      s);
+    }
+    if (err == cudaSuccess) {
+      columns_out_kernel<T><<<launch.blocks, launch.threads, 0, s>>>(
+          col_keys_out, col_rows_out, (const T *)c->src->data, (T *)c->out->data, g, bad, vary);
+      err = cudaGetLastError();
+    }
   }
   cuda_ws_free(&ws);
   if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: launch");
@@ -312,7 +446,7 @@ static apx_status run_general(cuda_state *st, const scatter_call *c, const int *
     end_bit++;
   /* out starts as self (or zeros); the groups add on top */
   size_t bytes = (size_t)out_n * cuda_dtype_size(c->out->dtype);
-  CUDA_TRY(st, start_out(c->self ? c->self->data : nullptr, c->out->data, bytes, bad, s),
+  CUDA_TRY(st, start_out(c->self ? c->self->data : nullptr, c->out->data, bytes, bad, nullptr, 0, s),
            "scatter_add: copy of self");
   size_t sort_bytes = 0;
   cudaError_t err = cub::DeviceRadixSort::SortPairs(
@@ -345,10 +479,12 @@ static apx_status run_general(cuda_state *st, const scatter_call *c, const int *
   return APX_OK;
 }
 
+/* rows: 1 the rows path, 0 the general path, -1 the device decides
+ * between the rows and the columns path from the row note `vary`. */
 template <typename T>
 static apx_status run_typed(cuda_state *st, const scatter_call *c, int rows, const int *bad,
-                            cudaStream_t s) {
-  if (rows) return run_rows<T>(st, c, bad, s);
+                            const int *vary, cudaStream_t s) {
+  if (rows) return run_rows<T>(st, c, bad, rows < 0 ? vary : nullptr, s);
   int64_t big = cuda_numel(c->out) > cuda_numel(c->src) ? cuda_numel(c->out) : cuda_numel(c->src);
   if (big < (int64_t)0xffffffffLL) return run_general<T, uint32_t>(st, c, bad, s);
   return run_general<T, unsigned long long>(st, c, bad, s);
@@ -372,8 +508,13 @@ static apx_status scatter_run(cuda_state *st, const scatter_call *c, const apx_c
     return APX_OK;
   }
   int eligible = rows_eligible(c);
-  int64_t row_len = c->index->ndim > 1 ? n / c->index->shape[0] : 1;
-  int ask_rows = eligible && row_len > 1 && n >= ROWS_PATH_SYNC_MIN;
+  int64_t rows_n = c->index->shape[0];
+  int64_t row_len = c->index->ndim > 1 ? n / rows_n : 1;
+  /* ask the pre-pass whether the rows are constant where the rows path
+   * pays: many entries, and a shape the columns path (the device-decided
+   * fallback) sorts well; its int offsets need n < 2^31 */
+  int ask_rows = eligible && row_len > 1 && n >= ROWS_PATH_MIN && n < 0x7fffffffLL &&
+                 (row_len >= st->dev[dev].sm_count || rows_n <= COLUMNS_PATH_MAX_ROWS);
   cuda_check_desc d;
   cuda_check_init(&d, c->op, "index", c->index);
   d.lo = 0;
@@ -383,18 +524,22 @@ static apx_status scatter_run(cuda_state *st, const scatter_call *c, const apx_c
   s = cuda_check_run(st, dev, stream, &d, ask_rows, &chk);
   if (s != APX_OK) return s;
   int rows = eligible && row_len == 1;
-  if (ask_rows) {
+  if (ask_rows && st->validate_mode == APX_VALIDATE_EAGER) {
+    /* eager has waited for the pre-pass already: read the note, one path */
     int vary = 1;
     s = cuda_check_read_rows_vary(st, stream, &chk, &vary);
     if (s != APX_OK) return s;
     rows = !vary;
+  } else if (ask_rows && chk.rows_vary) {
+    rows = -1; /* the device decides: no wait for the host */
   }
   switch (c->out->dtype) {
-  case APX_DTYPE_F16: return run_typed<__half>(st, c, rows, chk.bad, stream);
-  case APX_DTYPE_BF16: return run_typed<__nv_bfloat16>(st, c, rows, chk.bad, stream);
-  case APX_DTYPE_I32: return run_typed<int32_t>(st, c, rows, chk.bad, stream);
-  case APX_DTYPE_I64: return run_typed<int64_t>(st, c, rows, chk.bad, stream);
-  default: return run_typed<float>(st, c, rows, chk.bad, stream);
+  case APX_DTYPE_F16: return run_typed<__half>(st, c, rows, chk.bad, chk.rows_vary, stream);
+  case APX_DTYPE_BF16:
+    return run_typed<__nv_bfloat16>(st, c, rows, chk.bad, chk.rows_vary, stream);
+  case APX_DTYPE_I32: return run_typed<int32_t>(st, c, rows, chk.bad, chk.rows_vary, stream);
+  case APX_DTYPE_I64: return run_typed<int64_t>(st, c, rows, chk.bad, chk.rows_vary, stream);
+  default: return run_typed<float>(st, c, rows, chk.bad, chk.rows_vary, stream);
   }
 }
 
