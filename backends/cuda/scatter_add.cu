@@ -132,10 +132,23 @@ static cudaError_t start_out(const void *self, void *out, size_t bytes, const in
 
 /* ---- general path ---------------------------------------------------------- */
 
-template <typename KEY>
+/* The (destination, source offset) pairs, and in the same launch (one
+ * fewer per call, which is what small calls cost) out = self or zeros in
+ * `units` units of U (0: nothing to start, out is self), unless the check
+ * failed. */
+template <typename KEY, typename U>
 __global__ void scatter_pairs_kernel(const void *__restrict__ index, int index64,
                                      scatter_shapes g, KEY sentinel, KEY *__restrict__ keys,
-                                     KEY *__restrict__ src_off) {
+                                     KEY *__restrict__ src_off, const U *self, U *out,
+                                     int64_t units, const int *bad) {
+  if (!cuda_call_failed(bad)) {
+    CUDA_FOR(i, units) {
+      U v;
+      if (self) v = self[i];
+      else memset(&v, 0, sizeof v);
+      out[i] = v;
+    }
+  }
   CUDA_FOR(p, g.n) {
     int64_t rest = p, dst = 0, so = 0;
     int64_t v = cuda_load_index(index, index64, p);
@@ -444,10 +457,6 @@ static apx_status run_general(cuda_state *st, const scatter_call *c, const int *
   int end_bit = 1;
   while (end_bit < (int)(8 * sizeof(KEY)) && ((uint64_t)1 << end_bit) <= (uint64_t)out_n)
     end_bit++;
-  /* out starts as self (or zeros); the groups add on top */
-  size_t bytes = (size_t)out_n * cuda_dtype_size(c->out->dtype);
-  CUDA_TRY(st, start_out(c->self ? c->self->data : nullptr, c->out->data, bytes, bad, nullptr, 0, s),
-           "scatter_add: copy of self");
   size_t sort_bytes = 0;
   cudaError_t err = cub::DeviceRadixSort::SortPairs(
       nullptr, sort_bytes, (const KEY *)nullptr, (KEY *)nullptr, (const KEY *)nullptr,
@@ -462,9 +471,25 @@ static apx_status run_general(cuda_state *st, const scatter_call *c, const int *
   KEY *keys_in = (KEY *)p, *keys_out = (KEY *)(p + nb);
   KEY *off_in = (KEY *)(p + 2 * nb), *off_out = (KEY *)(p + 3 * nb);
   void *tmp = p + 4 * nb;
+  /* out starts as self (or zeros), in 16-byte units where aligned (element
+   * sizes are 2, 4 or 8: bytes is even, pointers 2-aligned); the groups
+   * add on top */
+  const void *self = c->self ? c->self->data : nullptr;
+  void *out = c->out->data;
+  size_t bytes = (size_t)out_n * cuda_dtype_size(c->out->dtype);
+  int wide = bytes % 16 == 0 && (uintptr_t)out % 16 == 0 && (uintptr_t)self % 16 == 0;
+  int64_t units = self == out ? 0 : (int64_t)(bytes / (wide ? 16 : 2));
   cuda_geom launch = cuda_geom_1d(g.n, 256);
-  scatter_pairs_kernel<KEY><<<launch.blocks, launch.threads, 0, s>>>(
-      c->index->data, c->index->dtype == APX_DTYPE_I64, g, sentinel, keys_in, off_in);
+  cuda_geom prepare = cuda_geom_1d(units > g.n ? units : g.n, 256);
+  const int index64 = c->index->dtype == APX_DTYPE_I64;
+  if (wide)
+    scatter_pairs_kernel<KEY, uint4><<<prepare.blocks, prepare.threads, 0, s>>>(
+        c->index->data, index64, g, sentinel, keys_in, off_in, (const uint4 *)self,
+        (uint4 *)out, units, bad);
+  else
+    scatter_pairs_kernel<KEY, uint16_t><<<prepare.blocks, prepare.threads, 0, s>>>(
+        c->index->data, index64, g, sentinel, keys_in, off_in, (const uint16_t *)self,
+        (uint16_t *)out, units, bad);
   err = cudaGetLastError();
   if (err == cudaSuccess)
     err = cub::DeviceRadixSort::SortPairs(tmp, sort_bytes, keys_in, keys_out, off_in, off_out,

@@ -300,6 +300,9 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
   return APX_OK;
 }
 
+/* Waits for the host: only validate=eager (which has waited for the check
+ * already) may call it; in the other modes scatter_add's kernels read the
+ * note on the device, so that no call synchronises (CUDA graph capture). */
 apx_status cuda_check_read_rows_vary(cuda_state *st, cudaStream_t stream,
                                      const cuda_checked *chk, int *rows_vary) {
   *rows_vary = 1;
