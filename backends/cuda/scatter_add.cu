@@ -363,11 +363,13 @@ static apx_status run_rows(cuda_state *st, const scatter_call *c, const int *bad
    * idx_cols segments; both sorts share the scratch (one after the other) */
   int64_t n = vary ? g.N * g.idx_cols : 0;
   if (vary) {
+    /* the double-buffer form: the sort ping-pongs between our two buffers
+     * (the other form adds 2n entries of its own scratch) */
     size_t seg_sort_bytes = 0;
-    err = cub::DeviceSegmentedRadixSort::SortPairs(
-        nullptr, seg_sort_bytes, (const unsigned *)nullptr, (unsigned *)nullptr,
-        (const unsigned *)nullptr, (unsigned *)nullptr, (int)n, (int)g.idx_cols,
-        (int *)nullptr, (int *)nullptr, 0, end_bit, s);
+    cub::DoubleBuffer<unsigned> no_keys(nullptr, nullptr), no_rows(nullptr, nullptr);
+    err = cub::DeviceSegmentedRadixSort::SortPairs(nullptr, seg_sort_bytes, no_keys, no_rows,
+                                                   (int)n, (int)g.idx_cols, (int *)nullptr,
+                                                   (int *)nullptr, 0, end_bit, s);
     if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: sort size");
     if (seg_sort_bytes > sort_bytes) sort_bytes = seg_sort_bytes;
   }
@@ -421,10 +423,14 @@ static apx_status run_rows(cuda_state *st, const scatter_call *c, const int *bad
         c->index->data, c->index->dtype == APX_DTYPE_I64, g, vary, seg_begin, seg_end,
         col_keys_in, col_rows_in);
     err = cudaGetLastError();
+    /* the sorted copy ends in Current() of each (the host knows which: the
+     * number of passes follows from end_bit) */
+    cub::DoubleBuffer<unsigned> col_keys(col_keys_in, col_keys_out);
+    cub::DoubleBuffer<unsigned> col_rows(col_rows_in, col_rows_out);
     if (err == cudaSuccess)
-      err = cub::DeviceSegmentedRadixSort::SortPairs(
-          tmp, sort_bytes, col_keys_in, col_keys_out, col_rows_in, col_rows_out, (int)n,
-          (int)g.idx_cols, seg_begin, seg_end, 0, end_bit, s);
+      err = cub::DeviceSegmentedRadixSort::SortPairs(tmp, sort_bytes, col_keys, col_rows, (int)n,
+                                                     (int)g.idx_cols, seg_begin, seg_end, 0,
+                                                     end_bit, s);
     if (err == cudaSuccess) {
       size_t bytes = (size_t)cuda_numel(c->out) * sizeof(T);
       err = start_out(c->self ? c->self->data : nullptr, c->out->data, bytes, bad, vary, wave,
@@ -432,7 +438,8 @@ static apx_status run_rows(cuda_state *st, const scatter_call *c, const int *bad
     }
     if (err == cudaSuccess) {
       columns_out_kernel<T><<<launch.blocks, launch.threads, 0, s>>>(
-          col_keys_out, col_rows_out, (const T *)c->src->data, (T *)c->out->data, g, bad, vary);
+          col_keys.Current(), col_rows.Current(), (const T *)c->src->data, (T *)c->out->data, g,
+          bad, vary);
       err = cudaGetLastError();
     }
   }
