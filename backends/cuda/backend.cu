@@ -193,10 +193,11 @@ static void cuda_fini(void *state) {
   if (!st) return;
   for (int d = 0; d < st->device_count; d++) {
     cuda_device_res *r = &st->dev[d];
-    if (r->record || r->slots) {
+    if (r->record || r->slots || r->pool) {
       cudaSetDevice(d);
       cudaFree(r->record);
       cudaFree(r->slots);
+      if (r->pool) cudaMemPoolDestroy(r->pool); /* freed once its last block is */
     }
   }
   free(st->sizes);
@@ -215,6 +216,19 @@ static void create_device_res(cuda_state *st, int device_index) {
     err = cudaMalloc((void **)&r->slots, sizeof(cuda_check_slot) * CUDA_CHECK_SLOTS);
   if (err == cudaSuccess)
     err = cudaMemset(r->slots, 0, sizeof(cuda_check_slot) * CUDA_CHECK_SLOTS);
+  if (err == cudaSuccess) {
+    cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device_index;
+    err = cudaMemPoolCreate(&r->pool, &props);
+    if (err != cudaSuccess) r->pool = NULL;
+  }
+  if (err == cudaSuccess) {
+    uint64_t keep = UINT64_MAX;
+    err = cudaMemPoolSetAttribute(r->pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  }
   r->init_error = err;
 }
 
@@ -445,7 +459,10 @@ apx_status cuda_ws_alloc(cuda_state *st, cudaStream_t stream, size_t bytes, cuda
   ws->ptr = NULL;
   ws->stream = stream;
   if (bytes == 0) return APX_OK;
-  cudaError_t err = cudaMallocAsync(&ws->ptr, bytes, stream);
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev); /* made current by cuda_use_device */
+  if (err == cudaSuccess)
+    err = cudaMallocFromPoolAsync(&ws->ptr, bytes, st->dev[dev].pool, stream);
   if (err != cudaSuccess) {
     ws->ptr = NULL;
     return cuda_fail(st, err, what);

@@ -120,6 +120,11 @@ struct cuda_device_res {
   cudaError_t init_error;   /* result of creating them */
   cuda_error_record *record; /* device memory */
   cuda_check_slot *slots;    /* device memory, CUDA_CHECK_SLOTS of them */
+  /* the backend's own stream-ordered pool for op workspace: it keeps what
+   * it has between calls (release threshold: never), as a framework's
+   * caching allocator does, so a call's scratch is not mapped and unmapped
+   * around every synchronisation; destroyed at fini */
+  cudaMemPool_t pool;
   std::atomic<unsigned> next_slot;
   int sm_count;
   std::atomic<uint64_t> in_use_bytes;
@@ -292,8 +297,9 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
                           cuda_check_desc *desc, int need_stats,
                           cuda_checked *out);
 
-/* Wait for the stream and read the check's row flag (scatter_add picks its
- * path from it). Returns the flag in *rows_vary. */
+/* Wait for the stream and read the check's row flag (validate=eager only:
+ * scatter_add then launches one path; otherwise the device decides).
+ * Returns the flag in *rows_vary. */
 apx_status cuda_check_read_rows_vary(cuda_state *st, cudaStream_t stream,
                                      const cuda_checked *chk, int *rows_vary);
 
@@ -308,7 +314,8 @@ apx_status cuda_check_take_deferred(cuda_state *st, int device_index,
 
 /* ---- workspace ---------------------------------------------------------- */
 
-/* Stream-ordered scratch memory (cudaMallocAsync), freed on the stream. */
+/* Stream-ordered scratch memory from the device's pool
+ * (cudaMallocFromPoolAsync), freed on the stream. */
 struct cuda_workspace {
   void *ptr;
   cudaStream_t stream;
