@@ -407,6 +407,22 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
     const int64_t b = bg / groups, c = (bg % groups) * 32 * V + lane * V;
     const bool active = c < C; /* V = 2 only when C is even: c + 1 < C too */
     const int64_t cc = active ? c : 0;
+    /* step n of the scan order is token k = n (forward) or K-1-n */
+    auto at = [&](int64_t n) -> int64_t {
+      return (b * K + (dir ? K - 1 - n : n)) * C + cc;
+    };
+    R cur[L], nxt[L];
+    /* consecutive steps are C elements apart, backwards for dir 1 */
+    const int64_t stride = dir ? -C : C;
+    auto load_round = [&](int64_t r, R *x) {
+      const int64_t n0 = r * per_round + (int64_t)w * L;
+      const T *row = tokens + at(n0 < K ? n0 : 0);
+#pragma unroll
+      for (int i = 0; i < L; i++)
+        if (active && n0 + i < K) x[i] = __ldg((const R *)(row + i * stride));
+    };
+    /* the first round's tokens are in flight while the parameters load */
+    if (rounds > 0) load_round(0, cur);
     ssm_chan ch[V];
     float carry[V], aL[V], gate[V];
 #pragma unroll
@@ -416,18 +432,6 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
       aL[v] = ssm_pow(ch[v].d, L);
       gate[v] = MODE == SSM_MERGE && active ? merge_gate(p, b, cc + v, C) : 0.5f;
     }
-    /* step n of the scan order is token k = n (forward) or K-1-n */
-    auto at = [&](int64_t n) -> int64_t {
-      return (b * K + (dir ? K - 1 - n : n)) * C + cc;
-    };
-    R cur[L], nxt[L];
-    auto load_round = [&](int64_t r, R *x) {
-      const int64_t n0 = r * per_round + (int64_t)w * L;
-#pragma unroll
-      for (int i = 0; i < L; i++)
-        if (active && n0 + i < K) x[i] = __ldg((const R *)(tokens + at(n0 + i)));
-    };
-    if (rounds > 0) load_round(0, cur);
     for (int64_t r = 0; r < rounds; r++) {
       const int64_t n0 = r * per_round + (int64_t)w * L;
       float h[V] = {}, x[V];
@@ -447,7 +451,7 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
         for (int i = 0; i < L; i++)
           if (active && n0 + i < K)
 #pragma unroll
-            for (int v = 0; v < V; v++) yb[i][v] = y_back[at(n0 + i) + v];
+            for (int v = 0; v < V; v++) yb[i][v] = y_back[at(n0) + i * stride + v];
       }
       __syncthreads();
       /* fold the round's chunks in scan order: s_in for this warp, the
@@ -456,32 +460,40 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
 #pragma unroll
       for (int v = 0; v < V; v++) s[v] = carry[v];
       float s_in[V];
-      const int64_t last_full = rounds - 1 > r ? SSM_WARPS : (K - r * per_round) / L;
-      for (int i = 0; i < SSM_WARPS; i++) {
-        if (i == w)
+      if (r + 1 < rounds) { /* every chunk of the round is L steps long */
 #pragma unroll
-          for (int v = 0; v < V; v++) s_in[v] = s[v];
-        const float *hi = h_sh[r & 1][i];
-        int len = L;
-        if (i >= last_full) {
-          int64_t rest = K - (r * per_round + (int64_t)i * L);
-          len = rest <= 0 ? 0 : (int)rest;
+        for (int i = 0; i < SSM_WARPS; i++) {
+          if (i == w)
+#pragma unroll
+            for (int v = 0; v < V; v++) s_in[v] = s[v];
+#pragma unroll
+          for (int v = 0; v < V; v++) s[v] = aL[v] * s[v] + h_sh[r & 1][i][lane * V + v];
         }
+      } else { /* the last round: a short chunk, then empty ones */
+        for (int i = 0; i < SSM_WARPS; i++) {
+          if (i == w)
 #pragma unroll
-        for (int v = 0; v < V; v++) {
-          float a = len == L ? aL[v] : ssm_pow(ch[v].d, len);
-          if (len > 0) s[v] = a * s[v] + hi[lane * V + v];
+            for (int v = 0; v < V; v++) s_in[v] = s[v];
+          int64_t rest = K - (r * per_round + (int64_t)i * L);
+          int len = rest <= 0 ? 0 : (rest >= L ? L : (int)rest);
+          if (len == 0) continue;
+#pragma unroll
+          for (int v = 0; v < V; v++) {
+            float a = len == L ? aL[v] : ssm_pow(ch[v].d, len);
+            s[v] = a * s[v] + h_sh[r & 1][i][lane * V + v];
+          }
         }
       }
 #pragma unroll
       for (int v = 0; v < V; v++) carry[v] = s[v];
       /* this warp's steps again, from its true initial state */
+      const int64_t e0 = at(n0 < K ? n0 : 0);
 #pragma unroll
       for (int i = 0; i < L; i++)
         if (active && n0 + i < K) {
           raw_to_f<R>(cur[i], x);
           step<V>(x, ch, p.lim, s_in);
-          const int64_t e = at(n0 + i);
+          const int64_t e = e0 + i * stride;
           float y[V];
 #pragma unroll
           for (int v = 0; v < V; v++) y[v] = ch[v].og * s_in[v];
@@ -556,8 +568,12 @@ static void launch_scan(const ssm_geometry &g, const ssm_params &p, const T *tok
       tokens, out, p, g, carry_f, carry_b, y_back, final_state);
 }
 
-/* Steps per warp and round: 16 (32 registers of raw tokens per round for
- * 16-bit V=2, doubled for the prefetch), 8 for fp32. */
+/* Steps per warp and round: 16 for 16-bit tokens (16 registers of raw
+ * tokens a round for V=2, twice that with the prefetch), 8 for fp32; twice
+ * that when K takes more than two rounds (more bytes in flight and half
+ * as many block-wide steps per token; a short K keeps more warps busy
+ * with the shorter length). The merge pass holds the scratch outputs too:
+ * half the length. */
 template <typename T> struct ssm_block_len { enum { L = sizeof(T) == 4 ? 8 : 16 }; };
 
 /* The block scan fits when it has enough blocks to fill the device or few
@@ -570,22 +586,32 @@ static int use_block_scan(const ssm_geometry &g, size_t elem, int sm_count) {
   return blocks >= (sm_count > 0 ? sm_count : 132) / 2 || rounds <= 8;
 }
 
-template <typename T, int V>
-static void launch_block(const ssm_geometry &g, const ssm_params &p, const T *tokens, T *out,
-                         float *y_back, T *final_state, cudaStream_t s) {
-  const int L = ssm_block_len<T>::L;
+template <typename T, int V, int L>
+static void launch_block_len(const ssm_geometry &g, const ssm_params &p, const T *tokens,
+                             T *out, float *y_back, T *final_state, cudaStream_t s) {
+  const int LM = ssm_block_len<T>::L > 8 ? ssm_block_len<T>::L / 2 : ssm_block_len<T>::L;
   int64_t blocks = g.B * ((g.C + 32 * V - 1) / (32 * V));
   unsigned grid = (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)); /* block-stride loop */
   if (g.direction == APX_SCAN_BIDIRECTIONAL) {
     ssm_block_kernel<T, V, L, SSM_TO_SCRATCH><<<grid, SSM_WARPS * 32, 0, s>>>(
         tokens, out, p, g.B, g.K, g.C, 1, g.merge, y_back, final_state);
-    ssm_block_kernel<T, V, (L > 8 ? L / 2 : L), SSM_MERGE><<<grid, SSM_WARPS * 32, 0, s>>>(
+    ssm_block_kernel<T, V, LM, SSM_MERGE><<<grid, SSM_WARPS * 32, 0, s>>>(
         tokens, out, p, g.B, g.K, g.C, 0, g.merge, y_back, final_state);
   } else {
     ssm_block_kernel<T, V, L, SSM_PLAIN><<<grid, SSM_WARPS * 32, 0, s>>>(
         tokens, out, p, g.B, g.K, g.C, g.direction == APX_SCAN_BACKWARD, g.merge, y_back,
         final_state);
   }
+}
+
+template <typename T, int V>
+static void launch_block(const ssm_geometry &g, const ssm_params &p, const T *tokens, T *out,
+                         float *y_back, T *final_state, cudaStream_t s) {
+  const int L = ssm_block_len<T>::L;
+  if (g.K > 2 * SSM_WARPS * L)
+    launch_block_len<T, V, 2 * L>(g, p, tokens, out, y_back, final_state, s);
+  else
+    launch_block_len<T, V, L>(g, p, tokens, out, y_back, final_state, s);
 }
 
 template <typename T>

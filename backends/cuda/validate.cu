@@ -50,6 +50,62 @@ static __device__ __forceinline__ int64_t row_start_of(const cuda_check_desc &d,
   return i - i % d.const_row;
 }
 
+/* Thread 0 of the verdict's block: the call's result into the slot, and
+ * (validate=device) the first failure since the last sync into the record. */
+static __device__ void check_finish(const cuda_check_desc &d, cuda_check_slot *slot,
+                                    cuda_error_record *record, int publish,
+                                    unsigned long long pos, long long gmin, long long gmax,
+                                    long long gkat, int gvary) {
+  cuda_check_result r;
+  memset(&r, 0, sizeof r);
+  r.pos = pos;
+  r.lmin = d.levels && d.levels_count > 0 ? gmin : 0;
+  r.lmax = d.levels && d.levels_count > 0 ? gmax : 0;
+  r.kat = gkat;
+  r.rows_vary = gvary;
+  if (pos != ULLONG_MAX) {
+    int64_t i = (int64_t)pos;
+    r.bad = 1;
+    r.kind = entry_out_of_range(d, i);
+    if (d.pairs) {
+      r.value[0] = cuda_load_index(d.data, d.is64, 2 * i);
+      r.value[1] = cuda_load_index(d.data, d.is64, 2 * i + 1);
+    } else {
+      r.value[0] = cuda_load_index(d.data, d.is64, i);
+    }
+    if (!r.kind) { /* a repeated id: name the earlier position */
+      r.kind = CUDA_BAD_DUPLICATE;
+      int64_t row_start = i - i % d.unique_row;
+      for (int64_t j = row_start; j < i; j++)
+        if (cuda_load_index(d.data, d.is64, j) == r.value[0]) {
+          r.other = j;
+          break;
+        }
+    }
+  } else if (d.check_range && d.levels && d.levels_count > 0) {
+    /* spec/ops.md 4.A step 4: ((level - lmin) << order_bits) + k <= 2^31-1
+     * for every entry; the largest key is the largest k at the top level */
+    unsigned long long span = (unsigned long long)gmax - (unsigned long long)gmin;
+    int fits = span <= ((unsigned long long)INT_MAX >> d.order_bits) &&
+               (span << d.order_bits) + (unsigned long long)gkat <= (unsigned long long)INT_MAX;
+    if (!fits) {
+      r.bad = 1;
+      r.kind = CUDA_BAD_LEVEL_SPAN;
+    }
+  }
+  slot->result = r;
+  slot->blocks_done = 0; /* ready for the slot's next call */
+  if (publish && r.bad) {
+    if (atomicCAS(&record->claimed, 0, 1) == 0) {
+      record->result = r;
+      record->desc = d;
+      __threadfence();
+      atomicExch(&record->ready, 1);
+    }
+  }
+  __threadfence();
+}
+
 __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     check_kernel(cuda_check_desc d, cuda_check_slot *slot, cuda_error_record *record,
                  int publish) {
@@ -202,54 +258,94 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   unsigned long long pos = s_pos[0];
   long long gmin = s_lmin[0], gmax = s_lmax[0], gkat = s_kat[0];
   int gvary = s_vary[0];
-  cuda_check_result r;
-  memset(&r, 0, sizeof r);
-  r.pos = pos;
-  r.lmin = d.levels && d.levels_count > 0 ? gmin : 0;
-  r.lmax = d.levels && d.levels_count > 0 ? gmax : 0;
-  r.kat = gkat;
-  r.rows_vary = gvary;
-  if (pos != ULLONG_MAX) {
-    int64_t i = (int64_t)pos;
-    r.bad = 1;
-    r.kind = entry_out_of_range(d, i);
-    if (d.pairs) {
-      r.value[0] = cuda_load_index(d.data, d.is64, 2 * i);
-      r.value[1] = cuda_load_index(d.data, d.is64, 2 * i + 1);
-    } else {
-      r.value[0] = cuda_load_index(d.data, d.is64, i);
+  check_finish(d, slot, record, publish, pos, gmin, gmax, gkat, gvary);
+}
+
+/* The plain range check (no uniqueness, row note or levels), the common
+ * case: every thread issues CUDA_CHECK_UNROLL loads before it compares
+ * any, with no branch in the loop, so a large index streams at memory
+ * bandwidth (the general kernel's data-dependent branches kept about one
+ * load per thread in flight); the grid is sized so that each thread has
+ * that many entries, so a small index takes one block or a few and a
+ * cheap combine. */
+#define CUDA_CHECK_UNROLL 8
+
+template <typename I, int PAIRS>
+__global__ void __launch_bounds__(CUDA_CHECK_THREADS)
+    check_range_kernel(cuda_check_desc d, cuda_check_slot *slot, cuda_error_record *record,
+                       int publish) {
+  __shared__ unsigned long long s_min[CUDA_CHECK_THREADS / 32];
+  __shared__ int s_last;
+  const I *data = (const I *)d.data;
+  const int t = threadIdx.x;
+  const int64_t span = (int64_t)blockDim.x * CUDA_CHECK_UNROLL;
+  unsigned long long first = ULLONG_MAX;
+  for (int64_t base = (int64_t)blockIdx.x * span + t; base < d.count;
+       base += (int64_t)gridDim.x * span) {
+    I v[CUDA_CHECK_UNROLL], v2[CUDA_CHECK_UNROLL];
+#pragma unroll
+    for (int j = 0; j < CUDA_CHECK_UNROLL; j++) {
+      /* entries past the end re-read the last one (count >= 1) */
+      int64_t i = base + (int64_t)j * blockDim.x;
+      int64_t at = i < d.count ? i : d.count - 1;
+      if (PAIRS) {
+        v[j] = __ldg(data + 2 * at);
+        v2[j] = __ldg(data + 2 * at + 1);
+      } else {
+        v[j] = __ldg(data + at);
+      }
     }
-    if (!r.kind) { /* a repeated id: name the earlier position */
-      r.kind = CUDA_BAD_DUPLICATE;
-      int64_t row_start = i - i % d.unique_row;
-      for (int64_t j = row_start; j < i; j++)
-        if (cuda_load_index(d.data, d.is64, j) == r.value[0]) {
-          r.other = j;
-          break;
-        }
-    }
-  } else if (d.check_range && d.levels && d.levels_count > 0) {
-    /* spec/ops.md 4.A step 4: ((level - lmin) << order_bits) + k <= 2^31-1
-     * for every entry; the largest key is the largest k at the top level */
-    unsigned long long span = (unsigned long long)gmax - (unsigned long long)gmin;
-    int fits = span <= ((unsigned long long)INT_MAX >> d.order_bits) &&
-               (span << d.order_bits) + (unsigned long long)gkat <= (unsigned long long)INT_MAX;
-    if (!fits) {
-      r.bad = 1;
-      r.kind = CUDA_BAD_LEVEL_SPAN;
+#pragma unroll
+    for (int j = 0; j < CUDA_CHECK_UNROLL; j++) {
+      int64_t i = base + (int64_t)j * blockDim.x;
+      int64_t a = (int64_t)v[j];
+      bool bad = a < d.lo || a > d.hi;
+      if (PAIRS) {
+        int64_t b = (int64_t)v2[j];
+        bad = bad || b < d.lo2 || b > d.hi2;
+      }
+      /* a thread's entries come in increasing order: its first is its least */
+      if (bad && i < d.count && (unsigned long long)i < first) first = (unsigned long long)i;
     }
   }
-  slot->result = r;
-  slot->blocks_done = 0; /* ready for the slot's next call */
-  if (publish && r.bad) {
-    if (atomicCAS(&record->claimed, 0, 1) == 0) {
-      record->result = r;
-      record->desc = d;
+  /* the block's least bad position */
+  for (int off = 16; off > 0; off >>= 1) {
+    unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
+    first = o < first ? o : first;
+  }
+  if ((t & 31) == 0) s_min[t >> 5] = first;
+  __syncthreads();
+  if (t == 0) {
+    for (int w = 1; w < CUDA_CHECK_THREADS / 32; w++) first = s_min[w] < first ? s_min[w] : first;
+    s_last = 1;
+    if (gridDim.x > 1) { /* several blocks: the last to finish combines */
+      slot->partial_pos[blockIdx.x] = first;
       __threadfence();
-      atomicExch(&record->ready, 1);
+      s_last = atomicAdd(&slot->blocks_done, 1u) == gridDim.x - 1;
     }
   }
-  __threadfence();
+  __syncthreads();
+  if (!s_last) return;
+  if (gridDim.x > 1) {
+    __threadfence();
+    volatile cuda_check_slot *vs = slot;
+    first = ULLONG_MAX;
+    for (unsigned b = t; b < gridDim.x; b += blockDim.x) {
+      unsigned long long p = vs->partial_pos[b];
+      first = p < first ? p : first;
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+      unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
+      first = o < first ? o : first;
+    }
+    __syncthreads(); /* s_min's first use is complete */
+    if ((t & 31) == 0) s_min[t >> 5] = first;
+    __syncthreads();
+    if (t == 0)
+      for (int w = 1; w < CUDA_CHECK_THREADS / 32; w++)
+        first = s_min[w] < first ? s_min[w] : first;
+  }
+  if (t == 0) check_finish(d, slot, record, publish, first, LLONG_MAX, LLONG_MIN, -1, 0);
 }
 
 /* Launch geometry of the check: enough blocks to cover the entries, at most
@@ -277,7 +373,27 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
   cuda_check_slot *slot = &res->slots[res->next_slot.fetch_add(1u) % CUDA_CHECK_SLOTS];
   cuda_geom g = check_geometry(desc);
   int publish = mode == APX_VALIDATE_DEVICE;
-  check_kernel<<<g.blocks, g.threads, 0, stream>>>(*desc, slot, res->record, publish);
+  if (desc->check_range && desc->unique_row == 0 && desc->const_row == 0 &&
+      desc->levels_count == 0) {
+    int64_t per_block = (int64_t)CUDA_CHECK_THREADS * CUDA_CHECK_UNROLL;
+    int64_t blocks = (desc->count + per_block - 1) / per_block;
+    g.blocks = (unsigned)(blocks < CUDA_CHECK_MAX_BLOCKS ? blocks : CUDA_CHECK_MAX_BLOCKS);
+    g.threads = CUDA_CHECK_THREADS;
+    if (desc->is64 && desc->pairs)
+      check_range_kernel<int64_t, 1><<<g.blocks, g.threads, 0, stream>>>(*desc, slot,
+                                                                          res->record, publish);
+    else if (desc->is64)
+      check_range_kernel<int64_t, 0><<<g.blocks, g.threads, 0, stream>>>(*desc, slot,
+                                                                          res->record, publish);
+    else if (desc->pairs)
+      check_range_kernel<int32_t, 1><<<g.blocks, g.threads, 0, stream>>>(*desc, slot,
+                                                                          res->record, publish);
+    else
+      check_range_kernel<int32_t, 0><<<g.blocks, g.threads, 0, stream>>>(*desc, slot,
+                                                                          res->record, publish);
+  } else {
+    check_kernel<<<g.blocks, g.threads, 0, stream>>>(*desc, slot, res->record, publish);
+  }
   char what[64];
   snprintf(what, sizeof what, "%s: index check launch", op_names[desc->op]);
   CUDA_LAUNCHED(st, what);
