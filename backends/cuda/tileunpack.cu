@@ -249,23 +249,25 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
   ((pack *)out)[w] = cur;
 }
 
-/* Pixel groups per thread on the winner-map path (ids). */
+/* Pixel groups per thread on the winner-map path (ids): override holds
+ * one row segment a group, blend two (tile and base). */
 #define UNPACK_UNITS 4
+#define UNPACK_BLEND_UNITS 2
 #define UNPACK_THREADS 256
 
 /* The output pass: VEC pixels of one row of one plane per group, the
  * planes on grid y (so that blocks sweep memory in address order), x over
- * the groups of a plane. UNITS = 1 (blend, free origins): a thread takes
- * one group and runs unpack_group. UNITS > 1 (override with ids: the
- * winner map alone): a group is a chain of two dependent loads (the map,
- * then the tile row or base) and a store, which most likely leaves the
- * SMs waiting on latency (59% of copy bandwidth on H100, see
- * bench/results/cuda/NOTES.md); so a thread takes UNITS groups spaced one
- * block apart (i0 + j*blockDim.x) and issues all map loads, then all data
+ * the groups of a plane. UNITS = 1 (free origins): a thread takes one
+ * group and runs unpack_group. UNITS > 1 (ids: the winner map): a group
+ * is a chain of two dependent loads (the map, then the tile row or base)
+ * and a store, which left the SMs waiting on latency (59% of copy
+ * bandwidth on H100 for override, bench/results/cuda/NOTES.md; 72% with
+ * four groups a thread); so a thread takes UNITS groups spaced one block
+ * apart (i0 + j*blockDim.x) and issues all map loads, then all data
  * loads, then all stores, each warp's addresses at each step j being
- * those of the one-group form. Blend keeps one group per thread: its
- * groups hold a tile row and base at once, and four of them (or two for
- * bf16) took 64 to 125 registers with nvcc 13.0. */
+ * those of the one-group form. Blend holds a tile row and base per group
+ * (two groups a thread: four took up to 125 registers with nvcc 13.0);
+ * its cells with several tiles take the general walk afterwards. */
 template <typename T, int VEC, int BLEND, int UNITS>
 __global__ void __launch_bounds__(UNPACK_THREADS)
     unpack_cells_kernel(const T *base, const T *__restrict__ packed, T *out,
@@ -285,41 +287,65 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
       if constexpr (UNITS == 1) {
         unpack_group<T, VEC, BLEND>(base, packed, out, m, g, aliased, alpha, plane, b, c, i0);
       } else {
-        static_assert(!BLEND, "several groups per thread: override only");
         typedef unpack_pack<T, VEC> pack;
-        /* 1: the map loads; groups past n are clamped to n - 1 (n >= 1)
-         * so that these need no branch */
+        /* 1: the map loads (and blend's tile counts); groups past n are
+         * clamped to n - 1 (n >= 1) so that these need no branch */
         unsigned long long wv[UNITS];
+        int cnt[UNITS];
 #pragma unroll
         for (int j = 0; j < UNITS; j++) {
           uint32_t i = min(i0 + j * blockDim.x, n - 1);
           uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
-          wv[j] = m.win[(b * g.gh + g.tile.div(yu)) * g.gw + g.tile.div(xu)];
+          int64_t cell = (b * g.gh + g.tile.div(yu)) * g.gw + g.tile.div(xu);
+          wv[j] = m.win[cell];
+          cnt[j] = BLEND ? m.count[cell] : 0;
         }
-        /* 2: the data loads: the winning tile's row, or base where no
-         * tile covers the group (nothing when out is base) */
-        pack v[UNITS];
-        unsigned store = 0; /* bit j: group j is written */
+        /* 2: the data loads: the winning tile's row (and, blend, base
+         * under it), or base where no tile covers the group (nothing when
+         * out is base); blend cells with several tiles are left for the
+         * general walk below */
+        pack v[UNITS], cur[UNITS];
+        unsigned store = 0, walk = 0; /* bit j: group j is written / walked */
 #pragma unroll
         for (int j = 0; j < UNITS; j++) {
           uint32_t i = i0 + j * blockDim.x;
           if (i >= n) continue;
-          if (wv[j]) {
+          if (BLEND && cnt[j] > 1) {
+            walk |= 1u << j;
+          } else if (wv[j]) {
             uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
             uint32_t cy = g.tile.div(yu), cx = g.tile.div(xu);
             int64_t k = (int64_t)((wv[j] - 1) & m.kmask);
             v[j] = *(const pack *)(packed + (((b * g.K + k) * g.C + c) * g.t + (yu - cy * g.t)) *
                                                 g.t + (xu - cx * g.t));
+            if (BLEND) cur[j] = ((const pack *)base)[plane * g.plane_groups + i];
             store |= 1u << j;
           } else if (!aliased) {
             v[j] = ((const pack *)base)[plane * g.plane_groups + i];
             store |= 1u << j;
           }
         }
-        /* 3: the stores */
+        /* 3: blend's one rounding, then the stores */
+        if (BLEND) {
+          const float keep = 1.0f - alpha;
+#pragma unroll
+          for (int j = 0; j < UNITS; j++)
+            if ((store >> j & 1u) && wv[j])
+#pragma unroll
+              for (int e = 0; e < VEC; e++) {
+                float a = cuda_dt<T>::to_f(cur[j].v[e]);
+                a = keep * a + alpha * cuda_dt<T>::to_f(v[j].v[e]);
+                v[j].v[e] = cuda_dt<T>::from_f(a);
+              }
+        }
 #pragma unroll
         for (int j = 0; j < UNITS; j++)
           if (store >> j & 1u) ((pack *)out)[plane * g.plane_groups + i0 + j * blockDim.x] = v[j];
+        if (BLEND && walk)
+          for (int j = 0; j < UNITS; j++)
+            if (walk >> j & 1u)
+              unpack_group<T, VEC, BLEND>(base, packed, out, m, g, aliased, alpha, plane, b, c,
+                                          i0 + j * blockDim.x);
       }
     }
   }
@@ -364,38 +390,41 @@ static unpack_geometry geometry(const apx_tileunpack_args *a) {
   g.tile = cuda_fastdiv_make((uint32_t)g.t);
   g.tiles_launch = cuda_geom_1d(g.B * g.K, 256);
   g.entries_launch = cuda_geom_1d(g.entries, 256);
-  /* override with ids has the winner map alone (cuda_tileunpack:
-   * use_win, no sort), the case of the several-groups-per-thread form */
-  g.units = a->idx && a->mode == APX_OVERLAP_OVERRIDE ? UNPACK_UNITS : 1;
+  /* with ids the output pass reads the winner map (cuda_tileunpack:
+   * use_win), the case of the several-groups-per-thread form */
+  g.units = !a->idx ? 1 : (a->mode == APX_OVERLAP_OVERRIDE ? UNPACK_UNITS : UNPACK_BLEND_UNITS);
   g.out_launch =
       cuda_geom_2d(g.planes, (g.plane_groups + g.units - 1) / g.units, UNPACK_THREADS);
   return g;
 }
 
-template <typename T, int VEC, int UNITS>
+template <typename T, int VEC, int BLEND, int UNITS>
 static void launch_out_units(const unpack_geometry &g, const apx_tileunpack_args *a,
                              const unpack_cells_src &m, float alpha, const int *bad,
                              cudaStream_t s) {
   int aliased = a->out->data == a->base->data;
-  if (a->mode == APX_OVERLAP_BLEND)
-    unpack_cells_kernel<T, VEC, 1, 1><<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
-        (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, m, g, aliased,
-        alpha, bad);
-  else
-    unpack_cells_kernel<T, VEC, 0, UNITS><<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
-        (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, m, g, aliased,
-        alpha, bad);
+  unpack_cells_kernel<T, VEC, BLEND, UNITS><<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
+      (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, m, g, aliased,
+      alpha, bad);
 }
 
-/* UNITS > 1 (override only) reads the winner map alone: only with m.win
- * (ids). The one-group form covers any grid (grid-stride loops). */
+/* UNITS > 1 reads the winner map (and blend's counts): only with m.win
+ * (ids); the grid was sized for g.units groups per thread. The one-group
+ * form covers any grid (grid-stride loops). */
 template <typename T, int VEC>
 static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a,
                        const unpack_cells_src &m, float alpha, const int *bad, cudaStream_t s) {
-  if (g.units == UNPACK_UNITS && m.win && a->mode == APX_OVERLAP_OVERRIDE)
-    launch_out_units<T, VEC, UNPACK_UNITS>(g, a, m, alpha, bad, s);
-  else
-    launch_out_units<T, VEC, 1>(g, a, m, alpha, bad, s);
+  if (a->mode == APX_OVERLAP_BLEND) {
+    if (g.units == UNPACK_BLEND_UNITS && m.win && m.count)
+      launch_out_units<T, VEC, 1, UNPACK_BLEND_UNITS>(g, a, m, alpha, bad, s);
+    else
+      launch_out_units<T, VEC, 1, 1>(g, a, m, alpha, bad, s);
+  } else {
+    if (g.units == UNPACK_UNITS && m.win)
+      launch_out_units<T, VEC, 0, UNPACK_UNITS>(g, a, m, alpha, bad, s);
+    else
+      launch_out_units<T, VEC, 0, 1>(g, a, m, alpha, bad, s);
+  }
 }
 
 template <typename T>

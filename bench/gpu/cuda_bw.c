@@ -251,6 +251,34 @@ static void graph_setup(void) {
   graph_stream = stream;
 }
 
+/* An experiment knob: CUDA_BW_L2_FETCH=<bytes> sets the context's L2 fetch
+ * granularity hint (CU_LIMIT_MAX_L2_FETCH_GRANULARITY) before the run and
+ * prints what the driver reports before and after, to tell whether an
+ * op's traffic is set by DRAM over-fetch (tilepack's 16-byte tile rows). */
+static void l2_fetch_setup(void) {
+  const char *want = getenv("CUDA_BW_L2_FETCH");
+  if (!want || !*want) return;
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  cu_result (*set_limit)(int, size_t) = NULL, (*get_limit)(size_t *, int) = NULL;
+  cu_result (*retain)(void **, int) = NULL, (*set_current)(void *) = NULL;
+  if (lib) {
+    *(void **)&set_limit = dlsym(lib, "cuCtxSetLimit");
+    *(void **)&get_limit = dlsym(lib, "cuCtxGetLimit");
+    *(void **)&retain = dlsym(lib, "cuDevicePrimaryCtxRetain");
+    *(void **)&set_current = dlsym(lib, "cuCtxSetCurrent");
+  }
+  void *pctx = NULL;
+  size_t before = 0, after = 0;
+  if (!set_limit || !get_limit || !retain || !set_current || retain(&pctx, 0) != 0 ||
+      set_current(pctx) != 0 || get_limit(&before, 0x05) != 0 ||
+      set_limit(0x05, (size_t)strtoul(want, NULL, 10)) != 0 || get_limit(&after, 0x05) != 0) {
+    fprintf(stderr, "cuda_bw: CUDA_BW_L2_FETCH=%s could not be applied\n", want);
+    exit(1);
+  }
+  printf("L2 fetch granularity: %zu bytes before, %zu after (CUDA_BW_L2_FETCH=%s)\n", before,
+         after, want);
+}
+
 /* Capture `calls` back-to-back calls of fn on the graph stream. Returns the
  * instantiated graph, or NULL with the reason in why (the capture is ended
  * and discarded either way, so the stream is usable afterwards). */
@@ -620,6 +648,7 @@ int main(int argc, char **argv) {
   struct apx_device_info dev;
   TRY(apx_device_info(ctx, APX_DEVICE_CUDA, 0, &dev), "device_info");
   if (strcmp(profile, "large") != 0) graph_setup();
+  l2_fetch_setup();
   printf("cuda_bw on %s (cc %d.%d, %d SMs), validate mode from %s\n\n", dev.name,
          dev.compute_major, dev.compute_minor, dev.multiprocessors,
          getenv("APEXX_CONFIG") ? getenv("APEXX_CONFIG") : "the default configuration");
