@@ -15,7 +15,7 @@
 #   gpu-results.tar.gz  every log, JSON and Markdown report
 # Each step has a time limit so the whole run fits one device call.
 # RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
-# bench peers. Exit status: 0 when every step run passed or was skipped
+# bench peers (and l2, an experiment: not in the default). Exit status: 0 when every step run passed or was skipped
 # with a reason.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -100,6 +100,14 @@ elif [ -x bench/gpu/cuda_bw ]; then
   grep '^|' "$work/cuda_bw-validate-off.log" | tee -a "$report"
 else
   say "cuda_bw                  SKIP     bench/gpu/cuda_bw not built"
+fi
+
+# 3b. (RUN_STEPS "l2" only) the large profile with the L2 fetch
+# granularity hint at 32 bytes: does DRAM over-fetch set tilepack's speed?
+if want l2 && [ -x bench/gpu/cuda_bw ]; then
+  step cuda_bw-l2fetch32 120 env CUDA_BW_L2_FETCH=32 APEXX_CONFIG="$off_ini" ./bench/gpu/cuda_bw \
+    --iters 10 --profile large --json "$work/cuda_bw-l2fetch32.json"
+  grep -E '^\||^L2' "$work/cuda_bw-l2fetch32.log" | tee -a "$report"
 fi
 
 # 4. apexx-bench at the seed and the large profile (when built)
