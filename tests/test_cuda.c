@@ -380,6 +380,13 @@ START_TEST(test_tileunpack) {
     tileunpack_case(float_dtypes[d], APX_DTYPE_I32, 1, 3, 2, 2, 16, 30, 1, 1, APX_OVERLAP_BLEND,
                     0);
   }
+  /* ids with K above the small-K form's 64: the winner map (override), the
+   * map plus sorted entries for cells with several tiles (blend) */
+  for (int d = 0; d < 3; d++)
+    for (int combo = 0; combo < 4; combo++)
+      tileunpack_case(float_dtypes[d], index_dtypes[combo & 1], 2, 5, 8, 9, 4, 100, 0,
+                      combo >> 1, combo & 1 ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE,
+                      combo == 3);
   /* more channels than one thread's run (a remainder run), every form */
   for (int d = 0; d < 3; d++)
     for (int combo = 0; combo < 8; combo++) {

@@ -20,6 +20,8 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include <limits.h>
+
 #include <string.h>
 
 struct unpack_geometry {
@@ -351,6 +353,120 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
   }
 }
 
+/* Small K with ids (at most UNPACK_SMALL_K tiles a batch row, the seed
+ * profile's K = 32): no map, no sort, one launch after the check instead
+ * of a memset, a map kernel (blend: a sort and its passes) and the output
+ * pass. A block stages its batch row's ids and levels in shared memory;
+ * each thread finds the tiles on its group's cell by a scan of the K ids:
+ * override takes the largest (level, k), blend composes them in ascending
+ * (level, k) order, finding the next by a scan for the least key above
+ * the last (ids are cell-aligned and VEC divides t, so a tile covers the
+ * whole group). Ids out of range match no cell. */
+#define UNPACK_SMALL_K 64
+
+template <typename T, int VEC, int BLEND>
+__global__ void __launch_bounds__(UNPACK_THREADS)
+    unpack_small_kernel(const T *base, const T *__restrict__ packed, T *out, unpack_sources src,
+                        unpack_geometry g, int aliased, float alpha, const int *bad) {
+  if (cuda_call_failed(bad)) return;
+  typedef unpack_pack<T, VEC> pack;
+  __shared__ long long s_id[UNPACK_SMALL_K], s_lv[UNPACK_SMALL_K];
+  const int K = (int)g.K;
+  const float keep = 1.0f - alpha;
+  const int64_t kstride = g.C * g.t * g.t; /* packed: from tile k to tile k+1 */
+  CUDA_FOR_OUTER(plane, g.planes) {
+    int64_t b = plane / g.C, c = plane % g.C;
+    __syncthreads(); /* the previous plane's scans are done */
+    for (int k = threadIdx.x; k < K; k += blockDim.x) {
+      s_id[k] = (long long)cuda_load_index(src.idx, src.placement_is64, b * g.K + k);
+      s_lv[k] = src.levels ? (long long)cuda_load_index(src.levels, src.levels_is64, b * g.K + k)
+                           : 0;
+    }
+    __syncthreads();
+    CUDA_FOR_INNER(i, g.plane_groups) {
+      uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
+      uint32_t cy = g.tile.div(yu), cx = g.tile.div(xu);
+      long long cell = (long long)cy * g.gw + cx;
+      int64_t w = plane * g.plane_groups + i;
+      /* this group's row segment inside tile 0 of (b, c) */
+      const T *row0 = packed + ((b * g.K * g.C + c) * g.t + (yu - cy * g.t)) * g.t +
+                      (xu - cx * g.t);
+      if (!BLEND) {
+        int best = -1;
+        long long best_l = 0;
+        for (int k = 0; k < K; k++) /* k ascending: an equal level later wins */
+          if (s_id[k] == cell && (best < 0 || s_lv[k] >= best_l)) {
+            best = k;
+            best_l = s_lv[k];
+          }
+        if (best >= 0) ((pack *)out)[w] = *(const pack *)(row0 + best * kstride);
+        else if (!aliased) ((pack *)out)[w] = ((const pack *)base)[w];
+      } else {
+        pack cur = ((const pack *)base)[w];
+        float acc[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) acc[j] = cuda_dt<T>::to_f(cur.v[j]);
+        int any = 0, last_k = -1;
+        long long last_l = LLONG_MIN;
+        for (;;) {
+          int next = -1;
+          long long next_l = 0;
+          for (int k = 0; k < K; k++) {
+            if (s_id[k] != cell) continue;
+            long long l = s_lv[k];
+            int above = l > last_l || (l == last_l && k > last_k);
+            if (above && (next < 0 || l < next_l)) { /* the least key above the last */
+              next = k;
+              next_l = l;
+            }
+          }
+          if (next < 0) break;
+          pack v = *(const pack *)(row0 + next * kstride);
+#pragma unroll
+          for (int j = 0; j < VEC; j++) acc[j] = keep * acc[j] + alpha * cuda_dt<T>::to_f(v.v[j]);
+          any = 1;
+          last_k = next;
+          last_l = next_l;
+        }
+        if (any) {
+#pragma unroll
+          for (int j = 0; j < VEC; j++) cur.v[j] = cuda_dt<T>::from_f(acc[j]);
+          ((pack *)out)[w] = cur;
+        } else if (!aliased) {
+          ((pack *)out)[w] = cur;
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int VEC>
+static void launch_small(const unpack_geometry &g, const apx_tileunpack_args *a,
+                         const unpack_sources &src, float alpha, const int *bad, cudaStream_t s) {
+  int aliased = a->out->data == a->base->data;
+  cuda_geom2 l = cuda_geom_2d(g.planes, g.plane_groups, UNPACK_THREADS);
+  if (a->mode == APX_OVERLAP_BLEND)
+    unpack_small_kernel<T, VEC, 1><<<l.grid, l.block, 0, s>>>(
+        (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g, aliased,
+        alpha, bad);
+  else
+    unpack_small_kernel<T, VEC, 0><<<l.grid, l.block, 0, s>>>(
+        (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g, aliased,
+        alpha, bad);
+}
+
+template <typename T>
+static void launch_small_typed(const unpack_geometry &g, const apx_tileunpack_args *a,
+                               const unpack_sources &src, float alpha, const int *bad,
+                               cudaStream_t s) {
+  switch (g.vec) {
+  case 8: launch_small<T, 8>(g, a, src, alpha, bad, s); break;
+  case 4: launch_small<T, 4>(g, a, src, alpha, bad, s); break;
+  case 2: launch_small<T, 2>(g, a, src, alpha, bad, s); break;
+  default: launch_small<T, 1>(g, a, src, alpha, bad, s); break;
+  }
+}
+
 static int bit_length(uint64_t v) {
   int n = 0;
   while (v) {
@@ -503,8 +619,10 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
     d.order_bits = g.order_bits;
     d.key_k = g.K;
   }
+  /* small K with ids: the one-launch form, which needs no levels minimum */
+  const int small = a->idx != NULL && g.K <= UNPACK_SMALL_K;
   cuda_checked chk;
-  s = cuda_check_run(st, dev, stream, &d, a->levels != NULL, &chk);
+  s = cuda_check_run(st, dev, stream, &d, a->levels != NULL && !small, &chk);
   if (s != APX_OK) return s;
 
   unpack_sources src;
@@ -514,6 +632,21 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
   src.levels = a->levels ? a->levels->data : nullptr;
   src.levels_is64 = a->levels && a->levels->dtype == APX_DTYPE_I64;
   src.lmin = chk.lmin;
+  if (small) {
+    /* alpha rounded to the base dtype first, as launch_out_any does */
+    float alpha = (float)a->blend_alpha;
+    if (a->base->dtype == APX_DTYPE_F16) {
+      alpha = __half2float(__float2half_rn(alpha));
+      launch_small_typed<__half>(g, a, src, alpha, chk.bad, stream);
+    } else if (a->base->dtype == APX_DTYPE_BF16) {
+      alpha = __bfloat162float(__float2bfloat16_rn(alpha));
+      launch_small_typed<__nv_bfloat16>(g, a, src, alpha, chk.bad, stream);
+    } else {
+      launch_small_typed<float>(g, a, src, alpha, chk.bad, stream);
+    }
+    CUDA_LAUNCHED(st, "tileunpack: launch");
+    return APX_OK;
+  }
   unpack_cells_src m;
   memset(&m, 0, sizeof m);
   cudaError_t err = cudaSuccess;

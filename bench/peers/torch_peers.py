@@ -2,7 +2,7 @@
 """Torch peers of the apexx cuda ops at the large and the seed profile (the
 same shapes and minimal-byte counts as bench/gpu/cuda_bw.c), so the cuda
 backend's numbers have a framework baseline on the same card. Large: the
-median of single calls between CUDA events; seed: 20 calls captured in a
+median of 5 back-to-back calls between CUDA events; seed: 20 calls captured in a
 CUDA graph, the replay's time per call (as cuda_bw times apexx there; back-
 to-back calls between events where capture fails, and the row says so).
 
@@ -81,22 +81,6 @@ def batch_timed(fn, iters, calls=20):
     return statistics.median(times)
 
 
-def timed(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start = torch.cuda.Event(enable_timing=True)
-        stop = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=20)
@@ -137,8 +121,8 @@ def run_profile(profile, iters):
     rows = []
 
     def time_fn(fn):
-        if large:
-            return timed(fn, iters), "events"
+        if large:  # as cuda_bw: 5 back-to-back calls between events
+            return batch_timed(fn, iters, calls=5), "events x5"
         ms = graph_timed(fn, max(iters, 20))
         if ms is not None:
             return ms, "graph"
