@@ -15,8 +15,8 @@
 #   gpu-results.tar.gz  every log, JSON and Markdown report
 # Each step has a time limit so the whole run fits one device call.
 # RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
-# bench peers (and l2, an experiment: not in the default). Exit status: 0 when every step run passed or was skipped
-# with a reason.
+# bench peers (and the experiments l2 and ncu: not in the default). Exit
+# status: 0 when every step run passed or was skipped with a reason.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -108,6 +108,16 @@ if want l2 && [ -x bench/gpu/cuda_bw ]; then
   step cuda_bw-l2fetch32 120 env CUDA_BW_L2_FETCH=32 APEXX_CONFIG="$off_ini" ./bench/gpu/cuda_bw \
     --iters 10 --profile large --json "$work/cuda_bw-l2fetch32.json"
   grep -E '^\||^L2' "$work/cuda_bw-l2fetch32.log" | tee -a "$report"
+fi
+
+# 3c. (RUN_STEPS "ncu" only) per-kernel durations at the seed profile:
+# which kernels of a call cost the time (graph timing gives only the sum)
+if want ncu && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
+  step ncu-seed 180 ./libtool --mode=execute ncu --launch-count 200 \
+    --kernel-name 'regex:ssm_|unpack_small|fused_|check_' --section SpeedOfLight \
+    --print-summary per-kernel ./bench/gpu/cuda_bw --profile seed --iters 1
+  grep -E '^  [a-z_]|Duration|DRAM Throughput' "$work/ncu-seed.log" | head -300 \
+    | tee "$work/ncu-seed-summary.txt" | sed 's/^/    /' | tee -a "$report"
 fi
 
 # 4. apexx-bench at the seed and the large profile (when built)
