@@ -103,7 +103,10 @@ static __device__ void check_finish(const cuda_check_desc &d, cuda_check_slot *s
       atomicExch(&record->ready, 1);
     }
   }
-  __threadfence();
+  /* no fence here: the main kernels that read the verdict come after this
+   * kernel on the stream, and a kernel's end orders its writes before them
+   * (a device-wide fence per call cost about 2 us of a 4 us check at the
+   * seed profile) */
 }
 
 __global__ void __launch_bounds__(CUDA_CHECK_THREADS)

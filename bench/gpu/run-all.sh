@@ -113,8 +113,8 @@ fi
 # 3c. (RUN_STEPS "ncu" only) per-kernel durations at the seed profile:
 # which kernels of a call cost the time (graph timing gives only the sum)
 if want ncu && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
-  step ncu-seed 180 ./libtool --mode=execute ncu --launch-count 200 \
-    --kernel-name 'regex:ssm_|unpack_small|fused_|check_' --section SpeedOfLight \
+  step ncu-seed 180 ./libtool --mode=execute ncu --launch-count 60 \
+    --kernel-name 'regex:ssm_block|unpack_small|fused_' --section SpeedOfLight \
     --print-summary per-kernel ./bench/gpu/cuda_bw --profile seed --iters 1
   grep -E '^  [a-z_]|Duration|DRAM Throughput' "$work/ncu-seed.log" | head -300 \
     | tee "$work/ncu-seed-summary.txt" | sed 's/^/    /' | tee -a "$report"
