@@ -78,44 +78,55 @@ static __device__ __forceinline__ float sanitize(float x, float lim) {
   return x > lim ? lim : (x < -lim ? -lim : x);
 }
 
-/* V consecutive channels of one token row, as fp32 (one vector load). */
+/* V consecutive channels of one token row: `raw` is their storage (one
+ * 2-, 4- or 8-byte word), to_f widens it to fp32; load = one read-only
+ * vector load and to_f; store rounds each channel once. */
 template <typename T, int V> struct ssm_vec;
 template <typename T> struct ssm_vec<T, 1> {
-  static __device__ __forceinline__ void load(const T *p, float *x) {
-    x[0] = cuda_dt<T>::load(p);
-  }
+  typedef T raw;
+  static __device__ __forceinline__ void to_f(raw r, float *x) { x[0] = cuda_dt<T>::to_f(r); }
+  static __device__ __forceinline__ void load(const T *p, float *x) { to_f(__ldg(p), x); }
   static __device__ __forceinline__ void store(T *p, const float *y) {
     *p = cuda_dt<T>::from_f(y[0]);
   }
 };
 template <> struct ssm_vec<__half, 2> {
+  typedef __half2 raw;
+  static __device__ __forceinline__ void to_f(raw r, float *x) {
+    x[0] = __low2float(r);
+    x[1] = __high2float(r);
+  }
   static __device__ __forceinline__ void load(const __half *p, float *x) {
-    __half2 h = __ldg((const __half2 *)p);
-    x[0] = __low2float(h);
-    x[1] = __high2float(h);
+    to_f(__ldg((const raw *)p), x);
   }
   static __device__ __forceinline__ void store(__half *p, const float *y) {
-    *(__half2 *)p = __halves2half2(__float2half_rn(y[0]), __float2half_rn(y[1]));
+    *(raw *)p = __halves2half2(__float2half_rn(y[0]), __float2half_rn(y[1]));
   }
 };
 template <> struct ssm_vec<__nv_bfloat16, 2> {
+  typedef __nv_bfloat162 raw;
+  static __device__ __forceinline__ void to_f(raw r, float *x) {
+    x[0] = __low2float(r);
+    x[1] = __high2float(r);
+  }
   static __device__ __forceinline__ void load(const __nv_bfloat16 *p, float *x) {
-    __nv_bfloat162 h = __ldg((const __nv_bfloat162 *)p);
-    x[0] = __low2float(h);
-    x[1] = __high2float(h);
+    to_f(__ldg((const raw *)p), x);
   }
   static __device__ __forceinline__ void store(__nv_bfloat16 *p, const float *y) {
-    *(__nv_bfloat162 *)p = __halves2bfloat162(__float2bfloat16_rn(y[0]), __float2bfloat16_rn(y[1]));
+    *(raw *)p = __halves2bfloat162(__float2bfloat16_rn(y[0]), __float2bfloat16_rn(y[1]));
   }
 };
 template <> struct ssm_vec<float, 2> {
+  typedef float2 raw;
+  static __device__ __forceinline__ void to_f(raw r, float *x) {
+    x[0] = r.x;
+    x[1] = r.y;
+  }
   static __device__ __forceinline__ void load(const float *p, float *x) {
-    float2 h = __ldg((const float2 *)p);
-    x[0] = h.x;
-    x[1] = h.y;
+    to_f(__ldg((const raw *)p), x);
   }
   static __device__ __forceinline__ void store(float *p, const float *y) {
-    *(float2 *)p = make_float2(y[0], y[1]);
+    *(raw *)p = make_float2(y[0], y[1]);
   }
 };
 
@@ -357,33 +368,6 @@ __global__ void ssm_out_kernel(const T *__restrict__ tokens, T *__restrict__ out
 #define SSM_WARPS 16
 enum { SSM_PLAIN = 0, SSM_TO_SCRATCH = 1, SSM_MERGE = 2 };
 
-/* raw storage of V channels of one token row */
-template <typename T, int V> struct ssm_raw { typedef T type; };
-template <> struct ssm_raw<__half, 2> { typedef __half2 type; };
-template <> struct ssm_raw<__nv_bfloat16, 2> { typedef __nv_bfloat162 type; };
-template <> struct ssm_raw<float, 2> { typedef float2 type; };
-
-template <typename R> static __device__ __forceinline__ void raw_to_f(R r, float *x);
-template <> __device__ __forceinline__ void raw_to_f<__half>(__half r, float *x) {
-  x[0] = __half2float(r);
-}
-template <> __device__ __forceinline__ void raw_to_f<__nv_bfloat16>(__nv_bfloat16 r, float *x) {
-  x[0] = __bfloat162float(r);
-}
-template <> __device__ __forceinline__ void raw_to_f<float>(float r, float *x) { x[0] = r; }
-template <> __device__ __forceinline__ void raw_to_f<__half2>(__half2 r, float *x) {
-  x[0] = __low2float(r);
-  x[1] = __high2float(r);
-}
-template <> __device__ __forceinline__ void raw_to_f<__nv_bfloat162>(__nv_bfloat162 r, float *x) {
-  x[0] = __low2float(r);
-  x[1] = __high2float(r);
-}
-template <> __device__ __forceinline__ void raw_to_f<float2>(float2 r, float *x) {
-  x[0] = r.x;
-  x[1] = r.y;
-}
-
 /* d^len by repeated multiplication (the chunked scan's a_full/a_last). */
 static __device__ __forceinline__ float ssm_pow(float d, int len) {
   float a = 1.0f;
@@ -396,7 +380,8 @@ __global__ void __launch_bounds__(SSM_WARPS * 32)
 ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p, int64_t B,
                  int64_t K, int64_t C, int backward, int merge, float *__restrict__ y_back,
                  T *__restrict__ final_state) {
-  typedef typename ssm_raw<T, V>::type R;
+  typedef ssm_vec<T, V> vec;
+  typedef typename vec::raw R;
   __shared__ float h_sh[2][SSM_WARPS][32 * V];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int64_t groups = (C + 32 * V - 1) / (32 * V);
@@ -438,7 +423,7 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
 #pragma unroll
       for (int i = 0; i < L; i++)
         if (active && n0 + i < K) {
-          raw_to_f<R>(cur[i], x);
+          vec::to_f(cur[i], x);
           step<V>(x, ch, p.lim, h);
         }
       float *mine = h_sh[r & 1][w];
@@ -491,7 +476,7 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
 #pragma unroll
       for (int i = 0; i < L; i++)
         if (active && n0 + i < K) {
-          raw_to_f<R>(cur[i], x);
+          vec::to_f(cur[i], x);
           step<V>(x, ch, p.lim, s_in);
           const int64_t e = e0 + i * stride;
           float y[V];

@@ -142,6 +142,20 @@ __global__ void unpack_winners_kernel(unpack_sources src, unpack_geometry g,
 /* VEC elements of T moved as one aligned vector (16 bytes at most). */
 template <typename T, int VEC> struct alignas(sizeof(T) * VEC) unpack_pack { T v[VEC]; };
 
+/* Blend of one tile over base: keep*base + alpha*tile in fp32, rounded
+ * once (spec/ops.md 4.A, decision 3). */
+template <typename T, int VEC>
+__device__ __forceinline__ unpack_pack<T, VEC> unpack_blend1(const unpack_pack<T, VEC> &base,
+                                                            const unpack_pack<T, VEC> &tile,
+                                                            float keep, float alpha) {
+  unpack_pack<T, VEC> r;
+#pragma unroll
+  for (int j = 0; j < VEC; j++)
+    r.v[j] = cuda_dt<T>::from_f(keep * cuda_dt<T>::to_f(base.v[j]) +
+                                alpha * cuda_dt<T>::to_f(tile.v[j]));
+  return r;
+}
+
 /* One group of VEC pixels of row y of plane (b, c), the general way: with
  * ids, the cell's winner (and count) is one load, and a cell with one
  * tile (or override) goes straight to a copy or blend of the tile row;
@@ -184,15 +198,7 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
   }
   if (tile_row) {
     pack v = *(const pack *)tile_row;
-    if (BLEND) {
-      pack cur = ((const pack *)base)[w];
-#pragma unroll
-      for (int j = 0; j < VEC; j++) {
-        float a = cuda_dt<T>::to_f(cur.v[j]);
-        a = keep * a + alpha * cuda_dt<T>::to_f(v.v[j]);
-        v.v[j] = cuda_dt<T>::from_f(a);
-      }
-    }
+    if (BLEND) v = unpack_blend1(((const pack *)base)[w], v, keep, alpha);
     ((pack *)out)[w] = v;
     return;
   }
@@ -332,13 +338,7 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
           const float keep = 1.0f - alpha;
 #pragma unroll
           for (int j = 0; j < UNITS; j++)
-            if ((store >> j & 1u) && wv[j])
-#pragma unroll
-              for (int e = 0; e < VEC; e++) {
-                float a = cuda_dt<T>::to_f(cur[j].v[e]);
-                a = keep * a + alpha * cuda_dt<T>::to_f(v[j].v[e]);
-                v[j].v[e] = cuda_dt<T>::from_f(a);
-              }
+            if ((store >> j & 1u) && wv[j]) v[j] = unpack_blend1(cur[j], v[j], keep, alpha);
         }
 #pragma unroll
         for (int j = 0; j < UNITS; j++)
@@ -455,18 +455,6 @@ static void launch_small(const unpack_geometry &g, const apx_tileunpack_args *a,
         alpha, bad);
 }
 
-template <typename T>
-static void launch_small_typed(const unpack_geometry &g, const apx_tileunpack_args *a,
-                               const unpack_sources &src, float alpha, const int *bad,
-                               cudaStream_t s) {
-  switch (g.vec) {
-  case 8: launch_small<T, 8>(g, a, src, alpha, bad, s); break;
-  case 4: launch_small<T, 4>(g, a, src, alpha, bad, s); break;
-  case 2: launch_small<T, 2>(g, a, src, alpha, bad, s); break;
-  default: launch_small<T, 1>(g, a, src, alpha, bad, s); break;
-  }
-}
-
 static int bit_length(uint64_t v) {
   int n = 0;
   while (v) {
@@ -529,8 +517,11 @@ static void launch_out_units(const unpack_geometry &g, const apx_tileunpack_args
  * form covers any grid (grid-stride loops). */
 template <typename T, int VEC>
 static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a,
-                       const unpack_cells_src &m, float alpha, const int *bad, cudaStream_t s) {
-  if (a->mode == APX_OVERLAP_BLEND) {
+                       const unpack_cells_src &m, const unpack_sources *small, float alpha,
+                       const int *bad, cudaStream_t s) {
+  if (small)
+    launch_small<T, VEC>(g, a, *small, alpha, bad, s);
+  else if (a->mode == APX_OVERLAP_BLEND) {
     if (g.units == UNPACK_BLEND_UNITS && m.win && m.count)
       launch_out_units<T, VEC, 1, UNPACK_BLEND_UNITS>(g, a, m, alpha, bad, s);
     else
@@ -545,31 +536,33 @@ static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a,
 
 template <typename T>
 static void launch_out_typed(const unpack_geometry &g, const apx_tileunpack_args *a,
-                             const unpack_cells_src &m, float alpha, const int *bad,
-                             cudaStream_t s) {
+                             const unpack_cells_src &m, const unpack_sources *small,
+                             float alpha, const int *bad, cudaStream_t s) {
   switch (g.vec) {
-  case 8: launch_out<T, 8>(g, a, m, alpha, bad, s); break;
-  case 4: launch_out<T, 4>(g, a, m, alpha, bad, s); break;
-  case 2: launch_out<T, 2>(g, a, m, alpha, bad, s); break;
-  default: launch_out<T, 1>(g, a, m, alpha, bad, s); break;
+  case 8: launch_out<T, 8>(g, a, m, small, alpha, bad, s); break;
+  case 4: launch_out<T, 4>(g, a, m, small, alpha, bad, s); break;
+  case 2: launch_out<T, 2>(g, a, m, small, alpha, bad, s); break;
+  default: launch_out<T, 1>(g, a, m, small, alpha, bad, s); break;
   }
 }
 
-/* The output pass for any dtype; alpha is rounded to the base dtype first,
- * as the reference does (a 0-d tensor). */
+/* The output pass for any dtype: the map/sort form (m), or the small-K
+ * form when `small` gives its sources; alpha is rounded to the base dtype
+ * first, as the reference does (a 0-d tensor). */
 static void launch_out_any(const unpack_geometry &g, const apx_tileunpack_args *a,
-                           const unpack_cells_src &m, const int *bad, cudaStream_t stream) {
+                           const unpack_cells_src &m, const unpack_sources *small,
+                           const int *bad, cudaStream_t stream) {
   float alpha = (float)a->blend_alpha;
   switch (a->base->dtype) {
   case APX_DTYPE_F16:
     alpha = __half2float(__float2half_rn(alpha));
-    launch_out_typed<__half>(g, a, m, alpha, bad, stream);
+    launch_out_typed<__half>(g, a, m, small, alpha, bad, stream);
     break;
   case APX_DTYPE_BF16:
     alpha = __bfloat162float(__float2bfloat16_rn(alpha));
-    launch_out_typed<__nv_bfloat16>(g, a, m, alpha, bad, stream);
+    launch_out_typed<__nv_bfloat16>(g, a, m, small, alpha, bad, stream);
     break;
-  default: launch_out_typed<float>(g, a, m, alpha, bad, stream); break;
+  default: launch_out_typed<float>(g, a, m, small, alpha, bad, stream); break;
   }
 }
 
@@ -632,23 +625,13 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
   src.levels = a->levels ? a->levels->data : nullptr;
   src.levels_is64 = a->levels && a->levels->dtype == APX_DTYPE_I64;
   src.lmin = chk.lmin;
+  unpack_cells_src m;
+  memset(&m, 0, sizeof m);
   if (small) {
-    /* alpha rounded to the base dtype first, as launch_out_any does */
-    float alpha = (float)a->blend_alpha;
-    if (a->base->dtype == APX_DTYPE_F16) {
-      alpha = __half2float(__float2half_rn(alpha));
-      launch_small_typed<__half>(g, a, src, alpha, chk.bad, stream);
-    } else if (a->base->dtype == APX_DTYPE_BF16) {
-      alpha = __bfloat162float(__float2bfloat16_rn(alpha));
-      launch_small_typed<__nv_bfloat16>(g, a, src, alpha, chk.bad, stream);
-    } else {
-      launch_small_typed<float>(g, a, src, alpha, chk.bad, stream);
-    }
+    launch_out_any(g, a, m, &src, chk.bad, stream);
     CUDA_LAUNCHED(st, "tileunpack: launch");
     return APX_OK;
   }
-  unpack_cells_src m;
-  memset(&m, 0, sizeof m);
   cudaError_t err = cudaSuccess;
   /* ids: a winner map (override needs nothing else: the maximum key per
    * cell does not depend on the order); blend with ids also counts tiles
@@ -724,7 +707,7 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
     m.origin32 = origin32;
   }
   if (err == cudaSuccess) {
-    launch_out_any(g, a, m, chk.bad, stream);
+    launch_out_any(g, a, m, nullptr, chk.bad, stream);
     err = cudaGetLastError();
   }
   cuda_ws_free(&ws);

@@ -273,6 +273,21 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
  * cheap combine. */
 #define CUDA_CHECK_UNROLL 8
 
+/* The least of every thread's v, in thread 0 (a warp shuffle, then the
+ * warps' results through `scratch`, one slot a warp). */
+static __device__ __forceinline__ unsigned long long block_min(unsigned long long v,
+                                                               unsigned long long *scratch) {
+  for (int off = 16; off > 0; off >>= 1) {
+    unsigned long long o = __shfl_down_sync(0xffffffffu, v, off);
+    v = o < v ? o : v;
+  }
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) v = scratch[w] < v ? scratch[w] : v;
+  return v;
+}
+
 template <typename I, int PAIRS>
 __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     check_range_kernel(cuda_check_desc d, cuda_check_slot *slot, cuda_error_record *record,
@@ -311,15 +326,8 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
       if (bad && i < d.count && (unsigned long long)i < first) first = (unsigned long long)i;
     }
   }
-  /* the block's least bad position */
-  for (int off = 16; off > 0; off >>= 1) {
-    unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
-    first = o < first ? o : first;
-  }
-  if ((t & 31) == 0) s_min[t >> 5] = first;
-  __syncthreads();
+  first = block_min(first, s_min); /* the block's least bad position (thread 0) */
   if (t == 0) {
-    for (int w = 1; w < CUDA_CHECK_THREADS / 32; w++) first = s_min[w] < first ? s_min[w] : first;
     s_last = 1;
     if (gridDim.x > 1) { /* several blocks: the last to finish combines */
       slot->partial_pos[blockIdx.x] = first;
@@ -337,16 +345,7 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
       unsigned long long p = vs->partial_pos[b];
       first = p < first ? p : first;
     }
-    for (int off = 16; off > 0; off >>= 1) {
-      unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
-      first = o < first ? o : first;
-    }
-    __syncthreads(); /* s_min's first use is complete */
-    if ((t & 31) == 0) s_min[t >> 5] = first;
-    __syncthreads();
-    if (t == 0)
-      for (int w = 1; w < CUDA_CHECK_THREADS / 32; w++)
-        first = s_min[w] < first ? s_min[w] : first;
+    first = block_min(first, s_min); /* the sync before s_last's test ended its first use */
   }
   if (t == 0) check_finish(d, slot, record, publish, first, LLONG_MAX, LLONG_MIN, -1, 0);
 }

@@ -190,6 +190,8 @@ typedef struct cu_driver {
   cu_result (*graph_exec_destroy)(void *exec);
   cu_result (*graph_destroy)(void *graph);
   cu_result (*error_string)(cu_result error, const char **text);
+  cu_result (*ctx_set_limit)(int limit, size_t value);
+  cu_result (*ctx_get_limit)(size_t *value, int limit);
 } cu_driver;
 
 #define CU_STREAM_NON_BLOCKING 1u
@@ -231,6 +233,8 @@ static void graph_setup(void) {
       {"cuGraphExecDestroy", (void **)&cu.graph_exec_destroy},
       {"cuGraphDestroy", (void **)&cu.graph_destroy},
       {"cuGetErrorString", (void **)&cu.error_string},
+      {"cuCtxSetLimit", (void **)&cu.ctx_set_limit},
+      {"cuCtxGetLimit", (void **)&cu.ctx_get_limit},
   };
   for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
     *syms[i].slot = dlsym(lib, syms[i].name);
@@ -260,24 +264,13 @@ static void graph_setup(void) {
  * granularity hint (CU_LIMIT_MAX_L2_FETCH_GRANULARITY) before the run and
  * prints what the driver reports before and after, to tell whether an
  * op's traffic is set by DRAM over-fetch (tilepack's 16-byte tile rows). */
-static void l2_fetch_setup(void) {
-  const char *want = getenv("CUDA_BW_L2_FETCH");
-  if (!want || !*want) return;
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  cu_result (*set_limit)(int, size_t) = NULL, (*get_limit)(size_t *, int) = NULL;
-  cu_result (*retain)(void **, int) = NULL, (*set_current)(void *) = NULL;
-  if (lib) {
-    *(void **)&set_limit = dlsym(lib, "cuCtxSetLimit");
-    *(void **)&get_limit = dlsym(lib, "cuCtxGetLimit");
-    *(void **)&retain = dlsym(lib, "cuDevicePrimaryCtxRetain");
-    *(void **)&set_current = dlsym(lib, "cuCtxSetCurrent");
-  }
-  void *pctx = NULL;
+static void l2_fetch_setup(const char *want) {
   size_t before = 0, after = 0;
-  if (!set_limit || !get_limit || !retain || !set_current || retain(&pctx, 0) != 0 ||
-      set_current(pctx) != 0 || get_limit(&before, 0x05) != 0 ||
-      set_limit(0x05, (size_t)strtoul(want, NULL, 10)) != 0 || get_limit(&after, 0x05) != 0) {
-    fprintf(stderr, "cuda_bw: CUDA_BW_L2_FETCH=%s could not be applied\n", want);
+  if (!graph_stream || cu.ctx_get_limit(&before, 0x05) != 0 ||
+      cu.ctx_set_limit(0x05, (size_t)strtoul(want, NULL, 10)) != 0 ||
+      cu.ctx_get_limit(&after, 0x05) != 0) {
+    fprintf(stderr, "cuda_bw: CUDA_BW_L2_FETCH=%s could not be applied%s%s\n", want,
+            graph_stream ? "" : ": ", graph_unavailable);
     exit(1);
   }
   printf("L2 fetch granularity: %zu bytes before, %zu after (CUDA_BW_L2_FETCH=%s)\n", before,
@@ -656,8 +649,9 @@ int main(int argc, char **argv) {
   }
   struct apx_device_info dev;
   TRY(apx_device_info(ctx, APX_DEVICE_CUDA, 0, &dev), "device_info");
-  if (strcmp(profile, "large") != 0) graph_setup();
-  l2_fetch_setup();
+  const char *l2_fetch = getenv("CUDA_BW_L2_FETCH");
+  if (strcmp(profile, "large") != 0 || (l2_fetch && *l2_fetch)) graph_setup();
+  if (l2_fetch && *l2_fetch) l2_fetch_setup(l2_fetch);
   printf("cuda_bw on %s (cc %d.%d, %d SMs), validate mode from %s\n\n", dev.name,
          dev.compute_major, dev.compute_minor, dev.multiprocessors,
          getenv("APEXX_CONFIG") ? getenv("APEXX_CONFIG") : "the default configuration");

@@ -29,9 +29,27 @@ except ImportError as e:  # pragma: no cover - depends on the machine
     sys.exit(77)
 
 
+def event_median(run, iters, calls):
+    """Median over iters samples of run()'s time between two CUDA events,
+    per call (run makes `calls` calls), in milliseconds; 3 warm-up runs."""
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / calls)
+    return statistics.median(times)
+
+
 def graph_timed(fn, iters, calls=20):
-    """Milliseconds per call of `calls` calls replayed from a CUDA graph
-    (median over iters replays), or None when capture fails."""
+    """Milliseconds per call of `calls` calls replayed from a CUDA graph,
+    or None when capture fails."""
     try:
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -48,37 +66,15 @@ def graph_timed(fn, iters, calls=20):
         torch.cuda.synchronize()
         print(f"note: graph capture failed ({type(e).__name__}: {e}); events used")
         return None
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start = torch.cuda.Event(enable_timing=True)
-        stop = torch.cuda.Event(enable_timing=True)
-        start.record()
-        g.replay()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / calls)
-    return statistics.median(times)
+    return event_median(g.replay, iters, calls)
 
 
 def batch_timed(fn, iters, calls=20):
     """Milliseconds per call of `calls` back-to-back calls between events."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start = torch.cuda.Event(enable_timing=True)
-        stop = torch.cuda.Event(enable_timing=True)
-        start.record()
+    def run():
         for _ in range(calls):
             fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / calls)
-    return statistics.median(times)
+    return event_median(run, iters, calls)
 
 
 def main():
