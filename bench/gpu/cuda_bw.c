@@ -27,7 +27,8 @@
  * with 65536 rows (scatter_add's index = row ids repeated along the row).
  * Seed profile: B1 C128 128x128 t8 K32 fp16; scan B1 K256 C128; indexing
  * src (4096, 128) with 256 rows. Inputs are random (never zeros). The
- * validate mode is the configuration's ($APEXX_CONFIG). */
+ * validate mode is the configuration's ($APEXX_CONFIG); CUDA_BW_ONLY=a,b
+ * times only the ops whose names contain one of the words. */
 #include <apexx/apexx.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -366,11 +367,24 @@ static const char *timing_method;
 /* back-to-back calls per large-profile sample */
 #define LARGE_CALLS 5
 
+/* CUDA_BW_ONLY="a,b": time only the rows whose op name contains one of
+ * the comma-separated words (and the copy baseline), e.g. under ncu. */
+static int op_wanted(const char *op) {
+  const char *only = getenv("CUDA_BW_ONLY");
+  if (!only || !*only || !strncmp(op, "copy", 4)) return 1;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", only);
+  for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save))
+    if (*w && strstr(op, w)) return 1;
+  return 0;
+}
+
 /* The seed profile's timing: graph replay, else events around `batch`
  * back-to-back calls (the method is left in timing_method). The large
  * profile keeps events around single calls. */
 static double time_row(const char *op, op_fn fn, const void *args, int iters, int batch,
                        int large) {
+  if (!op_wanted(op)) return -1;
   if (!large) {
     char why[512] = "";
     double ms = time_op_graph(fn, args, iters, batch, why, sizeof why);
@@ -414,6 +428,7 @@ static double copy_gbps;
 
 static void row(const char *profile, const char *op, double ms, double bytes, double target_pct,
                 double target_us) {
+  if (ms < 0) return; /* not timed (CUDA_BW_ONLY) */
   double gbps = bytes / (ms * 1e-3) / 1e9;
   double pct = copy_gbps > 0 ? 100.0 * gbps / copy_gbps : 0;
   const char *verdict = "";

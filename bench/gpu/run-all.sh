@@ -15,7 +15,7 @@
 #   gpu-results.tar.gz  every log, JSON and Markdown report
 # Each step has a time limit so the whole run fits one device call.
 # RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
-# bench peers (and the experiments l2 and ncu: not in the default). Exit
+# bench peers (and the experiments l2, ncu and ncudiag: not in the default). Exit
 # status: 0 when every step run passed or was skipped with a reason.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -118,6 +118,31 @@ if want ncu && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
     --print-summary per-kernel ./bench/gpu/cuda_bw --profile seed --iters 1
   grep -E '^  [a-z_]|Duration|DRAM Throughput' "$work/ncu-seed.log" | head -300 \
     | tee "$work/ncu-seed-summary.txt" | sed 's/^/    /' | tee -a "$report"
+fi
+
+# 3d. (RUN_STEPS "ncudiag" only) every kernel's duration for one op at a
+# time (CUDA_BW_ONLY): seed profile in both validate modes, and the large
+# profile's tile ops, to see what a call's check and setup kernels cost
+if want ncudiag && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
+  : >"$work/ncudiag-summary.txt"
+  ncu_one() { # NAME ONLY PROFILE COUNT [env...]
+    local name=$1 only=$2 profile=$3 count=$4
+    shift 4
+    step "ncudiag-$name" 120 env CUDA_BW_ONLY="$only" "$@" ./libtool --mode=execute ncu \
+      --launch-count "$count" --metrics gpu__time_duration.sum --print-summary per-kernel \
+      ./bench/gpu/cuda_bw --profile "$profile" --iters 1
+    { echo "== $name ($profile, CUDA_BW_ONLY=$only $*)"
+      grep -E '^  [a-zA-Z_]|gpu__time_duration' "$work/ncudiag-$name.log" \
+        | sed -E 's/\(([^()]|\([^()]*\))*\) \(/(...) (/'; } >>"$work/ncudiag-summary.txt"
+  }
+  for op in override blend fused "tilessm forward" gather index_select scatter_add; do
+    ncu_one "seed-dev-${op// /_}" "$op" seed 40
+    ncu_one "seed-off-${op// /_}" "$op" seed 40 APEXX_CONFIG="$off_ini"
+  done
+  ncu_one large-dev-tiles "override,blend,fused" large 80
+  ncu_one large-off-tiles "fused" large 12 APEXX_CONFIG="$off_ini"
+  sed 's/^/    /' "$work/ncudiag-summary.txt" | tee -a "$report" >/dev/null
+  cp "$work/ncudiag-summary.txt" "$OUT/ncudiag-summary.txt"
 fi
 
 # 4. apexx-bench at the seed and the large profile (when built)
