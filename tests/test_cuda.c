@@ -387,6 +387,11 @@ START_TEST(test_tileunpack) {
       tileunpack_case(float_dtypes[d], index_dtypes[combo & 1], 2, 5, 8, 9, 4, 100, 0,
                       combo >> 1, combo & 1 ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE,
                       combo == 3);
+  /* small K but B*K above the in-kernel check's 1024 entries: the
+   * small-K kernel after a separate pre-pass */
+  tileunpack_case(APX_DTYPE_F16, APX_DTYPE_I32, 20, 2, 4, 4, 4, 60, 0, 1, APX_OVERLAP_BLEND, 0);
+  tileunpack_case(APX_DTYPE_F32, APX_DTYPE_I64, 20, 2, 4, 4, 4, 60, 0, 0, APX_OVERLAP_OVERRIDE,
+                  1);
   /* more channels than one thread's run (a remainder run), every form */
   for (int d = 0; d < 3; d++)
     for (int combo = 0; combo < 8; combo++) {
@@ -464,6 +469,15 @@ START_TEST(test_fused) {
       fused_case(float_dtypes[d], it, 2, 2, 2, 2, 16, unique ? 3 : 7, unique, alias);
     }
   fused_case(APX_DTYPE_F16, APX_DTYPE_I32, 2, 3, 4, 4, 8, 0, 1, 0); /* K = 0 */
+  /* K above the one-launch form's 64: the owner map, and require_unique
+   * through the pre-pass's id map */
+  for (int combo = 0; combo < 8; combo++) {
+    int unique = combo & 1, alias = (combo >> 1) & 1;
+    fused_case(float_dtypes[combo % 3], index_dtypes[(combo >> 2) & 1], 2, 3, 12, 10, 4,
+               unique ? 100 : 130, unique, alias);
+  }
+  /* a tile grid above the one-launch form's 8192 tiles (t = 1) */
+  fused_case(APX_DTYPE_BF16, APX_DTYPE_I64, 1, 2, 100, 90, 1, 50, 1, 0);
 }
 END_TEST
 
@@ -1143,6 +1157,42 @@ START_TEST(test_bad_indices) {
     fe.out = &tout.eager;
     expect_rejected("fused require_unique", call_fused, &fd, &fe, &tout.dev, &tout.eager,
                     "idx[1][3] = [");
+    /* the same with K = 80 (the pre-pass's id map, not the in-kernel
+     * check): a repeat in row 1 and an out-of-range id after it */
+    apx_tensor f96 = tu_host4(APX_DTYPE_F16, 2, 3, 40, 40), uid80 = tu_host2(it, 2, 80);
+    fill_values(&f96, 0);
+    fill_unique(&uid80, 100);
+    set_index(&uid80, 1 * 80 + 50, get_index(&uid80, 1 * 80 + 7));
+    set_index(&uid80, 1 * 80 + 60, 100);
+    twin tf96 = twin_of(&f96), tuid80 = twin_of(&uid80), tout96 = twin_of(&f96);
+    fd.features = &tf96.dev;
+    fd.idx = &tuid80.dev;
+    fd.out = &tout96.dev;
+    fe.features = &tf96.eager;
+    fe.idx = &tuid80.eager;
+    fe.out = &tout96.eager;
+    expect_rejected("fused require_unique K80", call_fused, &fd, &fe, &tout96.dev,
+                    &tout96.eager, "idx[1][50] = [");
+    ck_assert_msg(strstr(apx_last_error(), "repeats idx[1][7]") != NULL,
+                  "fused K80: the message [%s] names the earlier position", apx_last_error());
+    /* tileunpack with ids and levels too far apart: the in-kernel check's
+     * span (K = 5) */
+    ud.origins = ue.origins = NULL;
+    ud.idx = &tidx.dev;
+    ue.idx = &tidx.eager;
+    set_index(&idx, 1 * 5 + 2, 3); /* the range is fine now */
+    twin tidx2 = twin_of(&idx);
+    ud.idx = &tidx2.dev;
+    ue.idx = &tidx2.eager;
+    expect_rejected("tileunpack idx levels", call_tileunpack, &ud, &ue, &tout.dev, &tout.eager,
+                    "levels span");
+    ud.levels = ue.levels = NULL;
+    twin_free(&tf96);
+    twin_free(&tuid80);
+    twin_free(&tout96);
+    twin_free(&tidx2);
+    tu_free(&f96);
+    tu_free(&uid80);
 
     /* gather, index_select, scatter_add, gather_backward: -1 */
     apx_tensor src = tu_host2(APX_DTYPE_F32, 8, 6), gidx = tu_host2(it, 4, 6);

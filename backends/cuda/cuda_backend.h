@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <pthread.h>
 
@@ -80,6 +81,11 @@ struct cuda_check_desc {
   int64_t levels_count;
   int order_bits;
   int64_t key_k;       /* K, for the key bound */
+  /* unique_row with a map (cuda_check_run sets it for few rows over a
+   * small id range): [rows, hi - lo + 1] ints holding the least in-row
+   * position of each id, so a repeat is one lookup instead of a scan of
+   * the row's earlier entries */
+  const int *unique_map;
 };
 
 /* A check's outcome, in the slot (EAGER reads it) and, in DEVICE mode, in
@@ -273,6 +279,140 @@ static __device__ __forceinline__ int cuda_call_failed(const int *bad) {
   return bad != nullptr && __ldg(bad) != 0;
 }
 
+/* ---- a check's verdict, shared by the pre-pass and in-kernel checks ----- */
+
+/* Is entry i out of range? The kind, 0 when fine. */
+static __device__ __forceinline__ int cuda_entry_out_of_range(const cuda_check_desc &d,
+                                                              int64_t i) {
+  if (d.pairs) {
+    int64_t y0 = cuda_load_index(d.data, d.is64, 2 * i);
+    int64_t x0 = cuda_load_index(d.data, d.is64, 2 * i + 1);
+    return y0 < d.lo || y0 > d.hi || x0 < d.lo2 || x0 > d.hi2 ? CUDA_BAD_ORIGIN : 0;
+  }
+  int64_t v = cuda_load_index(d.data, d.is64, i);
+  return v < d.lo || v > d.hi ? CUDA_BAD_RANGE : 0;
+}
+
+/* A check's result from its reductions: pos, the first bad entry
+ * (ULLONG_MAX: none); the levels' minimum, maximum and the largest k at
+ * the maximum; the row note. A bad entry that is in range is a repeat
+ * (require_unique): the earlier position of the same id is named. */
+static __device__ cuda_check_result cuda_check_result_of(const cuda_check_desc &d,
+                                                         unsigned long long pos, long long gmin,
+                                                         long long gmax, long long gkat,
+                                                         int gvary) {
+  cuda_check_result r;
+  memset(&r, 0, sizeof r);
+  r.pos = pos;
+  r.lmin = d.levels && d.levels_count > 0 ? gmin : 0;
+  r.lmax = d.levels && d.levels_count > 0 ? gmax : 0;
+  r.kat = gkat;
+  r.rows_vary = gvary;
+  if (pos != ~0ULL) {
+    int64_t i = (int64_t)pos;
+    r.bad = 1;
+    r.kind = cuda_entry_out_of_range(d, i);
+    if (d.pairs) {
+      r.value[0] = cuda_load_index(d.data, d.is64, 2 * i);
+      r.value[1] = cuda_load_index(d.data, d.is64, 2 * i + 1);
+    } else {
+      r.value[0] = cuda_load_index(d.data, d.is64, i);
+    }
+    if (!r.kind) { /* a repeated id: name the earlier position */
+      r.kind = CUDA_BAD_DUPLICATE;
+      int64_t row_start = i - i % d.unique_row;
+      for (int64_t j = row_start; j < i; j++)
+        if (cuda_load_index(d.data, d.is64, j) == r.value[0]) {
+          r.other = j;
+          break;
+        }
+    }
+  } else if (d.check_range && d.levels && d.levels_count > 0) {
+    /* spec/ops.md 4.A step 4: ((level - lmin) << order_bits) + k <= 2^31-1
+     * for every entry; the largest key is the largest k at the top level */
+    unsigned long long span = (unsigned long long)gmax - (unsigned long long)gmin;
+    int fits = span <= (0x7fffffffULL >> d.order_bits) &&
+               (span << d.order_bits) + (unsigned long long)gkat <= 0x7fffffffULL;
+    if (!fits) {
+      r.bad = 1;
+      r.kind = CUDA_BAD_LEVEL_SPAN;
+    }
+  }
+  return r;
+}
+
+/* The first failure since the last sync into the device's record
+ * (validate=device; apx_sync reports it). */
+static __device__ void cuda_check_publish(cuda_error_record *record, const cuda_check_desc &d,
+                                          const cuda_check_result &r) {
+  if (atomicCAS(&record->claimed, 0, 1) == 0) {
+    record->result = r;
+    record->desc = d;
+    __threadfence();
+    atomicExch(&record->ready, 1);
+  }
+}
+
+/* ---- in-kernel checks of small indices ----------------------------------- */
+
+/* A small index (validate=device) is checked by the main kernel itself:
+ * every block checks all of it before its first store and stores nothing
+ * when it is bad, so the call needs no pre-pass launch and no flag read
+ * (a pre-pass costs 2-4 us of a 6 us budget at the seed profile); block
+ * (0,0,0) publishes the failure. The bounds keep each block's share small:
+ * a few loads a thread, from L2 after the first block. */
+#define CUDA_INLINE_CHECK_MAX 1024  /* entries (and levels) */
+#define CUDA_INLINE_UNIQUE_MAX 64   /* row length of a uniqueness check */
+
+struct cuda_inline_check {
+  cuda_error_record *record; /* NULL: nothing to check in the kernel */
+  cuda_check_desc desc;
+};
+
+/* The verdict of ic's check in every thread of the block (1: bad, write
+ * nothing). Call it from every thread, before any store. */
+static __device__ int cuda_block_check(const cuda_inline_check &ic) {
+  __shared__ unsigned long long s_pos;
+  __shared__ long long s_lmin, s_lmax, s_kat;
+  __shared__ int s_bad;
+  if (!ic.record) return 0;
+  const cuda_check_desc &d = ic.desc;
+  if (threadIdx.x == 0) {
+    s_pos = ~0ULL;
+    s_lmin = 0x7fffffffffffffffLL;
+    s_lmax = -0x7fffffffffffffffLL - 1;
+    s_kat = -1;
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < d.count; i += blockDim.x) {
+    int bad = cuda_entry_out_of_range(d, i);
+    if (!bad && d.unique_row > 0) { /* rows of at most CUDA_INLINE_UNIQUE_MAX */
+      int64_t v = cuda_load_index(d.data, d.is64, i);
+      for (int64_t j = i - i % d.unique_row; j < i && !bad; j++)
+        bad = cuda_load_index(d.data, d.is64, j) == v;
+    }
+    if (bad) atomicMin(&s_pos, (unsigned long long)i);
+  }
+  for (int64_t i = threadIdx.x; i < d.levels_count; i += blockDim.x) {
+    long long v = (long long)cuda_load_index(d.levels, d.levels_is64, i);
+    atomicMin(&s_lmin, v);
+    atomicMax(&s_lmax, v);
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < d.levels_count; i += blockDim.x)
+    if ((long long)cuda_load_index(d.levels, d.levels_is64, i) == s_lmax)
+      atomicMax(&s_kat, (long long)(i % d.key_k));
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    cuda_check_result r = cuda_check_result_of(d, s_pos, s_lmin, s_lmax, s_kat, 0);
+    s_bad = r.bad;
+    if (r.bad && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+      cuda_check_publish(ic.record, d, r);
+  }
+  __syncthreads();
+  return s_bad;
+}
+
 /* ---- index checks (validate.cu) ---------------------------------------- */
 
 /* The outcome of launching a call's checks. */
@@ -302,6 +442,13 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
  * Returns the flag in *rows_vary. */
 apx_status cuda_check_read_rows_vary(cuda_state *st, cudaStream_t stream,
                                      const cuda_checked *chk, int *rows_vary);
+
+/* validate=device and an index within the in-kernel bounds: fill *ic so
+ * that the main kernel checks it (cuda_block_check) and return 1; no
+ * pre-pass is launched then. Otherwise ic->record = NULL, return 0: run
+ * cuda_check_run. */
+int cuda_check_inline(cuda_state *st, int device_index, const cuda_check_desc *desc,
+                      cuda_inline_check *ic);
 
 /* Format a check failure as the user message ("gather: index[3][1] =
  * [-1] is outside [0, 7]") into buf. */

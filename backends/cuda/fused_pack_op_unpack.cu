@@ -8,7 +8,9 @@
  * Two launches after the pre-pass: a tile-owner map [B, gh*gw] (the
  * largest k naming each tile), then one pass over the output: every
  * element when out is a separate tensor (a copy with the transform applied
- * to owned tiles), only the owned tiles when out aliases features. */
+ * to owned tiles), only the owned tiles when out aliases features. Small
+ * calls (few ids, a small tile grid) take one launch instead
+ * (fused_small_kernel). */
 #include "cuda_backend.h"
 
 struct fused_geometry {
@@ -49,7 +51,6 @@ template <typename T, int VEC>
 __global__ void fused_copy_kernel(const T *__restrict__ in, T *__restrict__ out,
                                   const int *__restrict__ owner, fused_geometry g,
                                   fused_params p, const int *bad) {
-  if (cuda_call_failed(bad)) return;
   struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
   CUDA_FOR_OUTER(plane, g.planes) {
     int64_t b = plane / g.C;
@@ -57,8 +58,12 @@ __global__ void fused_copy_kernel(const T *__restrict__ in, T *__restrict__ out,
     CUDA_FOR_INNER(i, g.plane_groups) {
       uint32_t y = g.groups_per_row.div(i), x = (i - y * g.groups_per_row.d) * VEC;
       int64_t w = plane * g.plane_groups + i;
+      /* the verdict is read with the data, not before it: a thread moves
+       * one vector, and a flag load ahead of it added its latency to every
+       * thread (reading is harmless; only the store must wait for it) */
       int selected = owner_b[g.tile.div(y) * g.gw + g.tile.div(x)] >= 0;
       pack v = ((const pack *)in)[w];
+      if (cuda_call_failed(bad)) return;
       if (selected) {
 #pragma unroll
         for (int j = 0; j < VEC; j++)
@@ -95,6 +100,55 @@ __global__ void fused_inplace_kernel(T *data, const I *__restrict__ idx,
     for (int j = 0; j < VEC; j++)
       v.v[j] = cuda_dt<T>::from_f(fused_transform(cuda_dt<T>::to_f(v.v[j]), p));
     *at = v;
+  }
+}
+
+/* Small calls (K <= FUSED_SMALL_K, a tile grid of at most FUSED_SMALL_TILES
+ * tiles): one launch and no workspace. Each block marks the tiles its
+ * batch row selects in a shared bitmap (duplicates set the same bit: the
+ * transform reads the original value either way) and, in validate=device,
+ * checks the whole id tensor itself first (cuda_block_check), so a call
+ * is this one kernel (seed profile: a check, a memset, the owner map and
+ * the copy were four). Aliased output: only selected groups are touched. */
+#define FUSED_SMALL_K 64
+#define FUSED_SMALL_TILES 8192
+
+template <typename T, typename I, int VEC>
+__global__ void fused_small_kernel(const T *in, T *out, const I *__restrict__ idx,
+                                   fused_geometry g, fused_params p, int aliased,
+                                   cuda_inline_check ic, const int *bad) {
+  struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
+  __shared__ unsigned s_sel[FUSED_SMALL_TILES / 32];
+  if (cuda_block_check(ic) || cuda_call_failed(bad)) return;
+  const int words = (int)((g.tiles + 31) / 32);
+  int64_t marked_b = -1;
+  CUDA_FOR_OUTER(plane, g.planes) {
+    int64_t b = plane / g.C;
+    if (b != marked_b) { /* block-uniform */
+      __syncthreads();   /* the previous row's bitmap is no longer read */
+      for (int j = threadIdx.x; j < words; j += blockDim.x) s_sel[j] = 0;
+      __syncthreads();
+      for (int k = threadIdx.x; k < (int)g.K; k += blockDim.x) {
+        int64_t id = (int64_t)idx[b * g.K + k];
+        if (id >= 0 && id < g.tiles) atomicOr(&s_sel[id >> 5], 1u << (id & 31));
+      }
+      __syncthreads();
+      marked_b = b;
+    }
+    CUDA_FOR_INNER(i, g.plane_groups) {
+      uint32_t y = g.groups_per_row.div(i), x = (i - y * g.groups_per_row.d) * VEC;
+      int64_t w = plane * g.plane_groups + i;
+      uint32_t tile = g.tile.div(y) * (uint32_t)g.gw + g.tile.div(x);
+      int selected = s_sel[tile >> 5] >> (tile & 31) & 1u;
+      if (!selected && aliased) continue;
+      pack v = ((const pack *)in)[w];
+      if (selected) {
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+          v.v[j] = cuda_dt<T>::from_f(fused_transform(cuda_dt<T>::to_f(v.v[j]), p));
+      }
+      ((pack *)out)[w] = v;
+    }
   }
 }
 
@@ -137,10 +191,29 @@ static void launch_main(const fused_geometry &g, const apx_fused_pack_op_unpack_
         (const T *)a->features->data, (T *)a->out->data, owner, g, p, bad);
 }
 
+template <typename T, typename I, int VEC>
+static void launch_small(const fused_geometry &g, const apx_fused_pack_op_unpack_args *a,
+                         int aliased, fused_params p, const cuda_inline_check &ic,
+                         const int *bad, cudaStream_t s) {
+  fused_small_kernel<T, I, VEC><<<g.copy_launch.grid, g.copy_launch.block, 0, s>>>(
+      (const T *)a->features->data, (T *)a->out->data, (const I *)a->idx->data, g, p, aliased,
+      ic, bad);
+}
+
+/* owner NULL: the small form (ic: its in-kernel check) */
 template <typename T, typename I>
 static void launch_all(const fused_geometry &g, const apx_fused_pack_op_unpack_args *a,
-                       int aliased, int *owner, fused_params p, const int *bad,
-                       cudaStream_t s) {
+                       int aliased, int *owner, fused_params p, const cuda_inline_check &ic,
+                       const int *bad, cudaStream_t s) {
+  if (!owner) {
+    switch (g.vec) {
+    case 8: launch_small<T, I, 8>(g, a, aliased, p, ic, bad, s); break;
+    case 4: launch_small<T, I, 4>(g, a, aliased, p, ic, bad, s); break;
+    case 2: launch_small<T, I, 2>(g, a, aliased, p, ic, bad, s); break;
+    default: launch_small<T, I, 1>(g, a, aliased, p, ic, bad, s); break;
+    }
+    return;
+  }
   fused_owner_kernel<I><<<g.owner_launch.blocks, g.owner_launch.threads, 0, s>>>(
       (const I *)a->idx->data, owner, g, bad);
   switch (g.vec) {
@@ -153,12 +226,12 @@ static void launch_all(const fused_geometry &g, const apx_fused_pack_op_unpack_a
 
 template <typename T>
 static void launch_typed(const fused_geometry &g, const apx_fused_pack_op_unpack_args *a,
-                         int aliased, int *owner, fused_params p, const int *bad,
-                         cudaStream_t s) {
+                         int aliased, int *owner, fused_params p, const cuda_inline_check &ic,
+                         const int *bad, cudaStream_t s) {
   if (a->idx->dtype == APX_DTYPE_I64)
-    launch_all<T, int64_t>(g, a, aliased, owner, p, bad, s);
+    launch_all<T, int64_t>(g, a, aliased, owner, p, ic, bad, s);
   else
-    launch_all<T, int32_t>(g, a, aliased, owner, p, bad, s);
+    launch_all<T, int32_t>(g, a, aliased, owner, p, ic, bad, s);
 }
 
 apx_status cuda_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_args *a,
@@ -190,31 +263,42 @@ apx_status cuda_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack
   d.lo = 0;
   d.hi = g.tiles - 1;
   if (a->require_unique) d.unique_row = g.K;
+  const int small = g.K <= FUSED_SMALL_K && g.tiles <= FUSED_SMALL_TILES;
+  cuda_inline_check ic;
+  memset(&ic, 0, sizeof ic);
   cuda_checked chk;
-  s = cuda_check_run(st, dev, stream, &d, 0, &chk);
-  if (s != APX_OK) return s;
+  memset(&chk, 0, sizeof chk);
+  if (!small || !cuda_check_inline(st, dev, &d, &ic)) {
+    s = cuda_check_run(st, dev, stream, &d, 0, &chk);
+    if (s != APX_OK) return s;
+  }
 
   cuda_workspace ws;
-  s = cuda_ws_alloc(st, stream, (size_t)(g.B * g.tiles) * sizeof(int), &ws,
-                    "fused_pack_op_unpack: owner map");
-  if (s != APX_OK) return s;
-  int *owner = (int *)ws.ptr;
-  cudaError_t err = cudaMemsetAsync(owner, 0xff, (size_t)(g.B * g.tiles) * sizeof(int), stream);
-  if (err != cudaSuccess) {
-    cuda_ws_free(&ws);
-    return cuda_fail(st, err, "fused_pack_op_unpack: owner map");
+  ws.ptr = nullptr;
+  int *owner = nullptr;
+  cudaError_t err = cudaSuccess;
+  if (!small) {
+    s = cuda_ws_alloc(st, stream, (size_t)(g.B * g.tiles) * sizeof(int), &ws,
+                      "fused_pack_op_unpack: owner map");
+    if (s != APX_OK) return s;
+    owner = (int *)ws.ptr;
+    err = cudaMemsetAsync(owner, 0xff, (size_t)(g.B * g.tiles) * sizeof(int), stream);
+    if (err != cudaSuccess) {
+      cuda_ws_free(&ws);
+      return cuda_fail(st, err, "fused_pack_op_unpack: owner map");
+    }
   }
   fused_params p = {(float)a->value_scale, (float)a->value_bias, (float)a->gate_scale,
                     (float)a->gate_bias};
   switch (a->features->dtype) {
-  case APX_DTYPE_F16: launch_typed<__half>(g, a, aliased, owner, p, chk.bad, stream); break;
+  case APX_DTYPE_F16: launch_typed<__half>(g, a, aliased, owner, p, ic, chk.bad, stream); break;
   case APX_DTYPE_BF16:
-    launch_typed<__nv_bfloat16>(g, a, aliased, owner, p, chk.bad, stream);
+    launch_typed<__nv_bfloat16>(g, a, aliased, owner, p, ic, chk.bad, stream);
     break;
-  default: launch_typed<float>(g, a, aliased, owner, p, chk.bad, stream); break;
+  default: launch_typed<float>(g, a, aliased, owner, p, ic, chk.bad, stream); break;
   }
   err = cudaGetLastError();
-  cuda_ws_free(&ws);
+  if (ws.ptr) cuda_ws_free(&ws);
   if (err != cudaSuccess) return cuda_fail(st, err, "fused_pack_op_unpack: launch");
   return APX_OK;
 }

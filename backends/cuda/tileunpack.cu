@@ -37,7 +37,16 @@ struct unpack_geometry {
   cuda_fastdiv tile;           /* t */
   cuda_geom tiles_launch, entries_launch;
   int units;       /* output groups per thread: UNPACK_UNITS (override with ids) or 1 */
-  cuda_geom2 out_launch;     /* x: pixel groups of a plane, y: planes (b, c) */
+  /* The output pass's block order: 2^chan_group_shift consecutive
+   * channels (the largest power of two <= 16 dividing C) take the same
+   * piece of their planes one after the other, then the next piece. The
+   * blocks in flight then read each tile's rows for 16 channels, which are
+   * adjacent in packed ([B,K,C,t,t]: 2 KB for t = 8 fp16), instead of 16
+   * B pieces of tiles 32 KB apart (random k per cell) in one plane at a
+   * time, while base and out are still swept band by band in about as
+   * many planes at once as before (about 16). */
+  int chan_group_shift;
+  cuda_geom out_launch;      /* 1-D: (plane, piece) items, grid-stride */
 };
 
 /* Inputs of the entry builder. */
@@ -263,9 +272,9 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
 #define UNPACK_BLEND_UNITS 2
 #define UNPACK_THREADS 256
 
-/* The output pass: VEC pixels of one row of one plane per group, the
- * planes on grid y (so that blocks sweep memory in address order), x over
- * the groups of a plane. UNITS = 1 (free origins): a thread takes one
+/* The output pass: VEC pixels of one row of one plane per group; a block
+ * takes a contiguous piece of a plane (whole bands of rows, in address
+ * order), pieces ordered as unpack_geometry.chan_group_shift says. UNITS = 1 (free origins): a thread takes one
  * group and runs unpack_group. UNITS > 1 (ids: the winner map): a group
  * is a chain of two dependent loads (the map, then the tile row or base)
  * and a store, which left the SMs waiting on latency (59% of copy
@@ -282,16 +291,25 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
                         unpack_cells_src m, unpack_geometry g, int aliased, float alpha,
                         const int *bad) {
   if (cuda_call_failed(bad)) return;
-  /* n < 2^31 and the grid stride (gridDim.x*span, the first multiple of
-   * span >= n) is at most 2^31, so i0 + j*blockDim.x and i0 + stride stay
-   * below 2^32 in 32 bits */
+  /* n < 2^31 and span * spans < n + span, so i0 + j*blockDim.x stays below
+   * 2^32 in 32 bits */
   const uint32_t n = (uint32_t)g.plane_groups;
   const uint32_t span = blockDim.x * UNITS;
-  CUDA_FOR_OUTER(plane, g.planes) {
-    int64_t b = plane / g.C, c = plane % g.C;
-    /* block bx covers groups [bx*span, bx*span + span) of each grid
-     * stride; thread x takes x + j*blockDim.x of it: each group once */
-    for (uint32_t i0 = blockIdx.x * span + threadIdx.x; i0 < n; i0 += gridDim.x * span) {
+  const int64_t spans = (n + span - 1) / span; /* block-sized pieces of a plane */
+  const int64_t total = g.planes * spans;
+  const int64_t group_mask = ((int64_t)1 << g.chan_group_shift) - 1;
+  /* a work item is one piece of one plane; consecutive items take the
+   * same piece of 2^chan_group_shift consecutive channels (see
+   * unpack_geometry.chan_group_shift), then the next piece */
+  for (int64_t item = blockIdx.x; item < total; item += gridDim.x) {
+    int64_t rest = item >> g.chan_group_shift;
+    int64_t piece = rest % spans;
+    int64_t plane = ((rest / spans) << g.chan_group_shift) + (item & group_mask);
+    int64_t b = plane / g.C, c = plane - b * g.C;
+    /* this block covers groups [piece*span, piece*span + span) of the
+     * plane; thread x takes x + j*blockDim.x of it: each group once */
+    uint32_t i0 = (uint32_t)piece * span + threadIdx.x;
+    if (i0 < n) {
       if constexpr (UNITS == 1) {
         unpack_group<T, VEC, BLEND>(base, packed, out, m, g, aliased, alpha, plane, b, c, i0);
       } else {
@@ -354,105 +372,120 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
 }
 
 /* Small K with ids (at most UNPACK_SMALL_K tiles a batch row, the seed
- * profile's K = 32): no map, no sort, one launch after the check instead
- * of a memset, a map kernel (blend: a sort and its passes) and the output
- * pass. A block stages its batch row's ids and levels in shared memory;
- * each thread finds the tiles on its group's cell by a scan of the K ids:
- * override takes the largest (level, k), blend composes them in ascending
- * (level, k) order, finding the next by a scan for the least key above
- * the last (ids are cell-aligned and VEC divides t, so a tile covers the
- * whole group). Ids out of range match no cell. */
+ * profile's K = 32): no map, no sort, one launch instead of a memset, a
+ * map kernel (blend: a sort and its passes) and the output pass; in
+ * validate=device the kernel checks the ids and levels itself
+ * (cuda_block_check), so there is no pre-pass either. A block ranks its
+ * batch row's valid tiles by (cell, level, k) in shared memory (a thread
+ * per tile counts the tiles before it); each thread then finds its
+ * group's cell run by a binary search: override takes the run's last
+ * entry, the largest (level, k); blend composes the run in order. (A scan
+ * of all K ids per thread, the first form, cost 13 us at the seed profile
+ * under ncu, more than the data movement: bench/results/cuda/NOTES.md.)
+ * Ids are cell-aligned and VEC divides t, so a tile covers the whole
+ * group; ids out of range are left out. */
 #define UNPACK_SMALL_K 64
 
 template <typename T, int VEC, int BLEND>
 __global__ void __launch_bounds__(UNPACK_THREADS)
     unpack_small_kernel(const T *base, const T *__restrict__ packed, T *out, unpack_sources src,
-                        unpack_geometry g, int aliased, float alpha, const int *bad) {
-  if (cuda_call_failed(bad)) return;
+                        unpack_geometry g, int aliased, float alpha, cuda_inline_check ic,
+                        const int *bad) {
   typedef unpack_pack<T, VEC> pack;
   __shared__ long long s_id[UNPACK_SMALL_K], s_lv[UNPACK_SMALL_K];
+  __shared__ int s_cell[UNPACK_SMALL_K], s_k[UNPACK_SMALL_K]; /* ranked by (cell, level, k) */
+  if (cuda_block_check(ic) || cuda_call_failed(bad)) return;
   const int K = (int)g.K;
+  const long long cells = g.gh * g.gw;
   const float keep = 1.0f - alpha;
   const int64_t kstride = g.C * g.t * g.t; /* packed: from tile k to tile k+1 */
+  int64_t ranked_b = -1;
+  int n = 0; /* valid tiles of batch row ranked_b */
   CUDA_FOR_OUTER(plane, g.planes) {
     int64_t b = plane / g.C, c = plane % g.C;
-    __syncthreads(); /* the previous plane's scans are done */
-    for (int k = threadIdx.x; k < K; k += blockDim.x) {
-      s_id[k] = (long long)cuda_load_index(src.idx, src.placement_is64, b * g.K + k);
-      s_lv[k] = src.levels ? (long long)cuda_load_index(src.levels, src.levels_is64, b * g.K + k)
-                           : 0;
+    if (b != ranked_b) { /* block-uniform */
+      __syncthreads();   /* the previous row's ranking is no longer read */
+      for (int k = threadIdx.x; k < K; k += blockDim.x) {
+        s_id[k] = (long long)cuda_load_index(src.idx, src.placement_is64, b * g.K + k);
+        s_lv[k] = src.levels ? (long long)cuda_load_index(src.levels, src.levels_is64, b * g.K + k)
+                             : 0;
+      }
+      __syncthreads();
+      const int k = threadIdx.x; /* K <= UNPACK_SMALL_K <= blockDim.x */
+      int valid = 0, rank = 0;
+      long long id = 0;
+      if (k < K) {
+        id = s_id[k];
+        long long lv = s_lv[k];
+        valid = id >= 0 && id < cells;
+        for (int j = 0; valid && j < K; j++) {
+          long long jid = s_id[j], jl = s_lv[j];
+          if (jid < 0 || jid >= cells) continue;
+          rank += jid < id || (jid == id && (jl < lv || (jl == lv && j < k)));
+        }
+      }
+      n = __syncthreads_count(valid);
+      if (valid) {
+        s_cell[rank] = (int)id;
+        s_k[rank] = k;
+      }
+      __syncthreads();
+      ranked_b = b;
     }
-    __syncthreads();
     CUDA_FOR_INNER(i, g.plane_groups) {
       uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
       uint32_t cy = g.tile.div(yu), cx = g.tile.div(xu);
-      long long cell = (long long)cy * g.gw + cx;
+      int cell = (int)(cy * (uint32_t)g.gw + cx);
       int64_t w = plane * g.plane_groups + i;
+      int first = 0, last = n; /* the first entry at or after this cell */
+      while (first < last) {
+        int mid = (first + last) >> 1;
+        if (s_cell[mid] < cell) first = mid + 1;
+        else last = mid;
+      }
+      int end = first;
+      while (end < n && s_cell[end] == cell) end++;
+      if (end == first) { /* nothing covers these pixels */
+        if (!aliased) ((pack *)out)[w] = ((const pack *)base)[w];
+        continue;
+      }
       /* this group's row segment inside tile 0 of (b, c) */
       const T *row0 = packed + ((b * g.K * g.C + c) * g.t + (yu - cy * g.t)) * g.t +
                       (xu - cx * g.t);
       if (!BLEND) {
-        int best = -1;
-        long long best_l = 0;
-        for (int k = 0; k < K; k++) /* k ascending: an equal level later wins */
-          if (s_id[k] == cell && (best < 0 || s_lv[k] >= best_l)) {
-            best = k;
-            best_l = s_lv[k];
-          }
-        if (best >= 0) ((pack *)out)[w] = *(const pack *)(row0 + best * kstride);
-        else if (!aliased) ((pack *)out)[w] = ((const pack *)base)[w];
-      } else {
-        pack cur = ((const pack *)base)[w];
-        float acc[VEC];
-#pragma unroll
-        for (int j = 0; j < VEC; j++) acc[j] = cuda_dt<T>::to_f(cur.v[j]);
-        int any = 0, last_k = -1;
-        long long last_l = LLONG_MIN;
-        for (;;) {
-          int next = -1;
-          long long next_l = 0;
-          for (int k = 0; k < K; k++) {
-            if (s_id[k] != cell) continue;
-            long long l = s_lv[k];
-            int above = l > last_l || (l == last_l && k > last_k);
-            if (above && (next < 0 || l < next_l)) { /* the least key above the last */
-              next = k;
-              next_l = l;
-            }
-          }
-          if (next < 0) break;
-          pack v = *(const pack *)(row0 + next * kstride);
-#pragma unroll
-          for (int j = 0; j < VEC; j++) acc[j] = keep * acc[j] + alpha * cuda_dt<T>::to_f(v.v[j]);
-          any = 1;
-          last_k = next;
-          last_l = next_l;
-        }
-        if (any) {
-#pragma unroll
-          for (int j = 0; j < VEC; j++) cur.v[j] = cuda_dt<T>::from_f(acc[j]);
-          ((pack *)out)[w] = cur;
-        } else if (!aliased) {
-          ((pack *)out)[w] = cur;
-        }
+        ((pack *)out)[w] = *(const pack *)(row0 + s_k[end - 1] * kstride);
+        continue;
       }
+      pack cur = ((const pack *)base)[w];
+      float acc[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; j++) acc[j] = cuda_dt<T>::to_f(cur.v[j]);
+      for (int q = first; q < end; q++) {
+        pack v = *(const pack *)(row0 + s_k[q] * kstride);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) acc[j] = keep * acc[j] + alpha * cuda_dt<T>::to_f(v.v[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; j++) cur.v[j] = cuda_dt<T>::from_f(acc[j]);
+      ((pack *)out)[w] = cur;
     }
   }
 }
 
 template <typename T, int VEC>
 static void launch_small(const unpack_geometry &g, const apx_tileunpack_args *a,
-                         const unpack_sources &src, float alpha, const int *bad, cudaStream_t s) {
+                         const unpack_sources &src, const cuda_inline_check &ic, float alpha,
+                         const int *bad, cudaStream_t s) {
   int aliased = a->out->data == a->base->data;
   cuda_geom2 l = cuda_geom_2d(g.planes, g.plane_groups, UNPACK_THREADS);
   if (a->mode == APX_OVERLAP_BLEND)
     unpack_small_kernel<T, VEC, 1><<<l.grid, l.block, 0, s>>>(
         (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g, aliased,
-        alpha, bad);
+        alpha, ic, bad);
   else
     unpack_small_kernel<T, VEC, 0><<<l.grid, l.block, 0, s>>>(
         (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g, aliased,
-        alpha, bad);
+        alpha, ic, bad);
 }
 
 static int bit_length(uint64_t v) {
@@ -497,8 +530,13 @@ static unpack_geometry geometry(const apx_tileunpack_args *a) {
   /* with ids the output pass reads the winner map (cuda_tileunpack:
    * use_win), the case of the several-groups-per-thread form */
   g.units = !a->idx ? 1 : (a->mode == APX_OVERLAP_OVERRIDE ? UNPACK_UNITS : UNPACK_BLEND_UNITS);
-  g.out_launch =
-      cuda_geom_2d(g.planes, (g.plane_groups + g.units - 1) / g.units, UNPACK_THREADS);
+  g.chan_group_shift = 0;
+  while (g.chan_group_shift < 4 && g.C % ((int64_t)2 << g.chan_group_shift) == 0)
+    g.chan_group_shift++;
+  int64_t span = (int64_t)UNPACK_THREADS * g.units;
+  int64_t items = g.planes * ((g.plane_groups + span - 1) / span);
+  g.out_launch.threads = UNPACK_THREADS;
+  g.out_launch.blocks = (unsigned)(items < 0x7fffffffLL ? (items > 0 ? items : 1) : 0x7fffffffLL);
   return g;
 }
 
@@ -507,7 +545,7 @@ static void launch_out_units(const unpack_geometry &g, const apx_tileunpack_args
                              const unpack_cells_src &m, float alpha, const int *bad,
                              cudaStream_t s) {
   int aliased = a->out->data == a->base->data;
-  unpack_cells_kernel<T, VEC, BLEND, UNITS><<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
+  unpack_cells_kernel<T, VEC, BLEND, UNITS><<<g.out_launch.blocks, g.out_launch.threads, 0, s>>>(
       (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, m, g, aliased,
       alpha, bad);
 }
@@ -517,10 +555,11 @@ static void launch_out_units(const unpack_geometry &g, const apx_tileunpack_args
  * form covers any grid (grid-stride loops). */
 template <typename T, int VEC>
 static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a,
-                       const unpack_cells_src &m, const unpack_sources *small, float alpha,
-                       const int *bad, cudaStream_t s) {
+                       const unpack_cells_src &m, const unpack_sources *small,
+                       const cuda_inline_check &ic, float alpha, const int *bad,
+                       cudaStream_t s) {
   if (small)
-    launch_small<T, VEC>(g, a, *small, alpha, bad, s);
+    launch_small<T, VEC>(g, a, *small, ic, alpha, bad, s);
   else if (a->mode == APX_OVERLAP_BLEND) {
     if (g.units == UNPACK_BLEND_UNITS && m.win && m.count)
       launch_out_units<T, VEC, 1, UNPACK_BLEND_UNITS>(g, a, m, alpha, bad, s);
@@ -537,12 +576,13 @@ static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a,
 template <typename T>
 static void launch_out_typed(const unpack_geometry &g, const apx_tileunpack_args *a,
                              const unpack_cells_src &m, const unpack_sources *small,
-                             float alpha, const int *bad, cudaStream_t s) {
+                             const cuda_inline_check &ic, float alpha, const int *bad,
+                             cudaStream_t s) {
   switch (g.vec) {
-  case 8: launch_out<T, 8>(g, a, m, small, alpha, bad, s); break;
-  case 4: launch_out<T, 4>(g, a, m, small, alpha, bad, s); break;
-  case 2: launch_out<T, 2>(g, a, m, small, alpha, bad, s); break;
-  default: launch_out<T, 1>(g, a, m, small, alpha, bad, s); break;
+  case 8: launch_out<T, 8>(g, a, m, small, ic, alpha, bad, s); break;
+  case 4: launch_out<T, 4>(g, a, m, small, ic, alpha, bad, s); break;
+  case 2: launch_out<T, 2>(g, a, m, small, ic, alpha, bad, s); break;
+  default: launch_out<T, 1>(g, a, m, small, ic, alpha, bad, s); break;
   }
 }
 
@@ -551,18 +591,18 @@ static void launch_out_typed(const unpack_geometry &g, const apx_tileunpack_args
  * first, as the reference does (a 0-d tensor). */
 static void launch_out_any(const unpack_geometry &g, const apx_tileunpack_args *a,
                            const unpack_cells_src &m, const unpack_sources *small,
-                           const int *bad, cudaStream_t stream) {
+                           const cuda_inline_check &ic, const int *bad, cudaStream_t stream) {
   float alpha = (float)a->blend_alpha;
   switch (a->base->dtype) {
   case APX_DTYPE_F16:
     alpha = __half2float(__float2half_rn(alpha));
-    launch_out_typed<__half>(g, a, m, small, alpha, bad, stream);
+    launch_out_typed<__half>(g, a, m, small, ic, alpha, bad, stream);
     break;
   case APX_DTYPE_BF16:
     alpha = __bfloat162float(__float2bfloat16_rn(alpha));
-    launch_out_typed<__nv_bfloat16>(g, a, m, small, alpha, bad, stream);
+    launch_out_typed<__nv_bfloat16>(g, a, m, small, ic, alpha, bad, stream);
     break;
-  default: launch_out_typed<float>(g, a, m, small, alpha, bad, stream); break;
+  default: launch_out_typed<float>(g, a, m, small, ic, alpha, bad, stream); break;
   }
 }
 
@@ -614,9 +654,14 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
   }
   /* small K with ids: the one-launch form, which needs no levels minimum */
   const int small = a->idx != NULL && g.K <= UNPACK_SMALL_K;
+  cuda_inline_check ic;
+  memset(&ic, 0, sizeof ic);
   cuda_checked chk;
-  s = cuda_check_run(st, dev, stream, &d, a->levels != NULL && !small, &chk);
-  if (s != APX_OK) return s;
+  memset(&chk, 0, sizeof chk);
+  if (!small || !cuda_check_inline(st, dev, &d, &ic)) {
+    s = cuda_check_run(st, dev, stream, &d, a->levels != NULL && !small, &chk);
+    if (s != APX_OK) return s;
+  }
 
   unpack_sources src;
   src.idx = a->idx ? a->idx->data : nullptr;
@@ -628,7 +673,7 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
   unpack_cells_src m;
   memset(&m, 0, sizeof m);
   if (small) {
-    launch_out_any(g, a, m, &src, chk.bad, stream);
+    launch_out_any(g, a, m, &src, ic, chk.bad, stream);
     CUDA_LAUNCHED(st, "tileunpack: launch");
     return APX_OK;
   }
@@ -707,7 +752,7 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
     m.origin32 = origin32;
   }
   if (err == cudaSuccess) {
-    launch_out_any(g, a, m, nullptr, chk.bad, stream);
+    launch_out_any(g, a, m, nullptr, ic, chk.bad, stream);
     err = cudaGetLastError();
   }
   cuda_ws_free(&ws);

@@ -34,17 +34,6 @@ void cuda_check_init(cuda_check_desc *d, apx_op_id op, const char *arg,
   d->count = cuda_numel(index);
 }
 
-/* Is entry i out of range? Returns the kind, 0 when fine. */
-static __device__ int entry_out_of_range(const cuda_check_desc &d, int64_t i) {
-  if (d.pairs) {
-    int64_t y0 = cuda_load_index(d.data, d.is64, 2 * i);
-    int64_t x0 = cuda_load_index(d.data, d.is64, 2 * i + 1);
-    return y0 < d.lo || y0 > d.hi || x0 < d.lo2 || x0 > d.hi2 ? CUDA_BAD_ORIGIN : 0;
-  }
-  int64_t v = cuda_load_index(d.data, d.is64, i);
-  return v < d.lo || v > d.hi ? CUDA_BAD_RANGE : 0;
-}
-
 static __device__ __forceinline__ int64_t row_start_of(const cuda_check_desc &d, int64_t i) {
   if (d.small_rows) return (int64_t)d.row_div.div((uint32_t)i) * d.const_row;
   return i - i % d.const_row;
@@ -56,57 +45,28 @@ static __device__ void check_finish(const cuda_check_desc &d, cuda_check_slot *s
                                     cuda_error_record *record, int publish,
                                     unsigned long long pos, long long gmin, long long gmax,
                                     long long gkat, int gvary) {
-  cuda_check_result r;
-  memset(&r, 0, sizeof r);
-  r.pos = pos;
-  r.lmin = d.levels && d.levels_count > 0 ? gmin : 0;
-  r.lmax = d.levels && d.levels_count > 0 ? gmax : 0;
-  r.kat = gkat;
-  r.rows_vary = gvary;
-  if (pos != ULLONG_MAX) {
-    int64_t i = (int64_t)pos;
-    r.bad = 1;
-    r.kind = entry_out_of_range(d, i);
-    if (d.pairs) {
-      r.value[0] = cuda_load_index(d.data, d.is64, 2 * i);
-      r.value[1] = cuda_load_index(d.data, d.is64, 2 * i + 1);
-    } else {
-      r.value[0] = cuda_load_index(d.data, d.is64, i);
-    }
-    if (!r.kind) { /* a repeated id: name the earlier position */
-      r.kind = CUDA_BAD_DUPLICATE;
-      int64_t row_start = i - i % d.unique_row;
-      for (int64_t j = row_start; j < i; j++)
-        if (cuda_load_index(d.data, d.is64, j) == r.value[0]) {
-          r.other = j;
-          break;
-        }
-    }
-  } else if (d.check_range && d.levels && d.levels_count > 0) {
-    /* spec/ops.md 4.A step 4: ((level - lmin) << order_bits) + k <= 2^31-1
-     * for every entry; the largest key is the largest k at the top level */
-    unsigned long long span = (unsigned long long)gmax - (unsigned long long)gmin;
-    int fits = span <= ((unsigned long long)INT_MAX >> d.order_bits) &&
-               (span << d.order_bits) + (unsigned long long)gkat <= (unsigned long long)INT_MAX;
-    if (!fits) {
-      r.bad = 1;
-      r.kind = CUDA_BAD_LEVEL_SPAN;
-    }
-  }
+  cuda_check_result r = cuda_check_result_of(d, pos, gmin, gmax, gkat, gvary);
   slot->result = r;
   slot->blocks_done = 0; /* ready for the slot's next call */
-  if (publish && r.bad) {
-    if (atomicCAS(&record->claimed, 0, 1) == 0) {
-      record->result = r;
-      record->desc = d;
-      __threadfence();
-      atomicExch(&record->ready, 1);
-    }
-  }
+  if (publish && r.bad) cuda_check_publish(record, d, r);
   /* no fence here: the main kernels that read the verdict come after this
    * kernel on the stream, and a kernel's end orders its writes before them
    * (a device-wide fence per call cost about 2 us of a 4 us check at the
    * seed profile) */
+}
+
+/* The least in-row position of every (row, id) (require_unique with a
+ * map): ids outside [lo, hi] are the range check's and left out. */
+template <typename I>
+__global__ void unique_map_kernel(cuda_check_desc d, int *map) {
+  const I *data = (const I *)d.data;
+  const int64_t range = d.hi - d.lo + 1;
+  CUDA_FOR(i, d.count) {
+    int64_t v = (int64_t)data[i];
+    if (v < d.lo || v > d.hi) continue;
+    int64_t row = i / d.unique_row;
+    atomicMin(&map[row * range + (v - d.lo)], (int)(i - row * d.unique_row));
+  }
 }
 
 __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
@@ -124,11 +84,19 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   unsigned long long first_bad = ULLONG_MAX;
   long long lmin = LLONG_MAX, lmax = LLONG_MIN, kat = -1;
   int vary = 0;
-  if (d.data && d.unique_row == 0) {
-    /* plain range checks: a grid-stride loop, unrolled for loads in flight */
+  if (d.data && (d.unique_row == 0 || d.unique_map)) {
+    /* plain range checks (and repeats by a map lookup): a grid-stride
+     * loop, unrolled for loads in flight */
 #pragma unroll 4
     CUDA_FOR(i, d.count) {
-      if (d.check_range && entry_out_of_range(d, i) && (unsigned long long)i < first_bad)
+      int bad = d.check_range && cuda_entry_out_of_range(d, i);
+      if (!bad && d.unique_map) { /* in range: the map has its id */
+        int64_t row = i / d.unique_row;
+        int64_t v = cuda_load_index(d.data, d.is64, i);
+        bad = __ldg(&d.unique_map[row * (d.hi - d.lo + 1) + (v - d.lo)]) !=
+              (int)(i - row * d.unique_row);
+      }
+      if (bad && (unsigned long long)i < first_bad)
         first_bad = (unsigned long long)i;
       if (d.const_row > 0 && !vary &&
           cuda_load_index(d.data, d.is64, i) !=
@@ -142,7 +110,7 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     for (int64_t base = (int64_t)blockIdx.x * blockDim.x; base < d.count; base += step) {
       int64_t i = base + t;
       int in = i < d.count;
-      int bad = in && d.check_range ? entry_out_of_range(d, i) : 0;
+      int bad = in && d.check_range ? cuda_entry_out_of_range(d, i) : 0;
       if (d.unique_row > 0) { /* only with check_range; block-uniform */
         long long v = in ? (long long)cuda_load_index(d.data, d.is64, i) : 0;
         int64_t my_row = in ? i - i % d.unique_row : 0;
@@ -272,6 +240,8 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
  * that many entries, so a small index takes one block or a few and a
  * cheap combine. */
 #define CUDA_CHECK_UNROLL 8
+/* The largest uniqueness map, in ints (16 MB) */
+#define CUDA_UNIQUE_MAP_MAX ((int64_t)1 << 22)
 
 /* The least of every thread's v, in thread 0 (a warp shuffle, then the
  * warps' results through `scratch`, one slot a warp). */
@@ -394,7 +364,43 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
       check_range_kernel<int32_t, 0><<<g.blocks, g.threads, 0, stream>>>(*desc, slot,
                                                                           res->record, publish);
   } else {
+    /* require_unique over a small id range: a map of each id's first
+     * position per row (one memset and one pass), then one lookup per
+     * entry; without it each entry scans its row's earlier entries through
+     * shared memory, which took ~150 us for 8 rows of 2048 ids on H100
+     * (bench/results/cuda/NOTES.md, run 11) */
+    cuda_workspace map_ws;
+    map_ws.ptr = nullptr;
+    int64_t range = desc->hi - desc->lo + 1;
+    int64_t rows = desc->unique_row > 0 ? (desc->count + desc->unique_row - 1) / desc->unique_row
+                                        : 0;
+    if (desc->check_range && desc->unique_row > 0 && desc->unique_row < 0x7fffffffLL &&
+        range > 0 && range <= CUDA_UNIQUE_MAP_MAX && rows <= CUDA_UNIQUE_MAP_MAX / range) {
+      size_t map_bytes = (size_t)(rows * range) * sizeof(int);
+      apx_status s = cuda_ws_alloc(st, stream, map_bytes, &map_ws, "index check: id map");
+      if (s != APX_OK) return s;
+      /* 0x7f7f7f7f: above every in-row position (rows < 2^31) */
+      cudaError_t err = cudaMemsetAsync(map_ws.ptr, 0x7f, map_bytes, stream);
+      if (err == cudaSuccess) {
+        cuda_geom mg = cuda_geom_1d(desc->count, 256);
+        if (mg.blocks > 4096) mg.blocks = 4096;
+        desc->unique_map = (const int *)map_ws.ptr;
+        if (desc->is64)
+          unique_map_kernel<int64_t><<<mg.blocks, mg.threads, 0, stream>>>(*desc,
+                                                                           (int *)map_ws.ptr);
+        else
+          unique_map_kernel<int32_t><<<mg.blocks, mg.threads, 0, stream>>>(*desc,
+                                                                           (int *)map_ws.ptr);
+        err = cudaGetLastError();
+      }
+      if (err != cudaSuccess) {
+        cuda_ws_free(&map_ws);
+        return cuda_fail(st, err, "index check: id map");
+      }
+    }
     check_kernel<<<g.blocks, g.threads, 0, stream>>>(*desc, slot, res->record, publish);
+    if (map_ws.ptr) cuda_ws_free(&map_ws); /* stream-ordered: after the check */
+    desc->unique_map = nullptr;            /* the record's copy must not name it */
   }
   char what[64];
   snprintf(what, sizeof what, "%s: index check launch", op_names[desc->op]);
@@ -416,6 +422,23 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
     }
   }
   return APX_OK;
+}
+
+int cuda_check_inline(cuda_state *st, int device_index, const cuda_check_desc *desc,
+                      cuda_inline_check *ic) {
+  memset(ic, 0, sizeof *ic);
+  if (st->validate_mode != APX_VALIDATE_DEVICE) return 0;
+  int64_t count = desc->data ? desc->count : 0;
+  int64_t levels = desc->levels ? desc->levels_count : 0;
+  if (count > CUDA_INLINE_CHECK_MAX || levels > CUDA_INLINE_CHECK_MAX ||
+      desc->unique_row > CUDA_INLINE_UNIQUE_MAX || desc->const_row > 0)
+    return 0;
+  ic->desc = *desc;
+  ic->desc.count = count;
+  ic->desc.levels_count = levels;
+  ic->desc.check_range = 1;
+  ic->record = st->dev[device_index].record;
+  return 1;
 }
 
 /* Waits for the host: only validate=eager (which has waited for the check

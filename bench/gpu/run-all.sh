@@ -125,22 +125,27 @@ fi
 # profile's tile ops, to see what a call's check and setup kernels cost
 if want ncudiag && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
   : >"$work/ncudiag-summary.txt"
-  ncu_one() { # NAME ONLY PROFILE COUNT [env...]
-    local name=$1 only=$2 profile=$3 count=$4
-    shift 4
-    step "ncudiag-$name" 120 env CUDA_BW_ONLY="$only" "$@" ./libtool --mode=execute ncu \
-      --launch-count "$count" --metrics gpu__time_duration.sum --print-summary per-kernel \
+  ncu_one() { # NAME ONLY PROFILE COUNT KERNEL-REGEX [env...]
+    local name=$1 only=$2 profile=$3 count=$4 kernels=${5:-.} metrics=gpu__time_duration.sum
+    shift 5
+    # the large tile kernels: DRAM bytes and utilisation too (over-fetch or
+    # an idle bus?)
+    [ "$profile" = large ] && metrics=$metrics,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+    step "ncudiag-$name" 150 env CUDA_BW_ONLY="$only" "$@" ./libtool --mode=execute ncu \
+      --launch-count "$count" --kernel-name "regex:$kernels" --metrics "$metrics" \
+      --print-summary per-kernel \
       ./bench/gpu/cuda_bw --profile "$profile" --iters 1
     { echo "== $name ($profile, CUDA_BW_ONLY=$only $*)"
-      grep -E '^  [a-zA-Z_]|gpu__time_duration' "$work/ncudiag-$name.log" \
+      grep -E '^  [a-zA-Z_]|gpu__time_duration|dram__' "$work/ncudiag-$name.log" \
         | sed -E 's/\(([^()]|\([^()]*\))*\) \(/(...) (/'; } >>"$work/ncudiag-summary.txt"
   }
   for op in override blend fused "tilessm forward" gather index_select scatter_add; do
-    ncu_one "seed-dev-${op// /_}" "$op" seed 40
-    ncu_one "seed-off-${op// /_}" "$op" seed 40 APEXX_CONFIG="$off_ini"
+    ncu_one "seed-dev-${op// /_}" "$op" seed 40 .
+    ncu_one "seed-off-${op// /_}" "$op" seed 40 . APEXX_CONFIG="$off_ini"
   done
-  ncu_one large-dev-tiles "override,blend,fused" large 80
-  ncu_one large-off-tiles "fused" large 12 APEXX_CONFIG="$off_ini"
+  ncu_one large-dev-tiles "tilepack,override,blend,fused" large 40 \
+    'tilepack_kernel|unpack_cells|fused_copy|check|unique_map'
+  ncu_one large-off-tiles "fused" large 12 . APEXX_CONFIG="$off_ini"
   sed 's/^/    /' "$work/ncudiag-summary.txt" | tee -a "$report" >/dev/null
   cp "$work/ncudiag-summary.txt" "$OUT/ncudiag-summary.txt"
 fi
