@@ -48,16 +48,60 @@ struct ssm_chan {
   float d, om, ig, og, sb;
 };
 
-static __device__ __forceinline__ ssm_chan load_chan(const ssm_params &p, int64_t c) {
+/* A channel's parameters from their fp32 values: decay clamped. */
+static __device__ __forceinline__ ssm_chan ssm_chan_of(float d, float ig, float og, float sb) {
   ssm_chan ch;
   const float lo = 1e-6f, hi = (float)(1.0 - 1e-6); /* fp32 constants, spec 6.A */
-  float d = cuda_load_any(p.decay, p.dt_decay, c);
   ch.d = d < lo ? lo : (d > hi ? hi : d);
   ch.om = 1.0f - ch.d;
-  ch.ig = cuda_load_any(p.input_gain, p.dt_input_gain, c);
-  ch.og = cuda_load_any(p.output_gain, p.dt_output_gain, c);
-  ch.sb = cuda_load_any(p.state_bias, p.dt_state_bias, c);
+  ch.ig = ig;
+  ch.og = og;
+  ch.sb = sb;
   return ch;
+}
+
+static __device__ __forceinline__ ssm_chan load_chan(const ssm_params &p, int64_t c) {
+  return ssm_chan_of(cuda_load_any(p.decay, p.dt_decay, c),
+                     cuda_load_any(p.input_gain, p.dt_input_gain, c),
+                     cuda_load_any(p.output_gain, p.dt_output_gain, c),
+                     cuda_load_any(p.state_bias, p.dt_state_bias, c));
+}
+
+/* Element i of a float tensor of dtype dt as its raw bits (a 2- or 4-byte
+ * load, as cuda_load_any reads: fp16 and bf16 are 2 bytes, anything else
+ * fp32), and those bits as fp32 (exact). Split so that a prologue can
+ * issue all its loads before it converts any: a load whose conversion
+ * sits in the same dtype branch waits for its data before the next load
+ * issues. Both are predicated PTX, opaque to cicc: branches or selects on
+ * dt there, a dozen per prologue in each of the block kernel's 36
+ * instantiations, took cicc from 5 s to 40-60 s for this file. Inputs never alias outputs (the core checks), so the
+ * read-only path is safe. */
+static __device__ __forceinline__ uint32_t ssm_load_bits(const void *p, int dt, int64_t i) {
+  const int wide = dt != APX_DTYPE_F16 && dt != APX_DTYPE_BF16;
+  const char *at = (const char *)p + i * (wide ? 4 : 2);
+  uint32_t r;
+  asm("{\n\t.reg .pred w;\n\t"
+      "setp.ne.s32 w, %2, 0;\n\t"
+      "@w ld.global.nc.u32 %0, [%1];\n\t"
+      "@!w ld.global.nc.u16 %0, [%1];\n\t}"
+      : "=r"(r)
+      : "l"(at), "r"(wide));
+  return r;
+}
+
+static __device__ __forceinline__ float ssm_bits_to_f(uint32_t r, int dt) {
+  /* fp16: widen; bf16: fp32's top half (shift by 16); fp32: as is */
+  const int f16 = dt == APX_DTYPE_F16;
+  const uint32_t shift = dt == APX_DTYPE_BF16 ? 16 : 0;
+  float x;
+  asm("{\n\t.reg .pred h;\n\t.reg .b16 lo;\n\t"
+      "setp.ne.s32 h, %2, 0;\n\t"
+      "cvt.u16.u32 lo, %1;\n\t"
+      "@h cvt.f32.f16 %0, lo;\n\t"
+      "@!h shl.b32 %0, %1, %3;\n\t}"
+      : "=f"(x)
+      : "r"(r), "r"(f16), "r"(shift));
+  return x;
 }
 
 /* Initial state of direction dir (0 forward, 1 backward), cast to the
@@ -388,8 +432,12 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
   const int64_t per_round = (int64_t)SSM_WARPS * L;
   const int64_t rounds = (K + per_round - 1) / per_round;
   const int dir = MODE == SSM_MERGE ? 0 : (MODE == SSM_TO_SCRATCH ? 1 : backward);
+  /* (b, group) of bg: a 32-bit division where it fits (a 64-bit one by a
+   * run-time value is a long call on the prologue's critical path) */
+  const bool div32 = B * groups <= (int64_t)UINT32_MAX;
   for (int64_t bg = blockIdx.x; bg < B * groups; bg += gridDim.x) {
-    const int64_t b = bg / groups, c = (bg % groups) * 32 * V + lane * V;
+    const int64_t b = div32 ? (int64_t)((uint32_t)bg / (uint32_t)groups) : bg / groups;
+    const int64_t c = (bg - b * groups) * 32 * V + lane * V;
     const bool active = c < C; /* V = 2 only when C is even: c + 1 < C too */
     const int64_t cc = active ? c : 0;
     /* step n of the scan order is token k = n (forward) or K-1-n */
@@ -406,16 +454,48 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
       for (int i = 0; i < L; i++)
         if (active && n0 + i < K) x[i] = __ldg((const R *)(row + i * stride));
     };
-    /* the first round's tokens are in flight while the parameters load */
+    /* Every global load of the prologue is issued before any is used:
+     * the first round's tokens, then the raw bits of the parameters, the
+     * init state and the gate of the thread's V channels; only then the
+     * dtype conversions. (Converting each value as it loads, through
+     * cuda_load_any's switch or the noinline init_state, made each load
+     * wait for the one before: a chain of memory round trips.) */
     if (rounds > 0) load_round(0, cur);
+    uint32_t raw_d[V], raw_ig[V], raw_og[V], raw_sb[V], raw_init[V], raw_gate[V];
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+      const int64_t cv = cc + (active ? v : 0);
+      raw_d[v] = ssm_load_bits(p.decay, p.dt_decay, cv);
+      raw_ig[v] = ssm_load_bits(p.input_gain, p.dt_input_gain, cv);
+      raw_og[v] = ssm_load_bits(p.output_gain, p.dt_output_gain, cv);
+      raw_sb[v] = ssm_load_bits(p.state_bias, p.dt_state_bias, cv);
+      raw_init[v] = 0;
+      if (p.init && active)
+        raw_init[v] = ssm_load_bits(p.init, p.dt_init,
+                                    p.init_dirs == 2 ? (b * 2 + dir) * C + cv : b * C + cv);
+      raw_gate[v] = 0;
+      if (MODE == SSM_MERGE && p.gate && active)
+        raw_gate[v] = ssm_load_bits(p.gate, p.dt_gate, p.gate_batched ? b * C + cv : cv);
+    }
     ssm_chan ch[V];
     float carry[V], aL[V], gate[V];
 #pragma unroll
     for (int v = 0; v < V; v++) {
-      ch[v] = load_chan(p, cc + (active ? v : 0));
-      carry[v] = active ? init_state(p, b, dir, cc + v, C) : 0.0f;
+      ch[v] = ssm_chan_of(ssm_bits_to_f(raw_d[v], p.dt_decay),
+                          ssm_bits_to_f(raw_ig[v], p.dt_input_gain),
+                          ssm_bits_to_f(raw_og[v], p.dt_output_gain),
+                          ssm_bits_to_f(raw_sb[v], p.dt_state_bias));
+      /* init state and gate: cast to the tokens dtype T first (as
+       * init_state and merge_gate do) */
+      carry[v] = p.init && active
+                     ? cuda_dt<T>::to_f(cuda_dt<T>::from_f(ssm_bits_to_f(raw_init[v], p.dt_init)))
+                     : 0.0f;
       aL[v] = ssm_pow(ch[v].d, L);
-      gate[v] = MODE == SSM_MERGE && active ? merge_gate(p, b, cc + v, C) : 0.5f;
+      gate[v] = 0.5f;
+      if (MODE == SSM_MERGE && p.gate && active) {
+        float gv = cuda_dt<T>::to_f(cuda_dt<T>::from_f(ssm_bits_to_f(raw_gate[v], p.dt_gate)));
+        gate[v] = gv < 0.0f ? 0.0f : (gv > 1.0f ? 1.0f : gv);
+      }
     }
     for (int64_t r = 0; r < rounds; r++) {
       const int64_t n0 = r * per_round + (int64_t)w * L;
@@ -454,19 +534,23 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
 #pragma unroll
           for (int v = 0; v < V; v++) s[v] = aL[v] * s[v] + h_sh[r & 1][i][lane * V + v];
         }
-      } else { /* the last round: a short chunk, then empty ones */
+      } else { /* the last round: chunks 0..last, last maybe short, the rest empty */
+        const int64_t rest = K - r * per_round; /* in [1, per_round] */
+        const int last = (int)((rest - 1) / L), last_len = (int)(rest - (int64_t)last * L);
+        float a_last[V];
+#pragma unroll
+        for (int v = 0; v < V; v++) a_last[v] = last_len == L ? aL[v] : ssm_pow(ch[v].d, last_len);
+        /* unrolled, so the shared loads issue together; the order of the
+         * folds (and so the arithmetic) is the warps' order as above */
+#pragma unroll
         for (int i = 0; i < SSM_WARPS; i++) {
           if (i == w)
 #pragma unroll
             for (int v = 0; v < V; v++) s_in[v] = s[v];
-          int64_t rest = K - (r * per_round + (int64_t)i * L);
-          int len = rest <= 0 ? 0 : (rest >= L ? L : (int)rest);
-          if (len == 0) continue;
+          if (i <= last)
 #pragma unroll
-          for (int v = 0; v < V; v++) {
-            float a = len == L ? aL[v] : ssm_pow(ch[v].d, len);
-            s[v] = a * s[v] + h_sh[r & 1][i][lane * V + v];
-          }
+            for (int v = 0; v < V; v++)
+              s[v] = (i == last ? a_last[v] : aL[v]) * s[v] + h_sh[r & 1][i][lane * V + v];
         }
       }
 #pragma unroll
