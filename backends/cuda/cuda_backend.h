@@ -388,8 +388,9 @@ static __device__ int cuda_block_check(const cuda_inline_check &ic) {
     int bad = cuda_entry_out_of_range(d, i);
     if (!bad && d.unique_row > 0) { /* rows of at most CUDA_INLINE_UNIQUE_MAX */
       int64_t v = cuda_load_index(d.data, d.is64, i);
-      for (int64_t j = i - i % d.unique_row; j < i && !bad; j++)
-        bad = cuda_load_index(d.data, d.is64, j) == v;
+      /* no early exit: the loads are independent and issue together */
+      for (int64_t j = i - i % d.unique_row; j < i; j++)
+        bad |= cuda_load_index(d.data, d.is64, j) == v;
     }
     if (bad) atomicMin(&s_pos, (unsigned long long)i);
   }

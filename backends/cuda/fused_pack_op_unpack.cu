@@ -112,6 +112,7 @@ __global__ void fused_inplace_kernel(T *data, const I *__restrict__ idx,
  * the copy were four). Aliased output: only selected groups are touched. */
 #define FUSED_SMALL_K 64
 #define FUSED_SMALL_TILES 8192
+#define FUSED_SMALL_UNITS 4
 
 template <typename T, typename I, int VEC>
 __global__ void fused_small_kernel(const T *in, T *out, const I *__restrict__ idx,
@@ -135,19 +136,34 @@ __global__ void fused_small_kernel(const T *in, T *out, const I *__restrict__ id
       __syncthreads();
       marked_b = b;
     }
-    CUDA_FOR_INNER(i, g.plane_groups) {
-      uint32_t y = g.groups_per_row.div(i), x = (i - y * g.groups_per_row.d) * VEC;
-      int64_t w = plane * g.plane_groups + i;
-      uint32_t tile = g.tile.div(y) * (uint32_t)g.gw + g.tile.div(x);
-      int selected = s_sel[tile >> 5] >> (tile & 31) & 1u;
-      if (!selected && aliased) continue;
-      pack v = ((const pack *)in)[w];
-      if (selected) {
+    /* FUSED_SMALL_UNITS groups a thread, spaced one block apart: the
+     * loads of all, then the stores (fewer blocks repeat the prologue) */
+    const uint32_t n = (uint32_t)g.plane_groups, span = blockDim.x * FUSED_SMALL_UNITS;
+    for (uint32_t i0 = blockIdx.x * span + threadIdx.x; i0 < n; i0 += gridDim.x * span) {
+      pack v[FUSED_SMALL_UNITS];
+      unsigned sel = 0, todo = 0; /* bit u: group u selected / to be stored */
 #pragma unroll
-        for (int j = 0; j < VEC; j++)
-          v.v[j] = cuda_dt<T>::from_f(fused_transform(cuda_dt<T>::to_f(v.v[j]), p));
+      for (int u = 0; u < FUSED_SMALL_UNITS; u++) {
+        uint32_t i = i0 + u * blockDim.x;
+        if (i >= n) continue;
+        uint32_t y = g.groups_per_row.div(i), x = (i - y * g.groups_per_row.d) * VEC;
+        uint32_t tile = g.tile.div(y) * (uint32_t)g.gw + g.tile.div(x);
+        unsigned selected = s_sel[tile >> 5] >> (tile & 31) & 1u;
+        if (!selected && aliased) continue;
+        v[u] = ((const pack *)in)[plane * g.plane_groups + i];
+        sel |= selected << u;
+        todo |= 1u << u;
       }
-      ((pack *)out)[w] = v;
+#pragma unroll
+      for (int u = 0; u < FUSED_SMALL_UNITS; u++) {
+        if (!(todo >> u & 1u)) continue;
+        if (sel >> u & 1u) {
+#pragma unroll
+          for (int j = 0; j < VEC; j++)
+            v[u].v[j] = cuda_dt<T>::from_f(fused_transform(cuda_dt<T>::to_f(v[u].v[j]), p));
+        }
+        ((pack *)out)[plane * g.plane_groups + i0 + u * blockDim.x] = v[u];
+      }
     }
   }
 }
@@ -195,7 +211,9 @@ template <typename T, typename I, int VEC>
 static void launch_small(const fused_geometry &g, const apx_fused_pack_op_unpack_args *a,
                          int aliased, fused_params p, const cuda_inline_check &ic,
                          const int *bad, cudaStream_t s) {
-  fused_small_kernel<T, I, VEC><<<g.copy_launch.grid, g.copy_launch.block, 0, s>>>(
+  cuda_geom2 l =
+      cuda_geom_2d(g.planes, (g.plane_groups + FUSED_SMALL_UNITS - 1) / FUSED_SMALL_UNITS, 256);
+  fused_small_kernel<T, I, VEC><<<l.grid, l.block, 0, s>>>(
       (const T *)a->features->data, (T *)a->out->data, (const I *)a->idx->data, g, p, aliased,
       ic, bad);
 }

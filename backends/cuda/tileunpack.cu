@@ -37,16 +37,7 @@ struct unpack_geometry {
   cuda_fastdiv tile;           /* t */
   cuda_geom tiles_launch, entries_launch;
   int units;       /* output groups per thread: UNPACK_UNITS (override with ids) or 1 */
-  /* The output pass's block order: 2^chan_group_shift consecutive
-   * channels (the largest power of two <= 16 dividing C) take the same
-   * piece of their planes one after the other, then the next piece. The
-   * blocks in flight then read each tile's rows for 16 channels, which are
-   * adjacent in packed ([B,K,C,t,t]: 2 KB for t = 8 fp16), instead of 16
-   * B pieces of tiles 32 KB apart (random k per cell) in one plane at a
-   * time, while base and out are still swept band by band in about as
-   * many planes at once as before (about 16). */
-  int chan_group_shift;
-  cuda_geom out_launch;      /* 1-D: (plane, piece) items, grid-stride */
+  cuda_geom2 out_launch;     /* x: pixel groups of a plane, y: planes (b, c) */
 };
 
 /* Inputs of the entry builder. */
@@ -272,9 +263,9 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
 #define UNPACK_BLEND_UNITS 2
 #define UNPACK_THREADS 256
 
-/* The output pass: VEC pixels of one row of one plane per group; a block
- * takes a contiguous piece of a plane (whole bands of rows, in address
- * order), pieces ordered as unpack_geometry.chan_group_shift says. UNITS = 1 (free origins): a thread takes one
+/* The output pass: VEC pixels of one row of one plane per group, the
+ * planes on grid y (so that blocks sweep memory in address order), x over
+ * the groups of a plane. UNITS = 1 (free origins): a thread takes one
  * group and runs unpack_group. UNITS > 1 (ids: the winner map): a group
  * is a chain of two dependent loads (the map, then the tile row or base)
  * and a store, which left the SMs waiting on latency (59% of copy
@@ -291,25 +282,16 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
                         unpack_cells_src m, unpack_geometry g, int aliased, float alpha,
                         const int *bad) {
   if (cuda_call_failed(bad)) return;
-  /* n < 2^31 and span * spans < n + span, so i0 + j*blockDim.x stays below
-   * 2^32 in 32 bits */
+  /* n < 2^31 and the grid stride (gridDim.x*span, the first multiple of
+   * span >= n) is at most 2^31, so i0 + j*blockDim.x and i0 + stride stay
+   * below 2^32 in 32 bits */
   const uint32_t n = (uint32_t)g.plane_groups;
   const uint32_t span = blockDim.x * UNITS;
-  const int64_t spans = (n + span - 1) / span; /* block-sized pieces of a plane */
-  const int64_t total = g.planes * spans;
-  const int64_t group_mask = ((int64_t)1 << g.chan_group_shift) - 1;
-  /* a work item is one piece of one plane; consecutive items take the
-   * same piece of 2^chan_group_shift consecutive channels (see
-   * unpack_geometry.chan_group_shift), then the next piece */
-  for (int64_t item = blockIdx.x; item < total; item += gridDim.x) {
-    int64_t rest = item >> g.chan_group_shift;
-    int64_t piece = rest % spans;
-    int64_t plane = ((rest / spans) << g.chan_group_shift) + (item & group_mask);
-    int64_t b = plane / g.C, c = plane - b * g.C;
-    /* this block covers groups [piece*span, piece*span + span) of the
-     * plane; thread x takes x + j*blockDim.x of it: each group once */
-    uint32_t i0 = (uint32_t)piece * span + threadIdx.x;
-    if (i0 < n) {
+  CUDA_FOR_OUTER(plane, g.planes) {
+    int64_t b = plane / g.C, c = plane % g.C;
+    /* block bx covers groups [bx*span, bx*span + span) of each grid
+     * stride; thread x takes x + j*blockDim.x of it: each group once */
+    for (uint32_t i0 = blockIdx.x * span + threadIdx.x; i0 < n; i0 += gridDim.x * span) {
       if constexpr (UNITS == 1) {
         unpack_group<T, VEC, BLEND>(base, packed, out, m, g, aliased, alpha, plane, b, c, i0);
       } else {
@@ -378,15 +360,17 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * (cuda_block_check), so there is no pre-pass either. A block ranks its
  * batch row's valid tiles by (cell, level, k) in shared memory (a thread
  * per tile counts the tiles before it); each thread then finds its
- * group's cell run by a binary search: override takes the run's last
- * entry, the largest (level, k); blend composes the run in order. (A scan
- * of all K ids per thread, the first form, cost 13 us at the seed profile
- * under ncu, more than the data movement: bench/results/cuda/NOTES.md.)
+ * groups' cell runs by a binary search: override takes a run's last
+ * entry, the largest (level, k); blend composes the run in order. A
+ * thread takes UNITS groups (4 override, 2 blend), their loads issued
+ * together. (A scan of all K ids per thread and a group a thread, the
+ * first form, cost 13 us at the seed profile under ncu, more than the
+ * data movement: bench/results/cuda/NOTES.md.)
  * Ids are cell-aligned and VEC divides t, so a tile covers the whole
  * group; ids out of range are left out. */
 #define UNPACK_SMALL_K 64
 
-template <typename T, int VEC, int BLEND>
+template <typename T, int VEC, int BLEND, int UNITS>
 __global__ void __launch_bounds__(UNPACK_THREADS)
     unpack_small_kernel(const T *base, const T *__restrict__ packed, T *out, unpack_sources src,
                         unpack_geometry g, int aliased, float alpha, cuda_inline_check ic,
@@ -432,42 +416,72 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
       __syncthreads();
       ranked_b = b;
     }
-    CUDA_FOR_INNER(i, g.plane_groups) {
-      uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
-      uint32_t cy = g.tile.div(yu), cx = g.tile.div(xu);
-      int cell = (int)(cy * (uint32_t)g.gw + cx);
-      int64_t w = plane * g.plane_groups + i;
-      int first = 0, last = n; /* the first entry at or after this cell */
-      while (first < last) {
-        int mid = (first + last) >> 1;
-        if (s_cell[mid] < cell) first = mid + 1;
-        else last = mid;
-      }
-      int end = first;
-      while (end < n && s_cell[end] == cell) end++;
-      if (end == first) { /* nothing covers these pixels */
-        if (!aliased) ((pack *)out)[w] = ((const pack *)base)[w];
-        continue;
-      }
-      /* this group's row segment inside tile 0 of (b, c) */
-      const T *row0 = packed + ((b * g.K * g.C + c) * g.t + (yu - cy * g.t)) * g.t +
-                      (xu - cx * g.t);
-      if (!BLEND) {
-        ((pack *)out)[w] = *(const pack *)(row0 + s_k[end - 1] * kstride);
-        continue;
-      }
-      pack cur = ((const pack *)base)[w];
-      float acc[VEC];
+    /* UNITS groups a thread, spaced one block apart (as unpack_cells_kernel
+     * does): all runs looked up, then all loads issued, then the stores */
+    const uint32_t npg = (uint32_t)g.plane_groups, span = blockDim.x * UNITS;
+    for (uint32_t i0 = blockIdx.x * span + threadIdx.x; i0 < npg; i0 += gridDim.x * span) {
+      int first[UNITS], end[UNITS];
+      const T *row0[UNITS];
 #pragma unroll
-      for (int j = 0; j < VEC; j++) acc[j] = cuda_dt<T>::to_f(cur.v[j]);
-      for (int q = first; q < end; q++) {
-        pack v = *(const pack *)(row0 + s_k[q] * kstride);
+      for (int j = 0; j < UNITS; j++) { /* 1: the cell's run, from shared memory */
+        uint32_t i = min(i0 + j * blockDim.x, npg - 1);
+        uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
+        uint32_t cy = g.tile.div(yu), cx = g.tile.div(xu);
+        int cell = (int)(cy * (uint32_t)g.gw + cx);
+        int lo = 0, hi = n; /* the first entry at or after this cell */
+        while (lo < hi) {
+          int mid = (lo + hi) >> 1;
+          if (s_cell[mid] < cell) lo = mid + 1;
+          else hi = mid;
+        }
+        int e = lo;
+        while (e < n && s_cell[e] == cell) e++;
+        first[j] = lo;
+        end[j] = e;
+        /* this group's row segment inside tile 0 of (b, c) */
+        row0[j] = packed + ((b * g.K * g.C + c) * g.t + (yu - cy * g.t)) * g.t + (xu - cx * g.t);
+      }
+      pack v[UNITS], cur[UNITS];
 #pragma unroll
-        for (int j = 0; j < VEC; j++) acc[j] = keep * acc[j] + alpha * cuda_dt<T>::to_f(v.v[j]);
+      for (int j = 0; j < UNITS; j++) { /* 2: the loads */
+        uint32_t i = i0 + j * blockDim.x;
+        if (i >= npg) continue;
+        int64_t w = plane * g.plane_groups + i;
+        int covered = end[j] > first[j];
+        if (BLEND || !covered) {
+          if (covered || !aliased) cur[j] = ((const pack *)base)[w];
+        }
+        if (covered)
+          v[j] = *(const pack *)(row0[j] + s_k[BLEND ? first[j] : end[j] - 1] * kstride);
       }
 #pragma unroll
-      for (int j = 0; j < VEC; j++) cur.v[j] = cuda_dt<T>::from_f(acc[j]);
-      ((pack *)out)[w] = cur;
+      for (int j = 0; j < UNITS; j++) { /* 3: blend's composition, the stores */
+        uint32_t i = i0 + j * blockDim.x;
+        if (i >= npg) continue;
+        int64_t w = plane * g.plane_groups + i;
+        int covered = end[j] > first[j];
+        if (!covered) {
+          if (!aliased) ((pack *)out)[w] = cur[j];
+          continue;
+        }
+        if constexpr (!BLEND) {
+          ((pack *)out)[w] = v[j];
+        } else {
+          float acc[VEC];
+#pragma unroll
+          for (int q = 0; q < VEC; q++)
+            acc[q] = keep * cuda_dt<T>::to_f(cur[j].v[q]) + alpha * cuda_dt<T>::to_f(v[j].v[q]);
+          for (int r = first[j] + 1; r < end[j]; r++) { /* further tiles on the cell */
+            pack t = *(const pack *)(row0[j] + s_k[r] * kstride);
+#pragma unroll
+            for (int q = 0; q < VEC; q++)
+              acc[q] = keep * acc[q] + alpha * cuda_dt<T>::to_f(t.v[q]);
+          }
+#pragma unroll
+          for (int q = 0; q < VEC; q++) cur[j].v[q] = cuda_dt<T>::from_f(acc[q]);
+          ((pack *)out)[w] = cur[j];
+        }
+      }
     }
   }
 }
@@ -477,13 +491,15 @@ static void launch_small(const unpack_geometry &g, const apx_tileunpack_args *a,
                          const unpack_sources &src, const cuda_inline_check &ic, float alpha,
                          const int *bad, cudaStream_t s) {
   int aliased = a->out->data == a->base->data;
-  cuda_geom2 l = cuda_geom_2d(g.planes, g.plane_groups, UNPACK_THREADS);
-  if (a->mode == APX_OVERLAP_BLEND)
-    unpack_small_kernel<T, VEC, 1><<<l.grid, l.block, 0, s>>>(
+  int blend = a->mode == APX_OVERLAP_BLEND;
+  int units = blend ? UNPACK_BLEND_UNITS : UNPACK_UNITS;
+  cuda_geom2 l = cuda_geom_2d(g.planes, (g.plane_groups + units - 1) / units, UNPACK_THREADS);
+  if (blend)
+    unpack_small_kernel<T, VEC, 1, UNPACK_BLEND_UNITS><<<l.grid, l.block, 0, s>>>(
         (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g, aliased,
         alpha, ic, bad);
   else
-    unpack_small_kernel<T, VEC, 0><<<l.grid, l.block, 0, s>>>(
+    unpack_small_kernel<T, VEC, 0, UNPACK_UNITS><<<l.grid, l.block, 0, s>>>(
         (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g, aliased,
         alpha, ic, bad);
 }
@@ -530,13 +546,8 @@ static unpack_geometry geometry(const apx_tileunpack_args *a) {
   /* with ids the output pass reads the winner map (cuda_tileunpack:
    * use_win), the case of the several-groups-per-thread form */
   g.units = !a->idx ? 1 : (a->mode == APX_OVERLAP_OVERRIDE ? UNPACK_UNITS : UNPACK_BLEND_UNITS);
-  g.chan_group_shift = 0;
-  while (g.chan_group_shift < 4 && g.C % ((int64_t)2 << g.chan_group_shift) == 0)
-    g.chan_group_shift++;
-  int64_t span = (int64_t)UNPACK_THREADS * g.units;
-  int64_t items = g.planes * ((g.plane_groups + span - 1) / span);
-  g.out_launch.threads = UNPACK_THREADS;
-  g.out_launch.blocks = (unsigned)(items < 0x7fffffffLL ? (items > 0 ? items : 1) : 0x7fffffffLL);
+  g.out_launch =
+      cuda_geom_2d(g.planes, (g.plane_groups + g.units - 1) / g.units, UNPACK_THREADS);
   return g;
 }
 
@@ -545,7 +556,7 @@ static void launch_out_units(const unpack_geometry &g, const apx_tileunpack_args
                              const unpack_cells_src &m, float alpha, const int *bad,
                              cudaStream_t s) {
   int aliased = a->out->data == a->base->data;
-  unpack_cells_kernel<T, VEC, BLEND, UNITS><<<g.out_launch.blocks, g.out_launch.threads, 0, s>>>(
+  unpack_cells_kernel<T, VEC, BLEND, UNITS><<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
       (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, m, g, aliased,
       alpha, bad);
 }

@@ -15,7 +15,7 @@
 #   gpu-results.tar.gz  every log, JSON and Markdown report
 # Each step has a time limit so the whole run fits one device call.
 # RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
-# bench peers (and the experiments l2, ncu and ncudiag: not in the default). Exit
+# bench peers (and the experiments l2, ncu, ncudiag and ncudeep: not in the default). Exit
 # status: 0 when every step run passed or was skipped with a reason.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -148,6 +148,24 @@ if want ncudiag && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
   ncu_one large-off-tiles "fused" large 12 . APEXX_CONFIG="$off_ini"
   sed 's/^/    /' "$work/ncudiag-summary.txt" | tee -a "$report" >/dev/null
   cp "$work/ncudiag-summary.txt" "$OUT/ncudiag-summary.txt"
+fi
+
+# 3e. (RUN_STEPS "ncudeep" only) why a kernel is slow: occupancy, stall
+# reasons and memory traffic of one launch each of the seed profile's
+# small tileunpack and fused kernels and the large profile's blend kernel
+if want ncudeep && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
+  deep() { # NAME ONLY PROFILE KERNEL-REGEX
+    step "ncudeep-$1" 150 env CUDA_BW_ONLY="$2" APEXX_CONFIG="$off_ini" ./libtool \
+      --mode=execute ncu --launch-count 1 --kernel-name "regex:$4" --section SpeedOfLight \
+      --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --section SchedulerStats \
+      ./bench/gpu/cuda_bw --profile "$3" --iters 1
+  }
+  deep seed-override override seed unpack_small
+  deep seed-fused fused seed fused_small
+  deep large-blend blend large unpack_cells
+  deep large-override override large unpack_cells
+  for f in "$work"/ncudeep-*.log; do cp "$f" "$OUT/"; done
 fi
 
 # 4. apexx-bench at the seed and the large profile (when built)
