@@ -447,12 +447,22 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
     R cur[L], nxt[L];
     /* consecutive steps are C elements apart, backwards for dir 1 */
     const int64_t stride = dir ? -C : C;
+    /* how many of the L steps from scan step n0 this thread walks (0 when
+     * inactive): one 32-bit compare per step, not a 64-bit one */
+    auto steps = [&](int64_t n0) -> int {
+      const int64_t rest = K - n0;
+      return !active || rest <= 0 ? 0 : (rest >= L ? L : (int)rest);
+    };
+    /* token addresses by a running pointer: an add per step (multiplying
+     * i * stride in 64 bits took a dozen instructions a load, issued
+     * before the first scan step) */
     auto load_round = [&](int64_t r, R *x) {
       const int64_t n0 = r * per_round + (int64_t)w * L;
-      const T *row = tokens + at(n0 < K ? n0 : 0);
+      const int cnt = steps(n0);
+      const T *q = tokens + at(n0 < K ? n0 : 0);
 #pragma unroll
-      for (int i = 0; i < L; i++)
-        if (active && n0 + i < K) x[i] = __ldg((const R *)(row + i * stride));
+      for (int i = 0; i < L; i++, q += stride)
+        if (i < cnt) x[i] = __ldg((const R *)q);
     };
     /* Every global load of the prologue is issued before any is used:
      * the first round's tokens, then the raw bits of the parameters, the
@@ -469,13 +479,16 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
       raw_ig[v] = ssm_load_bits(p.input_gain, p.dt_input_gain, cv);
       raw_og[v] = ssm_load_bits(p.output_gain, p.dt_output_gain, cv);
       raw_sb[v] = ssm_load_bits(p.state_bias, p.dt_state_bias, cv);
-      raw_init[v] = 0;
-      if (p.init && active)
-        raw_init[v] = ssm_load_bits(p.init, p.dt_init,
-                                    p.init_dirs == 2 ? (b * 2 + dir) * C + cv : b * C + cv);
+      /* without init state or gate, a harmless load of the decay
+       * instead, unused: no branch between the loads */
+      raw_init[v] = ssm_load_bits(p.init ? p.init : p.decay, p.init ? p.dt_init : p.dt_decay,
+                                  !p.init ? cv
+                                  : p.init_dirs == 2 ? (b * 2 + dir) * C + cv
+                                                     : b * C + cv);
       raw_gate[v] = 0;
-      if (MODE == SSM_MERGE && p.gate && active)
-        raw_gate[v] = ssm_load_bits(p.gate, p.dt_gate, p.gate_batched ? b * C + cv : cv);
+      if (MODE == SSM_MERGE)
+        raw_gate[v] = ssm_load_bits(p.gate ? p.gate : p.decay, p.gate ? p.dt_gate : p.dt_decay,
+                                    p.gate && p.gate_batched ? b * C + cv : cv);
     }
     ssm_chan ch[V];
     float carry[V], aL[V], gate[V];
@@ -499,10 +512,11 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
     }
     for (int64_t r = 0; r < rounds; r++) {
       const int64_t n0 = r * per_round + (int64_t)w * L;
+      const int cnt = steps(n0);
       float h[V] = {}, x[V];
 #pragma unroll
       for (int i = 0; i < L; i++)
-        if (active && n0 + i < K) {
+        if (i < cnt) {
           vec::to_f(cur[i], x);
           step<V>(x, ch, p.lim, h);
         }
@@ -512,11 +526,12 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
       if (r + 1 < rounds) load_round(r + 1, nxt);
       float yb[MODE == SSM_MERGE ? L : 1][V];
       if (MODE == SSM_MERGE) {
+        const float *q = y_back + at(n0 < K ? n0 : 0);
 #pragma unroll
-        for (int i = 0; i < L; i++)
-          if (active && n0 + i < K)
+        for (int i = 0; i < L; i++, q += stride)
+          if (i < cnt)
 #pragma unroll
-            for (int v = 0; v < V; v++) yb[i][v] = y_back[at(n0) + i * stride + v];
+            for (int v = 0; v < V; v++) yb[i][v] = q[v];
       }
       __syncthreads();
       /* fold the round's chunks in scan order: s_in for this warp, the
@@ -557,18 +572,19 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
       for (int v = 0; v < V; v++) carry[v] = s[v];
       /* this warp's steps again, from its true initial state */
       const int64_t e0 = at(n0 < K ? n0 : 0);
+      T *o = out + e0;
+      float *ob = y_back + e0;
 #pragma unroll
-      for (int i = 0; i < L; i++)
-        if (active && n0 + i < K) {
+      for (int i = 0; i < L; i++, o += stride, ob += stride)
+        if (i < cnt) {
           vec::to_f(cur[i], x);
           step<V>(x, ch, p.lim, s_in);
-          const int64_t e = e0 + i * stride;
           float y[V];
 #pragma unroll
           for (int v = 0; v < V; v++) y[v] = ch[v].og * s_in[v];
           if (MODE == SSM_TO_SCRATCH) {
 #pragma unroll
-            for (int v = 0; v < V; v++) y_back[e + v] = y[v];
+            for (int v = 0; v < V; v++) ob[v] = y[v];
           } else {
             if (MODE == SSM_MERGE)
 #pragma unroll
@@ -577,7 +593,7 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
                 else if (merge == APX_MERGE_AVG) y[v] = 0.5f * (y[v] + yb[i][v]);
                 else y[v] = gate[v] * y[v] + (1.0f - gate[v]) * yb[i][v];
               }
-            ssm_vec<T, V>::store(out + e, y);
+            ssm_vec<T, V>::store(o, y);
           }
         }
 #pragma unroll
@@ -698,6 +714,14 @@ static apx_status run(cuda_state *st, const apx_tilessm_scan_args *a, const ssm_
                         ? cuda_align_up((size_t)(g.B * g.K * g.C) * sizeof(float))
                         : 0;
   const int block = use_block_scan(g, sizeof(T), sm_count);
+  /* Few (b, channel group) blocks (B*C small): one channel a thread, so
+   * twice the blocks, each thread's serial work (prologue, two passes of
+   * L steps) halved; the call is latency-bound there. The arithmetic of
+   * each channel is the same for either V. */
+  if (block && g.V == 2 && 2 * g.B * ((g.C + 63) / 64) <= (sm_count > 0 ? sm_count : 132)) {
+    g.V = 1;
+    g.lanes = g.C;
+  }
   int multi = g.chunks > 1 && !block;
   cuda_workspace ws;
   apx_status status = cuda_ws_alloc(st, s, (multi ? carry_bytes * dirs : 0) + yb_bytes, &ws,
