@@ -139,13 +139,16 @@ if want ncudiag && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
       grep -E '^  [a-zA-Z_]|gpu__time_duration|dram__' "$work/ncudiag-$name.log" \
         | sed -E 's/\(([^()]|\([^()]*\))*\) \(/(...) (/'; } >>"$work/ncudiag-summary.txt"
   }
-  for op in override blend fused "tilessm forward" gather index_select scatter_add; do
-    ncu_one "seed-dev-${op// /_}" "$op" seed 40 .
-    ncu_one "seed-off-${op// /_}" "$op" seed 40 . APEXX_CONFIG="$off_ini"
+  # NCUDIAG_OPS: the ops (default all of these); NCUDIAG_LARGE=0: no large
+  for op in ${NCUDIAG_OPS:-override blend fused tilessm gather index_select scatter_add}; do
+    ncu_one "seed-dev-$op" "$op" seed 40 .
+    ncu_one "seed-off-$op" "$op" seed 40 . APEXX_CONFIG="$off_ini"
   done
-  ncu_one large-dev-tiles "tilepack,override,blend,fused" large 40 \
-    'tilepack_kernel|unpack_cells|fused_copy|check|unique_map'
-  ncu_one large-off-tiles "fused" large 12 . APEXX_CONFIG="$off_ini"
+  if [ "${NCUDIAG_LARGE:-1}" != 0 ]; then
+    ncu_one large-dev-tiles "tilepack,override,blend,fused" large 40 \
+      'tilepack_kernel|unpack_cells|fused_copy|check|unique_map'
+    ncu_one large-off-tiles "fused" large 12 . APEXX_CONFIG="$off_ini"
+  fi
   sed 's/^/    /' "$work/ncudiag-summary.txt" | tee -a "$report" >/dev/null
   cp "$work/ncudiag-summary.txt" "$OUT/ncudiag-summary.txt"
 fi
