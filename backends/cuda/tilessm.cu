@@ -19,8 +19,10 @@
  * step (3) alone runs.
  *
  * Speed: a thread scans two adjacent channels (one 4- or 8-byte load per
- * step) when C is even; step (2) gives each stream a warp (a shuffle scan
- * of the chunks' affine maps), so at most 64 chunks cost a few steps. */
+ * step) when C is even, except in a block scan of few blocks (latency-
+ * bound: one channel a thread halves each thread's serial work); step (2)
+ * gives each stream a warp (a shuffle scan of the chunks' affine maps), so
+ * at most 64 chunks cost a few steps. */
 #include "cuda_backend.h"
 
 struct ssm_params {
@@ -67,40 +69,46 @@ static __device__ __forceinline__ ssm_chan load_chan(const ssm_params &p, int64_
                      cuda_load_any(p.state_bias, p.dt_state_bias, c));
 }
 
-/* Element i of a float tensor of dtype dt as its raw bits (a 2- or 4-byte
- * load, as cuda_load_any reads: fp16 and bf16 are 2 bytes, anything else
- * fp32), and those bits as fp32 (exact). Split so that a prologue can
- * issue all its loads before it converts any: a load whose conversion
- * sits in the same dtype branch waits for its data before the next load
- * issues. Both are predicated PTX, opaque to cicc: branches or selects on
- * dt there, a dozen per prologue in each of the block kernel's 36
- * instantiations, took cicc from 5 s to 40-60 s for this file. Inputs never alias outputs (the core checks), so the
+/* Element i of a float tensor of dtype dt (fp16 and bf16: 2 bytes,
+ * anything else fp32, as cuda_load_any reads) as raw bits, and those bits
+ * as fp32 (exact). Split so that a prologue can issue all its loads
+ * before it converts any: a load whose conversion sits in the same dtype
+ * branch waits for its data before the next load issues. The load is two
+ * unconditional 2-byte loads, the low and high halves of an fp32 (the
+ * same half twice for a 2-byte dtype): no branch and no predicated pair
+ * of loads into one register, whose write-after-write hazard made ptxas
+ * wait for every load in flight. The conversion is predicated PTX, opaque
+ * to cicc: branches or selects on dt there, a dozen per prologue in each
+ * of the block kernel's 36 instantiations, took cicc from 5 s to 40-60 s
+ * for this file. Inputs never alias outputs (the core checks), so the
  * read-only path is safe. */
-static __device__ __forceinline__ uint32_t ssm_load_bits(const void *p, int dt, int64_t i) {
+struct ssm_bits {
+  uint32_t lo, hi;
+};
+
+static __device__ __forceinline__ ssm_bits ssm_load_bits(const void *p, int dt, int64_t i) {
   const int wide = dt != APX_DTYPE_F16 && dt != APX_DTYPE_BF16;
-  const char *at = (const char *)p + i * (wide ? 4 : 2);
-  uint32_t r;
-  asm("{\n\t.reg .pred w;\n\t"
-      "setp.ne.s32 w, %2, 0;\n\t"
-      "@w ld.global.nc.u32 %0, [%1];\n\t"
-      "@!w ld.global.nc.u16 %0, [%1];\n\t}"
-      : "=r"(r)
-      : "l"(at), "r"(wide));
+  const unsigned short *q = (const unsigned short *)p + (wide ? 2 * i : i);
+  ssm_bits r;
+  r.lo = __ldg(q);
+  r.hi = __ldg(q + wide);
   return r;
 }
 
-static __device__ __forceinline__ float ssm_bits_to_f(uint32_t r, int dt) {
-  /* fp16: widen; bf16: fp32's top half (shift by 16); fp32: as is */
+static __device__ __forceinline__ float ssm_bits_to_f(ssm_bits r, int dt) {
+  /* fp16: widen the low half; bf16: fp32's top half (shift by 16); fp32:
+   * the halves joined */
   const int f16 = dt == APX_DTYPE_F16;
   const uint32_t shift = dt == APX_DTYPE_BF16 ? 16 : 0;
   float x;
-  asm("{\n\t.reg .pred h;\n\t.reg .b16 lo;\n\t"
-      "setp.ne.s32 h, %2, 0;\n\t"
-      "cvt.u16.u32 lo, %1;\n\t"
-      "@h cvt.f32.f16 %0, lo;\n\t"
-      "@!h shl.b32 %0, %1, %3;\n\t}"
+  asm("{\n\t.reg .pred h;\n\t.reg .b16 l;\n\t.reg .b32 t;\n\t"
+      "setp.ne.s32 h, %3, 0;\n\t"
+      "cvt.u16.u32 l, %1;\n\t"
+      "prmt.b32 t, %1, %2, 0x5410;\n\t"
+      "@h cvt.f32.f16 %0, l;\n\t"
+      "@!h shl.b32 %0, t, %4;\n\t}"
       : "=f"(x)
-      : "r"(r), "r"(f16), "r"(shift));
+      : "r"(r.lo), "r"(r.hi), "r"(f16), "r"(shift));
   return x;
 }
 
@@ -471,7 +479,7 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
      * cuda_load_any's switch or the noinline init_state, made each load
      * wait for the one before: a chain of memory round trips.) */
     if (rounds > 0) load_round(0, cur);
-    uint32_t raw_d[V], raw_ig[V], raw_og[V], raw_sb[V], raw_init[V], raw_gate[V];
+    ssm_bits raw_d[V], raw_ig[V], raw_og[V], raw_sb[V], raw_init[V], raw_gate[V];
 #pragma unroll
     for (int v = 0; v < V; v++) {
       const int64_t cv = cc + (active ? v : 0);
@@ -485,7 +493,7 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
                                   !p.init ? cv
                                   : p.init_dirs == 2 ? (b * 2 + dir) * C + cv
                                                      : b * C + cv);
-      raw_gate[v] = 0;
+      raw_gate[v] = ssm_bits{0, 0};
       if (MODE == SSM_MERGE)
         raw_gate[v] = ssm_load_bits(p.gate ? p.gate : p.decay, p.gate ? p.dt_gate : p.dt_decay,
                                     p.gate && p.gate_batched ? b * C + cv : cv);
