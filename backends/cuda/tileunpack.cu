@@ -369,6 +369,7 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * Ids are cell-aligned and VEC divides t, so a tile covers the whole
  * group; ids out of range are left out. */
 #define UNPACK_SMALL_K 64
+#define UNPACK_RANK_PARTS 4
 
 template <typename T, int VEC, int BLEND, int UNITS>
 __global__ void __launch_bounds__(UNPACK_THREADS)
@@ -378,6 +379,22 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
   typedef unpack_pack<T, VEC> pack;
   __shared__ long long s_id[UNPACK_SMALL_K], s_lv[UNPACK_SMALL_K];
   __shared__ int s_cell[UNPACK_SMALL_K], s_k[UNPACK_SMALL_K]; /* ranked by (cell, level, k) */
+  static_assert(UNPACK_SMALL_K * UNPACK_RANK_PARTS <= UNPACK_THREADS,
+                "a rank part a thread: UNPACK_RANK_PARTS threads a tile");
+  const uint32_t npg = (uint32_t)g.plane_groups, span = blockDim.x * UNITS;
+  /* base under this block's first groups, when out is separate: every
+   * group there needs it but override's covered ones (a few wasted reads),
+   * and its loads are harmless, so they are in flight during the check
+   * and the ranking below */
+  pack cur[UNITS]; /* base under the groups of an iteration */
+  bool use_pre = !aliased && blockIdx.y < g.planes && blockIdx.x * span + threadIdx.x < npg;
+  if (use_pre) {
+#pragma unroll
+    for (int j = 0; j < UNITS; j++) {
+      uint32_t i = blockIdx.x * span + threadIdx.x + j * blockDim.x;
+      if (i < npg) cur[j] = ((const pack *)base)[(int64_t)blockIdx.y * g.plane_groups + i];
+    }
+  }
   if (cuda_block_check(ic) || cuda_call_failed(bad)) return;
   const int K = (int)g.K;
   const long long cells = g.gh * g.gw;
@@ -395,21 +412,29 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
                              : 0;
       }
       __syncthreads();
-      const int k = threadIdx.x; /* K <= UNPACK_SMALL_K <= blockDim.x */
+      /* tile k's rank: UNPACK_RANK_PARTS adjacent lanes count the tiles
+       * before it among every UNPACK_RANK_PARTS-th tile each, then add
+       * (one thread counting all K kept the block at the barrier: 37% of
+       * the kernel's stalls under ncu, run 13) */
+      const int k = threadIdx.x / UNPACK_RANK_PARTS, part = threadIdx.x % UNPACK_RANK_PARTS;
       int valid = 0, rank = 0;
       long long id = 0;
       if (k < K) {
         id = s_id[k];
         long long lv = s_lv[k];
         valid = id >= 0 && id < cells;
-        for (int j = 0; valid && j < K; j++) {
+        for (int j = part; valid && j < K; j += UNPACK_RANK_PARTS) {
           long long jid = s_id[j], jl = s_lv[j];
           if (jid < 0 || jid >= cells) continue;
           rank += jid < id || (jid == id && (jl < lv || (jl == lv && j < k)));
         }
       }
-      n = __syncthreads_count(valid);
-      if (valid) {
+#pragma unroll
+      for (int off = 1; off < UNPACK_RANK_PARTS; off <<= 1) /* lanes of one tile */
+        rank += __shfl_xor_sync(0xffffffffu, rank, off);
+      const int lead = valid && part == 0;
+      n = __syncthreads_count(lead);
+      if (lead) {
         s_cell[rank] = (int)id;
         s_k[rank] = k;
       }
@@ -418,7 +443,6 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
     }
     /* UNITS groups a thread, spaced one block apart (as unpack_cells_kernel
      * does): all runs looked up, then all loads issued, then the stores */
-    const uint32_t npg = (uint32_t)g.plane_groups, span = blockDim.x * UNITS;
     for (uint32_t i0 = blockIdx.x * span + threadIdx.x; i0 < npg; i0 += gridDim.x * span) {
       int first[UNITS], end[UNITS];
       const T *row0[UNITS];
@@ -441,19 +465,20 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
         /* this group's row segment inside tile 0 of (b, c) */
         row0[j] = packed + ((b * g.K * g.C + c) * g.t + (yu - cy * g.t)) * g.t + (xu - cx * g.t);
       }
-      pack v[UNITS], cur[UNITS];
+      pack v[UNITS];
 #pragma unroll
       for (int j = 0; j < UNITS; j++) { /* 2: the loads */
         uint32_t i = i0 + j * blockDim.x;
         if (i >= npg) continue;
         int64_t w = plane * g.plane_groups + i;
         int covered = end[j] > first[j];
-        if (BLEND || !covered) {
-          if (covered || !aliased) cur[j] = ((const pack *)base)[w];
-        }
+        /* the block's first groups have theirs from before the check */
+        if (!use_pre && (BLEND || !covered) && (covered || !aliased))
+          cur[j] = ((const pack *)base)[w];
         if (covered)
           v[j] = *(const pack *)(row0[j] + s_k[BLEND ? first[j] : end[j] - 1] * kstride);
       }
+      use_pre = false;
 #pragma unroll
       for (int j = 0; j < UNITS; j++) { /* 3: blend's composition, the stores */
         uint32_t i = i0 + j * blockDim.x;
