@@ -563,8 +563,17 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
         float a_last[V];
 #pragma unroll
         for (int v = 0; v < V; v++) a_last[v] = last_len == L ? aL[v] : ssm_pow(ch[v].d, last_len);
-        /* unrolled, so the shared loads issue together; the order of the
-         * folds (and so the arithmetic) is the warps' order as above */
+        /* every chunk's h read first (empty chunks published h = 0 this
+         * round, so all reads are of written values), then the fold in the
+         * warps' order, the same arithmetic as above. Unrolled, without
+         * the per-chunk 64-bit length and d^len loop of before; ptxas
+         * still issues one shared load per link of the chain (nvcc 13.0,
+         * sm_90) but gives these kernels fewer registers. */
+        float hv[SSM_WARPS][V];
+#pragma unroll
+        for (int i = 0; i < SSM_WARPS; i++)
+#pragma unroll
+          for (int v = 0; v < V; v++) hv[i][v] = h_sh[r & 1][i][lane * V + v];
 #pragma unroll
         for (int i = 0; i < SSM_WARPS; i++) {
           if (i == w)
@@ -573,7 +582,7 @@ ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p
           if (i <= last)
 #pragma unroll
             for (int v = 0; v < V; v++)
-              s[v] = (i == last ? a_last[v] : aL[v]) * s[v] + h_sh[r & 1][i][lane * V + v];
+              s[v] = (i == last ? a_last[v] : aL[v]) * s[v] + hv[i][v];
         }
       }
 #pragma unroll
