@@ -742,7 +742,14 @@ START_TEST(test_tilessm) {
                      1);
         tilessm_case(dt, 2, 1001, 66, dir, merge, (merge + 1) % 3,
                      merge == APX_MERGE_GATED ? 2 : 0, merge & 1);
+        /* enough streams (2*B*ceil(C/64) above the SM count) that the
+         * block scan keeps two channels a thread, the large profile's
+         * form; the shapes above take one channel a thread */
+        tilessm_case(dt, 67, 40, 128, dir, merge, (merge + 2) % 3,
+                     merge == APX_MERGE_GATED ? 1 : 0, 1);
       }
+  /* the same over two rounds of 32-step warps (K > 512) */
+  tilessm_case(APX_DTYPE_F16, 67, 600, 128, APX_SCAN_FORWARD, APX_MERGE_AVG, 1, 0, 1);
 }
 END_TEST
 
