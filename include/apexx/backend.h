@@ -42,8 +42,10 @@ extern "C" {
 
 /* How device index tensors are checked (the [apexx] validate key). */
 typedef enum apx_validate_mode {
-  /* A pre-pass on the stream; on a bad index no output element is written
-   * and the next sync returns APX_ERR_DEVICE with the message. Default. */
+  /* A check on the stream (a pre-pass, or the op's own kernel before its
+   * first store for small index tensors); on a bad index no output element
+   * is written and the next sync returns APX_ERR_DEVICE with the message.
+   * Default. */
   APX_VALIDATE_DEVICE = 0,
   /* Synchronise inside the call and return APX_ERR_INVALID_ARG at once. */
   APX_VALIDATE_EAGER = 1,
