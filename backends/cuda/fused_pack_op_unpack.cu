@@ -120,19 +120,6 @@ __global__ void fused_small_kernel(const T *in, T *out, const I *__restrict__ id
                                    cuda_inline_check ic, const int *bad) {
   struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
   __shared__ unsigned s_sel[FUSED_SMALL_TILES / 32];
-  const uint32_t n = (uint32_t)g.plane_groups, span = blockDim.x * FUSED_SMALL_UNITS;
-  /* a separate out takes every group: this block's first ones load before
-   * the check and the bitmap (loads are harmless), so their latency and
-   * the check's overlap */
-  pack pre[FUSED_SMALL_UNITS];
-  bool use_pre = !aliased && blockIdx.y < g.planes && blockIdx.x * span + threadIdx.x < n;
-  if (use_pre) {
-#pragma unroll
-    for (int u = 0; u < FUSED_SMALL_UNITS; u++) {
-      uint32_t i = blockIdx.x * span + threadIdx.x + u * blockDim.x;
-      if (i < n) pre[u] = ((const pack *)in)[(int64_t)blockIdx.y * g.plane_groups + i];
-    }
-  }
   if (cuda_block_check(ic) || cuda_call_failed(bad)) return;
   const int words = (int)((g.tiles + 31) / 32);
   int64_t marked_b = -1;
@@ -151,6 +138,7 @@ __global__ void fused_small_kernel(const T *in, T *out, const I *__restrict__ id
     }
     /* FUSED_SMALL_UNITS groups a thread, spaced one block apart: the
      * loads of all, then the stores (fewer blocks repeat the prologue) */
+    const uint32_t n = (uint32_t)g.plane_groups, span = blockDim.x * FUSED_SMALL_UNITS;
     for (uint32_t i0 = blockIdx.x * span + threadIdx.x; i0 < n; i0 += gridDim.x * span) {
       pack v[FUSED_SMALL_UNITS];
       unsigned sel = 0, todo = 0; /* bit u: group u selected / to be stored */
@@ -162,11 +150,10 @@ __global__ void fused_small_kernel(const T *in, T *out, const I *__restrict__ id
         uint32_t tile = g.tile.div(y) * (uint32_t)g.gw + g.tile.div(x);
         unsigned selected = s_sel[tile >> 5] >> (tile & 31) & 1u;
         if (!selected && aliased) continue;
-        v[u] = use_pre ? pre[u] : ((const pack *)in)[plane * g.plane_groups + i];
+        v[u] = ((const pack *)in)[plane * g.plane_groups + i];
         sel |= selected << u;
         todo |= 1u << u;
       }
-      use_pre = false;
 #pragma unroll
       for (int u = 0; u < FUSED_SMALL_UNITS; u++) {
         if (!(todo >> u & 1u)) continue;
