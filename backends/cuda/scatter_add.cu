@@ -7,17 +7,17 @@
  * the cpu backend's sequential sum.
  *
  * Paths, one result:
- *  - small (dim 0, 1-D or 2-D index of at most SMALL_MAX_ROWS rows, bounded
- *    work): one kernel. Each block owns an out tile of R rows x 32 columns:
- *    it loads the index's 32 columns into shared memory, lists per column
- *    the sources whose destination is in its rows (ascending source row),
- *    starts each tile element from self (or zero), adds its sources in list
- *    order and writes it once. At the bench's seed shape the general path
- *    took ~40 us of GPU time, almost all of it the radix sort's four or
- *    five launches; this is one launch (estimated at a few microseconds,
- *    bounded by the index loads: each block reads its 32 index columns
- *    whole). Taken first where eligible; the paths below serve every
- *    other call.
+ *  - small (dim 0, 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of
+ *    at most SMALL_MAX_CHUNKS tiles' heights): two launches. A prep kernel
+ *    reads the index once and sorts each index column's entries by the out
+ *    tile row they name (a stable counting sort, one warp a column); then
+ *    each block of the tile kernel owns an out tile of R rows x 32
+ *    columns, starts each element from self (or zero), adds its sources in
+ *    ascending source row and writes it once. validate=device checks the
+ *    index inside these two kernels (no pre-pass). At the bench's seed
+ *    shape the general path took ~40 us of GPU time, almost all of it the
+ *    radix sort's four or five launches. Taken first where eligible; the
+ *    paths below serve every other call.
  *  - rows (dim 0, every index row constant, e.g. index_add-like use): the
  *    N source rows are sorted by destination row (stable radix sort, N
  *    keys); then one pass over out, where each element adds its row's run
@@ -43,6 +43,8 @@
  * validate=eager has already waited for the pre-pass, so there the host
  * reads the note and launches one path. */
 #include "cuda_backend.h"
+
+#include <limits.h>
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
@@ -305,23 +307,47 @@ __global__ void columns_out_kernel(const unsigned *__restrict__ keys,
 
 /* ---- small path ------------------------------------------------------------ */
 
-/* A small call (dim 0, 1-D or 2-D index) is one kernel: each block owns an
- * out tile of small_rows<T>() rows x SMALL_COLS columns, builds in shared
- * memory the list of the sources naming its tile and writes every tile
- * element once. Bounds: the index rows one block holds (shared memory, and
- * the 8 bits of a list entry's source row), and the index entries all
- * blocks load together (each row chunk of the grid reloads the index
- * columns it covers from L2), beyond which the sort of the other paths
- * costs less. */
+/* A small call (dim 0, 1-D or 2-D index of at most SMALL_MAX_ROWS rows and
+ * at most SMALL_MAX_CHUNKS out row chunks) is two launches and no wait for
+ * the host in any validate mode:
+ *  1. prep: reads the index once. A warp per index column counting-sorts
+ *     the column's entries by out row chunk (R = small_rows<T>() rows, one
+ *     tile's height), stably (ascending source row inside a chunk), into
+ *     workspace: per column the chunks' start offsets and the sorted
+ *     entries (source row << SMALL_ROW_BITS | row within the chunk).
+ *     Values outside [0, M) are left out (validate=off safety); with
+ *     validate=device each block also leaves the least linear position of
+ *     a bad value among its entries (the pre-pass's verdict, split by
+ *     block).
+ *  2. tile: each block owns an out tile of R rows x SMALL_COLS columns;
+ *     each thread starts its elements from self (or zero), adds the
+ *     entries of its column and chunk that name its rows, in list order,
+ *     and writes every element once. validate=device: every block reads
+ *     all prep blocks' verdicts before any store.
+ * At the bench's seed shape (index 256 x 128, out 4096 x 128) the one-kernel
+ * form before this loaded each block's 32 index columns whole (64 KB a
+ * block, 8 MB of L2 loads in all; 17 us under ncu) after a separate check
+ * launch; here the index is read once and a tile block reads its ~8
+ * entries a column. */
 #define SMALL_MAX_ROWS 256
-#define SMALL_COLS 32 /* one column per lane */
+#define SMALL_COLS 32 /* one column per lane of a tile block */
 #define SMALL_THREADS 256
 #define SMALL_WARPS (SMALL_THREADS / 32)
-#define SMALL_MAX_WORK (1 << 22)
 /* The accumulator tile's bytes: 128 rows of fp32/u32, 64 rows of u64. */
 #define SMALL_ACC_BYTES 16384
-/* A list entry: source row << SMALL_ROW_BITS | row within the tile. */
+/* A list entry: source row << SMALL_ROW_BITS | row within the chunk. */
 #define SMALL_ROW_BITS 7
+/* Row chunks of out: the prep's per-column histogram lives in shared
+ * memory and the offsets take chunks + 1 ints a column. */
+#define SMALL_MAX_CHUNKS 256
+/* Index columns a prep block sorts, one warp each. */
+#define PREP_COLS 8
+#define PREP_THREADS (PREP_COLS * 32)
+/* Prep blocks: every tile block reads each one's verdict (validate=device),
+ * at most 4 loads a thread. */
+#define SMALL_MAX_PREP_BLOCKS 1024
+/* A prep key that names no row: the value is outside [0, M). */
+#define SMALL_NO_ENTRY 0xffffu
 
 template <typename T> static __host__ __device__ constexpr int small_rows() {
   return SMALL_ACC_BYTES / (SMALL_COLS * (int)sizeof(typename acc_of<T>::type));
@@ -332,125 +358,228 @@ static_assert(small_rows<float>() <= (1 << SMALL_ROW_BITS) &&
               "small path: tile rows fit a list entry and split over the warps");
 static_assert(((SMALL_MAX_ROWS - 1) << SMALL_ROW_BITS | ((1 << SMALL_ROW_BITS) - 1)) <= 0xffff,
               "small path: a list entry fits 16 bits");
+static_assert((int64_t)SMALL_MAX_CHUNKS * small_rows<float>() < (int64_t)SMALL_NO_ENTRY,
+              "small path: a valid row id fits a 16-bit prep key below SMALL_NO_ENTRY");
+static_assert(SMALL_MAX_ROWS * PREP_COLS % PREP_THREADS == 0 &&
+                  SMALL_MAX_PREP_BLOCKS <= 4 * SMALL_THREADS,
+              "small path: prep loads and verdict reads split evenly");
 
 struct small_geometry {
-  int64_t N;        /* index rows (<= SMALL_MAX_ROWS) */
-  int64_t M;        /* out rows: valid index values are [0, M) */
+  int N;            /* index rows, 1..SMALL_MAX_ROWS */
+  int M;            /* out rows, <= SMALL_MAX_CHUNKS * R: valid index values are [0, M) */
+  int row_chunks;   /* ceil(M / R), <= SMALL_MAX_CHUNKS */
   int64_t idx_cols; /* index row length (1 for 1-D) */
   int64_t src_row;  /* src row length, >= idx_cols */
   int64_t cols;     /* out (and self) row length, >= idx_cols */
 };
 
+/* Block b sorts index columns [b * PREP_COLS, (b + 1) * PREP_COLS), warp w
+ * column b * PREP_COLS + w. Workspace per column q: offsets[q * (chunks +
+ * 1) + k] = first list position of chunk k (the last one: the column's
+ * entries in range), list[q * N + ...] = its entries, chunk by chunk,
+ * ascending source row inside a chunk. first_bad (validate=device, NULL
+ * otherwise): [block] = the least row-major position of a value outside
+ * [0, M) among the block's entries, ~0 when none. Every block writes its
+ * slot on every call, so nothing needs a reset between calls. */
+template <int R, typename I>
+__global__ void __launch_bounds__(PREP_THREADS)
+    scatter_prep_kernel(const I *__restrict__ index, small_geometry g,
+                        int *__restrict__ offsets, uint16_t *__restrict__ list,
+                        unsigned long long *__restrict__ first_bad) {
+  /* the block's index columns as row ids (SMALL_NO_ENTRY: out of range);
+   * rows of 5 words so that the lanes of a warp reading one column (one
+   * row each) hit distinct banks */
+  __shared__ uint16_t key[SMALL_MAX_ROWS][PREP_COLS + 2];
+  /* per warp: the chunk histogram, then each chunk's next list position */
+  __shared__ int cursor[PREP_COLS][SMALL_MAX_CHUNKS + 1];
+  __shared__ unsigned long long warp_bad[PREP_COLS];
+  constexpr int LOADS = SMALL_MAX_ROWS * PREP_COLS / PREP_THREADS;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int64_t c0 = (int64_t)blockIdx.x * PREP_COLS;
+
+  /* entry k of the block's rows x PREP_COLS slab is row k / PREP_COLS,
+   * column k % PREP_COLS: consecutive threads read consecutive columns of
+   * a row. All loads are issued before any is used. */
+  int64_t v[LOADS];
+#pragma unroll
+  for (int j = 0; j < LOADS; j++) {
+    const int k = t + j * PREP_THREADS, i = k / PREP_COLS;
+    const int64_t q = c0 + k % PREP_COLS;
+    v[j] = i < g.N && q < g.idx_cols ? (int64_t)__ldg(index + i * g.idx_cols + q) : 0;
+  }
+  unsigned long long first = ~0ULL;
+#pragma unroll
+  for (int j = 0; j < LOADS; j++) {
+    const int k = t + j * PREP_THREADS, i = k / PREP_COLS, c = k % PREP_COLS;
+    if (i < g.N) {
+      const bool in = v[j] >= 0 && v[j] < g.M;
+      key[i][c] = in ? (uint16_t)v[j] : (uint16_t)SMALL_NO_ENTRY;
+      /* a thread's entries come in ascending position: its first bad one
+       * is its least (columns past idx_cols loaded 0: in range) */
+      if (!in && first == ~0ULL) first = (unsigned long long)(i * g.idx_cols + c0 + c);
+    }
+  }
+  if (first_bad) { /* kernel-uniform */
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
+      first = o < first ? o : first;
+    }
+    if (lane == 0) warp_bad[warp] = first;
+  }
+  __syncthreads();
+  if (first_bad && t == 0) {
+    unsigned long long b = warp_bad[0];
+#pragma unroll
+    for (int w = 1; w < PREP_COLS; w++) b = warp_bad[w] < b ? warp_bad[w] : b;
+    first_bad[blockIdx.x] = b;
+  }
+
+  const int64_t q = c0 + warp;
+  if (q >= g.idx_cols) return; /* warp-uniform; no block barrier follows */
+  const int chunks = g.row_chunks;
+  int *cur = cursor[warp];
+  for (int k = lane; k <= chunks; k += 32) cur[k] = 0;
+  __syncwarp();
+  for (int i = lane; i < g.N; i += 32) {
+    const unsigned e = key[i][warp];
+    if (e != SMALL_NO_ENTRY) atomicAdd(&cur[e / R], 1);
+  }
+  __syncwarp();
+
+  /* exclusive scan of the histogram, 32 chunks a step; entry `chunks`
+   * (never counted: e / R < chunks) ends as the column's total */
+  int *off = offsets + q * (chunks + 1);
+  int carry = 0;
+  for (int k0 = 0; k0 <= chunks; k0 += 32) { /* warp-uniform */
+    const int k = k0 + lane;
+    const int x = k <= chunks ? cur[k] : 0;
+    int incl = x;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += y;
+    }
+    if (k <= chunks) {
+      cur[k] = carry + incl - x;
+      off[k] = carry + incl - x;
+    }
+    carry += __shfl_sync(0xffffffffu, incl, 31);
+  }
+  __syncwarp();
+
+  /* the entries into place, 32 source rows a step in ascending order: a
+   * lane's place is its chunk's cursor plus the lanes below it with the
+   * same chunk; the lowest lane of each chunk then advances the cursor */
+  uint16_t *col = list + q * g.N;
+  const unsigned below = (1u << lane) - 1u;
+  for (int i0 = 0; i0 < g.N; i0 += 32) { /* warp-uniform */
+    const int i = i0 + lane;
+    const unsigned e = i < g.N ? (unsigned)key[i][warp] : SMALL_NO_ENTRY;
+    const int chunk = e != SMALL_NO_ENTRY ? (int)(e / R) : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, chunk);
+    const int base = chunk >= 0 ? cur[chunk] : 0;
+    __syncwarp(); /* every lane has read its cursor before any moves */
+    if (chunk >= 0) {
+      col[base + __popc(peers & below)] = (uint16_t)(i << SMALL_ROW_BITS | (int)(e % R));
+      if ((peers & below) == 0) cur[chunk] = base + __popc(peers);
+    }
+    __syncwarp();
+  }
+}
+
 /* Block (x: row chunk, y: column chunk) owns out rows [r0, r0 + R) and
  * columns [q0, q0 + 32). Thread (warp w, lane c) owns column q0 + c of the
  * R / 8 rows [w * R / 8, (w + 1) * R / 8) of the tile: it starts them from
  * self, adds their sources and writes them, so out may alias self (each
- * element is read, then written, by one thread) and no atomics are needed.
- * self and out are not __restrict__ for that reason. */
+ * element is read, then written, by one thread) and no atomics or block
+ * barriers are needed (its accumulators in shared memory are its own).
+ * self and out are not __restrict__ for that reason.
+ * first_bad (validate=device, NULL otherwise): the prep blocks' verdicts,
+ * written by the prep kernel, which came before this one on the stream
+ * (so they are visible here without a fence). Every block reads all of
+ * them and, when any is bad, stores nothing; block (0, 0) publishes the
+ * least position, which is the first bad entry in row-major order: the
+ * prep blocks' entries partition the index. */
 template <typename T>
 __global__ void __launch_bounds__(SMALL_THREADS)
-    scatter_small_kernel(const void *__restrict__ index, int index64, small_geometry g,
-                         const T *self, const T *__restrict__ src, T *out, const int *bad) {
+    scatter_tile_kernel(const int *__restrict__ offsets, const uint16_t *__restrict__ list,
+                        small_geometry g, const T *self, const T *__restrict__ src, T *out,
+                        const unsigned long long *__restrict__ first_bad, int prep_blocks,
+                        cuda_error_record *record, cuda_check_desc d) {
   typedef typename acc_of<T>::type A;
   constexpr int R = small_rows<T>(), RW = R / SMALL_WARPS;
-  /* the index columns of the block as tile rows (-1: the destination is
-   * outside the tile, or out of range); 36 bytes a row so that the lanes of
-   * the list build (one index row each, one column) hit distinct banks */
-  __shared__ signed char key[SMALL_MAX_ROWS][SMALL_COLS + 4];
-  /* per column, its sources in the tile in ascending source row; rows of
-   * 17 words so that lanes appending consecutive entries hit distinct banks */
-  __shared__ uint16_t list[SMALL_MAX_ROWS][SMALL_COLS + 2];
-  __shared__ int list_len[SMALL_COLS];
+  constexpr int BATCH = 8; /* list entries whose src loads are in flight together */
   __shared__ A acc[R][SMALL_COLS];
-  if (cuda_call_failed(bad)) return; /* block-uniform: before any barrier */
+  __shared__ unsigned long long s_first;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t r0 = (int64_t)blockIdx.x * R, q0 = (int64_t)blockIdx.y * SMALL_COLS;
-  const int64_t q = q0 + lane; /* this thread's column */
-  const int lo = warp * RW;    /* its first tile row */
-  const int N = (int)g.N;
-  const int64_t tile_rows = g.M - r0 < R ? g.M - r0 : R; /* >= 1 */
+  const int chunk = blockIdx.x;
+  const int64_t r0 = (int64_t)chunk * R, q = (int64_t)blockIdx.y * SMALL_COLS + lane;
+  const int lo = warp * RW; /* this thread's first tile row */
 
-  /* self first: its loads are in flight while the index loads issue */
+  /* self, the run of this column's entries for the chunk and the verdicts:
+   * independent loads, issued together */
   A start[RW];
 #pragma unroll
   for (int j = 0; j < RW; j++) {
-    int64_t m = r0 + lo + j;
+    const int64_t m = r0 + lo + j;
     start[j] = self && q < g.cols && m < g.M ? to_acc<T>(self[m * g.cols + q]) : (A)0;
   }
-
-  /* index entries as tile rows, 8 loads in flight per thread; a value
-   * outside [r0, r0 + tile_rows), out-of-range ones included (validate=off
-   * safety), becomes -1: the unsigned difference is below tile_rows only
-   * inside */
-  if (q0 < g.idx_cols) { /* block-uniform; beyond it no column has sources */
-    for (int i0 = warp; i0 < N; i0 += 8 * SMALL_WARPS) {
-      uint64_t rel[8];
-#pragma unroll
-      for (int j = 0; j < 8; j++) {
-        int i = i0 + j * SMALL_WARPS;
-        rel[j] = i < N && q < g.idx_cols
-                     ? (uint64_t)cuda_load_index(index, index64, i * g.idx_cols + q) -
-                           (uint64_t)r0
-                     : ~(uint64_t)0;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; j++) {
-        int i = i0 + j * SMALL_WARPS;
-        if (i < N) key[i][lane] = rel[j] < (uint64_t)tile_rows ? (signed char)rel[j] : -1;
-      }
-    }
+  int s0 = 0, s1 = 0; /* no entries past idx_cols */
+  if (q < g.idx_cols) {
+    const int *o = offsets + q * (g.row_chunks + 1) + chunk;
+    s0 = o[0];
+    s1 = o[1];
   }
+  unsigned long long first = ~0ULL;
+  if (first_bad)
+    for (int b = threadIdx.x; b < prep_blocks; b += SMALL_THREADS) {
+      const unsigned long long p = first_bad[b];
+      first = p < first ? p : first;
+    }
 #pragma unroll
   for (int j = 0; j < RW; j++) acc[lo + j][lane] = start[j];
-  __syncthreads();
 
-  /* the lists: warp w builds those of columns w, w + 8, ...; 32 index rows
-   * at a time, lane = row, the hits of a step appended in lane order after
-   * those of earlier steps: ascending source row */
-  const unsigned below = (1u << lane) - 1u;
-  for (int c = warp; c < SMALL_COLS; c += SMALL_WARPS) {
-    int len = 0;
-    if (q0 + c < g.idx_cols) { /* warp-uniform */
-      for (int i0 = 0; i0 < N; i0 += 32) {
-        int i = i0 + lane;
-        int k = i < N ? key[i][c] : -1;
-        unsigned hit = __ballot_sync(0xffffffffu, k >= 0);
-        if (k >= 0) list[len + __popc(hit & below)][c] = (uint16_t)(i << SMALL_ROW_BITS | k);
-        len += __popc(hit);
-      }
+  /* validate=device: a bad index anywhere, and no block stores anything
+   * (first_bad is kernel-uniform, so every thread reaches the barrier) */
+  if (first_bad && __syncthreads_or(first != ~0ULL)) {
+    if (blockIdx.x == 0 && blockIdx.y == 0) {
+      if (threadIdx.x == 0) s_first = ~0ULL;
+      __syncthreads();
+      if (first != ~0ULL) atomicMin(&s_first, first);
+      __syncthreads();
+      if (threadIdx.x == 0)
+        cuda_check_publish(record, d,
+                           cuda_check_result_of(d, s_first, LLONG_MAX, LLONG_MIN, -1, 0));
     }
-    if (lane == 0) list_len[c] = len;
+    return;
   }
-  __syncthreads();
 
-  /* add this thread's sources in list order, 4 entries at a time so that
-   * their src loads are in flight together; the adds stay in order */
-  const int len = list_len[lane]; /* 0 unless q < idx_cols */
-  for (int k0 = 0; k0 < len; k0 += 4) {
-    int row[4];
-    A v[4];
+  /* this column's entries of the chunk in list order (ascending source
+   * row), BATCH at a time: the entries' loads, then the src loads of those
+   * that name this thread's rows, then the adds, in order */
+  const uint16_t *col = list + q * g.N;
+  for (int s = s0; s < s1; s += BATCH) {
+    int e[BATCH], row[BATCH];
+    A v[BATCH];
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-      row[j] = -1;
-      v[j] = (A)0;
-      if (k0 + j < len) {
-        int e = list[k0 + j][lane];
-        int r = e & ((1 << SMALL_ROW_BITS) - 1);
-        if (r >= lo && r < lo + RW) {
-          row[j] = r;
-          v[j] = to_acc<T>(src[(int64_t)(e >> SMALL_ROW_BITS) * g.src_row + q]);
-        }
-      }
+    for (int j = 0; j < BATCH; j++) e[j] = s + j < s1 ? (int)col[s + j] : -1;
+#pragma unroll
+    for (int j = 0; j < BATCH; j++) {
+      const int r = e[j] & ((1 << SMALL_ROW_BITS) - 1);
+      row[j] = e[j] >= 0 && r >= lo && r < lo + RW ? r : -1;
+      v[j] = row[j] >= 0 ? to_acc<T>(src[(int64_t)(e[j] >> SMALL_ROW_BITS) * g.src_row + q])
+                         : (A)0;
     }
 #pragma unroll
-    for (int j = 0; j < 4; j++)
+    for (int j = 0; j < BATCH; j++)
       if (row[j] >= 0) acc[row[j]][lane] += v[j];
   }
 
   /* every element of the tile once (spec decision 6), sources or not */
 #pragma unroll
   for (int j = 0; j < RW; j++) {
-    int64_t m = r0 + lo + j;
+    const int64_t m = r0 + lo + j;
     if (q < g.cols && m < g.M) out[m * g.cols + q] = from_acc<T>(acc[lo + j][lane]);
   }
 }
@@ -674,9 +803,9 @@ static apx_status run_general(cuda_state *st, const scatter_call *c, const int *
   return APX_OK;
 }
 
-/* dim 0, a 1-D or 2-D index of at most SMALL_MAX_ROWS rows, and the
- * index loads of all blocks (index rows x the index columns' chunks x the
- * row chunks) within SMALL_MAX_WORK; the column chunks fit grid.y. */
+/* dim 0, a 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of at
+ * most SMALL_MAX_CHUNKS row chunks, at most SMALL_MAX_PREP_BLOCKS prep
+ * blocks, and the column chunks fit grid.y. */
 static int small_eligible(const scatter_call *c) {
   const apx_tensor *ix = c->index;
   if (c->dim != 0 || ix->ndim < 1 || ix->ndim > 2) return 0;
@@ -686,29 +815,67 @@ static int small_eligible(const scatter_call *c) {
   int64_t cols = c->out->ndim > 1 ? c->out->shape[1] : 1;
   int64_t R = c->out->dtype == APX_DTYPE_I64 ? small_rows<int64_t>() : small_rows<float>();
   int64_t row_chunks = (c->out->shape[0] + R - 1) / R;
-  int64_t idx_chunks = (idx_cols + SMALL_COLS - 1) / SMALL_COLS;
+  int64_t prep_blocks = (idx_cols + PREP_COLS - 1) / PREP_COLS;
   int64_t col_chunks = (cols + SMALL_COLS - 1) / SMALL_COLS;
-  if (col_chunks > 65535 || row_chunks > SMALL_MAX_WORK || idx_chunks > SMALL_MAX_WORK)
-    return 0; /* the product below stays far inside int64 */
-  return N * idx_chunks * SMALL_COLS * row_chunks <= SMALL_MAX_WORK;
+  return idx_cols >= 1 && row_chunks >= 1 && row_chunks <= SMALL_MAX_CHUNKS &&
+         prep_blocks <= SMALL_MAX_PREP_BLOCKS && col_chunks <= 65535;
 }
 
+/* validate=eager runs the pre-pass and waits for it (a bad index returns
+ * its message here, as in every other path); validate=device checks in the
+ * two kernels (no pre-pass launch: at the seed shape it cost ~4.5 us of
+ * graph time); validate=off checks nothing. */
 template <typename T>
-static apx_status run_small(cuda_state *st, const scatter_call *c, const int *bad,
-                            cudaStream_t s) {
+static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t s) {
+  const int R = small_rows<T>();
+  const int dev = c->out->device_index;
   small_geometry g;
-  g.N = c->index->shape[0];
-  g.M = c->out->shape[0];
+  g.N = (int)c->index->shape[0];
+  g.M = (int)c->out->shape[0];
+  g.row_chunks = (g.M + R - 1) / R;
   g.idx_cols = c->index->ndim > 1 ? c->index->shape[1] : 1;
   g.src_row = c->src->ndim > 1 ? c->src->shape[1] : 1;
   g.cols = c->out->ndim > 1 ? c->out->shape[1] : 1;
-  const int R = small_rows<T>();
-  dim3 grid((unsigned)((g.M + R - 1) / R), (unsigned)((g.cols + SMALL_COLS - 1) / SMALL_COLS));
-  scatter_small_kernel<T><<<grid, SMALL_THREADS, 0, s>>>(
-      c->index->data, c->index->dtype == APX_DTYPE_I64, g,
-      c->self ? (const T *)c->self->data : nullptr, (const T *)c->src->data, (T *)c->out->data,
-      bad);
+  cuda_check_desc d;
+  cuda_check_init(&d, c->op, "index", c->index);
+  d.lo = 0;
+  d.hi = g.M - 1;
+  if (st->validate_mode == APX_VALIDATE_EAGER) {
+    cuda_checked chk;
+    apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
+    if (status != APX_OK) return status;
+  }
+  /* the description the pre-pass would publish (cuda_check_run's
+   * settings for a plain range check), so that the message is the same */
+  d.check_range = 1;
+  const int check = st->validate_mode == APX_VALIDATE_DEVICE;
+  const int prep_blocks = (int)((g.idx_cols + PREP_COLS - 1) / PREP_COLS);
+  size_t bad_bytes = check ? cuda_align_up((size_t)prep_blocks * sizeof(unsigned long long)) : 0;
+  size_t off_bytes = cuda_align_up((size_t)g.idx_cols * (size_t)(g.row_chunks + 1) * sizeof(int));
+  size_t list_bytes = cuda_align_up((size_t)g.idx_cols * (size_t)g.N * sizeof(uint16_t));
+  cuda_workspace ws;
+  apx_status status =
+      cuda_ws_alloc(st, s, bad_bytes + off_bytes + list_bytes, &ws, "scatter_add: workspace");
+  if (status != APX_OK) return status;
+  char *p = (char *)ws.ptr;
+  unsigned long long *first_bad = check ? (unsigned long long *)p : nullptr;
+  int *offsets = (int *)(p + bad_bytes);
+  uint16_t *list = (uint16_t *)(p + bad_bytes + off_bytes);
+  if (c->index->dtype == APX_DTYPE_I64)
+    scatter_prep_kernel<small_rows<T>(), int64_t><<<prep_blocks, PREP_THREADS, 0, s>>>(
+        (const int64_t *)c->index->data, g, offsets, list, first_bad);
+  else
+    scatter_prep_kernel<small_rows<T>(), int32_t><<<prep_blocks, PREP_THREADS, 0, s>>>(
+        (const int32_t *)c->index->data, g, offsets, list, first_bad);
   cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) {
+    dim3 grid((unsigned)g.row_chunks, (unsigned)((g.cols + SMALL_COLS - 1) / SMALL_COLS));
+    scatter_tile_kernel<T><<<grid, SMALL_THREADS, 0, s>>>(
+        offsets, list, g, c->self ? (const T *)c->self->data : nullptr, (const T *)c->src->data,
+        (T *)c->out->data, first_bad, prep_blocks, st->dev[dev].record, d);
+    err = cudaGetLastError();
+  }
+  cuda_ws_free(&ws); /* stream-ordered: after the tile kernel */
   if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: launch");
   return APX_OK;
 }
@@ -741,10 +908,18 @@ static apx_status scatter_run(cuda_state *st, const scatter_call *c, const apx_c
                "scatter_add: copy of self");
     return APX_OK;
   }
-  /* the small path: one launch after the pre-pass (which then needs no
-   * row note) */
-  int small = small_eligible(c);
-  int eligible = !small && rows_eligible(c);
+  /* the small path: two launches that check the index themselves
+   * (validate=device) or after the waited-for pre-pass (eager) */
+  if (small_eligible(c)) {
+    switch (c->out->dtype) {
+    case APX_DTYPE_F16: return run_small<__half>(st, c, stream);
+    case APX_DTYPE_BF16: return run_small<__nv_bfloat16>(st, c, stream);
+    case APX_DTYPE_I32: return run_small<int32_t>(st, c, stream);
+    case APX_DTYPE_I64: return run_small<int64_t>(st, c, stream);
+    default: return run_small<float>(st, c, stream);
+    }
+  }
+  int eligible = rows_eligible(c);
   int64_t rows_n = c->index->shape[0];
   int64_t row_len = c->index->ndim > 1 ? n / rows_n : 1;
   /* ask the pre-pass whether the rows are constant where the rows path
@@ -760,15 +935,6 @@ static apx_status scatter_run(cuda_state *st, const scatter_call *c, const apx_c
   cuda_checked chk;
   s = cuda_check_run(st, dev, stream, &d, ask_rows, &chk);
   if (s != APX_OK) return s;
-  if (small) {
-    switch (c->out->dtype) {
-    case APX_DTYPE_F16: return run_small<__half>(st, c, chk.bad, stream);
-    case APX_DTYPE_BF16: return run_small<__nv_bfloat16>(st, c, chk.bad, stream);
-    case APX_DTYPE_I32: return run_small<int32_t>(st, c, chk.bad, stream);
-    case APX_DTYPE_I64: return run_small<int64_t>(st, c, chk.bad, stream);
-    default: return run_small<float>(st, c, chk.bad, stream);
-    }
-  }
   int rows = eligible && row_len == 1;
   if (ask_rows && st->validate_mode == APX_VALIDATE_EAGER) {
     /* eager has waited for the pre-pass already: read the note, one path */
