@@ -45,6 +45,7 @@
 #include "cuda_backend.h"
 
 #include <limits.h>
+#include <stdlib.h>
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
@@ -323,7 +324,8 @@ __global__ void columns_out_kernel(const unsigned *__restrict__ keys,
  *     each thread starts its elements from self (or zero), adds the
  *     entries of its column and chunk that name its rows, in list order,
  *     and writes every element once. validate=device: every block reads
- *     all prep blocks' verdicts before any store.
+ *     all prep blocks' verdicts before any store. It is launched
+ *     programmatically (sm_90): its self loads overlap the prep kernel.
  * At the bench's seed shape (index 256 x 128, out 4096 x 128) the one-kernel
  * form before this loaded each block's 32 index columns whole (64 KB a
  * block, 8 MB of L2 loads in all; 17 us under ncu) after a separate check
@@ -364,6 +366,23 @@ static_assert(SMALL_MAX_ROWS * PREP_COLS % PREP_THREADS == 0 &&
                   SMALL_MAX_PREP_BLOCKS <= 4 * SMALL_THREADS,
               "small path: prep loads and verdict reads split evenly");
 
+/* Programmatic dependent launch (sm_90): the tile kernel is launched while
+ * the prep kernel runs (each prep block allows it as it starts), loads
+ * self, then waits for the prep kernel's completion and the visibility of
+ * its writes (griddepcontrol.wait) before it reads any of them. Without a
+ * programmatic launch the wait returns at once (the prep kernel completed
+ * before the tile kernel started), and both are no-ops before sm_90. */
+static __device__ __forceinline__ void small_allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void small_wait_for_prep() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 struct small_geometry {
   int N;            /* index rows, 1..SMALL_MAX_ROWS */
   int M;            /* out rows, <= SMALL_MAX_CHUNKS * R: valid index values are [0, M) */
@@ -396,6 +415,7 @@ __global__ void __launch_bounds__(PREP_THREADS)
   constexpr int LOADS = SMALL_MAX_ROWS * PREP_COLS / PREP_THREADS;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const int64_t c0 = (int64_t)blockIdx.x * PREP_COLS;
+  small_allow_dependent_launch();
 
   /* entry k of the block's rows x PREP_COLS slab is row k / PREP_COLS,
    * column k % PREP_COLS: consecutive threads read consecutive columns of
@@ -496,11 +516,12 @@ __global__ void __launch_bounds__(PREP_THREADS)
  * barriers are needed (its accumulators in shared memory are its own).
  * self and out are not __restrict__ for that reason.
  * first_bad (validate=device, NULL otherwise): the prep blocks' verdicts,
- * written by the prep kernel, which came before this one on the stream
- * (so they are visible here without a fence). Every block reads all of
- * them and, when any is bad, stores nothing; block (0, 0) publishes the
- * least position, which is the first bad entry in row-major order: the
- * prep blocks' entries partition the index. */
+ * written by the prep kernel, whose completion and writes this kernel
+ * waits for (small_wait_for_prep) before it reads them or the lists: no
+ * fence and no counter are needed. Every block reads all of them and,
+ * when any is bad, stores nothing; block (0, 0) publishes the least
+ * position, which is the first bad entry in row-major order: the prep
+ * blocks' entries partition the index. */
 template <typename T>
 __global__ void __launch_bounds__(SMALL_THREADS)
     scatter_tile_kernel(const int *__restrict__ offsets, const uint16_t *__restrict__ list,
@@ -517,14 +538,16 @@ __global__ void __launch_bounds__(SMALL_THREADS)
   const int64_t r0 = (int64_t)chunk * R, q = (int64_t)blockIdx.y * SMALL_COLS + lane;
   const int lo = warp * RW; /* this thread's first tile row */
 
-  /* self, the run of this column's entries for the chunk and the verdicts:
-   * independent loads, issued together */
+  /* self first: it does not depend on the prep kernel, so with a
+   * programmatic launch its loads are in flight while the prep runs */
   A start[RW];
 #pragma unroll
   for (int j = 0; j < RW; j++) {
     const int64_t m = r0 + lo + j;
     start[j] = self && q < g.cols && m < g.M ? to_acc<T>(self[m * g.cols + q]) : (A)0;
   }
+  small_wait_for_prep();
+  /* the run of this column's entries for the chunk and the verdicts */
   int s0 = 0, s1 = 0; /* no entries past idx_cols */
   if (q < g.idx_cols) {
     const int *o = offsets + q * (g.row_chunks + 1) + chunk;
@@ -821,6 +844,15 @@ static int small_eligible(const scatter_call *c) {
          prep_blocks <= SMALL_MAX_PREP_BLOCKS && col_chunks <= 65535;
 }
 
+/* Programmatic launch of the tile kernel (see small_wait_for_prep), unless
+ * the environment has APEXX_CUDA_PDL=0 (read per call, as the cpu
+ * backend's APEXX_CPU_ISA: an A/B switch for timings and a way out should
+ * a driver mishandle it). */
+static int small_pdl_wanted(void) {
+  const char *v = getenv("APEXX_CUDA_PDL");
+  return !(v && v[0] == '0' && v[1] == '\0');
+}
+
 /* validate=eager runs the pre-pass and waits for it (a bad index returns
  * its message here, as in every other path); validate=device checks in the
  * two kernels (no pre-pass launch: at the seed shape it cost ~4.5 us of
@@ -869,11 +901,32 @@ static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t 
         (const int32_t *)c->index->data, g, offsets, list, first_bad);
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) {
-    dim3 grid((unsigned)g.row_chunks, (unsigned)((g.cols + SMALL_COLS - 1) / SMALL_COLS));
-    scatter_tile_kernel<T><<<grid, SMALL_THREADS, 0, s>>>(
-        offsets, list, g, c->self ? (const T *)c->self->data : nullptr, (const T *)c->src->data,
-        (T *)c->out->data, first_bad, prep_blocks, st->dev[dev].record, d);
-    err = cudaGetLastError();
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)g.row_chunks, (unsigned)((g.cols + SMALL_COLS - 1) / SMALL_COLS));
+    cfg.blockDim = dim3(SMALL_THREADS);
+    cfg.stream = s;
+    cudaLaunchAttribute pdl[1] = {};
+    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = pdl;
+    cfg.numAttrs = small_pdl_wanted() ? 1 : 0;
+    const T *self = c->self ? (const T *)c->self->data : nullptr;
+    const T *src = (const T *)c->src->data;
+    T *out = (T *)c->out->data;
+    cuda_error_record *record = st->dev[dev].record;
+    const int *off_arg = offsets;
+    const uint16_t *list_arg = list;
+    const unsigned long long *bad_arg = first_bad;
+    err = cudaLaunchKernelEx(&cfg, scatter_tile_kernel<T>, off_arg, list_arg, g, self, src, out,
+                             bad_arg, prep_blocks, record, d);
+    if (err != cudaSuccess && cfg.numAttrs > 0) {
+      /* a device or stream without programmatic launches: a plain one */
+      (void)cudaGetLastError();
+      cfg.numAttrs = 0;
+      err = cudaLaunchKernelEx(&cfg, scatter_tile_kernel<T>, off_arg, list_arg, g, self, src,
+                               out, bad_arg, prep_blocks, record, d);
+    }
+    if (err == cudaSuccess) err = cudaGetLastError();
   }
   cuda_ws_free(&ws); /* stream-ordered: after the tile kernel */
   if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: launch");
