@@ -15,7 +15,9 @@
  * takes a vector of pixels of one row and either copies (blends) one tile
  * row segment or walks its cell's entries; override with ids takes four
  * such vectors per thread, their loads issued together (latency, see
- * unpack_cells_kernel). Same input, same bits. */
+ * unpack_cells_kernel). Small calls (ids, K <= 64) are one launch instead:
+ * unpack_table_kernel (a per-block cell table, small tile grids) or
+ * unpack_small_kernel. Same input, same bits. */
 #include "cuda_backend.h"
 
 #include <cub/device/device_radix_sort.cuh>
@@ -367,7 +369,10 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * first form, cost 13 us at the seed profile under ncu, more than the
  * data movement: bench/results/cuda/NOTES.md.)
  * Ids are cell-aligned and VEC divides t, so a tile covers the whole
- * group; ids out of range are left out. */
+ * group; ids out of range are left out. Tile grids of at most
+ * UNPACK_TABLE_CELLS cells (the seed profile's) take unpack_table_kernel
+ * below instead, which replaces the ranking by cell and the binary search
+ * with a per-cell table. */
 #define UNPACK_SMALL_K 64
 #define UNPACK_RANK_PARTS 4
 
@@ -511,12 +516,222 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
   }
 }
 
+/* Small K with ids on a small tile grid (at most UNPACK_TABLE_CELLS cells a
+ * batch row, the seed profile's 256): the seed form. Each block builds its
+ * batch row's cell table in shared memory, one 64-bit word a cell whose
+ * bit r says that the tile of priority rank r covers it (rank: the tile's
+ * place among the row's K tiles by (level, k), so a cell's tiles in key
+ * order are its word's bits from low to high, whatever the duplicates):
+ * override reads the highest bit, blend composes from the lowest. A pixel
+ * group then costs one shared load (and one for the rank's k) instead of
+ * unpack_small_kernel's binary search, and the prologue is a clear, one
+ * ranking pass (four threads a tile, levels only) and a shared atomicOr
+ * per tile between two barriers. The loads that need no table (base
+ * under the block's first groups, this row's ids and levels) are issued
+ * before the in-kernel check, so their latency overlaps the check's.
+ * UNPACK_TABLE_UNITS groups a thread in both modes, their loads issued
+ * together: one wave of 256-thread blocks at the seed profile. */
+#define UNPACK_TABLE_CELLS 4096 /* dynamic shared memory: 8 bytes a cell */
+#define UNPACK_TABLE_UNITS 4
+
+template <typename T, int VEC, int BLEND>
+__global__ void __launch_bounds__(UNPACK_THREADS)
+    unpack_table_kernel(const T *base, const T *__restrict__ packed, T *out, unpack_sources src,
+                        unpack_geometry g, int aliased, float alpha, cuda_inline_check ic,
+                        const int *bad) {
+  typedef unpack_pack<T, VEC> pack;
+  constexpr int UNITS = UNPACK_TABLE_UNITS;
+  /* launched with UNPACK_THREADS threads: a thread's groups lie a constant
+   * apart, one address and immediate offsets */
+  constexpr uint32_t NT = UNPACK_THREADS, span = NT * UNITS;
+  extern __shared__ unsigned long long s_cover[]; /* [gh*gw]: bit r = rank r covers the cell */
+  __shared__ long long s_lv[UNPACK_SMALL_K];
+  __shared__ int s_id[UNPACK_SMALL_K];      /* the tile's cell, -1: out of range */
+  __shared__ int s_by_rank[UNPACK_SMALL_K]; /* rank -> k */
+  static_assert(UNPACK_SMALL_K <= 64, "a rank is a bit of a 64-bit word");
+  static_assert(UNPACK_SMALL_K * UNPACK_RANK_PARTS <= UNPACK_THREADS,
+                "a rank part a thread: UNPACK_RANK_PARTS threads a tile");
+  const uint32_t npg = (uint32_t)g.plane_groups;
+  const int K = (int)g.K, cells = (int)(g.gh * g.gw), tid = (int)threadIdx.x;
+  const uint32_t t = (uint32_t)g.t;
+  /* where group i of a plane lies: its cell, and its offset inside that
+   * cell's tile (row and column of its first pixel) */
+  auto locate = [&](uint32_t i, uint32_t &cell, uint32_t &in_tile) {
+    uint32_t y = g.groups_per_row.div(i), x = (i - y * g.groups_per_row.d) * VEC;
+    uint32_t cy = g.tile.div(y), cx = g.tile.div(x);
+    cell = cy * (uint32_t)g.gw + cx;
+    in_tile = (y - cy * t) * t + (x - cx * t);
+  };
+  /* thread k < K holds tile k's cell (-1: out of range, only possible in
+   * validate=off or after a failed check, and then never entered) and
+   * level */
+  int my_id = -1;
+  long long my_lv = 0;
+  auto load_row = [&](int64_t b) {
+    if (tid < K) {
+      int64_t id = cuda_load_index(src.idx, src.placement_is64, b * g.K + tid);
+      my_id = id >= 0 && id < cells ? (int)id : -1;
+      my_lv = src.levels ? (long long)cuda_load_index(src.levels, src.levels_is64, b * g.K + tid)
+                         : 0;
+    }
+  };
+  /* 1: loads before the check: base under the block's first groups when
+   * out is separate (every group there needs it but override's covered
+   * ones, a few wasted reads) and the first plane's ids and levels */
+  pack cur[UNITS]; /* base under the groups of an iteration */
+  const uint32_t ifirst = blockIdx.x * span + tid;
+  bool use_pre = !aliased && blockIdx.y < g.planes && ifirst < npg;
+  if (use_pre) {
+    const pack *at = (const pack *)base + (int64_t)blockIdx.y * g.plane_groups + ifirst;
+#pragma unroll
+    for (int j = 0; j < UNITS; j++)
+      if (ifirst + j * NT < npg) cur[j] = at[j * NT];
+  }
+  load_row((int64_t)blockIdx.y / g.C);
+  /* 2: the check, before any store (validate=device) */
+  if (cuda_block_check(ic) || cuda_call_failed(bad)) return;
+  const float keep = 1.0f - alpha;
+  const int64_t kstride = g.C * g.t * g.t; /* packed: from tile k to tile k+1 */
+  int64_t built_b = -1;
+  CUDA_FOR_OUTER(plane, g.planes) {
+    const int64_t b = plane / g.C, c = plane % g.C;
+    if (b != built_b) { /* 3: the row's table (block-uniform) */
+      if (built_b >= 0) {
+        __syncthreads(); /* the previous row's table is no longer read */
+        load_row(b);
+      }
+      for (int e = tid; e < cells; e += NT) s_cover[e] = 0;
+      if (tid < K) {
+        s_id[tid] = my_id;
+        s_lv[tid] = my_lv;
+      }
+      __syncthreads();
+      /* tile k's rank by (level, k) among all K tiles of the row (a
+       * permutation of 0..K-1; without levels the rank is k): with
+       * levels, UNPACK_RANK_PARTS adjacent lanes count the tiles before
+       * it among every UNPACK_RANK_PARTS-th tile each, then add */
+      const int k = tid / UNPACK_RANK_PARTS, part = tid % UNPACK_RANK_PARTS;
+      int rank = k;
+      if (src.levels) { /* kernel argument: uniform, so the shuffles see every lane */
+        rank = 0;
+        if (k < K) {
+          const long long lv = s_lv[k];
+#pragma unroll
+          for (int q = 0; q < UNPACK_SMALL_K / UNPACK_RANK_PARTS; q++) {
+            const int j = part + q * UNPACK_RANK_PARTS;
+            if (j < K) {
+              const long long jl = s_lv[j];
+              rank += jl < lv || (jl == lv && j < k);
+            }
+          }
+        }
+#pragma unroll
+        for (int off = 1; off < UNPACK_RANK_PARTS; off <<= 1) /* lanes of one tile */
+          rank += __shfl_xor_sync(0xffffffffu, rank, off);
+      }
+      if (k < K && part == 0) {
+        s_by_rank[rank] = k;
+        const int id = s_id[k];
+        if (id >= 0) atomicOr(&s_cover[id], 1ull << rank);
+      }
+      __syncthreads();
+      built_b = b;
+    }
+    /* this plane's groups; its pixels in tile 0 of (b, c), + k * kstride
+     * for tile k */
+    const pack *base_p = (const pack *)base + plane * g.plane_groups;
+    pack *out_p = (pack *)out + plane * g.plane_groups;
+    const T *packed_bc = packed + (b * g.K * g.C + c) * g.t * g.t;
+    for (uint32_t i0 = blockIdx.x * span + tid; i0 < npg; i0 += gridDim.x * span) {
+      /* 4: each group's first tile from the table: override the cell's
+       * highest key, blend its lowest (-1: no tile); blend notes cells
+       * with more tiles. Groups past npg are clamped to npg - 1 (npg >=
+       * 1) so that this needs no branch. */
+      int kf[UNITS];
+      uint32_t in_tile[UNITS];
+      unsigned more = 0; /* blend: bit j: further tiles on group j's cell */
+#pragma unroll
+      for (int j = 0; j < UNITS; j++) {
+        uint32_t cell;
+        locate(min(i0 + j * NT, npg - 1), cell, in_tile[j]);
+        const unsigned long long m = s_cover[cell];
+        kf[j] = m ? s_by_rank[BLEND ? __ffsll((long long)m) - 1 : 63 - __clzll((long long)m)]
+                  : -1;
+        if (BLEND && (m & (m - 1))) more |= 1u << j;
+      }
+      /* 5: the loads: the first tile's row segment; base where it is
+       * needed (blend always, override where no tile covers the group;
+       * nothing when out is base and no tile covers it); the block's
+       * first groups have base from step 1 */
+      pack v[UNITS];
+#pragma unroll
+      for (int j = 0; j < UNITS; j++) {
+        if (i0 + j * NT >= npg) continue;
+        const int covered = kf[j] >= 0;
+        if (!use_pre && (BLEND || !covered) && (covered || !aliased)) cur[j] = base_p[i0 + j * NT];
+        if (covered) v[j] = *(const pack *)(packed_bc + kf[j] * kstride + in_tile[j]);
+      }
+      use_pre = false;
+      /* 6: blend's composition in ascending key order, one rounding;
+       * the stores */
+#pragma unroll
+      for (int j = 0; j < UNITS; j++) {
+        const uint32_t i = i0 + j * NT;
+        if (i >= npg) continue;
+        if (kf[j] < 0) {
+          if (!aliased) out_p[i] = cur[j];
+          continue;
+        }
+        if constexpr (!BLEND) {
+          out_p[i] = v[j];
+        } else {
+          float acc[VEC];
+#pragma unroll
+          for (int q = 0; q < VEC; q++)
+            acc[q] = keep * cuda_dt<T>::to_f(cur[j].v[q]) + alpha * cuda_dt<T>::to_f(v[j].v[q]);
+          if (more >> j & 1u) { /* further tiles on the cell (rare) */
+            uint32_t cell, off;
+            locate(i, cell, off);
+            unsigned long long m = s_cover[cell];
+            m &= m - 1; /* the lowest key is composed above */
+            while (m) {
+              const int r = __ffsll((long long)m) - 1;
+              m &= m - 1;
+              const pack p = *(const pack *)(packed_bc + s_by_rank[r] * kstride + off);
+#pragma unroll
+              for (int q = 0; q < VEC; q++)
+                acc[q] = keep * acc[q] + alpha * cuda_dt<T>::to_f(p.v[q]);
+            }
+          }
+#pragma unroll
+          for (int q = 0; q < VEC; q++) cur[j].v[q] = cuda_dt<T>::from_f(acc[q]);
+          out_p[i] = cur[j];
+        }
+      }
+    }
+  }
+}
+
 template <typename T, int VEC>
 static void launch_small(const unpack_geometry &g, const apx_tileunpack_args *a,
                          const unpack_sources &src, const cuda_inline_check &ic, float alpha,
                          const int *bad, cudaStream_t s) {
   int aliased = a->out->data == a->base->data;
   int blend = a->mode == APX_OVERLAP_BLEND;
+  if (g.gh * g.gw <= UNPACK_TABLE_CELLS) { /* the seed form */
+    cuda_geom2 l = cuda_geom_2d(
+        g.planes, (g.plane_groups + UNPACK_TABLE_UNITS - 1) / UNPACK_TABLE_UNITS, UNPACK_THREADS);
+    size_t table = (size_t)(g.gh * g.gw) * sizeof(unsigned long long);
+    if (blend)
+      unpack_table_kernel<T, VEC, 1><<<l.grid, l.block, table, s>>>(
+          (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g,
+          aliased, alpha, ic, bad);
+    else
+      unpack_table_kernel<T, VEC, 0><<<l.grid, l.block, table, s>>>(
+          (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g,
+          aliased, alpha, ic, bad);
+    return;
+  }
   int units = blend ? UNPACK_BLEND_UNITS : UNPACK_UNITS;
   cuda_geom2 l = cuda_geom_2d(g.planes, (g.plane_groups + units - 1) / units, UNPACK_THREADS);
   if (blend)
