@@ -1002,6 +1002,17 @@ START_TEST(test_scatter_add) {
       scatter_case(dt, it, 3, self3, (int64_t[]){0, 8, 4}, (int64_t[]){3, 25, 4}, 0, 0, 0, 0);
       scatter_case(dt, it, 2, self2, idx2, NULL, 0, 1, 0, 0);
       scatter_case(dt, it, 3, self3, idx3, NULL, 1, 1, 0, 0);
+      /* the small path's multi-block shapes: several row chunks (values up
+       * to 333: tiles of 128 rows, 64 for i64), column chunks (70 wide),
+       * prep blocks (40 index columns: 5 of 8) and src wider than the
+       * index; then out rows at the bound (256 chunks of 128 rows; i64 takes
+       * the sort paths there) with 256 index rows */
+      int64_t self4[2] = {1000, 70}, idx4[2] = {200, 40}, src4[2] = {210, 45};
+      scatter_case(dt, it, 2, self4, idx4, src4, 0, 0, 0, 0);
+      scatter_case(dt, it, 2, self4, idx4, src4, 0, 0, 1, 1);
+      scatter_case(dt, it, 2, self4, idx4, NULL, 0, 1, 0, 0);
+      int64_t self5[2] = {32768, 3}, idx5[2] = {256, 3};
+      scatter_case(dt, it, 2, self5, idx5, idx5, 0, 0, 0, 0);
     }
 }
 END_TEST
@@ -1249,6 +1260,38 @@ START_TEST(test_bad_indices) {
     ae.out = &tsout.eager;
     expect_rejected("scatter_add", call_scatter_add, &ad, &ae, &tsout.dev, &tsout.eager,
                     "index[3][1] = [-1] is outside [0, 7]");
+
+    /* scatter_add's small path over several prep blocks (24 index
+     * columns: 3 blocks of 8): bad values at [3][1] (block 0) and [2][20]
+     * (block 2); both modes name the first in row-major order */
+    apx_tensor widx = tu_host2(it, 4, 24), wsrc = tu_host2(APX_DTYPE_F32, 4, 24);
+    apx_tensor wself = tu_host2(APX_DTYPE_F32, 8, 24);
+    tu_fill_int(&rng, &widx, 0, 7);
+    set_index(&widx, 3 * 24 + 1, -1);
+    set_index(&widx, 2 * 24 + 20, 9);
+    fill_values(&wsrc, 0);
+    fill_values(&wself, 0);
+    twin twidx = twin_of(&widx), twsrc = twin_of(&wsrc), twself = twin_of(&wself);
+    twin twout = twin_of(&wself);
+    apx_scatter_add_args wd = APX_SCATTER_ADD_ARGS_INIT, we;
+    wd.self = &twself.dev;
+    wd.index = &twidx.dev;
+    wd.src = &twsrc.dev;
+    wd.out = &twout.dev;
+    we = wd;
+    we.self = &twself.eager;
+    we.index = &twidx.eager;
+    we.src = &twsrc.eager;
+    we.out = &twout.eager;
+    expect_rejected("scatter_add first of two", call_scatter_add, &wd, &we, &twout.dev,
+                    &twout.eager, "index[2][20] = [9] is outside [0, 7]");
+    twin_free(&twidx);
+    twin_free(&twsrc);
+    twin_free(&twself);
+    twin_free(&twout);
+    tu_free(&widx);
+    tu_free(&wsrc);
+    tu_free(&wself);
 
     apx_gather_backward_args bd = APX_GATHER_BACKWARD_ARGS_INIT, be;
     bd.grad_out = &tgout.dev;

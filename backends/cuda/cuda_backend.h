@@ -369,43 +369,87 @@ struct cuda_inline_check {
   cuda_check_desc desc;
 };
 
+/* The block's least bad position and the levels' (min, (max, k at max))
+ * in thread 0: warp shuffles, then one slot a warp in shared memory (no
+ * 64-bit shared atomics, one barrier). */
+struct cuda_block_partial {
+  unsigned long long pos;
+  long long lmin, lmax, kat;
+};
+
+static __device__ __forceinline__ void cuda_partial_merge(cuda_block_partial &a,
+                                                          const cuda_block_partial &b) {
+  a.pos = b.pos < a.pos ? b.pos : a.pos;
+  a.lmin = b.lmin < a.lmin ? b.lmin : a.lmin;
+  if (b.lmax > a.lmax || (b.lmax == a.lmax && b.kat > a.kat)) {
+    a.lmax = b.lmax;
+    a.kat = b.kat;
+  }
+}
+
+static __device__ cuda_block_partial cuda_block_reduce(cuda_block_partial v) {
+  __shared__ cuda_block_partial s_warp[32];
+  for (int off = 16; off > 0; off >>= 1) {
+    cuda_block_partial o;
+    o.pos = __shfl_down_sync(0xffffffffu, v.pos, off);
+    o.lmin = __shfl_down_sync(0xffffffffu, v.lmin, off);
+    o.lmax = __shfl_down_sync(0xffffffffu, v.lmax, off);
+    o.kat = __shfl_down_sync(0xffffffffu, v.kat, off);
+    cuda_partial_merge(v, o);
+  }
+  if ((threadIdx.x & 31) == 0) s_warp[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < (int)((blockDim.x + 31) >> 5); w++) cuda_partial_merge(v, s_warp[w]);
+  return v;
+}
+
 /* The verdict of ic's check in every thread of the block (1: bad, write
- * nothing). Call it from every thread, before any store. */
+ * nothing). Call it from every thread, before any store; blockDim.x is a
+ * multiple of 32. All of the block's loads issue in one pass; a
+ * uniqueness test then compares in-range ids staged in shared memory (a
+ * loop of global loads per entry was a chain of dependent L1 round trips
+ * before the first store: ~2 us of fused's 6 us at the seed profile). */
 static __device__ int cuda_block_check(const cuda_inline_check &ic) {
-  __shared__ unsigned long long s_pos;
-  __shared__ long long s_lmin, s_lmax, s_kat;
+  /* uniqueness: id - lo of in-range entries, -1 for the others */
+  __shared__ int s_rel[CUDA_INLINE_CHECK_MAX];
   __shared__ int s_bad;
   if (!ic.record) return 0;
   const cuda_check_desc &d = ic.desc;
-  if (threadIdx.x == 0) {
-    s_pos = ~0ULL;
-    s_lmin = 0x7fffffffffffffffLL;
-    s_lmax = -0x7fffffffffffffffLL - 1;
-    s_kat = -1;
-  }
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < d.count; i += blockDim.x) {
+  const int count = (int)d.count, unique = (int)d.unique_row;
+  cuda_block_partial mine;
+  mine.pos = ~0ULL;
+  mine.lmin = 0x7fffffffffffffffLL;
+  mine.lmax = -0x7fffffffffffffffLL - 1;
+  mine.kat = -1;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) {
     int bad = cuda_entry_out_of_range(d, i);
-    if (!bad && d.unique_row > 0) { /* rows of at most CUDA_INLINE_UNIQUE_MAX */
-      int64_t v = cuda_load_index(d.data, d.is64, i);
-      /* no early exit: the loads are independent and issue together */
-      for (int64_t j = i - i % d.unique_row; j < i; j++)
-        bad |= cuda_load_index(d.data, d.is64, j) == v;
-    }
-    if (bad) atomicMin(&s_pos, (unsigned long long)i);
+    if (unique > 0) s_rel[i] = bad ? -1 : (int)(cuda_load_index(d.data, d.is64, i) - d.lo);
+    if (bad && (unsigned long long)i < mine.pos) mine.pos = (unsigned long long)i;
   }
-  for (int64_t i = threadIdx.x; i < d.levels_count; i += blockDim.x) {
+  for (int i = threadIdx.x; i < (int)d.levels_count; i += blockDim.x) {
     long long v = (long long)cuda_load_index(d.levels, d.levels_is64, i);
-    atomicMin(&s_lmin, v);
-    atomicMax(&s_lmax, v);
+    long long k = (long long)(i % (d.key_k > 0 ? d.key_k : 1));
+    mine.lmin = v < mine.lmin ? v : mine.lmin;
+    if (v > mine.lmax || (v == mine.lmax && k > mine.kat)) {
+      mine.lmax = v;
+      mine.kat = k;
+    }
   }
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < d.levels_count; i += blockDim.x)
-    if ((long long)cuda_load_index(d.levels, d.levels_is64, i) == s_lmax)
-      atomicMax(&s_kat, (long long)(i % d.key_k));
-  __syncthreads();
+  if (unique > 0) { /* block-uniform */
+    __syncthreads(); /* s_rel complete */
+    for (int i = threadIdx.x; i < count; i += blockDim.x) {
+      int v = s_rel[i];
+      if (v < 0) continue; /* out of range: counted above */
+      int repeat = 0;
+#pragma unroll 8
+      for (int j = i - i % unique; j < i; j++) repeat |= s_rel[j] == v;
+      if (repeat && (unsigned long long)i < mine.pos) mine.pos = (unsigned long long)i;
+    }
+  }
+  cuda_block_partial all = cuda_block_reduce(mine);
   if (threadIdx.x == 0) {
-    cuda_check_result r = cuda_check_result_of(d, s_pos, s_lmin, s_lmax, s_kat, 0);
+    cuda_check_result r = cuda_check_result_of(d, all.pos, all.lmin, all.lmax, all.kat, 0);
     s_bad = r.bad;
     if (r.bad && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
       cuda_check_publish(ic.record, d, r);

@@ -55,6 +55,14 @@ static __device__ void check_finish(const cuda_check_desc &d, cuda_check_slot *s
    * seed profile) */
 }
 
+/* The fence of the last-block combine: a block's partials, then
+ * fence.acq_rel.gpu, then its ticket; the last block takes its ticket,
+ * then fence.acq_rel.gpu, then reads them (PTX's release and acquire
+ * patterns). __threadfence() is fence.sc.gpu, stronger than this needs. */
+static __device__ __forceinline__ void combine_fence() {
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
 /* The least in-row position of every (row, id) (require_unique with a
  * map): ids outside [lo, hi] are the range check's and left out. */
 template <typename I>
@@ -180,7 +188,7 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
       slot->partial_lmax[blockIdx.x] = s_lmax[0];
       slot->partial_kat[blockIdx.x] = s_kat[0];
       slot->partial_rows_vary[blockIdx.x] = s_vary[0];
-      __threadfence();
+      combine_fence();
       unsigned ticket = atomicAdd(&slot->blocks_done, 1u);
       s_last = ticket == gridDim.x - 1;
     }
@@ -189,7 +197,7 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
 
     /* The last block combines every block's partials (each written before
      * its block's fence and ticket), all threads at once. */
-    __threadfence();
+    combine_fence();
     volatile cuda_check_slot *vs = slot;
     unsigned long long pos = ULLONG_MAX;
     long long gmin = LLONG_MAX, gmax = LLONG_MIN, gkat = -1;
@@ -301,14 +309,14 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     s_last = 1;
     if (gridDim.x > 1) { /* several blocks: the last to finish combines */
       slot->partial_pos[blockIdx.x] = first;
-      __threadfence();
+      combine_fence();
       s_last = atomicAdd(&slot->blocks_done, 1u) == gridDim.x - 1;
     }
   }
   __syncthreads();
   if (!s_last) return;
   if (gridDim.x > 1) {
-    __threadfence();
+    combine_fence();
     volatile cuda_check_slot *vs = slot;
     first = ULLONG_MAX;
     for (unsigned b = t; b < gridDim.x; b += blockDim.x) {
@@ -431,7 +439,8 @@ int cuda_check_inline(cuda_state *st, int device_index, const cuda_check_desc *d
   int64_t count = desc->data ? desc->count : 0;
   int64_t levels = desc->levels ? desc->levels_count : 0;
   if (count > CUDA_INLINE_CHECK_MAX || levels > CUDA_INLINE_CHECK_MAX ||
-      desc->unique_row > CUDA_INLINE_UNIQUE_MAX || desc->const_row > 0)
+      desc->unique_row > CUDA_INLINE_UNIQUE_MAX || desc->const_row > 0 ||
+      (desc->unique_row > 0 && desc->hi - desc->lo > INT_MAX)) /* ids staged as int */
     return 0;
   ic->desc = *desc;
   ic->desc.count = count;
