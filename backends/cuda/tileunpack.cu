@@ -526,25 +526,32 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * group then costs one shared load (and one for the rank's k) instead of
  * unpack_small_kernel's binary search, and the prologue is a clear, one
  * ranking pass (four threads a tile, levels only) and a shared atomicOr
- * per tile between two barriers. The loads that need no table (base
- * under the block's first groups, this row's ids and levels) are issued
- * before the in-kernel check, so their latency overlaps the check's.
- * UNPACK_TABLE_UNITS groups a thread in both modes, their loads issued
- * together: one wave of 256-thread blocks at the seed profile. */
+ * per tile between two barriers. Everything that needs no table is loaded
+ * before the in-kernel check, so its latency overlaps the check's: base
+ * under the block's first groups, the row's ids and levels and, when the
+ * K tiles' slices of the plane's channel fit one vector a thread
+ * (`staged`: K*t*t/VEC <= UNPACK_THREADS, the seed profile's 256 x 16
+ * bytes), those slices, kept in shared memory, so that no global load
+ * waits for the table. UNPACK_TABLE_UNITS groups a thread in both modes,
+ * their loads issued together: one wave of 256-thread blocks at the seed
+ * profile. */
 #define UNPACK_TABLE_CELLS 4096 /* dynamic shared memory: 8 bytes a cell */
 #define UNPACK_TABLE_UNITS 4
 
 template <typename T, int VEC, int BLEND>
 __global__ void __launch_bounds__(UNPACK_THREADS)
     unpack_table_kernel(const T *base, const T *__restrict__ packed, T *out, unpack_sources src,
-                        unpack_geometry g, int aliased, float alpha, cuda_inline_check ic,
-                        const int *bad) {
+                        unpack_geometry g, int aliased, float alpha, int staged,
+                        cuda_inline_check ic, const int *bad) {
   typedef unpack_pack<T, VEC> pack;
   constexpr int UNITS = UNPACK_TABLE_UNITS;
   /* launched with UNPACK_THREADS threads: a thread's groups lie a constant
    * apart, one address and immediate offsets */
   constexpr uint32_t NT = UNPACK_THREADS, span = NT * UNITS;
-  extern __shared__ unsigned long long s_cover[]; /* [gh*gw]: bit r = rank r covers the cell */
+  /* [gh*gw] cell words (bit r: the tile of rank r covers the cell), then,
+   * when staged, from the next 16-byte boundary, the plane's K tile
+   * slices as packs: tile k's pack r at k*slice + r */
+  extern __shared__ __align__(16) unsigned long long s_cover[];
   __shared__ long long s_lv[UNPACK_SMALL_K];
   __shared__ int s_id[UNPACK_SMALL_K];      /* the tile's cell, -1: out of range */
   __shared__ int s_by_rank[UNPACK_SMALL_K]; /* rank -> k */
@@ -554,8 +561,12 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
   const uint32_t npg = (uint32_t)g.plane_groups;
   const int K = (int)g.K, cells = (int)(g.gh * g.gw), tid = (int)threadIdx.x;
   const uint32_t t = (uint32_t)g.t;
+  const uint32_t slice = t * t / VEC; /* packs of one tile's channel slice */
+  const int nstage = staged ? K * (int)slice : 0; /* staged: at most UNPACK_THREADS */
+  pack *s_stage = (pack *)(s_cover + ((cells + 1) & ~1));
+  const int64_t kstride = g.C * g.t * g.t; /* packed: from tile k to tile k+1 */
   /* where group i of a plane lies: its cell, and its offset inside that
-   * cell's tile (row and column of its first pixel) */
+   * cell's tile (row and column of its first pixel; a multiple of VEC) */
   auto locate = [&](uint32_t i, uint32_t &cell, uint32_t &in_tile) {
     uint32_t y = g.groups_per_row.div(i), x = (i - y * g.groups_per_row.d) * VEC;
     uint32_t cy = g.tile.div(y), cx = g.tile.div(x);
@@ -575,9 +586,19 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
                          : 0;
     }
   };
+  /* staged: thread e < nstage holds pack e of the plane's slices */
+  pack my_stage;
+  auto load_stage = [&](int64_t plane) {
+    if (tid < nstage) {
+      const int64_t b = plane / g.C, c = plane % g.C;
+      const uint32_t k = (uint32_t)tid / slice, r = (uint32_t)tid - k * slice;
+      my_stage = ((const pack *)(packed + ((b * g.K + k) * g.C + c) * g.t * g.t))[r];
+    }
+  };
   /* 1: loads before the check: base under the block's first groups when
    * out is separate (every group there needs it but override's covered
-   * ones, a few wasted reads) and the first plane's ids and levels */
+   * ones, a few wasted reads), the first plane's ids and levels and its
+   * tile slices */
   pack cur[UNITS]; /* base under the groups of an iteration */
   const uint32_t ifirst = blockIdx.x * span + tid;
   bool use_pre = !aliased && blockIdx.y < g.planes && ifirst < npg;
@@ -588,24 +609,34 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
       if (ifirst + j * NT < npg) cur[j] = at[j * NT];
   }
   load_row((int64_t)blockIdx.y / g.C);
+  if (staged) load_stage(blockIdx.y);
   /* 2: the check, before any store (validate=device) */
   if (cuda_block_check(ic) || cuda_call_failed(bad)) return;
   const float keep = 1.0f - alpha;
-  const int64_t kstride = g.C * g.t * g.t; /* packed: from tile k to tile k+1 */
   int64_t built_b = -1;
+  bool first = true;
   CUDA_FOR_OUTER(plane, g.planes) {
     const int64_t b = plane / g.C, c = plane % g.C;
-    if (b != built_b) { /* 3: the row's table (block-uniform) */
-      if (built_b >= 0) {
-        __syncthreads(); /* the previous row's table is no longer read */
-        load_row(b);
+    const bool new_row = b != built_b; /* block-uniform, as `staged` */
+    if (!first) { /* (only when planes > gridDim.y) */
+      __syncthreads(); /* the previous plane's table and slices are no longer read */
+      if (new_row) load_row(b);
+      if (staged) load_stage(plane);
+    }
+    first = false;
+    /* 3: the row's table, the plane's slices */
+    if (new_row || staged) {
+      if (new_row) {
+        for (int e = tid; e < cells; e += NT) s_cover[e] = 0;
+        if (tid < K) {
+          s_id[tid] = my_id;
+          s_lv[tid] = my_lv;
+        }
       }
-      for (int e = tid; e < cells; e += NT) s_cover[e] = 0;
-      if (tid < K) {
-        s_id[tid] = my_id;
-        s_lv[tid] = my_lv;
-      }
+      if (tid < nstage) s_stage[tid] = my_stage;
       __syncthreads();
+    }
+    if (new_row) {
       /* tile k's rank by (level, k) among all K tiles of the row (a
        * permutation of 0..K-1; without levels the rank is k): with
        * levels, UNPACK_RANK_PARTS adjacent lanes count the tiles before
@@ -642,7 +673,12 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
     const pack *base_p = (const pack *)base + plane * g.plane_groups;
     pack *out_p = (pack *)out + plane * g.plane_groups;
     const T *packed_bc = packed + (b * g.K * g.C + c) * g.t * g.t;
-    for (uint32_t i0 = blockIdx.x * span + tid; i0 < npg; i0 += gridDim.x * span) {
+    /* tile k's pack at in_tile (a multiple of VEC) */
+    auto tile_pack = [&](int k, uint32_t in_tile) -> pack {
+      return staged ? s_stage[k * slice + in_tile / VEC]
+                    : *(const pack *)(packed_bc + k * kstride + in_tile);
+    };
+    for (uint32_t i0 = blockIdx.x * span + threadIdx.x; i0 < npg; i0 += gridDim.x * span) {
       /* 4: each group's first tile from the table: override the cell's
        * highest key, blend its lowest (-1: no tile); blend notes cells
        * with more tiles. Groups past npg are clamped to npg - 1 (npg >=
@@ -669,7 +705,7 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
         if (i0 + j * NT >= npg) continue;
         const int covered = kf[j] >= 0;
         if (!use_pre && (BLEND || !covered) && (covered || !aliased)) cur[j] = base_p[i0 + j * NT];
-        if (covered) v[j] = *(const pack *)(packed_bc + kf[j] * kstride + in_tile[j]);
+        if (covered) v[j] = tile_pack(kf[j], in_tile[j]);
       }
       use_pre = false;
       /* 6: blend's composition in ascending key order, one rounding;
@@ -697,7 +733,7 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
             while (m) {
               const int r = __ffsll((long long)m) - 1;
               m &= m - 1;
-              const pack p = *(const pack *)(packed_bc + s_by_rank[r] * kstride + off);
+              const pack p = tile_pack(s_by_rank[r], off);
 #pragma unroll
               for (int q = 0; q < VEC; q++)
                 acc[q] = keep * acc[q] + alpha * cuda_dt<T>::to_f(p.v[q]);
@@ -721,15 +757,19 @@ static void launch_small(const unpack_geometry &g, const apx_tileunpack_args *a,
   if (g.gh * g.gw <= UNPACK_TABLE_CELLS) { /* the seed form */
     cuda_geom2 l = cuda_geom_2d(
         g.planes, (g.plane_groups + UNPACK_TABLE_UNITS - 1) / UNPACK_TABLE_UNITS, UNPACK_THREADS);
-    size_t table = (size_t)(g.gh * g.gw) * sizeof(unsigned long long);
+    /* the cell words, rounded up to 16 bytes, then the staged slices */
+    int64_t slices = g.K * (g.t * g.t / VEC);
+    int staged = slices <= UNPACK_THREADS;
+    size_t smem = (size_t)((g.gh * g.gw + 1) & ~(int64_t)1) * sizeof(unsigned long long) +
+                  (staged ? (size_t)slices * sizeof(unpack_pack<T, VEC>) : 0);
     if (blend)
-      unpack_table_kernel<T, VEC, 1><<<l.grid, l.block, table, s>>>(
+      unpack_table_kernel<T, VEC, 1><<<l.grid, l.block, smem, s>>>(
           (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g,
-          aliased, alpha, ic, bad);
+          aliased, alpha, staged, ic, bad);
     else
-      unpack_table_kernel<T, VEC, 0><<<l.grid, l.block, table, s>>>(
+      unpack_table_kernel<T, VEC, 0><<<l.grid, l.block, smem, s>>>(
           (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g,
-          aliased, alpha, ic, bad);
+          aliased, alpha, staged, ic, bad);
     return;
   }
   int units = blend ? UNPACK_BLEND_UNITS : UNPACK_UNITS;
