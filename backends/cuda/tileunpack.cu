@@ -535,7 +535,7 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * waits for the table. UNPACK_TABLE_UNITS groups a thread in both modes,
  * their loads issued together: one wave of 256-thread blocks at the seed
  * profile. */
-#define UNPACK_TABLE_CELLS 4096 /* dynamic shared memory: 8 bytes a cell */
+#define UNPACK_TABLE_CELLS 2048 /* dynamic shared memory: 8 bytes a cell (<= 20 KB in all) */
 #define UNPACK_TABLE_UNITS 4
 
 template <typename T, int VEC, int BLEND>
