@@ -400,6 +400,16 @@ START_TEST(test_tileunpack) {
       tileunpack_case(float_dtypes[d], APX_DTYPE_I64, 2, 37, 8, 6, 8, 30, origins, levels, mode,
                       combo == 0 || combo == 6);
     }
+  /* the small-K table kernel's edges: more planes than the grid's 65535
+   * rows (a block walks planes: staged tile slices reloaded, the table
+   * rebuilt where the batch row changes, kept where it does not), and a
+   * tile grid above its 2048 cells (the ranked small-K kernel) */
+  for (int blend = 0; blend < 2; blend++) {
+    apx_overlap_mode mode = blend ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE;
+    tileunpack_case(APX_DTYPE_F16, APX_DTYPE_I32, 2, 40000, 1, 2, 2, 3, 0, 1, mode, !blend);
+    tileunpack_case(APX_DTYPE_F32, APX_DTYPE_I64, 1, 70000, 1, 2, 2, 3, 0, 0, mode, blend);
+    tileunpack_case(APX_DTYPE_BF16, APX_DTYPE_I64, 1, 2, 48, 48, 1, 50, 0, 1, mode, 0);
+  }
 }
 END_TEST
 

@@ -260,9 +260,10 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
 }
 
 /* Pixel groups per thread on the winner-map path (ids): override holds
- * one row segment a group, blend two (tile and base). */
+ * one row segment a group (unpack_cells_kernel), blend two, tile and base
+ * (unpack_blend_ids_kernel, 79 registers with fp16). */
 #define UNPACK_UNITS 4
-#define UNPACK_BLEND_UNITS 2
+#define UNPACK_BLEND_UNITS 4
 #define UNPACK_THREADS 256
 
 /* The output pass: VEC pixels of one row of one plane per group, the
@@ -275,9 +276,8 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
  * four groups a thread); so a thread takes UNITS groups spaced one block
  * apart (i0 + j*blockDim.x) and issues all map loads, then all data
  * loads, then all stores, each warp's addresses at each step j being
- * those of the one-group form. Blend holds a tile row and base per group
- * (two groups a thread: four took up to 125 registers with nvcc 13.0);
- * its cells with several tiles take the general walk afterwards. */
+ * those of the one-group form (override; blend with ids has its own
+ * kernel below). */
 template <typename T, int VEC, int BLEND, int UNITS>
 __global__ void __launch_bounds__(UNPACK_THREADS)
     unpack_cells_kernel(const T *base, const T *__restrict__ packed, T *out,
@@ -298,58 +298,137 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
         unpack_group<T, VEC, BLEND>(base, packed, out, m, g, aliased, alpha, plane, b, c, i0);
       } else {
         typedef unpack_pack<T, VEC> pack;
-        /* 1: the map loads (and blend's tile counts); groups past n are
-         * clamped to n - 1 (n >= 1) so that these need no branch */
+        static_assert(UNITS == 1 || !BLEND, "blend with ids: unpack_blend_ids_kernel");
+        /* 1: the map loads; groups past n are clamped to n - 1 (n >= 1)
+         * so that these need no branch */
         unsigned long long wv[UNITS];
-        int cnt[UNITS];
 #pragma unroll
         for (int j = 0; j < UNITS; j++) {
           uint32_t i = min(i0 + j * blockDim.x, n - 1);
           uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
           int64_t cell = (b * g.gh + g.tile.div(yu)) * g.gw + g.tile.div(xu);
           wv[j] = m.win[cell];
-          cnt[j] = BLEND ? m.count[cell] : 0;
         }
-        /* 2: the data loads: the winning tile's row (and, blend, base
-         * under it), or base where no tile covers the group (nothing when
-         * out is base); blend cells with several tiles are left for the
-         * general walk below */
-        pack v[UNITS], cur[UNITS];
-        unsigned store = 0, walk = 0; /* bit j: group j is written / walked */
+        /* 2: the data loads: the winning tile's row, or base where no
+         * tile covers the group (nothing when out is base) */
+        pack v[UNITS];
+        unsigned store = 0; /* bit j: group j is written */
 #pragma unroll
         for (int j = 0; j < UNITS; j++) {
           uint32_t i = i0 + j * blockDim.x;
           if (i >= n) continue;
-          if (BLEND && cnt[j] > 1) {
-            walk |= 1u << j;
-          } else if (wv[j]) {
+          if (wv[j]) {
             uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
             uint32_t cy = g.tile.div(yu), cx = g.tile.div(xu);
             int64_t k = (int64_t)((wv[j] - 1) & m.kmask);
             v[j] = *(const pack *)(packed + (((b * g.K + k) * g.C + c) * g.t + (yu - cy * g.t)) *
                                                 g.t + (xu - cx * g.t));
-            if (BLEND) cur[j] = ((const pack *)base)[plane * g.plane_groups + i];
             store |= 1u << j;
           } else if (!aliased) {
             v[j] = ((const pack *)base)[plane * g.plane_groups + i];
             store |= 1u << j;
           }
         }
-        /* 3: blend's one rounding, then the stores */
-        if (BLEND) {
-          const float keep = 1.0f - alpha;
-#pragma unroll
-          for (int j = 0; j < UNITS; j++)
-            if ((store >> j & 1u) && wv[j]) v[j] = unpack_blend1(cur[j], v[j], keep, alpha);
-        }
+        /* 3: the stores */
 #pragma unroll
         for (int j = 0; j < UNITS; j++)
           if (store >> j & 1u) ((pack *)out)[plane * g.plane_groups + i0 + j * blockDim.x] = v[j];
-        if (BLEND && walk)
-          for (int j = 0; j < UNITS; j++)
-            if (walk >> j & 1u)
-              unpack_group<T, VEC, BLEND>(base, packed, out, m, g, aliased, alpha, plane, b, c,
-                                          i0 + j * blockDim.x);
+      }
+    }
+  }
+}
+
+/* Blend with ids (the winner map and the tile counts), UNITS groups a
+ * thread as in unpack_cells_kernel: a cell with no tile copies base, one
+ * tile blends its row over base, several compose their sorted entries in
+ * ascending key. With ids every tile covers its whole cell, so that last
+ * case is a short loop of whole-vector blends; the general walk
+ * (unpack_group) inlined here held the kernel at 64 registers and 44%
+ * occupancy, waiting on its loads (run 13, NOTES.md). */
+template <typename T, int VEC, int UNITS>
+__global__ void __launch_bounds__(UNPACK_THREADS)
+    unpack_blend_ids_kernel(const T *base, const T *__restrict__ packed, T *out,
+                            unpack_cells_src m, unpack_geometry g, int aliased, float alpha,
+                            const int *bad) {
+  if (cuda_call_failed(bad)) return;
+  typedef unpack_pack<T, VEC> pack;
+  const float keep = 1.0f - alpha;
+  const uint32_t n = (uint32_t)g.plane_groups, span = blockDim.x * UNITS;
+  const uint32_t t = (uint32_t)g.t, gw = (uint32_t)g.gw, kmask = (uint32_t)m.kmask;
+  const int64_t tile_stride = g.C * g.t * g.t; /* from tile k to tile k + 1 */
+  CUDA_FOR_OUTER(plane, g.planes) {
+    int64_t b = plane / g.C, c = plane % g.C;
+    /* this batch row's cells (gh*gw < 2^31) and plane */
+    const unsigned long long *win_b = m.win + b * g.gh * g.gw;
+    const int *count_b = m.count + b * g.gh * g.gw;
+    const T *packed_bc = packed + (b * g.K * g.C + c) * g.t * g.t; /* tile 0 of (b, c) */
+    const pack *base_p = (const pack *)base + plane * g.plane_groups;
+    pack *out_p = (pack *)out + plane * g.plane_groups;
+    for (uint32_t i0 = blockIdx.x * span + threadIdx.x; i0 < n; i0 += gridDim.x * span) {
+      /* 1: the groups' cells (past n: the last group, so no branch) and,
+       * out of place, base, whose loads need no map and go out with the
+       * map's */
+      int cnt[UNITS];
+      unsigned long long wv[UNITS];
+      uint32_t off[UNITS]; /* the group's offset inside its cell's tile */
+      pack cur[UNITS], v[UNITS];
+#pragma unroll
+      for (int j = 0; j < UNITS; j++) {
+        uint32_t i = min(i0 + j * blockDim.x, n - 1);
+        uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
+        uint32_t cy = g.tile.div(yu), cx = g.tile.div(xu);
+        uint32_t cell = cy * gw + cx;
+        off[j] = (yu - cy * t) * t + (xu - cx * t);
+        cnt[j] = count_b[cell];
+        wv[j] = win_b[cell];
+        if (!aliased) cur[j] = base_p[i];
+      }
+      /* 2: the tile row of a cell with one tile (and base under it, in
+       * place) */
+#pragma unroll
+      for (int j = 0; j < UNITS; j++) {
+        if (cnt[j] != 1) continue;
+        if (aliased) cur[j] = base_p[min(i0 + j * blockDim.x, n - 1)];
+        v[j] = *(const pack *)(packed_bc + (int64_t)((uint32_t)(wv[j] - 1) & kmask) * tile_stride +
+                               off[j]);
+      }
+      /* 3: one rounding, the stores; cells with several tiles below */
+      unsigned walk = 0;
+#pragma unroll
+      for (int j = 0; j < UNITS; j++) {
+        uint32_t i = i0 + j * blockDim.x;
+        if (i >= n) continue;
+        if (cnt[j] > 1)
+          walk |= 1u << j;
+        else if (cnt[j] == 1)
+          out_p[i] = unpack_blend1(cur[j], v[j], keep, alpha);
+        else if (!aliased)
+          out_p[i] = cur[j];
+      }
+      /* several tiles: their entries in ascending key over base (rare;
+       * recomputed from the group so that nothing above is indexed at run
+       * time, which would put it in local memory) */
+      while (walk) {
+        int j = __ffs(walk) - 1;
+        walk &= walk - 1;
+        uint32_t i = i0 + j * blockDim.x;
+        uint32_t yu = g.groups_per_row.div(i), xu = (i - yu * g.groups_per_row.d) * VEC;
+        uint32_t cy = g.tile.div(yu), cx = g.tile.div(xu);
+        int64_t cell = b * g.gh * g.gw + cy * gw + cx;
+        uint32_t in_tile = (yu - cy * t) * t + (xu - cx * t);
+        int s0 = m.start[cell], s1 = m.start[cell + 1];
+        pack p = base_p[i];
+        float acc[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; e++) acc[e] = cuda_dt<T>::to_f(p.v[e]);
+        for (int s = s0; s < s1; s++) {
+          p = *(const pack *)(packed_bc + (int64_t)m.vals[s] * tile_stride + in_tile);
+#pragma unroll
+          for (int e = 0; e < VEC; e++) acc[e] = keep * acc[e] + alpha * cuda_dt<T>::to_f(p.v[e]);
+        }
+#pragma unroll
+        for (int e = 0; e < VEC; e++) p.v[e] = cuda_dt<T>::from_f(acc[e]);
+        out_p[i] = p;
       }
     }
   }
@@ -852,9 +931,13 @@ static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a,
   if (small)
     launch_small<T, VEC>(g, a, *small, ic, alpha, bad, s);
   else if (a->mode == APX_OVERLAP_BLEND) {
-    if (g.units == UNPACK_BLEND_UNITS && m.win && m.count)
-      launch_out_units<T, VEC, 1, UNPACK_BLEND_UNITS>(g, a, m, alpha, bad, s);
-    else
+    if (g.units == UNPACK_BLEND_UNITS && m.win && m.count && m.start) {
+      int aliased = a->out->data == a->base->data;
+      unpack_blend_ids_kernel<T, VEC, UNPACK_BLEND_UNITS>
+          <<<g.out_launch.grid, g.out_launch.block, 0, s>>>(
+              (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, m, g,
+              aliased, alpha, bad);
+    } else
       launch_out_units<T, VEC, 1, 1>(g, a, m, alpha, bad, s);
   } else {
     if (g.units == UNPACK_UNITS && m.win)
