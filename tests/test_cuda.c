@@ -1015,13 +1015,13 @@ START_TEST(test_scatter_add) {
       /* the small path's multi-block shapes: several row chunks (values up
        * to 333: tiles of 128 rows, 64 for i64), column chunks (70 wide),
        * prep blocks (40 index columns: 5 of 8) and src wider than the
-       * index; then out rows at the bound (256 chunks of 128 rows; i64 takes
-       * the sort paths there) with 256 index rows */
+       * index; then out rows at the bound (1024 row groups of 16 rows; i64,
+       * 8-row groups, takes the sort paths there) with 256 index rows */
       int64_t self4[2] = {1000, 70}, idx4[2] = {200, 40}, src4[2] = {210, 45};
       scatter_case(dt, it, 2, self4, idx4, src4, 0, 0, 0, 0);
       scatter_case(dt, it, 2, self4, idx4, src4, 0, 0, 1, 1);
       scatter_case(dt, it, 2, self4, idx4, NULL, 0, 1, 0, 0);
-      int64_t self5[2] = {32768, 3}, idx5[2] = {256, 3};
+      int64_t self5[2] = {16384, 3}, idx5[2] = {256, 3};
       scatter_case(dt, it, 2, self5, idx5, idx5, 0, 0, 0, 0);
     }
 }

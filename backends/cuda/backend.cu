@@ -153,6 +153,8 @@ static apx_status cuda_init(const apx_core_services *svc, void **state) {
   if (!st) return svc->set_error(APX_ERR_NO_MEMORY, "cuda: out of host memory");
   st->svc = svc;
   st->validate_mode = svc->validate_mode;
+  const char *pdl = getenv("APEXX_CUDA_PDL"); /* docs/config.md */
+  st->pdl = !(pdl && strcmp(pdl, "0") == 0);
   pthread_mutex_init(&st->lock, NULL);
   cudaError_t err = cudaGetDeviceCount(&st->device_count);
   if (err != cudaSuccess) {
@@ -210,6 +212,8 @@ static void create_device_res(cuda_state *st, int device_index) {
   cudaError_t err = cudaSetDevice(device_index);
   if (err == cudaSuccess)
     err = cudaDeviceGetAttribute(&r->sm_count, cudaDevAttrMultiProcessorCount, device_index);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&r->cc_major, cudaDevAttrComputeCapabilityMajor, device_index);
   if (err == cudaSuccess) err = cudaMalloc((void **)&r->record, sizeof(cuda_error_record));
   if (err == cudaSuccess) err = cudaMemset(r->record, 0, sizeof(cuda_error_record));
   if (err == cudaSuccess)

@@ -133,6 +133,7 @@ struct cuda_device_res {
   cudaMemPool_t pool;
   std::atomic<unsigned> next_slot;
   int sm_count;
+  int cc_major;             /* compute capability (programmatic launches: 9+) */
   std::atomic<uint64_t> in_use_bytes;
   std::atomic<uint64_t> peak_bytes;
 };
@@ -142,6 +143,7 @@ struct cuda_state {
   int default_device;
   int device_count;
   apx_validate_mode validate_mode;
+  int pdl; /* programmatic dependent launches allowed ($APEXX_CUDA_PDL != 0) */
   cuda_device_res dev[CUDA_MAX_DEVICES];
   pthread_mutex_t lock;  /* guards device setup and the size table */
   /* Sizes of live allocations (open addressing on the pointer), so that
@@ -277,6 +279,68 @@ static __device__ __forceinline__ int cuda_call_failed(const int *bad) {
    * so the read-only cache serves it (a volatile read per thread would go
    * to L2 every time) */
   return bad != nullptr && __ldg(bad) != 0;
+}
+
+/* ---- programmatic dependent launch (sm_90) -------------------------------- */
+
+/* A small call's second kernel may be launched while the first runs
+ * (cuda_launch_after): the first lets it start (cuda_allow_dependents, at
+ * its top), the second issues the loads that do not depend on the first,
+ * then waits for the first's completion and the visibility of its writes
+ * (cuda_wait_prerequisites) before it reads any of them or stores
+ * anything. What the first wrote is read through L2 (__ldcg): the
+ * read-only path (ld.global.nc, __ldg, __restrict__ const) assumes data
+ * that stay constant while the kernel runs, and the second kernel was
+ * running while the first wrote. Without a programmatic launch the wait
+ * returns at once. No-ops before sm_90. */
+static __device__ __forceinline__ void cuda_allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void cuda_wait_prerequisites() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* cuda_call_failed for a kernel launched by cuda_launch_after, after
+ * cuda_wait_prerequisites. */
+static __device__ __forceinline__ int cuda_call_failed_after_wait(const int *bad) {
+  return bad != nullptr && __ldcg(bad) != 0;
+}
+
+/* Can this device take programmatic launches (sm_90 and $APEXX_CUDA_PDL
+ * not 0)? */
+static inline int cuda_pdl_ok(const cuda_state *st, int device_index) {
+  return st->pdl && st->dev[device_index].cc_major >= 9;
+}
+
+/* Launch `kernel` (smem: dynamic shared memory bytes) on the stream,
+ * programmatically after the kernel before it when `programmatic` (and
+ * cuda_pdl_ok), else plainly; a device or stream that refuses the
+ * programmatic form gets the plain one. */
+template <typename... KArgs, typename... Args>
+static cudaError_t cuda_launch_after(const cuda_state *st, int device_index, int programmatic,
+                                     dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                     void (*kernel)(KArgs...), Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic && cuda_pdl_ok(st, device_index) ? 1 : 0;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+  if (err != cudaSuccess && cfg.numAttrs > 0) {
+    (void)cudaGetLastError();
+    cfg.numAttrs = 0;
+    err = cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+  }
+  return err;
 }
 
 /* ---- a check's verdict, shared by the pre-pass and in-kernel checks ----- */

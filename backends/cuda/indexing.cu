@@ -97,16 +97,22 @@ struct gather_geometry {
   int64_t stride[APX_MAX_DIMS]; /* source strides in elements */
   int64_t n;
   int64_t rows, row_len; /* the 2-D form: rows of the last (merged) dim */
+  int64_t dim_extent;    /* src.shape[dim]: valid index values are [0, dim_extent) */
   cuda_geom2 launch;
 };
 
 /* VEC consecutive outputs per thread along the last dimension (when that
- * is not `dim`, so the source is contiguous there too): one wide store. */
+ * is not `dim`, so the source is contiguous there too): one wide store.
+ * With validate=device a small call's kernel runs beside the check
+ * (cuda_launch_after): a thread loads its first group (index values
+ * clamped into range, since the check may not have finished), then waits
+ * for the check and reads its verdict before its first store. */
 template <typename E, typename I, int VEC>
 __global__ void gather_kernel(const E *__restrict__ src, const I *__restrict__ index,
                               E *__restrict__ out, gather_geometry g, const int *bad) {
-  if (cuda_call_failed(bad)) return;
   struct alignas(sizeof(E) * VEC) pack { E v[VEC]; };
+  const int64_t v_max = g.dim_extent - 1;
+  int waited = 0;
   const int last = g.ndim - 1;
   const int64_t groups = g.row_len / VEC;
   CUDA_FOR_OUTER(r, g.rows) {
@@ -128,9 +134,15 @@ __global__ void gather_kernel(const E *__restrict__ src, const I *__restrict__ i
 #pragma unroll
       for (int q = 0; q < VEC; q++) {
         int64_t j = j0 + q, v = (int64_t)index[p0 + j];
+        if (bad) v = v < 0 ? 0 : (v > v_max ? v_max : v); /* reads in bounds */
         int64_t off = base + (last == g.dim ? v * g.stride[last] : j * g.stride[last]);
         if (dim_outer) off += v * g.stride[g.dim];
         o.v[q] = src[off];
+      }
+      if (!waited) { /* thread-uniform state: no barrier is involved */
+        cuda_wait_prerequisites();
+        if (cuda_call_failed_after_wait(bad)) return;
+        waited = 1;
       }
       *(pack *)(out + p0 + j0) = o;
     }
@@ -177,29 +189,43 @@ static int gather_vec(const gather_geometry &g, const apx_tensor *out, size_t el
   return vec;
 }
 
+/* A small call with validate=device: the kernel beside the check (see
+ * gather_kernel); at most this many entries, so that the check's blocks
+ * (2048 entries each) and the kernel's first blocks fit the GPU together
+ * and a large call's waiting blocks do not hold SMs the check needs. */
+#define GATHER_BESIDE_CHECK_MAX (1 << 20)
+
 template <typename E, typename I>
-static void launch_gather_typed(gather_geometry g, const apx_gather_args *a, const int *bad,
-                                cudaStream_t s) {
+static cudaError_t launch_gather_typed(const cuda_state *st, int dev, gather_geometry g,
+                                       const apx_gather_args *a, const int *bad,
+                                       cudaStream_t s) {
   int vec = gather_vec(g, a->out, sizeof(E));
   g.launch = cuda_geom_2d(g.rows, g.row_len / vec, g.row_len / vec >= 256 ? 256 : 64);
   dim3 grid = g.launch.grid, block = g.launch.block;
   const E *src = (const E *)a->src->data;
   const I *index = (const I *)a->index->data;
   E *out = (E *)a->out->data;
+  const int beside = bad != nullptr && g.n <= GATHER_BESIDE_CHECK_MAX;
   switch (vec) {
-  case 4: gather_kernel<E, I, 4><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
-  case 2: gather_kernel<E, I, 2><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
-  default: gather_kernel<E, I, 1><<<grid, block, 0, s>>>(src, index, out, g, bad); break;
+  case 4:
+    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 4>, src, index,
+                             out, g, bad);
+  case 2:
+    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 2>, src, index,
+                             out, g, bad);
+  default:
+    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 1>, src, index,
+                             out, g, bad);
   }
 }
 
 template <typename I>
-static void launch_gather(const gather_geometry &g, const apx_gather_args *a, const int *bad,
-                          cudaStream_t s) {
+static cudaError_t launch_gather(const cuda_state *st, int dev, const gather_geometry &g,
+                                 const apx_gather_args *a, const int *bad, cudaStream_t s) {
   switch (cuda_dtype_size(a->src->dtype)) {
-  case 2: launch_gather_typed<uint16_t, I>(g, a, bad, s); break;
-  case 8: launch_gather_typed<uint64_t, I>(g, a, bad, s); break;
-  default: launch_gather_typed<uint32_t, I>(g, a, bad, s); break;
+  case 2: return launch_gather_typed<uint16_t, I>(st, dev, g, a, bad, s);
+  case 8: return launch_gather_typed<uint64_t, I>(st, dev, g, a, bad, s);
+  default: return launch_gather_typed<uint32_t, I>(st, dev, g, a, bad, s);
   }
 }
 
@@ -211,6 +237,7 @@ apx_status cuda_gather(void *state, const apx_gather_args *a, const apx_call *ca
   cudaStream_t stream = cuda_stream(call);
   int dim = a->dim < 0 ? a->dim + a->src->ndim : a->dim;
   gather_geometry g = gather_geom(a->src, a->index, dim);
+  g.dim_extent = a->src->shape[dim];
   if (g.n == 0) return APX_OK;
   if (g.row_len > 0x7fffffffLL)
     return st->svc->set_error(APX_ERR_UNSUPPORTED,
@@ -224,10 +251,10 @@ apx_status cuda_gather(void *state, const apx_gather_args *a, const apx_call *ca
   cuda_checked chk;
   s = cuda_check_run(st, dev, stream, &d, 0, &chk);
   if (s != APX_OK) return s;
-  if (a->index->dtype == APX_DTYPE_I64)
-    launch_gather<int64_t>(g, a, chk.bad, stream);
-  else
-    launch_gather<int32_t>(g, a, chk.bad, stream);
-  CUDA_LAUNCHED(st, "gather: launch");
+  cudaError_t err = a->index->dtype == APX_DTYPE_I64
+                        ? launch_gather<int64_t>(st, dev, g, a, chk.bad, stream)
+                        : launch_gather<int32_t>(st, dev, g, a, chk.bad, stream);
+  if (err == cudaSuccess) err = cudaGetLastError();
+  if (err != cudaSuccess) return cuda_fail(st, err, "gather: launch");
   return APX_OK;
 }

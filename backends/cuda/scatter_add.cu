@@ -8,9 +8,9 @@
  *
  * Paths, one result:
  *  - small (dim 0, 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of
- *    at most SMALL_MAX_CHUNKS tiles' heights): two launches. A prep kernel
+ *    at most SMALL_MAX_GROUPS row groups): two launches. A prep kernel
  *    reads the index once and sorts each index column's entries by the out
- *    tile row they name (a stable counting sort, one warp a column); then
+ *    row group they name (a stable counting sort, one warp a column); then
  *    each block of the tile kernel owns an out tile of R rows x 32
  *    columns, starts each element from self (or zero), adds its sources in
  *    ascending source row and writes it once. validate=device checks the
@@ -45,7 +45,6 @@
 #include "cuda_backend.h"
 
 #include <limits.h>
-#include <stdlib.h>
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
@@ -309,39 +308,43 @@ __global__ void columns_out_kernel(const unsigned *__restrict__ keys,
 /* ---- small path ------------------------------------------------------------ */
 
 /* A small call (dim 0, 1-D or 2-D index of at most SMALL_MAX_ROWS rows and
- * at most SMALL_MAX_CHUNKS out row chunks) is two launches and no wait for
+ * at most SMALL_MAX_GROUPS out row groups) is two launches and no wait for
  * the host in any validate mode:
  *  1. prep: reads the index once. A warp per index column counting-sorts
- *     the column's entries by out row chunk (R = small_rows<T>() rows, one
- *     tile's height), stably (ascending source row inside a chunk), into
- *     workspace: per column the chunks' start offsets and the sorted
- *     entries (source row << SMALL_ROW_BITS | row within the chunk).
+ *     the column's entries by out row group (G = R / 8 rows, the rows one
+ *     thread of the tile kernel owns; R = small_rows<T>() rows, one tile's
+ *     height), stably (ascending source row inside a group), into
+ *     workspace: per column the groups' start offsets and the sorted
+ *     entries (source row << SMALL_ROW_BITS | row within the tile).
  *     Values outside [0, M) are left out (validate=off safety); with
  *     validate=device each block also leaves the least linear position of
  *     a bad value among its entries (the pre-pass's verdict, split by
  *     block).
  *  2. tile: each block owns an out tile of R rows x SMALL_COLS columns;
- *     each thread starts its elements from self (or zero), adds the
- *     entries of its column and chunk that name its rows, in list order,
- *     and writes every element once. validate=device: every block reads
+ *     each thread starts its G elements from self (or zero), adds the
+ *     entries of its column and group (all of them name its rows), in
+ *     list order, and writes every element once. validate=device: every block reads
  *     all prep blocks' verdicts before any store. It is launched
  *     programmatically (sm_90): its self loads overlap the prep kernel.
  * At the bench's seed shape (index 256 x 128, out 4096 x 128) the one-kernel
  * form before this loaded each block's 32 index columns whole (64 KB a
  * block, 8 MB of L2 loads in all; 17 us under ncu) after a separate check
- * launch; here the index is read once and a tile block reads its ~8
- * entries a column. */
+ * launch; here the index is read once and a thread reads only its own
+ * rows' entries (run 15 sorted by tile, R rows: a thread walked its whole
+ * column of the tile, 128 entries at the seed shape, for its 16 rows:
+ * 9.1 us). */
 #define SMALL_MAX_ROWS 256
 #define SMALL_COLS 32 /* one column per lane of a tile block */
 #define SMALL_THREADS 256
 #define SMALL_WARPS (SMALL_THREADS / 32)
 /* The accumulator tile's bytes: 128 rows of fp32/u32, 64 rows of u64. */
 #define SMALL_ACC_BYTES 16384
-/* A list entry: source row << SMALL_ROW_BITS | row within the chunk. */
+/* A list entry: source row << SMALL_ROW_BITS | row within the tile. */
 #define SMALL_ROW_BITS 7
-/* Row chunks of out: the prep's per-column histogram lives in shared
- * memory and the offsets take chunks + 1 ints a column. */
-#define SMALL_MAX_CHUNKS 256
+/* Row groups of out (G rows each: 16, 8 for 64-bit values): the prep's
+ * per-column histogram lives in shared memory (32 KB a block) and the
+ * offsets take groups + 1 ints a column. */
+#define SMALL_MAX_GROUPS 1024
 /* Index columns a prep block sorts, one warp each. */
 #define PREP_COLS 8
 #define PREP_THREADS (PREP_COLS * 32)
@@ -360,43 +363,29 @@ static_assert(small_rows<float>() <= (1 << SMALL_ROW_BITS) &&
               "small path: tile rows fit a list entry and split over the warps");
 static_assert(((SMALL_MAX_ROWS - 1) << SMALL_ROW_BITS | ((1 << SMALL_ROW_BITS) - 1)) <= 0xffff,
               "small path: a list entry fits 16 bits");
-static_assert((int64_t)SMALL_MAX_CHUNKS * small_rows<float>() < (int64_t)SMALL_NO_ENTRY,
+static_assert((int64_t)SMALL_MAX_GROUPS * (small_rows<float>() / SMALL_WARPS) <
+                  (int64_t)SMALL_NO_ENTRY,
               "small path: a valid row id fits a 16-bit prep key below SMALL_NO_ENTRY");
 static_assert(SMALL_MAX_ROWS * PREP_COLS % PREP_THREADS == 0 &&
                   SMALL_MAX_PREP_BLOCKS <= 4 * SMALL_THREADS,
               "small path: prep loads and verdict reads split evenly");
 
-/* Programmatic dependent launch (sm_90): the tile kernel is launched while
- * the prep kernel runs (each prep block allows it as it starts), loads
- * self, then waits for the prep kernel's completion and the visibility of
- * its writes (griddepcontrol.wait) before it reads any of them. Without a
- * programmatic launch the wait returns at once (the prep kernel completed
- * before the tile kernel started), and both are no-ops before sm_90. */
-static __device__ __forceinline__ void small_allow_dependent_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ void small_wait_for_prep() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 
 struct small_geometry {
   int N;            /* index rows, 1..SMALL_MAX_ROWS */
-  int M;            /* out rows, <= SMALL_MAX_CHUNKS * R: valid index values are [0, M) */
-  int row_chunks;   /* ceil(M / R), <= SMALL_MAX_CHUNKS */
+  int M;            /* out rows, <= SMALL_MAX_GROUPS * G: valid index values are [0, M) */
+  int row_chunks;   /* ceil(M / R): the tile kernel's grid.x */
+  int groups;       /* ceil(M / G), <= SMALL_MAX_GROUPS */
   int64_t idx_cols; /* index row length (1 for 1-D) */
   int64_t src_row;  /* src row length, >= idx_cols */
   int64_t cols;     /* out (and self) row length, >= idx_cols */
 };
 
 /* Block b sorts index columns [b * PREP_COLS, (b + 1) * PREP_COLS), warp w
- * column b * PREP_COLS + w. Workspace per column q: offsets[q * (chunks +
- * 1) + k] = first list position of chunk k (the last one: the column's
- * entries in range), list[q * N + ...] = its entries, chunk by chunk,
- * ascending source row inside a chunk. first_bad (validate=device, NULL
+ * column b * PREP_COLS + w. Workspace per column q: offsets[q * (groups +
+ * 1) + k] = first list position of row group k (the last one: the column's
+ * entries in range), list[q * N + ...] = its entries, group by group,
+ * ascending source row inside a group. first_bad (validate=device, NULL
  * otherwise): [block] = the least row-major position of a value outside
  * [0, M) among the block's entries, ~0 when none. Every block writes its
  * slot on every call, so nothing needs a reset between calls. */
@@ -409,13 +398,14 @@ __global__ void __launch_bounds__(PREP_THREADS)
    * rows of 5 words so that the lanes of a warp reading one column (one
    * row each) hit distinct banks */
   __shared__ uint16_t key[SMALL_MAX_ROWS][PREP_COLS + 2];
-  /* per warp: the chunk histogram, then each chunk's next list position */
-  __shared__ int cursor[PREP_COLS][SMALL_MAX_CHUNKS + 1];
+  /* per warp: the group histogram, then each group's next list position */
+  __shared__ int cursor[PREP_COLS][SMALL_MAX_GROUPS + 1];
+  constexpr int G = R / SMALL_WARPS;
   __shared__ unsigned long long warp_bad[PREP_COLS];
   constexpr int LOADS = SMALL_MAX_ROWS * PREP_COLS / PREP_THREADS;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const int64_t c0 = (int64_t)blockIdx.x * PREP_COLS;
-  small_allow_dependent_launch();
+  cuda_allow_dependents();
 
   /* entry k of the block's rows x PREP_COLS slab is row k / PREP_COLS,
    * column k % PREP_COLS: consecutive threads read consecutive columns of
@@ -457,18 +447,18 @@ __global__ void __launch_bounds__(PREP_THREADS)
 
   const int64_t q = c0 + warp;
   if (q >= g.idx_cols) return; /* warp-uniform; no block barrier follows */
-  const int chunks = g.row_chunks;
+  const int chunks = g.groups; /* histogram bins: row groups */
   int *cur = cursor[warp];
   for (int k = lane; k <= chunks; k += 32) cur[k] = 0;
   __syncwarp();
   for (int i = lane; i < g.N; i += 32) {
     const unsigned e = key[i][warp];
-    if (e != SMALL_NO_ENTRY) atomicAdd(&cur[e / R], 1);
+    if (e != SMALL_NO_ENTRY) atomicAdd(&cur[e / G], 1);
   }
   __syncwarp();
 
-  /* exclusive scan of the histogram, 32 chunks a step; entry `chunks`
-   * (never counted: e / R < chunks) ends as the column's total */
+  /* exclusive scan of the histogram, 32 groups a step; entry `chunks`
+   * (never counted: e / G < chunks) ends as the column's total */
   int *off = offsets + q * (chunks + 1);
   int carry = 0;
   for (int k0 = 0; k0 <= chunks; k0 += 32) { /* warp-uniform */
@@ -489,14 +479,14 @@ __global__ void __launch_bounds__(PREP_THREADS)
   __syncwarp();
 
   /* the entries into place, 32 source rows a step in ascending order: a
-   * lane's place is its chunk's cursor plus the lanes below it with the
-   * same chunk; the lowest lane of each chunk then advances the cursor */
+   * lane's place is its group's cursor plus the lanes below it with the
+   * same group; the lowest lane of each group then advances the cursor */
   uint16_t *col = list + q * g.N;
   const unsigned below = (1u << lane) - 1u;
   for (int i0 = 0; i0 < g.N; i0 += 32) { /* warp-uniform */
     const int i = i0 + lane;
     const unsigned e = i < g.N ? (unsigned)key[i][warp] : SMALL_NO_ENTRY;
-    const int chunk = e != SMALL_NO_ENTRY ? (int)(e / R) : -1;
+    const int chunk = e != SMALL_NO_ENTRY ? (int)(e / G) : -1;
     const unsigned peers = __match_any_sync(0xffffffffu, chunk);
     const int base = chunk >= 0 ? cur[chunk] : 0;
     __syncwarp(); /* every lane has read its cursor before any moves */
@@ -517,20 +507,20 @@ __global__ void __launch_bounds__(PREP_THREADS)
  * self and out are not __restrict__ for that reason.
  * first_bad (validate=device, NULL otherwise): the prep blocks' verdicts,
  * written by the prep kernel, whose completion and writes this kernel
- * waits for (small_wait_for_prep) before it reads them or the lists: no
+ * waits for (cuda_wait_prerequisites) before it reads them or the lists: no
  * fence and no counter are needed. Every block reads all of them and,
  * when any is bad, stores nothing; block (0, 0) publishes the least
  * position, which is the first bad entry in row-major order: the prep
  * blocks' entries partition the index. */
 template <typename T>
 __global__ void __launch_bounds__(SMALL_THREADS)
-    scatter_tile_kernel(const int *__restrict__ offsets, const uint16_t *__restrict__ list,
-                        small_geometry g, const T *self, const T *__restrict__ src, T *out,
-                        const unsigned long long *__restrict__ first_bad, int prep_blocks,
+    scatter_tile_kernel(const int *offsets, const uint16_t *list, small_geometry g,
+                        const T *self, const T *__restrict__ src, T *out,
+                        const unsigned long long *first_bad, int prep_blocks,
                         cuda_error_record *record, cuda_check_desc d) {
   typedef typename acc_of<T>::type A;
   constexpr int R = small_rows<T>(), RW = R / SMALL_WARPS;
-  constexpr int BATCH = 8; /* list entries whose src loads are in flight together */
+  constexpr int BATCH = 16; /* list entries whose src loads are in flight together */
   __shared__ A acc[R][SMALL_COLS];
   __shared__ unsigned long long s_first;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -546,18 +536,23 @@ __global__ void __launch_bounds__(SMALL_THREADS)
     const int64_t m = r0 + lo + j;
     start[j] = self && q < g.cols && m < g.M ? to_acc<T>(self[m * g.cols + q]) : (A)0;
   }
-  small_wait_for_prep();
-  /* the run of this column's entries for the chunk and the verdicts */
-  int s0 = 0, s1 = 0; /* no entries past idx_cols */
-  if (q < g.idx_cols) {
-    const int *o = offsets + q * (g.row_chunks + 1) + chunk;
-    s0 = o[0];
-    s1 = o[1];
+  cuda_wait_prerequisites();
+  /* the run of this column's entries for this thread's row group, and the
+   * verdicts. Everything the prep kernel wrote is read through L2
+   * (__ldcg): with a programmatic launch this kernel was running while the
+   * prep wrote, and the read-only path (ld.global.nc, which __restrict__
+   * const would allow) assumes data constant for the kernel's lifetime. */
+  const int group = chunk * SMALL_WARPS + warp;
+  int s0 = 0, s1 = 0; /* no entries past idx_cols or M */
+  if (q < g.idx_cols && group < g.groups) {
+    const int *o = offsets + q * (g.groups + 1) + group;
+    s0 = __ldcg(o);
+    s1 = __ldcg(o + 1);
   }
   unsigned long long first = ~0ULL;
   if (first_bad)
     for (int b = threadIdx.x; b < prep_blocks; b += SMALL_THREADS) {
-      const unsigned long long p = first_bad[b];
+      const unsigned long long p = __ldcg(first_bad + b);
       first = p < first ? p : first;
     }
 #pragma unroll
@@ -578,25 +573,21 @@ __global__ void __launch_bounds__(SMALL_THREADS)
     return;
   }
 
-  /* this column's entries of the chunk in list order (ascending source
-   * row), BATCH at a time: the entries' loads, then the src loads of those
-   * that name this thread's rows, then the adds, in order */
+  /* this thread's entries in list order (ascending source row; each names
+   * one of its rows), BATCH at a time: the entries' loads, then their src
+   * loads, then the adds, in order */
   const uint16_t *col = list + q * g.N;
   for (int s = s0; s < s1; s += BATCH) {
-    int e[BATCH], row[BATCH];
+    int e[BATCH];
     A v[BATCH];
 #pragma unroll
-    for (int j = 0; j < BATCH; j++) e[j] = s + j < s1 ? (int)col[s + j] : -1;
-#pragma unroll
-    for (int j = 0; j < BATCH; j++) {
-      const int r = e[j] & ((1 << SMALL_ROW_BITS) - 1);
-      row[j] = e[j] >= 0 && r >= lo && r < lo + RW ? r : -1;
-      v[j] = row[j] >= 0 ? to_acc<T>(src[(int64_t)(e[j] >> SMALL_ROW_BITS) * g.src_row + q])
-                         : (A)0;
-    }
+    for (int j = 0; j < BATCH; j++) e[j] = s + j < s1 ? (int)__ldcg(col + s + j) : -1;
 #pragma unroll
     for (int j = 0; j < BATCH; j++)
-      if (row[j] >= 0) acc[row[j]][lane] += v[j];
+      v[j] = e[j] >= 0 ? to_acc<T>(src[(int64_t)(e[j] >> SMALL_ROW_BITS) * g.src_row + q]) : (A)0;
+#pragma unroll
+    for (int j = 0; j < BATCH; j++)
+      if (e[j] >= 0) acc[e[j] & ((1 << SMALL_ROW_BITS) - 1)][lane] += v[j];
   }
 
   /* every element of the tile once (spec decision 6), sources or not */
@@ -827,7 +818,7 @@ static apx_status run_general(cuda_state *st, const scatter_call *c, const int *
 }
 
 /* dim 0, a 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of at
- * most SMALL_MAX_CHUNKS row chunks, at most SMALL_MAX_PREP_BLOCKS prep
+ * most SMALL_MAX_GROUPS row groups, at most SMALL_MAX_PREP_BLOCKS prep
  * blocks, and the column chunks fit grid.y. */
 static int small_eligible(const scatter_call *c) {
   const apx_tensor *ix = c->index;
@@ -837,20 +828,11 @@ static int small_eligible(const scatter_call *c) {
   int64_t idx_cols = ix->ndim > 1 ? ix->shape[1] : 1;
   int64_t cols = c->out->ndim > 1 ? c->out->shape[1] : 1;
   int64_t R = c->out->dtype == APX_DTYPE_I64 ? small_rows<int64_t>() : small_rows<float>();
-  int64_t row_chunks = (c->out->shape[0] + R - 1) / R;
+  int64_t groups = (c->out->shape[0] + R / SMALL_WARPS - 1) / (R / SMALL_WARPS);
   int64_t prep_blocks = (idx_cols + PREP_COLS - 1) / PREP_COLS;
   int64_t col_chunks = (cols + SMALL_COLS - 1) / SMALL_COLS;
-  return idx_cols >= 1 && row_chunks >= 1 && row_chunks <= SMALL_MAX_CHUNKS &&
+  return idx_cols >= 1 && groups >= 1 && groups <= SMALL_MAX_GROUPS &&
          prep_blocks <= SMALL_MAX_PREP_BLOCKS && col_chunks <= 65535;
-}
-
-/* Programmatic launch of the tile kernel (see small_wait_for_prep), unless
- * the environment has APEXX_CUDA_PDL=0 (read per call, as the cpu
- * backend's APEXX_CPU_ISA: an A/B switch for timings and a way out should
- * a driver mishandle it). */
-static int small_pdl_wanted(void) {
-  const char *v = getenv("APEXX_CUDA_PDL");
-  return !(v && v[0] == '0' && v[1] == '\0');
 }
 
 /* validate=eager runs the pre-pass and waits for it (a bad index returns
@@ -865,6 +847,7 @@ static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t 
   g.N = (int)c->index->shape[0];
   g.M = (int)c->out->shape[0];
   g.row_chunks = (g.M + R - 1) / R;
+  g.groups = (g.M + R / SMALL_WARPS - 1) / (R / SMALL_WARPS);
   g.idx_cols = c->index->ndim > 1 ? c->index->shape[1] : 1;
   g.src_row = c->src->ndim > 1 ? c->src->shape[1] : 1;
   g.cols = c->out->ndim > 1 ? c->out->shape[1] : 1;
@@ -883,7 +866,7 @@ static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t 
   const int check = st->validate_mode == APX_VALIDATE_DEVICE;
   const int prep_blocks = (int)((g.idx_cols + PREP_COLS - 1) / PREP_COLS);
   size_t bad_bytes = check ? cuda_align_up((size_t)prep_blocks * sizeof(unsigned long long)) : 0;
-  size_t off_bytes = cuda_align_up((size_t)g.idx_cols * (size_t)(g.row_chunks + 1) * sizeof(int));
+  size_t off_bytes = cuda_align_up((size_t)g.idx_cols * (size_t)(g.groups + 1) * sizeof(int));
   size_t list_bytes = cuda_align_up((size_t)g.idx_cols * (size_t)g.N * sizeof(uint16_t));
   cuda_workspace ws;
   apx_status status =
@@ -901,31 +884,14 @@ static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t 
         (const int32_t *)c->index->data, g, offsets, list, first_bad);
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)g.row_chunks, (unsigned)((g.cols + SMALL_COLS - 1) / SMALL_COLS));
-    cfg.blockDim = dim3(SMALL_THREADS);
-    cfg.stream = s;
-    cudaLaunchAttribute pdl[1] = {};
-    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = pdl;
-    cfg.numAttrs = small_pdl_wanted() ? 1 : 0;
     const T *self = c->self ? (const T *)c->self->data : nullptr;
-    const T *src = (const T *)c->src->data;
-    T *out = (T *)c->out->data;
-    cuda_error_record *record = st->dev[dev].record;
     const int *off_arg = offsets;
     const uint16_t *list_arg = list;
     const unsigned long long *bad_arg = first_bad;
-    err = cudaLaunchKernelEx(&cfg, scatter_tile_kernel<T>, off_arg, list_arg, g, self, src, out,
-                             bad_arg, prep_blocks, record, d);
-    if (err != cudaSuccess && cfg.numAttrs > 0) {
-      /* a device or stream without programmatic launches: a plain one */
-      (void)cudaGetLastError();
-      cfg.numAttrs = 0;
-      err = cudaLaunchKernelEx(&cfg, scatter_tile_kernel<T>, off_arg, list_arg, g, self, src,
-                               out, bad_arg, prep_blocks, record, d);
-    }
+    const dim3 grid((unsigned)g.row_chunks, (unsigned)((g.cols + SMALL_COLS - 1) / SMALL_COLS));
+    err = cuda_launch_after(st, dev, 1, grid, dim3(SMALL_THREADS), 0, s, scatter_tile_kernel<T>,
+                            off_arg, list_arg, g, self, (const T *)c->src->data,
+                            (T *)c->out->data, bad_arg, prep_blocks, st->dev[dev].record, d);
     if (err == cudaSuccess) err = cudaGetLastError();
   }
   cuda_ws_free(&ws); /* stream-ordered: after the tile kernel */

@@ -454,6 +454,7 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * with a per-cell table. */
 #define UNPACK_SMALL_K 64
 #define UNPACK_RANK_PARTS 4
+#define UNPACK_SMALL_BLEND_UNITS 2 /* four took up to 125 registers */
 
 template <typename T, int VEC, int BLEND, int UNITS>
 __global__ void __launch_bounds__(UNPACK_THREADS)
@@ -689,11 +690,12 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
   }
   load_row((int64_t)blockIdx.y / g.C);
   if (staged) load_stage(blockIdx.y);
-  /* 2: the check, before any store (validate=device) */
-  if (cuda_block_check(ic) || cuda_call_failed(bad)) return;
+  /* 2: the in-kernel check, before any store (validate=device, when the
+   * check is not a separate kernel beside this one) */
+  if (cuda_block_check(ic)) return;
   const float keep = 1.0f - alpha;
   int64_t built_b = -1;
-  bool first = true;
+  bool first = true, waited = false;
   CUDA_FOR_OUTER(plane, g.planes) {
     const int64_t b = plane / g.C, c = plane % g.C;
     const bool new_row = b != built_b; /* block-uniform, as `staged` */
@@ -746,6 +748,14 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
       }
       __syncthreads();
       built_b = b;
+    }
+    /* validate=device with the check a kernel beside this one
+     * (cuda_launch_after): everything above needed no verdict; wait for
+     * it before the first store (block-uniform) */
+    if (!waited) {
+      cuda_wait_prerequisites();
+      if (cuda_call_failed_after_wait(bad)) return;
+      waited = true;
     }
     /* this plane's groups; its pixels in tile 0 of (b, c), + k * kstride
      * for tile k */
@@ -827,10 +837,12 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
   }
 }
 
+/* A failed launch leaves its error for the caller's cudaGetLastError. */
 template <typename T, int VEC>
-static void launch_small(const unpack_geometry &g, const apx_tileunpack_args *a,
-                         const unpack_sources &src, const cuda_inline_check &ic, float alpha,
-                         const int *bad, cudaStream_t s) {
+static void launch_small(const cuda_state *st, int dev, const unpack_geometry &g,
+                         const apx_tileunpack_args *a, const unpack_sources &src,
+                         const cuda_inline_check &ic, float alpha, const int *bad,
+                         cudaStream_t s) {
   int aliased = a->out->data == a->base->data;
   int blend = a->mode == APX_OVERLAP_BLEND;
   if (g.gh * g.gw <= UNPACK_TABLE_CELLS) { /* the seed form */
@@ -841,20 +853,19 @@ static void launch_small(const unpack_geometry &g, const apx_tileunpack_args *a,
     int staged = slices <= UNPACK_THREADS;
     size_t smem = (size_t)((g.gh * g.gw + 1) & ~(int64_t)1) * sizeof(unsigned long long) +
                   (staged ? (size_t)slices * sizeof(unpack_pack<T, VEC>) : 0);
-    if (blend)
-      unpack_table_kernel<T, VEC, 1><<<l.grid, l.block, smem, s>>>(
-          (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g,
-          aliased, alpha, staged, ic, bad);
-    else
-      unpack_table_kernel<T, VEC, 0><<<l.grid, l.block, smem, s>>>(
-          (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g,
-          aliased, alpha, staged, ic, bad);
+    /* beside the check kernel when there is one (validate=device) */
+    const int beside = bad != nullptr;
+    (void)cuda_launch_after(
+        st, dev, beside, l.grid, l.block, smem, s,
+        blend ? unpack_table_kernel<T, VEC, 1> : unpack_table_kernel<T, VEC, 0>,
+        (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g, aliased,
+        alpha, staged, ic, bad);
     return;
   }
-  int units = blend ? UNPACK_BLEND_UNITS : UNPACK_UNITS;
+  int units = blend ? UNPACK_SMALL_BLEND_UNITS : UNPACK_UNITS;
   cuda_geom2 l = cuda_geom_2d(g.planes, (g.plane_groups + units - 1) / units, UNPACK_THREADS);
   if (blend)
-    unpack_small_kernel<T, VEC, 1, UNPACK_BLEND_UNITS><<<l.grid, l.block, 0, s>>>(
+    unpack_small_kernel<T, VEC, 1, UNPACK_SMALL_BLEND_UNITS><<<l.grid, l.block, 0, s>>>(
         (const T *)a->base->data, (const T *)a->packed->data, (T *)a->out->data, src, g, aliased,
         alpha, ic, bad);
   else
@@ -924,12 +935,12 @@ static void launch_out_units(const unpack_geometry &g, const apx_tileunpack_args
  * (ids); the grid was sized for g.units groups per thread. The one-group
  * form covers any grid (grid-stride loops). */
 template <typename T, int VEC>
-static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a,
-                       const unpack_cells_src &m, const unpack_sources *small,
-                       const cuda_inline_check &ic, float alpha, const int *bad,
-                       cudaStream_t s) {
+static void launch_out(const cuda_state *st, int dev, const unpack_geometry &g,
+                       const apx_tileunpack_args *a, const unpack_cells_src &m,
+                       const unpack_sources *small, const cuda_inline_check &ic, float alpha,
+                       const int *bad, cudaStream_t s) {
   if (small)
-    launch_small<T, VEC>(g, a, *small, ic, alpha, bad, s);
+    launch_small<T, VEC>(st, dev, g, a, *small, ic, alpha, bad, s);
   else if (a->mode == APX_OVERLAP_BLEND) {
     if (g.units == UNPACK_BLEND_UNITS && m.win && m.count && m.start) {
       int aliased = a->out->data == a->base->data;
@@ -948,35 +959,36 @@ static void launch_out(const unpack_geometry &g, const apx_tileunpack_args *a,
 }
 
 template <typename T>
-static void launch_out_typed(const unpack_geometry &g, const apx_tileunpack_args *a,
-                             const unpack_cells_src &m, const unpack_sources *small,
-                             const cuda_inline_check &ic, float alpha, const int *bad,
-                             cudaStream_t s) {
+static void launch_out_typed(const cuda_state *st, int dev, const unpack_geometry &g,
+                             const apx_tileunpack_args *a, const unpack_cells_src &m,
+                             const unpack_sources *small, const cuda_inline_check &ic,
+                             float alpha, const int *bad, cudaStream_t s) {
   switch (g.vec) {
-  case 8: launch_out<T, 8>(g, a, m, small, ic, alpha, bad, s); break;
-  case 4: launch_out<T, 4>(g, a, m, small, ic, alpha, bad, s); break;
-  case 2: launch_out<T, 2>(g, a, m, small, ic, alpha, bad, s); break;
-  default: launch_out<T, 1>(g, a, m, small, ic, alpha, bad, s); break;
+  case 8: launch_out<T, 8>(st, dev, g, a, m, small, ic, alpha, bad, s); break;
+  case 4: launch_out<T, 4>(st, dev, g, a, m, small, ic, alpha, bad, s); break;
+  case 2: launch_out<T, 2>(st, dev, g, a, m, small, ic, alpha, bad, s); break;
+  default: launch_out<T, 1>(st, dev, g, a, m, small, ic, alpha, bad, s); break;
   }
 }
 
 /* The output pass for any dtype: the map/sort form (m), or the small-K
  * form when `small` gives its sources; alpha is rounded to the base dtype
  * first, as the reference does (a 0-d tensor). */
-static void launch_out_any(const unpack_geometry &g, const apx_tileunpack_args *a,
-                           const unpack_cells_src &m, const unpack_sources *small,
-                           const cuda_inline_check &ic, const int *bad, cudaStream_t stream) {
+static void launch_out_any(const cuda_state *st, int dev, const unpack_geometry &g,
+                           const apx_tileunpack_args *a, const unpack_cells_src &m,
+                           const unpack_sources *small, const cuda_inline_check &ic,
+                           const int *bad, cudaStream_t stream) {
   float alpha = (float)a->blend_alpha;
   switch (a->base->dtype) {
   case APX_DTYPE_F16:
     alpha = __half2float(__float2half_rn(alpha));
-    launch_out_typed<__half>(g, a, m, small, ic, alpha, bad, stream);
+    launch_out_typed<__half>(st, dev, g, a, m, small, ic, alpha, bad, stream);
     break;
   case APX_DTYPE_BF16:
     alpha = __bfloat162float(__float2bfloat16_rn(alpha));
-    launch_out_typed<__nv_bfloat16>(g, a, m, small, ic, alpha, bad, stream);
+    launch_out_typed<__nv_bfloat16>(st, dev, g, a, m, small, ic, alpha, bad, stream);
     break;
-  default: launch_out_typed<float>(g, a, m, small, ic, alpha, bad, stream); break;
+  default: launch_out_typed<float>(st, dev, g, a, m, small, ic, alpha, bad, stream); break;
   }
 }
 
@@ -1028,11 +1040,17 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
   }
   /* small K with ids: the one-launch form, which needs no levels minimum */
   const int small = a->idx != NULL && g.K <= UNPACK_SMALL_K;
+  /* validate=device on sm_90: the table form's check is a kernel of its
+   * own and the table kernel starts beside it (launch_small), which cost
+   * less than the check inside the kernel at the seed profile
+   * (bench/results/cuda/NOTES.md, run 16) */
+  const int check_beside = small && g.gh * g.gw <= UNPACK_TABLE_CELLS &&
+                           st->validate_mode == APX_VALIDATE_DEVICE && cuda_pdl_ok(st, dev);
   cuda_inline_check ic;
   memset(&ic, 0, sizeof ic);
   cuda_checked chk;
   memset(&chk, 0, sizeof chk);
-  if (!small || !cuda_check_inline(st, dev, &d, &ic)) {
+  if (!small || check_beside || !cuda_check_inline(st, dev, &d, &ic)) {
     s = cuda_check_run(st, dev, stream, &d, a->levels != NULL && !small, &chk);
     if (s != APX_OK) return s;
   }
@@ -1047,7 +1065,7 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
   unpack_cells_src m;
   memset(&m, 0, sizeof m);
   if (small) {
-    launch_out_any(g, a, m, &src, ic, chk.bad, stream);
+    launch_out_any(st, dev, g, a, m, &src, ic, chk.bad, stream);
     CUDA_LAUNCHED(st, "tileunpack: launch");
     return APX_OK;
   }
@@ -1126,7 +1144,7 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
     m.origin32 = origin32;
   }
   if (err == cudaSuccess) {
-    launch_out_any(g, a, m, nullptr, ic, chk.bad, stream);
+    launch_out_any(st, dev, g, a, m, nullptr, ic, chk.bad, stream);
     err = cudaGetLastError();
   }
   cuda_ws_free(&ws);

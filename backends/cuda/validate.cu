@@ -87,6 +87,7 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   __shared__ int s_vary[CUDA_CHECK_THREADS];
   __shared__ long long s_ids[CUDA_CHECK_THREADS]; /* a tile of ids (uniqueness) */
   __shared__ int s_last;
+  cuda_allow_dependents(); /* a small call's main kernel may start beside it */
 
   const int t = threadIdx.x;
   unsigned long long first_bad = ULLONG_MAX;
@@ -272,6 +273,7 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
                        int publish) {
   __shared__ unsigned long long s_min[CUDA_CHECK_THREADS / 32];
   __shared__ int s_last;
+  cuda_allow_dependents(); /* a small call's main kernel may start beside it */
   const I *data = (const I *)d.data;
   const int t = threadIdx.x;
   const int64_t span = (int64_t)blockDim.x * CUDA_CHECK_UNROLL;
