@@ -451,11 +451,18 @@ __global__ void __launch_bounds__(PREP_THREADS)
   int *cur = cursor[warp];
   for (int k = lane; k <= chunks; k += 32) cur[k] = 0;
   __syncwarp();
-  for (int i = lane; i < g.N; i += 32) {
-    const unsigned e = key[i][warp];
-    if (e != SMALL_NO_ENTRY) atomicAdd(&cur[e / G], 1);
+  /* 32 rows a step; the lowest lane of each group adds the group's count
+   * (consecutive rows often share a group: shared atomics on one word
+   * would serialise) */
+  const unsigned below = (1u << lane) - 1u;
+  for (int i0 = 0; i0 < g.N; i0 += 32) { /* warp-uniform */
+    const int i = i0 + lane;
+    const unsigned e = i < g.N ? (unsigned)key[i][warp] : SMALL_NO_ENTRY;
+    const int grp = e != SMALL_NO_ENTRY ? (int)(e / G) : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, grp);
+    if (grp >= 0 && (peers & below) == 0) cur[grp] += __popc(peers);
+    __syncwarp();
   }
-  __syncwarp();
 
   /* exclusive scan of the histogram, 32 groups a step; entry `chunks`
    * (never counted: e / G < chunks) ends as the column's total */
@@ -482,7 +489,6 @@ __global__ void __launch_bounds__(PREP_THREADS)
    * lane's place is its group's cursor plus the lanes below it with the
    * same group; the lowest lane of each group then advances the cursor */
   uint16_t *col = list + q * g.N;
-  const unsigned below = (1u << lane) - 1u;
   for (int i0 = 0; i0 < g.N; i0 += 32) { /* warp-uniform */
     const int i = i0 + lane;
     const unsigned e = i < g.N ? (unsigned)key[i][warp] : SMALL_NO_ENTRY;

@@ -80,11 +80,6 @@ __global__ void unique_map_kernel(cuda_check_desc d, int *map) {
 __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     check_kernel(cuda_check_desc d, cuda_check_slot *slot, cuda_error_record *record,
                  int publish) {
-  __shared__ unsigned long long s_pos[CUDA_CHECK_THREADS];
-  __shared__ long long s_lmin[CUDA_CHECK_THREADS];
-  __shared__ long long s_lmax[CUDA_CHECK_THREADS];
-  __shared__ long long s_kat[CUDA_CHECK_THREADS];
-  __shared__ int s_vary[CUDA_CHECK_THREADS];
   __shared__ long long s_ids[CUDA_CHECK_THREADS]; /* a tile of ids (uniqueness) */
   __shared__ int s_last;
   cuda_allow_dependents(); /* a small call's main kernel may start beside it */
@@ -161,34 +156,25 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
       }
     }
   }
-  s_pos[t] = first_bad;
-  s_lmin[t] = lmin;
-  s_lmax[t] = lmax;
-  s_kat[t] = kat;
-  s_vary[t] = vary;
-  __syncthreads();
-  for (int half = CUDA_CHECK_THREADS / 2; half > 0; half /= 2) {
-    if (t < half) {
-      s_pos[t] = s_pos[t + half] < s_pos[t] ? s_pos[t + half] : s_pos[t];
-      s_lmin[t] = s_lmin[t + half] < s_lmin[t] ? s_lmin[t + half] : s_lmin[t];
-      if (s_lmax[t + half] > s_lmax[t] ||
-          (s_lmax[t + half] == s_lmax[t] && s_kat[t + half] > s_kat[t])) {
-        s_lmax[t] = s_lmax[t + half];
-        s_kat[t] = s_kat[t + half];
-      }
-      s_vary[t] |= s_vary[t + half];
-    }
-    __syncthreads();
-  }
+  /* the block's partials in thread 0: warp shuffles and one barrier (a
+   * shared-memory tree of eight barriers was most of a one-block check's
+   * tail, which a kernel beside it waits for) */
+  cuda_block_partial mine;
+  mine.pos = first_bad;
+  mine.lmin = lmin;
+  mine.lmax = lmax;
+  mine.kat = kat;
+  int any_vary = __syncthreads_or(vary);
+  cuda_block_partial all = cuda_block_reduce(mine);
   /* One block: its reduction is the verdict. Several: the last one to
    * finish combines every block's partials. */
   if (gridDim.x > 1) {
     if (t == 0) {
-      slot->partial_pos[blockIdx.x] = s_pos[0];
-      slot->partial_lmin[blockIdx.x] = s_lmin[0];
-      slot->partial_lmax[blockIdx.x] = s_lmax[0];
-      slot->partial_kat[blockIdx.x] = s_kat[0];
-      slot->partial_rows_vary[blockIdx.x] = s_vary[0];
+      slot->partial_pos[blockIdx.x] = all.pos;
+      slot->partial_lmin[blockIdx.x] = all.lmin;
+      slot->partial_lmax[blockIdx.x] = all.lmax;
+      slot->partial_kat[blockIdx.x] = all.kat;
+      slot->partial_rows_vary[blockIdx.x] = any_vary;
       combine_fence();
       unsigned ticket = atomicAdd(&slot->blocks_done, 1u);
       s_last = ticket == gridDim.x - 1;
@@ -200,45 +186,26 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
      * its block's fence and ticket), all threads at once. */
     combine_fence();
     volatile cuda_check_slot *vs = slot;
-    unsigned long long pos = ULLONG_MAX;
-    long long gmin = LLONG_MAX, gmax = LLONG_MIN, gkat = -1;
-    int gvary = 0; /* this thread's share of the partials */
+    cuda_block_partial share; /* this thread's share of the partials */
+    share.pos = ULLONG_MAX;
+    share.lmin = LLONG_MAX;
+    share.lmax = LLONG_MIN;
+    share.kat = -1;
+    int share_vary = 0;
     for (unsigned b = t; b < gridDim.x; b += blockDim.x) {
-      unsigned long long p = vs->partial_pos[b];
-      pos = p < pos ? p : pos;
-      long long a = vs->partial_lmin[b], c = vs->partial_lmax[b], k = vs->partial_kat[b];
-      gmin = a < gmin ? a : gmin;
-      if (c > gmax || (c == gmax && k > gkat)) {
-        gmax = c;
-        gkat = k;
-      }
-      gvary |= vs->partial_rows_vary[b];
+      cuda_block_partial p;
+      p.pos = vs->partial_pos[b];
+      p.lmin = vs->partial_lmin[b];
+      p.lmax = vs->partial_lmax[b];
+      p.kat = vs->partial_kat[b];
+      cuda_partial_merge(share, p);
+      share_vary |= vs->partial_rows_vary[b];
     }
-    s_pos[t] = pos;
-    s_lmin[t] = gmin;
-    s_lmax[t] = gmax;
-    s_kat[t] = gkat;
-    s_vary[t] = gvary;
-    __syncthreads();
-    for (int half = CUDA_CHECK_THREADS / 2; half > 0; half /= 2) {
-      if (t < half) {
-        s_pos[t] = s_pos[t + half] < s_pos[t] ? s_pos[t + half] : s_pos[t];
-        s_lmin[t] = s_lmin[t + half] < s_lmin[t] ? s_lmin[t + half] : s_lmin[t];
-        if (s_lmax[t + half] > s_lmax[t] ||
-            (s_lmax[t + half] == s_lmax[t] && s_kat[t + half] > s_kat[t])) {
-          s_lmax[t] = s_lmax[t + half];
-          s_kat[t] = s_kat[t + half];
-        }
-        s_vary[t] |= s_vary[t + half];
-      }
-      __syncthreads();
-    }
+    any_vary = __syncthreads_or(share_vary);
+    all = cuda_block_reduce(share);
   }
   if (t != 0) return;
-  unsigned long long pos = s_pos[0];
-  long long gmin = s_lmin[0], gmax = s_lmax[0], gkat = s_kat[0];
-  int gvary = s_vary[0];
-  check_finish(d, slot, record, publish, pos, gmin, gmax, gkat, gvary);
+  check_finish(d, slot, record, publish, all.pos, all.lmin, all.lmax, all.kat, any_vary);
 }
 
 /* The plain range check (no uniqueness, row note or levels), the common
