@@ -381,6 +381,22 @@ struct small_geometry {
   int64_t cols;     /* out (and self) row length, >= idx_cols */
 };
 
+/* The lanes of the warp holding the same v as this lane (all lanes take
+ * part): __match_any_sync by one ballot per distinct value, cheaper when
+ * a step of 32 index rows names few row groups (consecutive rows often
+ * share one); MATCH.ANY made the prep kernel slower at the seed shape
+ * (bench/results/cuda/NOTES.md, run 17). */
+static __device__ __forceinline__ unsigned small_peers(int v) {
+  unsigned todo = 0xffffffffu, peers = 0;
+  while (todo) { /* warp-uniform */
+    const int w = __shfl_sync(0xffffffffu, v, __ffs(todo) - 1);
+    const unsigned m = __ballot_sync(0xffffffffu, v == w);
+    if (v == w) peers = m;
+    todo &= ~m;
+  }
+  return peers;
+}
+
 /* Block b sorts index columns [b * PREP_COLS, (b + 1) * PREP_COLS), warp w
  * column b * PREP_COLS + w. Workspace per column q: offsets[q * (groups +
  * 1) + k] = first list position of row group k (the last one: the column's
@@ -453,13 +469,13 @@ __global__ void __launch_bounds__(PREP_THREADS)
   __syncwarp();
   /* 32 rows a step; the lowest lane of each group adds the group's count
    * (consecutive rows often share a group: shared atomics on one word
-   * would serialise) */
+   * serialise) */
   const unsigned below = (1u << lane) - 1u;
   for (int i0 = 0; i0 < g.N; i0 += 32) { /* warp-uniform */
     const int i = i0 + lane;
     const unsigned e = i < g.N ? (unsigned)key[i][warp] : SMALL_NO_ENTRY;
     const int grp = e != SMALL_NO_ENTRY ? (int)(e / G) : -1;
-    const unsigned peers = __match_any_sync(0xffffffffu, grp);
+    const unsigned peers = small_peers(grp);
     if (grp >= 0 && (peers & below) == 0) cur[grp] += __popc(peers);
     __syncwarp();
   }
@@ -493,7 +509,7 @@ __global__ void __launch_bounds__(PREP_THREADS)
     const int i = i0 + lane;
     const unsigned e = i < g.N ? (unsigned)key[i][warp] : SMALL_NO_ENTRY;
     const int chunk = e != SMALL_NO_ENTRY ? (int)(e / G) : -1;
-    const unsigned peers = __match_any_sync(0xffffffffu, chunk);
+    const unsigned peers = small_peers(chunk);
     const int base = chunk >= 0 ? cur[chunk] : 0;
     __syncwarp(); /* every lane has read its cursor before any moves */
     if (chunk >= 0) {
