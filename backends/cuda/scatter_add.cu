@@ -381,18 +381,20 @@ struct small_geometry {
   int64_t cols;     /* out (and self) row length, >= idx_cols */
 };
 
-/* The lanes of the warp holding the same v as this lane (all lanes take
- * part): __match_any_sync by one ballot per distinct value, cheaper when
- * a step of 32 index rows names few row groups (consecutive rows often
- * share one); MATCH.ANY made the prep kernel slower at the seed shape
- * (bench/results/cuda/NOTES.md, run 17). */
-static __device__ __forceinline__ unsigned small_peers(int v) {
-  unsigned todo = 0xffffffffu, peers = 0;
-  while (todo) { /* warp-uniform */
-    const int w = __shfl_sync(0xffffffffu, v, __ffs(todo) - 1);
-    const unsigned m = __ballot_sync(0xffffffffu, v == w);
-    if (v == w) peers = m;
-    todo &= ~m;
+/* The lanes of the warp holding the same key as this lane (all lanes take
+ * part; key < 2^SMALL_KEY_BITS): one ballot a key bit, a fixed cost.
+ * MATCH.ANY made the prep kernel slower at the seed shape (run 17: 9.1 ->
+ * 10.9 us), and a ballot per distinct key far slower (run 18: 33 us; a
+ * step of 32 random index values names ~30 groups). */
+#define SMALL_KEY_BITS 11
+#define SMALL_NO_GROUP ((1u << SMALL_KEY_BITS) - 1u)
+static_assert(SMALL_MAX_GROUPS < SMALL_NO_GROUP, "small path: a group fits a peer key");
+static __device__ __forceinline__ unsigned small_peers(unsigned key) {
+  unsigned peers = 0xffffffffu;
+#pragma unroll
+  for (int b = 0; b < SMALL_KEY_BITS; b++) {
+    const unsigned m = __ballot_sync(0xffffffffu, key >> b & 1u);
+    peers &= key >> b & 1u ? m : ~m;
   }
   return peers;
 }
@@ -468,15 +470,14 @@ __global__ void __launch_bounds__(PREP_THREADS)
   for (int k = lane; k <= chunks; k += 32) cur[k] = 0;
   __syncwarp();
   /* 32 rows a step; the lowest lane of each group adds the group's count
-   * (consecutive rows often share a group: shared atomics on one word
-   * serialise) */
+   * (no shared atomics: consecutive rows often share a group) */
   const unsigned below = (1u << lane) - 1u;
   for (int i0 = 0; i0 < g.N; i0 += 32) { /* warp-uniform */
     const int i = i0 + lane;
     const unsigned e = i < g.N ? (unsigned)key[i][warp] : SMALL_NO_ENTRY;
-    const int grp = e != SMALL_NO_ENTRY ? (int)(e / G) : -1;
+    const unsigned grp = e != SMALL_NO_ENTRY ? e / G : SMALL_NO_GROUP;
     const unsigned peers = small_peers(grp);
-    if (grp >= 0 && (peers & below) == 0) cur[grp] += __popc(peers);
+    if (grp != SMALL_NO_GROUP && (peers & below) == 0) cur[grp] += __popc(peers);
     __syncwarp();
   }
 
@@ -509,7 +510,7 @@ __global__ void __launch_bounds__(PREP_THREADS)
     const int i = i0 + lane;
     const unsigned e = i < g.N ? (unsigned)key[i][warp] : SMALL_NO_ENTRY;
     const int chunk = e != SMALL_NO_ENTRY ? (int)(e / G) : -1;
-    const unsigned peers = small_peers(chunk);
+    const unsigned peers = small_peers(chunk >= 0 ? (unsigned)chunk : SMALL_NO_GROUP);
     const int base = chunk >= 0 ? cur[chunk] : 0;
     __syncwarp(); /* every lane has read its cursor before any moves */
     if (chunk >= 0) {
