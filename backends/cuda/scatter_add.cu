@@ -383,9 +383,9 @@ struct small_geometry {
 
 /* The lanes of the warp holding the same key as this lane (all lanes take
  * part; key < 2^SMALL_KEY_BITS): one ballot a key bit, a fixed cost.
- * MATCH.ANY made the prep kernel slower at the seed shape (run 17: 9.1 ->
- * 10.9 us), and a ballot per distinct key far slower (run 18: 33 us; a
- * step of 32 random index values names ~30 groups). */
+ * MATCH.ANY cost more at the seed shape (runs 16, 17, 19), a ballot per
+ * distinct key far more (run 18: 33 us; a step of 32 random index values
+ * names ~30 groups). */
 #define SMALL_KEY_BITS 11
 #define SMALL_NO_GROUP ((1u << SMALL_KEY_BITS) - 1u)
 static_assert(SMALL_MAX_GROUPS < SMALL_NO_GROUP, "small path: a group fits a peer key");
@@ -469,17 +469,14 @@ __global__ void __launch_bounds__(PREP_THREADS)
   int *cur = cursor[warp];
   for (int k = lane; k <= chunks; k += 32) cur[k] = 0;
   __syncwarp();
-  /* 32 rows a step; the lowest lane of each group adds the group's count
-   * (no shared atomics: consecutive rows often share a group) */
-  const unsigned below = (1u << lane) - 1u;
-  for (int i0 = 0; i0 < g.N; i0 += 32) { /* warp-uniform */
-    const int i = i0 + lane;
-    const unsigned e = i < g.N ? (unsigned)key[i][warp] : SMALL_NO_ENTRY;
-    const unsigned grp = e != SMALL_NO_ENTRY ? e / G : SMALL_NO_GROUP;
-    const unsigned peers = small_peers(grp);
-    if (grp != SMALL_NO_GROUP && (peers & below) == 0) cur[grp] += __popc(peers);
-    __syncwarp();
+  /* shared atomics: with the seed shape's random rows a step of 32 names
+   * ~30 groups, so they seldom collide (counting by peers cost more: run
+   * 17 and 19) */
+  for (int i = lane; i < g.N; i += 32) {
+    const unsigned e = key[i][warp];
+    if (e != SMALL_NO_ENTRY) atomicAdd(&cur[e / G], 1);
   }
+  __syncwarp();
 
   /* exclusive scan of the histogram, 32 groups a step; entry `chunks`
    * (never counted: e / G < chunks) ends as the column's total */
@@ -506,6 +503,7 @@ __global__ void __launch_bounds__(PREP_THREADS)
    * lane's place is its group's cursor plus the lanes below it with the
    * same group; the lowest lane of each group then advances the cursor */
   uint16_t *col = list + q * g.N;
+  const unsigned below = (1u << lane) - 1u;
   for (int i0 = 0; i0 < g.N; i0 += 32) { /* warp-uniform */
     const int i = i0 + lane;
     const unsigned e = i < g.N ? (unsigned)key[i][warp] : SMALL_NO_ENTRY;
