@@ -208,14 +208,14 @@ static cudaError_t launch_gather_typed(const cuda_state *st, int dev, gather_geo
   const int beside = bad != nullptr && g.n <= GATHER_BESIDE_CHECK_MAX;
   switch (vec) {
   case 4:
-    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 4>, src, index,
-                             out, g, bad);
+    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 4>, src,
+                             index, out, g, bad);
   case 2:
-    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 2>, src, index,
-                             out, g, bad);
+    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 2>, src,
+                             index, out, g, bad);
   default:
-    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 1>, src, index,
-                             out, g, bad);
+    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 1>, src,
+                             index, out, g, bad);
   }
 }
 
