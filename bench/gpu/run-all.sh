@@ -155,7 +155,8 @@ fi
 
 # 3e. (RUN_STEPS "ncudeep" only) why a kernel is slow: occupancy, stall
 # reasons and memory traffic of one launch each of the seed profile's
-# small tileunpack and fused kernels and the large profile's blend kernel
+# small tileunpack (table form), fused and scatter_add kernels and the
+# large profile's override kernel
 if want ncudeep && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
   deep() { # NAME ONLY PROFILE KERNEL-REGEX
     step "ncudeep-$1" 150 env CUDA_BW_ONLY="$2" APEXX_CONFIG="$off_ini" ./libtool \
@@ -164,9 +165,11 @@ if want ncudeep && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
       --section MemoryWorkloadAnalysis --section SchedulerStats \
       ./bench/gpu/cuda_bw --profile "$3" --iters 1
   }
-  deep seed-override override seed unpack_small
+  deep seed-override override seed unpack_table
+  deep seed-blend blend seed unpack_table
   deep seed-fused fused seed fused_small
-  deep large-blend blend large unpack_cells
+  deep seed-scatter-prep scatter_add seed scatter_prep
+  deep seed-scatter-tile scatter_add seed scatter_tile
   deep large-override override large unpack_cells
   for f in "$work"/ncudeep-*.log; do cp "$f" "$OUT/"; done
 fi
