@@ -8,18 +8,16 @@
  *
  * Paths, one result:
  *  - small (dim 0, 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of
- *    at most SMALL_MAX_GROUPS row groups): each block owns an out tile of
- *    R rows x 32 columns, starts each element from self (or zero), adds
- *    its sources in ascending source row and writes it once. Where every
- *    tile block can load its index columns whole (ONE_MAX_WORK), that is
- *    one kernel (after the range check in validate=device/eager, which it
- *    runs beside); otherwise a prep kernel first reads the index once and
- *    sorts each index column's entries by the out row group they name (a
- *    stable counting sort, one warp a column; validate=device checks
- *    there), and the tile kernel reads only its rows' entries. At the
- *    bench's seed shape the general path took ~40 us of GPU time, almost
- *    all of it the radix sort's four or five launches. Taken first where
- *    eligible; the paths below serve every other call.
+ *    at most SMALL_MAX_GROUPS row groups): two launches. A prep kernel
+ *    reads the index once and sorts each index column's entries by the out
+ *    row group they name (a stable counting sort, one warp a column); then
+ *    each block of the tile kernel owns an out tile of R rows x 32
+ *    columns, starts each element from self (or zero), adds its sources in
+ *    ascending source row and writes it once. validate=device checks the
+ *    index inside these two kernels (no pre-pass). At the bench's seed
+ *    shape the general path took ~40 us of GPU time, almost all of it the
+ *    radix sort's four or five launches. Taken first where eligible; the
+ *    paths below serve every other call.
  *  - rows (dim 0, every index row constant, e.g. index_add-like use): the
  *    N source rows are sorted by destination row (stable radix sort, N
  *    keys); then one pass over out, where each element adds its row's run
@@ -840,116 +838,6 @@ static apx_status run_general(cuda_state *st, const scatter_call *c, const int *
   return APX_OK;
 }
 
-/* The one-kernel form of the small path, for calls whose index slabs all
- * tile blocks can load (row chunks x N x 32 columns within ONE_MAX_WORK):
- * block (row chunk, column chunk) loads its 32 index columns whole, every
- * load in flight at once (one round trip), keeps each entry as its row
- * inside the tile (0xff: another tile, or out of range), and each thread
- * scans its column for its G rows in ascending source row, collecting up
- * to ONE_BATCH hits whose src loads then go out together. No prep kernel
- * and no sort: at the seed shape the two kernels' chains of round trips
- * (index, sort, offsets, list, src) were 8.6 us (run 20). With
- * validate=device the range check is a kernel before this one, which runs
- * beside it (cuda_launch_after) and reads its verdict before the first
- * store. */
-#define ONE_MAX_WORK (1 << 22)
-#define ONE_BATCH 32
-#define ONE_NONE 0xffu
-
-template <typename T, typename I>
-__global__ void __launch_bounds__(SMALL_THREADS)
-    scatter_one_kernel(const I *__restrict__ index, small_geometry g, const T *self,
-                       const T *__restrict__ src, T *out, const int *bad) {
-  typedef typename acc_of<T>::type A;
-  constexpr int R = small_rows<T>(), RW = R / SMALL_WARPS;
-  constexpr int LOADS = SMALL_MAX_ROWS / SMALL_WARPS; /* index rows a thread loads */
-  static_assert(R < (int)ONE_NONE, "a tile row fits a byte below ONE_NONE");
-  __shared__ A acc[R][SMALL_COLS];
-  /* column-major: column c's N row bytes, rows of 65 words so that the
-   * lanes (one column each) hit distinct banks */
-  __shared__ uint32_t key[SMALL_COLS][SMALL_MAX_ROWS / 4 + 1];
-  __shared__ uint16_t hit[ONE_BATCH][SMALL_THREADS]; /* source row << 7 | tile row */
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, tid = threadIdx.x;
-  const int64_t r0 = (int64_t)blockIdx.x * R, q = (int64_t)blockIdx.y * SMALL_COLS + lane;
-  const int lo = warp * RW; /* this thread's first tile row */
-  const int64_t tile_rows = g.M - r0 < R ? g.M - r0 : R;
-
-  /* 1: self, and the index slab (index row warp + 8j, column q): all
-   * loads issued before any is used */
-  A start[RW];
-#pragma unroll
-  for (int j = 0; j < RW; j++) {
-    const int64_t m = r0 + lo + j;
-    start[j] = self && q < g.cols && m < g.M ? to_acc<T>(self[m * g.cols + q]) : (A)0;
-  }
-  const bool has_col = q < g.idx_cols;
-  I v[LOADS];
-#pragma unroll
-  for (int j = 0; j < LOADS; j++) {
-    const int i = warp + SMALL_WARPS * j;
-    v[j] = has_col && i < g.N ? index[(int64_t)i * g.idx_cols + q] : (I)-1;
-  }
-  /* 2: the slab as tile rows; a value outside [r0, r0 + tile_rows),
-   * out-of-range ones included (validate=off safety), is ONE_NONE */
-  unsigned char *kc = (unsigned char *)key[lane];
-#pragma unroll
-  for (int j = 0; j < LOADS; j++) {
-    const int i = warp + SMALL_WARPS * j;
-    const uint64_t rel = (uint64_t)(int64_t)v[j] - (uint64_t)r0;
-    if (i < g.N) kc[i] = rel < (uint64_t)tile_rows ? (unsigned char)rel : (unsigned char)ONE_NONE;
-  }
-#pragma unroll
-  for (int j = 0; j < RW; j++) acc[lo + j][lane] = start[j];
-  __syncthreads();
-
-  /* 3: this thread's hits in ascending source row, ONE_BATCH at a time:
-   * their src loads together, then the adds in order (acc rows are the
-   * thread's own: no other thread touches them) */
-  auto flush = [&](int n) {
-    A val[ONE_BATCH];
-#pragma unroll
-    for (int k = 0; k < ONE_BATCH; k++)
-      if (k < n) val[k] = to_acc<T>(src[(int64_t)(hit[k][tid] >> 7) * g.src_row + q]);
-#pragma unroll
-    for (int k = 0; k < ONE_BATCH; k++)
-      if (k < n) acc[hit[k][tid] & 0x7f][lane] += val[k];
-  };
-  int n = 0;
-  if (has_col) {
-    /* four rows a word: bytes whose row - lo is below RW (per-byte
-     * arithmetic wraps, so rows below lo and ONE_NONE land far above) */
-    const uint32_t lo4 = 0x01010101u * (uint32_t)lo, rw4 = 0x01010101u * (uint32_t)RW;
-    const int words = (g.N + 3) / 4;
-    for (int w = 0; w < words; w++) {
-      const uint32_t word = key[lane][w];
-      const uint32_t mine = __vcmpltu4(__vsub4(word, lo4), rw4); /* 0xff per hit byte */
-      if (!mine) continue;
-#pragma unroll
-      for (int b = 0; b < 4; b++) {
-        const int i = 4 * w + b;
-        if ((mine >> (8 * b) & 0xffu) && i < g.N) {
-          hit[n][tid] = (uint16_t)(i << 7 | (int)(word >> (8 * b) & 0xffu));
-          if (++n == ONE_BATCH) {
-            flush(n);
-            n = 0;
-          }
-        }
-      }
-    }
-  }
-  flush(n);
-
-  /* 4: validate=device: the check beside this kernel has finished and
-   * found nothing wrong before anything is stored */
-  cuda_wait_prerequisites();
-  if (cuda_call_failed_after_wait(bad)) return;
-#pragma unroll
-  for (int j = 0; j < RW; j++) {
-    const int64_t m = r0 + lo + j;
-    if (q < g.cols && m < g.M) out[m * g.cols + q] = from_acc<T>(acc[lo + j][lane]);
-  }
-}
-
 /* dim 0, a 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of at
  * most SMALL_MAX_GROUPS row groups, at most SMALL_MAX_PREP_BLOCKS prep
  * blocks, and the column chunks fit grid.y. */
@@ -972,23 +860,6 @@ static int small_eligible(const scatter_call *c) {
  * its message here, as in every other path); validate=device checks in the
  * two kernels (no pre-pass launch: at the seed shape it cost ~4.5 us of
  * graph time); validate=off checks nothing. */
-/* The one-kernel form fits: the index slabs of all tile blocks (row
- * chunks x N rows x 32 columns a column chunk) within ONE_MAX_WORK. */
-static int one_eligible(const small_geometry &g) {
-  int64_t col_chunks = (g.idx_cols + SMALL_COLS - 1) / SMALL_COLS;
-  return (int64_t)g.row_chunks * g.N * col_chunks * SMALL_COLS <= ONE_MAX_WORK;
-}
-
-template <typename T, typename I>
-static cudaError_t launch_one(cuda_state *st, int dev, const scatter_call *c,
-                              const small_geometry &g, const int *bad, cudaStream_t s) {
-  const dim3 grid((unsigned)g.row_chunks, (unsigned)((g.cols + SMALL_COLS - 1) / SMALL_COLS));
-  return cuda_launch_after(st, dev, bad != nullptr, grid, dim3(SMALL_THREADS), 0, s,
-                           scatter_one_kernel<T, I>, (const I *)c->index->data, g,
-                           c->self ? (const T *)c->self->data : (const T *)nullptr,
-                           (const T *)c->src->data, (T *)c->out->data, bad);
-}
-
 template <typename T>
 static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t s) {
   const int R = small_rows<T>();
@@ -1005,17 +876,6 @@ static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t 
   cuda_check_init(&d, c->op, "index", c->index);
   d.lo = 0;
   d.hi = g.M - 1;
-  if (one_eligible(g)) { /* the range check (device, eager), then one kernel */
-    cuda_checked chk;
-    apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
-    if (status != APX_OK) return status;
-    cudaError_t err = c->index->dtype == APX_DTYPE_I64
-                          ? launch_one<T, int64_t>(st, dev, c, g, chk.bad, s)
-                          : launch_one<T, int32_t>(st, dev, c, g, chk.bad, s);
-    if (err == cudaSuccess) err = cudaGetLastError();
-    if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: launch");
-    return APX_OK;
-  }
   if (st->validate_mode == APX_VALIDATE_EAGER) {
     cuda_checked chk;
     apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
