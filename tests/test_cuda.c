@@ -1023,6 +1023,9 @@ START_TEST(test_scatter_add) {
       scatter_case(dt, it, 2, self4, idx4, NULL, 0, 1, 0, 0);
       int64_t self5[2] = {16384, 3}, idx5[2] = {256, 3};
       scatter_case(dt, it, 2, self5, idx5, idx5, 0, 0, 0, 0);
+      /* the same at 129 columns (17 prep blocks, 5 column chunks) */
+      int64_t self6[2] = {16384, 129}, idx6[2] = {256, 129};
+      scatter_case(dt, it, 2, self6, idx6, idx6, 0, 0, 0, 0);
     }
 }
 END_TEST
@@ -1107,6 +1110,41 @@ static twin twin_of(const apx_tensor *h) {
 static void twin_free(twin *t) {
   dev_free(ctx, &t->dev);
   dev_free(ctx_eager, &t->eager);
+}
+
+/* scatter_add with index [N, cols] over self [M, cols] in f32, values in
+ * range but -1 at `first` and M + 1 at `second`, which comes first in
+ * row-major order: rejected in both modes with `message`. */
+static void scatter_first_of_two(apx_dtype it, int64_t M, int64_t N, int64_t cols,
+                                 int64_t first, int64_t second, const char *message) {
+  apx_tensor widx = tu_host2(it, N, cols), wsrc = tu_host2(APX_DTYPE_F32, N, cols);
+  apx_tensor wself = tu_host2(APX_DTYPE_F32, M, cols);
+  tu_fill_int(&rng, &widx, 0, M - 1);
+  set_index(&widx, first, -1);
+  set_index(&widx, second, M + 1);
+  fill_values(&wsrc, 0);
+  fill_values(&wself, 0);
+  twin twidx = twin_of(&widx), twsrc = twin_of(&wsrc), twself = twin_of(&wself);
+  twin twout = twin_of(&wself);
+  apx_scatter_add_args wd = APX_SCATTER_ADD_ARGS_INIT, we;
+  wd.self = &twself.dev;
+  wd.index = &twidx.dev;
+  wd.src = &twsrc.dev;
+  wd.out = &twout.dev;
+  we = wd;
+  we.self = &twself.eager;
+  we.index = &twidx.eager;
+  we.src = &twsrc.eager;
+  we.out = &twout.eager;
+  expect_rejected("scatter_add first of two", call_scatter_add, &wd, &we, &twout.dev,
+                  &twout.eager, message);
+  twin_free(&twidx);
+  twin_free(&twsrc);
+  twin_free(&twself);
+  twin_free(&twout);
+  tu_free(&widx);
+  tu_free(&wsrc);
+  tu_free(&wself);
 }
 
 START_TEST(test_bad_indices) {
@@ -1271,37 +1309,13 @@ START_TEST(test_bad_indices) {
     expect_rejected("scatter_add", call_scatter_add, &ad, &ae, &tsout.dev, &tsout.eager,
                     "index[3][1] = [-1] is outside [0, 7]");
 
-    /* scatter_add's small path over several prep blocks (24 index
-     * columns: 3 blocks of 8): bad values at [3][1] (block 0) and [2][20]
-     * (block 2); both modes name the first in row-major order */
-    apx_tensor widx = tu_host2(it, 4, 24), wsrc = tu_host2(APX_DTYPE_F32, 4, 24);
-    apx_tensor wself = tu_host2(APX_DTYPE_F32, 8, 24);
-    tu_fill_int(&rng, &widx, 0, 7);
-    set_index(&widx, 3 * 24 + 1, -1);
-    set_index(&widx, 2 * 24 + 20, 9);
-    fill_values(&wsrc, 0);
-    fill_values(&wself, 0);
-    twin twidx = twin_of(&widx), twsrc = twin_of(&wsrc), twself = twin_of(&wself);
-    twin twout = twin_of(&wself);
-    apx_scatter_add_args wd = APX_SCATTER_ADD_ARGS_INIT, we;
-    wd.self = &twself.dev;
-    wd.index = &twidx.dev;
-    wd.src = &twsrc.dev;
-    wd.out = &twout.dev;
-    we = wd;
-    we.self = &twself.eager;
-    we.index = &twidx.eager;
-    we.src = &twsrc.eager;
-    we.out = &twout.eager;
-    expect_rejected("scatter_add first of two", call_scatter_add, &wd, &we, &twout.dev,
-                    &twout.eager, "index[2][20] = [9] is outside [0, 7]");
-    twin_free(&twidx);
-    twin_free(&twsrc);
-    twin_free(&twself);
-    twin_free(&twout);
-    tu_free(&widx);
-    tu_free(&wsrc);
-    tu_free(&wself);
+    /* scatter_add's small path: two bad values, the later one in
+     * row-major order in the first index columns; both modes name the
+     * first. 3 prep blocks (24 index columns), then 17 (129) */
+    scatter_first_of_two(it, 8, 4, 24, 3 * 24 + 1, 2 * 24 + 20,
+                         "index[2][20] = [9] is outside [0, 7]");
+    scatter_first_of_two(it, 16384, 256, 129, 3 * 129 + 1, 2 * 129 + 120,
+                         "index[2][120] = [16385] is outside [0, 16383]");
 
     apx_gather_backward_args bd = APX_GATHER_BACKWARD_ARGS_INIT, be;
     bd.grad_out = &tgout.dev;
