@@ -55,14 +55,6 @@ static __device__ void check_finish(const cuda_check_desc &d, cuda_check_slot *s
    * seed profile) */
 }
 
-/* The fence of the last-block combine: a block's partials, then
- * fence.acq_rel.gpu, then its ticket; the last block takes its ticket,
- * then fence.acq_rel.gpu, then reads them (PTX's release and acquire
- * patterns). __threadfence() is fence.sc.gpu, stronger than this needs. */
-static __device__ __forceinline__ void combine_fence() {
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
-}
-
 /* The least in-row position of every (row, id) (require_unique with a
  * map): ids outside [lo, hi] are the range check's and left out. */
 template <typename I>
@@ -175,7 +167,7 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
       slot->partial_lmax[blockIdx.x] = all.lmax;
       slot->partial_kat[blockIdx.x] = all.kat;
       slot->partial_rows_vary[blockIdx.x] = any_vary;
-      combine_fence();
+      __threadfence();
       unsigned ticket = atomicAdd(&slot->blocks_done, 1u);
       s_last = ticket == gridDim.x - 1;
     }
@@ -184,7 +176,7 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
 
     /* The last block combines every block's partials (each written before
      * its block's fence and ticket), all threads at once. */
-    combine_fence();
+    __threadfence();
     volatile cuda_check_slot *vs = slot;
     cuda_block_partial share; /* this thread's share of the partials */
     share.pos = ULLONG_MAX;
@@ -278,14 +270,14 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     s_last = 1;
     if (gridDim.x > 1) { /* several blocks: the last to finish combines */
       slot->partial_pos[blockIdx.x] = first;
-      combine_fence();
+      __threadfence();
       s_last = atomicAdd(&slot->blocks_done, 1u) == gridDim.x - 1;
     }
   }
   __syncthreads();
   if (!s_last) return;
   if (gridDim.x > 1) {
-    combine_fence();
+    __threadfence();
     volatile cuda_check_slot *vs = slot;
     first = ULLONG_MAX;
     for (unsigned b = t; b < gridDim.x; b += blockDim.x) {
