@@ -1012,15 +1012,24 @@ START_TEST(test_scatter_add) {
       scatter_case(dt, it, 3, self3, (int64_t[]){0, 8, 4}, (int64_t[]){3, 25, 4}, 0, 0, 0, 0);
       scatter_case(dt, it, 2, self2, idx2, NULL, 0, 1, 0, 0);
       scatter_case(dt, it, 3, self3, idx3, NULL, 1, 1, 0, 0);
-      /* the small path's multi-block shapes: several row chunks (values up
-       * to 333: tiles of 128 rows, 64 for i64), column chunks (70 wide),
-       * prep blocks (40 index columns: 5 of 8) and src wider than the
-       * index; then out rows at the bound (1024 row groups of 16 rows; i64,
-       * 8-row groups, takes the sort paths there) with 256 index rows */
+      /* the direct path's multi-block shapes: several row chunks (512
+       * rows, 256 for i64), column chunks of 8 (70 wide: a partial one,
+       * element loads), src wider than the index (unaligned rows); slots
+       * of one, two and more sources (values up to M / 3) */
       int64_t self4[2] = {1000, 70}, idx4[2] = {200, 40}, src4[2] = {210, 45};
       scatter_case(dt, it, 2, self4, idx4, src4, 0, 0, 0, 0);
       scatter_case(dt, it, 2, self4, idx4, src4, 0, 0, 1, 1);
       scatter_case(dt, it, 2, self4, idx4, NULL, 0, 1, 0, 0);
+      /* the bench's seed shape (16-byte loads, sources in three row
+       * chunks), and out rows at the direct path's bound (16 row chunks;
+       * i64 takes the prep/tile path there) */
+      int64_t self7[2] = {4096, 128}, idx7[2] = {256, 128};
+      scatter_case(dt, it, 2, self7, idx7, idx7, 0, 0, 0, 0);
+      int64_t self8[2] = {8192, 16}, idx8[2] = {256, 16};
+      scatter_case(dt, it, 2, self8, idx8, idx8, 0, 0, 1, 0);
+      /* the prep/tile path (out rows beyond the direct path's 16 row
+       * chunks): out rows at its bound (1024 row groups of 16 rows; i64,
+       * 8-row groups, takes the sort paths there) with 256 index rows */
       int64_t self5[2] = {16384, 3}, idx5[2] = {256, 3};
       scatter_case(dt, it, 2, self5, idx5, idx5, 0, 0, 0, 0);
       /* the same at 129 columns (17 prep blocks, 5 column chunks) */
@@ -1309,9 +1318,10 @@ START_TEST(test_bad_indices) {
     expect_rejected("scatter_add", call_scatter_add, &ad, &ae, &tsout.dev, &tsout.eager,
                     "index[3][1] = [-1] is outside [0, 7]");
 
-    /* scatter_add's small path: two bad values, the later one in
-     * row-major order in the first index columns; both modes name the
-     * first. 3 prep blocks (24 index columns), then 17 (129) */
+    /* scatter_add's direct path (8 out rows) and prep/tile path (16384):
+     * two bad values, the later one in row-major order in the first index
+     * columns; both modes name the first. 3 column chunks (24 index
+     * columns), then 17 prep blocks (129) */
     scatter_first_of_two(it, 8, 4, 24, 3 * 24 + 1, 2 * 24 + 20,
                          "index[2][20] = [9] is outside [0, 7]");
     scatter_first_of_two(it, 16384, 256, 129, 3 * 129 + 1, 2 * 129 + 120,

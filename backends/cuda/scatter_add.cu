@@ -7,6 +7,12 @@
  * the cpu backend's sequential sum.
  *
  * Paths, one result:
+ *  - direct (dim 0, 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of
+ *    at most DIRECT_MAX_ROW_CHUNKS row chunks, a small index): one launch
+ *    (validate=device: the range check beside it). Each block owns an out
+ *    tile of 512 rows (256 for 64-bit values) x 8 columns, reads its
+ *    columns of the index and src whole, counts each element's sources in
+ *    shared memory and finishes it from self in ascending source row.
  *  - small (dim 0, 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of
  *    at most SMALL_MAX_GROUPS row groups): two launches. A prep kernel
  *    reads the index once and sorts each index column's entries by the out
@@ -16,8 +22,8 @@
  *    ascending source row and writes it once. validate=device checks the
  *    index inside these two kernels (no pre-pass). At the bench's seed
  *    shape the general path took ~40 us of GPU time, almost all of it the
- *    radix sort's four or five launches. Taken first where eligible; the
- *    paths below serve every other call.
+ *    radix sort's four or five launches. Taken where the direct path is
+ *    not; the paths below serve every other call.
  *  - rows (dim 0, every index row constant, e.g. index_add-like use): the
  *    N source rows are sorted by destination row (stable radix sort, N
  *    keys); then one pass over out, where each element adds its row's run
@@ -619,6 +625,166 @@ __global__ void __launch_bounds__(SMALL_THREADS)
   }
 }
 
+/* ---- direct path ----------------------------------------------------------- */
+
+/* A small call whose index is cheap to read several times is one launch
+ * (and, with validate=device, the range check beside it):
+ * block (x: column chunk, y: row chunk) owns out rows [r0, r0 + RB) and
+ * columns [q0, q0 + DIRECT_COLS). It loads the index and src columns of
+ * its chunk whole (index row i to thread i) and self under its rows, then
+ * marks in shared memory, a word per out element of the tile ("slot"),
+ * how many index entries name it and the sum and least of their source
+ * rows (shared atomics: count and sum fit one word, N <= 256); each thread
+ * then finishes its rows' elements: self, then one source (count 1: the
+ * sum is its row), two (the least, then sum - least), or, rarely, more (a
+ * walk of the column's keys in ascending source row); one rounding, one
+ * store. Every block of a column chunk reads that chunk's index columns:
+ * DIRECT_MAX_INDEX_READS bounds what the row chunks read in all. At the
+ * seed shape (index 256 x 128, out 4096 x 128) that is 8 x 256 KB of L2
+ * reads against the prep/tile path's two dependent kernels (8.6 us). */
+#define DIRECT_COLS 8
+#define DIRECT_THREADS 256
+#define DIRECT_MAX_ROW_CHUNKS 16
+#define DIRECT_MAX_INDEX_READS (8 << 20) /* bytes over all blocks */
+/* out rows a block: two a thread with 4-byte accumulators, one with
+ * 8-byte ones (shared memory: 8 bytes a slot, plus N x DIRECT_COLS sources
+ * and keys, <= 48 KB) */
+template <typename T> static __host__ __device__ constexpr int direct_rows() {
+  return sizeof(typename acc_of<T>::type) == 8 ? DIRECT_THREADS : 2 * DIRECT_THREADS;
+}
+static_assert(SMALL_MAX_ROWS <= DIRECT_THREADS && SMALL_MAX_ROWS * (SMALL_MAX_ROWS - 1) / 2 < 65536,
+              "direct path: an index row a thread; a slot's source-row sum fits 16 bits");
+
+struct direct_geometry {
+  int N;            /* index rows, 1..SMALL_MAX_ROWS */
+  int M;            /* out rows: valid index values are [0, M) */
+  int64_t idx_cols; /* index row length (1 for 1-D) */
+  int64_t src_row;  /* src row length, >= idx_cols */
+  int64_t cols;     /* out (and self) row length, >= idx_cols */
+  /* 16-byte loads and stores of a row's DIRECT_COLS elements where the
+   * tensor's base and row length allow them (and the chunk is whole) */
+  int vec_index, vec_src, vec_self, vec_out;
+};
+
+template <typename X> struct __align__(16) direct_row { X v[DIRECT_COLS]; };
+
+/* The DIRECT_COLS elements at p, of which the first n (<= DIRECT_COLS)
+ * exist; the others zero bits (never read). */
+template <typename X>
+static __device__ __forceinline__ direct_row<X> direct_load(const X *p, int n, int vec) {
+  direct_row<X> r;
+  if (vec && n == DIRECT_COLS) return *(const direct_row<X> *)p;
+  memset(&r, 0, sizeof r);
+#pragma unroll
+  for (int c = 0; c < DIRECT_COLS; c++)
+    if (c < n) r.v[c] = p[c];
+  return r;
+}
+
+template <typename T, typename I>
+__global__ void __launch_bounds__(DIRECT_THREADS)
+    scatter_direct_kernel(const I *__restrict__ index, const T *self, const T *__restrict__ src,
+                          T *out, direct_geometry g, const int *bad) {
+  typedef typename acc_of<T>::type A;
+  constexpr int RB = direct_rows<T>(), RPT = RB / DIRECT_THREADS, CB = DIRECT_COLS;
+  constexpr int SLOTS = RB * CB;
+  /* s_word[slot]: count << 16 | sum of source rows; s_least[slot]: the
+   * least source row; then, per index row i, its DIRECT_COLS sources and
+   * keys (row within the tile, -1: none here) */
+  extern __shared__ __align__(16) int s_direct[];
+  int *s_word = s_direct, *s_least = s_direct + SLOTS;
+  A *s_src = (A *)(s_direct + 2 * SLOTS);
+  short *s_key = (short *)(s_src + g.N * CB);
+  const int t = threadIdx.x;
+  const int64_t q0 = (int64_t)blockIdx.x * CB, r0 = (int64_t)blockIdx.y * RB;
+  const int n_out = (int)min((int64_t)CB, g.cols - q0);
+  const int n_idx = (int)max((int64_t)0, min((int64_t)CB, g.idx_cols - q0));
+
+  /* 1: every load this block needs, issued together: self under the
+   * thread's rows, its index row and src row */
+  direct_row<T> start[RPT];
+#pragma unroll
+  for (int j = 0; j < RPT; j++) {
+    const int64_t m = r0 + t + j * DIRECT_THREADS;
+    if (self && m < g.M) start[j] = direct_load(self + m * g.cols + q0, n_out, g.vec_self);
+  }
+  direct_row<I> ix;
+  direct_row<T> sv;
+  if (t < g.N) {
+    ix = direct_load(index + t * g.idx_cols + q0, n_idx, g.vec_index);
+    sv = direct_load(src + t * g.src_row + q0, n_idx, g.vec_src);
+  }
+  /* 2: slot words 0, least rows above any row */
+  for (int e = t; e < SLOTS / 4; e += DIRECT_THREADS) {
+    ((int4 *)s_word)[e] = make_int4(0, 0, 0, 0);
+    ((int4 *)s_least)[e] = make_int4(INT_MAX, INT_MAX, INT_MAX, INT_MAX);
+  }
+  __syncthreads();
+
+  /* 3: the thread's index row: keys and sources to shared memory, its
+   * entries into their slots. Values outside this tile's rows (or outside
+   * [0, M): validate=off reads and writes nothing for them) are no key. */
+  if (t < g.N) {
+    direct_row<short> key;
+    direct_row<A> v;
+#pragma unroll
+    for (int c = 0; c < CB; c++) {
+      const int64_t x = (int64_t)ix.v[c];
+      const bool here = c < n_idx && x >= r0 && x < r0 + RB && x < g.M;
+      key.v[c] = here ? (short)(x - r0) : (short)-1;
+      v.v[c] = to_acc<T>(sv.v[c]);
+      if (here) {
+        const int slot = (int)(x - r0) * CB + c;
+        atomicAdd(&s_word[slot], (1 << 16) + t);
+        atomicMin(&s_least[slot], t);
+      }
+    }
+    ((direct_row<short> *)s_key)[t] = key;
+    ((direct_row<A> *)s_src)[t] = v;
+  }
+  __syncthreads();
+
+  /* 4: validate=device, the check launched beside this kernel
+   * (cuda_launch_after): its verdict before the first store */
+  cuda_wait_prerequisites();
+  if (cuda_call_failed_after_wait(bad)) return;
+
+  /* 5: every element of the thread's rows (spec decision 6): self, then
+   * its sources in ascending source row, one rounding */
+#pragma unroll
+  for (int j = 0; j < RPT; j++) {
+    const int lr = t + j * DIRECT_THREADS;
+    const int64_t m = r0 + lr;
+    if (m >= g.M) continue;
+    const direct_row<int> w = ((const direct_row<int> *)s_word)[lr];
+    direct_row<T> o;
+#pragma unroll
+    for (int c = 0; c < CB; c++) {
+      A acc = self ? to_acc<T>(start[j].v[c]) : (A)0;
+      const int count = w.v[c] >> 16, sum = w.v[c] & 0xffff;
+      if (count == 1) {
+        acc += s_src[sum * CB + c];
+      } else if (count == 2) {
+        const int least = s_least[lr * CB + c];
+        acc += s_src[least * CB + c];
+        acc += s_src[(sum - least) * CB + c];
+      } else if (count > 2) { /* three or more sources: walk the column */
+        for (int i = 0; i < g.N; i++)
+          if (s_key[i * CB + c] == lr) acc += s_src[i * CB + c];
+      }
+      o.v[c] = from_acc<T>(acc);
+    }
+    T *at = out + m * g.cols + q0;
+    if (g.vec_out && n_out == CB) {
+      *(direct_row<T> *)at = o;
+    } else {
+#pragma unroll
+      for (int c = 0; c < CB; c++)
+        if (c < n_out) at[c] = o.v[c];
+    }
+  }
+}
+
 /* ---- host ------------------------------------------------------------------ */
 
 struct scatter_call {
@@ -920,6 +1086,74 @@ static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t 
   return APX_OK;
 }
 
+/* dim 0, a 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of at
+ * most DIRECT_MAX_ROW_CHUNKS row chunks, and an index whose reads by all
+ * row chunks stay within DIRECT_MAX_INDEX_READS. */
+static int direct_eligible(const scatter_call *c) {
+  const apx_tensor *ix = c->index;
+  if (c->dim != 0 || ix->ndim < 1 || ix->ndim > 2) return 0;
+  int64_t N = ix->shape[0];
+  if (N < 1 || N > SMALL_MAX_ROWS) return 0;
+  int64_t idx_cols = ix->ndim > 1 ? ix->shape[1] : 1;
+  int64_t cols = c->out->ndim > 1 ? c->out->shape[1] : 1;
+  int64_t RB = c->out->dtype == APX_DTYPE_I64 ? direct_rows<int64_t>() : direct_rows<float>();
+  int64_t row_chunks = (c->out->shape[0] + RB - 1) / RB;
+  int64_t index_bytes = N * idx_cols * (int64_t)cuda_dtype_size(ix->dtype);
+  return idx_cols >= 1 && row_chunks >= 1 && row_chunks <= DIRECT_MAX_ROW_CHUNKS &&
+         index_bytes <= DIRECT_MAX_INDEX_READS / row_chunks &&
+         (cols + DIRECT_COLS - 1) / DIRECT_COLS <= INT_MAX;
+}
+
+static int direct_vec(const apx_tensor *t, int64_t row) {
+  size_t bytes = (size_t)row * cuda_dtype_size(t->dtype);
+  return (uintptr_t)t->data % 16 == 0 && bytes % 16 == 0;
+}
+
+/* The range check (validate=device, eager) is the pre-pass; with
+ * validate=device the kernel starts beside it (cuda_launch_after) and
+ * reads its verdict before the first store. */
+template <typename T>
+static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t s) {
+  typedef typename acc_of<T>::type A;
+  const int RB = direct_rows<T>();
+  const int dev = c->out->device_index;
+  direct_geometry g;
+  g.N = (int)c->index->shape[0];
+  g.M = (int)c->out->shape[0];
+  g.idx_cols = c->index->ndim > 1 ? c->index->shape[1] : 1;
+  g.src_row = c->src->ndim > 1 ? c->src->shape[1] : 1;
+  g.cols = c->out->ndim > 1 ? c->out->shape[1] : 1;
+  g.vec_index = direct_vec(c->index, g.idx_cols);
+  g.vec_src = direct_vec(c->src, g.src_row);
+  g.vec_self = c->self ? direct_vec(c->self, g.cols) : 0;
+  g.vec_out = direct_vec(c->out, g.cols);
+  cuda_check_desc d;
+  cuda_check_init(&d, c->op, "index", c->index);
+  d.lo = 0;
+  d.hi = g.M - 1;
+  cuda_checked chk;
+  apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
+  if (status != APX_OK) return status;
+  const dim3 grid((unsigned)((g.cols + DIRECT_COLS - 1) / DIRECT_COLS),
+                  (unsigned)((g.M + RB - 1) / RB));
+  const size_t smem = (size_t)2 * RB * DIRECT_COLS * sizeof(int) +
+                      (size_t)g.N * DIRECT_COLS * (sizeof(A) + sizeof(short));
+  const T *self = c->self ? (const T *)c->self->data : nullptr;
+  const int *bad = chk.bad;
+  cudaError_t err;
+  if (c->index->dtype == APX_DTYPE_I64)
+    err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(DIRECT_THREADS), smem, s,
+                            scatter_direct_kernel<T, int64_t>, (const int64_t *)c->index->data,
+                            self, (const T *)c->src->data, (T *)c->out->data, g, bad);
+  else
+    err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(DIRECT_THREADS), smem, s,
+                            scatter_direct_kernel<T, int32_t>, (const int32_t *)c->index->data,
+                            self, (const T *)c->src->data, (T *)c->out->data, g, bad);
+  if (err == cudaSuccess) err = cudaGetLastError();
+  if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: launch");
+  return APX_OK;
+}
+
 /* rows: 1 the rows path, 0 the general path, -1 the device decides
  * between the rows and the columns path from the row note `vary`. */
 template <typename T>
@@ -950,6 +1184,15 @@ static apx_status scatter_run(cuda_state *st, const scatter_call *c, const apx_c
   }
   /* the small path: two launches that check the index themselves
    * (validate=device) or after the waited-for pre-pass (eager) */
+  if (direct_eligible(c)) {
+    switch (c->out->dtype) {
+    case APX_DTYPE_F16: return run_direct<__half>(st, c, stream);
+    case APX_DTYPE_BF16: return run_direct<__nv_bfloat16>(st, c, stream);
+    case APX_DTYPE_I32: return run_direct<int32_t>(st, c, stream);
+    case APX_DTYPE_I64: return run_direct<int64_t>(st, c, stream);
+    default: return run_direct<float>(st, c, stream);
+    }
+  }
   if (small_eligible(c)) {
     switch (c->out->dtype) {
     case APX_DTYPE_F16: return run_small<__half>(st, c, stream);
