@@ -155,8 +155,8 @@ fi
 
 # 3e. (RUN_STEPS "ncudeep" only) why a kernel is slow: occupancy, stall
 # reasons and memory traffic of one launch each of the seed profile's
-# small tileunpack (table form), fused and scatter_add kernels and the
-# large profile's override kernel
+# small tileunpack (table form), fused and scatter_add (direct) kernels
+# and the large profile's override kernel
 if want ncudeep && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
   deep() { # NAME ONLY PROFILE KERNEL-REGEX
     step "ncudeep-$1" 150 env CUDA_BW_ONLY="$2" APEXX_CONFIG="$off_ini" ./libtool \
@@ -165,12 +165,16 @@ if want ncudeep && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
       --section MemoryWorkloadAnalysis --section SchedulerStats \
       ./bench/gpu/cuda_bw --profile "$3" --iters 1
   }
-  deep seed-override override seed unpack_table
-  deep seed-blend blend seed unpack_table
-  deep seed-fused fused seed fused_small
-  deep seed-scatter-prep scatter_add seed scatter_prep
-  deep seed-scatter-tile scatter_add seed scatter_tile
-  deep large-override override large unpack_cells
+  # NCUDEEP: the profiles to take (default all of these)
+  for d in ${NCUDEEP:-override blend fused scatter large-override}; do
+    case $d in
+    override) deep seed-override override seed unpack_table ;;
+    blend) deep seed-blend blend seed unpack_table ;;
+    fused) deep seed-fused fused seed fused_small ;;
+    scatter) deep seed-scatter scatter_add seed scatter_direct ;;
+    large-override) deep large-override override large unpack_cells ;;
+    esac
+  done
   for f in "$work"/ncudeep-*.log; do cp "$f" "$OUT/"; done
 fi
 
