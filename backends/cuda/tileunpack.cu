@@ -607,16 +607,119 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * unpack_small_kernel's binary search, and the prologue is a clear, one
  * ranking pass (four threads a tile, levels only) and a shared atomicOr
  * per tile between two barriers. Everything that needs no table is loaded
- * before the in-kernel check, so its latency overlaps the check's: base
- * under the block's first groups, the row's ids and levels and, when the
- * K tiles' slices of the plane's channel fit one vector a thread
- * (`staged`: K*t*t/VEC <= UNPACK_THREADS, the seed profile's 256 x 16
- * bytes), those slices, kept in shared memory, so that no global load
- * waits for the table. UNPACK_TABLE_UNITS groups a thread in both modes,
- * their loads issued together: one wave of 256-thread blocks at the seed
- * profile. */
+ * first, all loads in flight together: base under the block's first
+ * groups, the row's ids and levels (with own_check below, all B*K of
+ * them) and, when the K tiles' slices of the plane's channel fit one
+ * vector a thread (`staged`: K*t*t/VEC <= UNPACK_THREADS, the seed
+ * profile's 256 x 16 bytes), those slices, kept in shared memory, so that
+ * no global load waits for the table. validate=device with B*K <=
+ * UNPACK_THREADS checks the index on the way (own_check,
+ * unpack_check_share); otherwise the verdict comes from a check kernel
+ * beside this one or cuda_block_check, before the first store either way.
+ * UNPACK_TABLE_UNITS groups a thread in both modes, their loads issued
+ * together: one wave of 256-thread blocks at the seed profile. */
 #define UNPACK_TABLE_CELLS 2048 /* dynamic shared memory: 8 bytes a cell (<= 20 KB in all) */
 #define UNPACK_TABLE_UNITS 4
+
+/* The table kernel's own check (validate=device, B*K <= UNPACK_THREADS):
+ * thread e holds entry e, each warp reduces its entries to one share
+ * before the table build's barrier, and after it every thread merges the
+ * shares itself, so the verdict costs no launch, no flag and no barrier
+ * of its own (the check kernel beside it cost 0.7 us of the seed's 6.0,
+ * the in-kernel cuda_block_check with its own barriers 1.0, NOTES.md
+ * runs 15 to 21). A share: whether an id is out of range, and the levels'
+ * minimum, maximum and the largest k at that maximum (spec/ops.md 4.A
+ * step 4, the statistics of cuda_check_result_of). */
+struct unpack_check_share {
+  long long lmin, lmax;
+  int kat; /* -1: no level */
+  int bad; /* an id outside [0, gh*gw - 1] */
+};
+
+/* The least (greatest) of a warp's 64-bit values in every lane. sm_80 on:
+ * the high halves' extreme (signed), then the extreme low half (unsigned)
+ * among the lanes that hold it: two redux instructions where a shuffle
+ * tree takes ten shuffles and five compares. */
+static __device__ __forceinline__ long long unpack_warp_min(long long v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const int hi = __reduce_min_sync(0xffffffffu, (int)(v >> 32));
+  const unsigned lo =
+      __reduce_min_sync(0xffffffffu, (int)(v >> 32) == hi ? (unsigned)v : 0xffffffffu);
+  return (long long)(((unsigned long long)(unsigned)hi << 32) | lo);
+#else
+  for (int off = 16; off > 0; off >>= 1) {
+    const long long o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = o < v ? o : v;
+  }
+  return v;
+#endif
+}
+
+static __device__ __forceinline__ long long unpack_warp_max(long long v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const int hi = __reduce_max_sync(0xffffffffu, (int)(v >> 32));
+  const unsigned lo = __reduce_max_sync(0xffffffffu, (int)(v >> 32) == hi ? (unsigned)v : 0u);
+  return (long long)(((unsigned long long)(unsigned)hi << 32) | lo);
+#else
+  for (int off = 16; off > 0; off >>= 1) {
+    const long long o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = o > v ? o : v;
+  }
+  return v;
+#endif
+}
+
+static __device__ __forceinline__ int unpack_warp_max_int(int v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, v);
+#else
+  for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+#endif
+}
+
+/* This warp's share; every lane of the warp calls it. `mine`: the lane
+ * holds an entry, out of range (`out`) or not, at level lv (when
+ * `levels`) and place k along K. */
+static __device__ __forceinline__ unpack_check_share unpack_warp_share(bool mine, bool out,
+                                                                       long long lv, int k,
+                                                                       bool levels) {
+  unpack_check_share s;
+  s.bad = __any_sync(0xffffffffu, mine && out);
+  s.lmin = s.lmax = 0;
+  s.kat = -1;
+  if (levels) { /* uniform */
+    s.lmin = unpack_warp_min(mine ? lv : LLONG_MAX);
+    s.lmax = unpack_warp_max(mine ? lv : LLONG_MIN);
+    s.kat = unpack_warp_max_int(mine && lv == s.lmax ? k : -1);
+  }
+  return s;
+}
+
+/* The verdict from the shares of the warps that hold entries (nw >= 1):
+ * an id out of range, or (levels) a span that does not fit the int32
+ * key, the rule of cuda_check_result_of: span = lmax - lmin (unsigned
+ * 64-bit) fits iff span <= 0x7fffffff >> order_bits and
+ * (span << order_bits) + kat <= 0x7fffffff. */
+static __device__ __forceinline__ bool unpack_check_fails(const unpack_check_share *shares,
+                                                          int nw, bool levels, int order_bits) {
+  bool bad = false;
+  long long lmin = LLONG_MAX, lmax = LLONG_MIN;
+  int kat = -1;
+  for (int w = 0; w < nw; w++) {
+    const unpack_check_share s = shares[w];
+    bad |= s.bad != 0;
+    lmin = s.lmin < lmin ? s.lmin : lmin;
+    if (s.lmax > lmax || (s.lmax == lmax && s.kat > kat)) {
+      lmax = s.lmax;
+      kat = s.kat;
+    }
+  }
+  if (bad || !levels) return bad;
+  const unsigned long long span = (unsigned long long)lmax - (unsigned long long)lmin;
+  return !(span <= (0x7fffffffULL >> order_bits) &&
+           (span << order_bits) + (unsigned long long)kat <= 0x7fffffffULL);
+}
 
 template <typename T, int VEC, int BLEND>
 __global__ void __launch_bounds__(UNPACK_THREADS)
@@ -635,6 +738,7 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
   __shared__ long long s_lv[UNPACK_SMALL_K];
   __shared__ int s_id[UNPACK_SMALL_K];      /* the tile's cell, -1: out of range */
   __shared__ int s_by_rank[UNPACK_SMALL_K]; /* rank -> k */
+  __shared__ unpack_check_share s_check[UNPACK_THREADS / 32]; /* own_check: a share a warp */
   static_assert(UNPACK_SMALL_K <= 64, "a rank is a bit of a 64-bit word");
   static_assert(UNPACK_SMALL_K * UNPACK_RANK_PARTS <= UNPACK_THREADS,
                 "a rank part a thread: UNPACK_RANK_PARTS threads a tile");
@@ -653,17 +757,27 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
     cell = cy * (uint32_t)g.gw + cx;
     in_tile = (y - cy * t) * t + (x - cx * t);
   };
+  /* validate=device with every entry one thread's: the check rides on the
+   * first table build (unpack_check_share), no check kernel beside this
+   * one (bad is NULL) */
+  const int64_t entries = g.B * g.K;
+  const bool own_check = ic.record != nullptr && entries <= (int64_t)NT;
   /* thread k < K holds tile k's cell (-1: out of range, only possible in
    * validate=off or after a failed check, and then never entered) and
-   * level */
+   * level; with own_check the first load_row has threads up to B*K load
+   * (b*K + tid) mod B*K: each entry once, and the row's tile tid at
+   * thread tid < K, as without (k = tid % K either way) */
   int my_id = -1;
   long long my_lv = 0;
-  auto load_row = [&](int64_t b) {
-    if (tid < K) {
-      int64_t id = cuda_load_index(src.idx, src.placement_is64, b * g.K + tid);
-      my_id = id >= 0 && id < cells ? (int)id : -1;
-      my_lv = src.levels ? (long long)cuda_load_index(src.levels, src.levels_is64, b * g.K + tid)
-                         : 0;
+  bool my_out = false; /* own_check: this thread's id is out of range */
+  auto load_row = [&](int64_t b, int64_t loaders) {
+    if (tid < loaders) {
+      int64_t e = b * g.K + tid;
+      if (e >= entries) e -= entries;
+      const int64_t id = cuda_load_index(src.idx, src.placement_is64, e);
+      my_out = id < 0 || id >= cells;
+      my_id = my_out ? -1 : (int)id;
+      my_lv = src.levels ? (long long)cuda_load_index(src.levels, src.levels_is64, e) : 0;
     }
   };
   /* staged: thread e < nstage holds pack e of the plane's slices */
@@ -675,10 +789,10 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
       my_stage = ((const pack *)(packed + ((b * g.K + k) * g.C + c) * g.t * g.t))[r];
     }
   };
-  /* 1: loads before the check: base under the block's first groups when
-   * out is separate (every group there needs it but override's covered
-   * ones, a few wasted reads), the first plane's ids and levels and its
-   * tile slices */
+  /* 1: loads that need no verdict: base under the block's first groups
+   * when out is separate (every group there needs it but override's
+   * covered ones, a few wasted reads), the first plane's ids and levels
+   * (own_check: every row's) and its tile slices */
   pack cur[UNITS]; /* base under the groups of an iteration */
   const uint32_t ifirst = blockIdx.x * span + tid;
   bool use_pre = !aliased && blockIdx.y < g.planes && ifirst < npg;
@@ -688,20 +802,20 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
     for (int j = 0; j < UNITS; j++)
       if (ifirst + j * NT < npg) cur[j] = at[j * NT];
   }
-  load_row((int64_t)blockIdx.y / g.C);
+  load_row((int64_t)blockIdx.y / g.C, own_check ? entries : (int64_t)K);
   if (staged) load_stage(blockIdx.y);
-  /* 2: the in-kernel check, before any store (validate=device, when the
-   * check is not a separate kernel beside this one) */
-  if (cuda_block_check(ic)) return;
   const float keep = 1.0f - alpha;
   int64_t built_b = -1;
   bool first = true, waited = false;
+  /* validate=device in this kernel: the exact check is to run (always
+   * without own_check, else when the shares say bad) */
+  bool suspect = !own_check;
   CUDA_FOR_OUTER(plane, g.planes) {
     const int64_t b = plane / g.C, c = plane % g.C;
     const bool new_row = b != built_b; /* block-uniform, as `staged` */
     if (!first) { /* (only when planes > gridDim.y) */
       __syncthreads(); /* the previous plane's table and slices are no longer read */
-      if (new_row) load_row(b);
+      if (new_row) load_row(b, K);
       if (staged) load_stage(plane);
     }
     first = false;
@@ -713,9 +827,17 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
           s_id[tid] = my_id;
           s_lv[tid] = my_lv;
         }
+        if (own_check && built_b < 0) { /* the first row: the warps' shares, before the barrier */
+          const unpack_check_share sh = unpack_warp_share(tid < entries, my_out, my_lv, tid % K,
+                                                          src.levels != nullptr);
+          if ((tid & 31) == 0 && tid < entries) s_check[tid >> 5] = sh;
+        }
       }
       if (tid < nstage) s_stage[tid] = my_stage;
       __syncthreads();
+      if (own_check && built_b < 0) /* every thread merges the shares */
+        suspect = unpack_check_fails(s_check, (int)((entries + 31) >> 5), src.levels != nullptr,
+                                     g.order_bits);
     }
     if (new_row) {
       /* tile k's rank by (level, k) among all K tiles of the row (a
@@ -749,12 +871,21 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
       __syncthreads();
       built_b = b;
     }
-    /* validate=device with the check a kernel beside this one
+    /* the verdict before the first store (block-uniform): own_check's
+     * from the warps' shares, which every thread merges (every block
+     * reads every entry, so all reach the same one); when bad, the exact
+     * check names the first bad entry (block (0,0,0) publishes it, the
+     * message as from the check kernel) and no block stores anything.
+     * Else validate=device with the check a kernel beside this one
      * (cuda_launch_after): everything above needed no verdict; wait for
-     * it before the first store (block-uniform) */
+     * it. */
     if (!waited) {
-      cuda_wait_prerequisites();
-      if (cuda_call_failed_after_wait(bad)) return;
+      if (ic.record) {
+        if (suspect && (cuda_block_check(ic) || own_check)) return;
+      } else {
+        cuda_wait_prerequisites();
+        if (cuda_call_failed_after_wait(bad)) return;
+      }
       waited = true;
     }
     /* this plane's groups; its pixels in tile 0 of (b, c), + k * kstride
@@ -1040,12 +1171,16 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
   }
   /* small K with ids: the one-launch form, which needs no levels minimum */
   const int small = a->idx != NULL && g.K <= UNPACK_SMALL_K;
-  /* validate=device on sm_90: the table form's check is a kernel of its
-   * own and the table kernel starts beside it (launch_small), which cost
-   * less than the check inside the kernel at the seed profile
-   * (bench/results/cuda/NOTES.md, run 16) */
-  const int check_beside = small && g.gh * g.gw <= UNPACK_TABLE_CELLS &&
-                           st->validate_mode == APX_VALIDATE_DEVICE && cuda_pdl_ok(st, dev);
+  const int table = small && g.gh * g.gw <= UNPACK_TABLE_CELLS;
+  const int device_mode = st->validate_mode == APX_VALIDATE_DEVICE;
+  /* validate=device, the table form and an entry a thread: the table
+   * kernel checks in its table build (own_check, its ic from
+   * cuda_check_inline below, which takes B*K <= 1024); with more entries
+   * on sm_90 the check is a kernel of its own and the table kernel starts
+   * beside it (launch_small), which cost less than cuda_block_check inside
+   * the kernel at the seed profile (bench/results/cuda/NOTES.md, run 16) */
+  const int own_check = table && device_mode && g.B * g.K <= UNPACK_THREADS;
+  const int check_beside = table && device_mode && !own_check && cuda_pdl_ok(st, dev);
   cuda_inline_check ic;
   memset(&ic, 0, sizeof ic);
   cuda_checked chk;
