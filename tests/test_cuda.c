@@ -274,6 +274,36 @@ static void blend_truth(const apx_tensor *base, const apx_tensor *packed, const 
   free(cur);
 }
 
+/* tileunpack_case's levels: tu_fill_int(-2, 3) unless a test sets this
+ * (levels at the int32 key's limit for the table kernel's own check) */
+static void (*unpack_levels_fill)(const apx_tensor *levels);
+
+/* Levels in [lo, lo + (INT32_MAX >> order_bits)] with both ends present
+ * (they fit exactly: spec/ops.md 4.A step 4), or with `past` one level a
+ * step above that (rejected); returns the position of the largest. */
+static int64_t fill_levels_at_limit(const apx_tensor *levels, int64_t lo, int past) {
+  int64_t n = levels->shape[0] * levels->shape[1], K = levels->shape[1];
+  int ob = 1;
+  while (K > 1 && ((int64_t)1 << ob) < K) ob++; /* max(1, bit_length(K-1)) */
+  int64_t span = INT32_MAX >> ob;
+  for (int64_t i = 0; i < n; i++) set_index(levels, i, lo + tu_int(&rng, 0, span - 1));
+  int64_t at_min = tu_int(&rng, 0, n - 1);
+  int64_t at_max = n > 1 ? (at_min + tu_int(&rng, 1, n - 1)) % n : 0;
+  if (n > 1) set_index(levels, at_min, lo);
+  set_index(levels, at_max, lo + span + (past ? 1 : 0));
+  return at_max;
+}
+/* near the bottom of the levels' dtype: the span's subtraction wraps nowhere */
+static void levels_at_limit(const apx_tensor *levels) {
+  fill_levels_at_limit(levels, levels->dtype == APX_DTYPE_I64 ? INT64_MIN + 3 : INT32_MIN + 3, 0);
+}
+/* all equal, at the dtype's bottom: span 0 */
+static void levels_all_bottom(const apx_tensor *levels) {
+  int64_t n = levels->shape[0] * levels->shape[1];
+  for (int64_t i = 0; i < n; i++)
+    set_index(levels, i, levels->dtype == APX_DTYPE_I64 ? INT64_MIN : INT32_MIN);
+}
+
 static void tileunpack_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, int64_t gh,
                             int64_t gw, int64_t t, int64_t K, int use_origins, int use_levels,
                             apx_overlap_mode mode, int alias) {
@@ -304,7 +334,10 @@ static void tileunpack_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, in
       set_index(&origins, 2 * i, y0);
       set_index(&origins, 2 * i + 1, x0);
     }
-    tu_fill_int(&rng, &levels, -2, 3);
+    if (unpack_levels_fill)
+      unpack_levels_fill(&levels);
+    else
+      tu_fill_int(&rng, &levels, -2, 3);
     apx_tileunpack_args a = APX_TILEUNPACK_ARGS_INIT;
     a.base = &base;
     a.packed = &packed;
@@ -1156,6 +1189,139 @@ static void scatter_first_of_two(apx_dtype it, int64_t M, int64_t N, int64_t col
   tu_free(&wself);
 }
 
+/* tileunpack with ids idx [B,K] (and levels) on a 4x4 grid of 4x4 tiles,
+ * fp16, C = 2: rejected in both modes with `needle`. B*K <= 256: the
+ * table kernel's own check (validate=device); above: the check kernel
+ * beside it. */
+static void tileunpack_rejected(const char *what, const apx_tensor *idx,
+                                const apx_tensor *levels, apx_overlap_mode mode,
+                                const char *needle) {
+  int64_t B = idx->shape[0], K = idx->shape[1];
+  apx_tensor base = tu_host4(APX_DTYPE_F16, B, 2, 16, 16);
+  apx_tensor packed = tu_host5(APX_DTYPE_F16, B, K, 2, 4, 4);
+  fill_values(&base, 0);
+  fill_values(&packed, 0);
+  twin tb = twin_of(&base), tp = twin_of(&packed), ti = twin_of(idx), to = twin_of(&base);
+  twin tl = levels ? twin_of(levels) : tb;
+  apx_tileunpack_args d = APX_TILEUNPACK_ARGS_INIT, e;
+  d.base = &tb.dev;
+  d.packed = &tp.dev;
+  d.idx = &ti.dev;
+  d.levels = levels ? &tl.dev : NULL;
+  d.mode = mode;
+  d.out = &to.dev;
+  e = d;
+  e.base = &tb.eager;
+  e.packed = &tp.eager;
+  e.idx = &ti.eager;
+  e.levels = levels ? &tl.eager : NULL;
+  e.out = &to.eager;
+  expect_rejected(what, call_tileunpack, &d, &e, &to.dev, &to.eager, needle);
+  if (levels) twin_free(&tl);
+  twin_free(&tb);
+  twin_free(&tp);
+  twin_free(&ti);
+  twin_free(&to);
+  tu_free(&base);
+  tu_free(&packed);
+}
+
+/* The table kernel's own check (validate=device, B*K <= 256: each warp
+ * reduces its entries, every thread merges the warps' shares) against
+ * the exact check's verdict and message: the bad entry in the last warp,
+ * K not a multiple of 32, the first of two bad ids, levels one step past
+ * the key's limit (i32 and i64, near the dtypes' ends), a bad id beside a
+ * bad span (the id is named), and the same beyond 256 entries (the check
+ * kernel beside). Good inputs at the limit: test_tileunpack_limits. */
+START_TEST(test_tileunpack_own_check) {
+  char msg[256];
+  for (int i = 0; i < 2; i++) {
+    apx_dtype it = index_dtypes[i];
+    apx_overlap_mode mode = i ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE;
+    const int64_t shapes[3][2] = {{4, 64}, {3, 37}, {5, 52}}; /* 256, 111, 260 entries */
+    for (int s = 0; s < 3; s++) {
+      int64_t B = shapes[s][0], K = shapes[s][1];
+      apx_tensor idx = tu_host2(it, B, K), levels = tu_host2(it, B, K);
+      char what[96];
+      /* an id past the grid at the very last entry */
+      tu_fill_int(&rng, &idx, 0, 15);
+      set_index(&idx, B * K - 1, 16);
+      snprintf(what, sizeof what, "own check B%lld K%lld last id", (long long)B, (long long)K);
+      snprintf(msg, sizeof msg, "idx[%lld][%lld] = [16] is outside [0, 15]", (long long)(B - 1),
+               (long long)(K - 1));
+      tileunpack_rejected(what, &idx, NULL, mode, msg);
+      /* two bad ids: the first in row-major order is named */
+      tu_fill_int(&rng, &idx, 0, 15);
+      set_index(&idx, 1 * K + 5, -1);
+      set_index(&idx, (B - 1) * K + K - 2, 99);
+      snprintf(what, sizeof what, "own check B%lld K%lld first of two", (long long)B,
+               (long long)K);
+      tileunpack_rejected(what, &idx, NULL, mode, "idx[1][5] = [-1] is outside [0, 15]");
+      /* levels one step past the int32 key near the bottom of their dtype */
+      tu_fill_int(&rng, &idx, 0, 15);
+      int64_t lo = it == APX_DTYPE_I64 ? INT64_MIN + 3 : INT32_MIN + 3;
+      int64_t at_max = fill_levels_at_limit(&levels, lo, 1);
+      int ob = 1;
+      while (((int64_t)1 << ob) < K) ob++;
+      long long top = (long long)(lo + (INT32_MAX >> ob) + 1);
+      snprintf(what, sizeof what, "own check B%lld K%lld span", (long long)B, (long long)K);
+      snprintf(msg, sizeof msg,
+               "levels span [%lld, %lld]: the priority key ((level - lmin) << %d) + k "
+               "overflows int32 at level [%lld], k = [%lld]",
+               (long long)lo, top, ob, top, (long long)(at_max % K));
+      tileunpack_rejected(what, &idx, &levels, mode, msg);
+      /* a bad id and a bad span: the id is named */
+      set_index(&idx, 2 * K + 3, 16);
+      snprintf(what, sizeof what, "own check B%lld K%lld id and span", (long long)B,
+               (long long)K);
+      tileunpack_rejected(what, &idx, &levels, mode, "idx[2][3] = [16] is outside [0, 15]");
+      tu_free(&idx);
+      tu_free(&levels);
+    }
+    /* the widest spans: the dtype's two ends (i64: lmax - lmin wraps in
+     * int64), one warp (the seed's K = 32) and one tile a row */
+    const int64_t few[2][2] = {{1, 32}, {2, 1}};
+    for (int s = 0; s < 2; s++) {
+      int64_t B = few[s][0], K = few[s][1];
+      apx_tensor idx = tu_host2(it, B, K), levels = tu_host2(it, B, K);
+      tu_fill_int(&rng, &idx, 0, 15);
+      tu_fill_int(&rng, &levels, -2, 3);
+      int64_t lmin = it == APX_DTYPE_I64 ? INT64_MIN : INT32_MIN;
+      int64_t lmax = it == APX_DTYPE_I64 ? INT64_MAX : INT32_MAX;
+      set_index(&levels, 0, lmax);
+      set_index(&levels, B * K - 1, lmin);
+      snprintf(msg, sizeof msg, "levels span [%lld, %lld]", (long long)lmin, (long long)lmax);
+      tileunpack_rejected("own check dtype ends", &idx, &levels, mode, msg);
+      tu_free(&idx);
+      tu_free(&levels);
+    }
+  }
+}
+END_TEST
+
+/* Good levels at the key's limit (both ends present) and all equal at the
+ * dtype's bottom, through the own check (B*K <= 256, one warp and eight,
+ * K not a multiple of 32) and beyond it (260 entries): accepted, the
+ * output as the cpu backend's. */
+START_TEST(test_tileunpack_limits) {
+  void (*fills[2])(const apx_tensor *) = {levels_at_limit, levels_all_bottom};
+  for (int f = 0; f < 2; f++) {
+    unpack_levels_fill = fills[f];
+    for (int i = 0; i < 2; i++) {
+      apx_dtype it = index_dtypes[i];
+      for (int blend = 0; blend < 2; blend++) {
+        apx_overlap_mode mode = blend ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE;
+        tileunpack_case(APX_DTYPE_F16, it, 1, 4, 16, 16, 8, 32, 0, 1, mode, 0);
+        tileunpack_case(APX_DTYPE_F16, it, 4, 2, 4, 4, 4, 64, 0, 1, mode, blend);
+        tileunpack_case(APX_DTYPE_BF16, it, 3, 2, 4, 4, 4, 37, 0, 1, mode, 0);
+        tileunpack_case(APX_DTYPE_F32, it, 5, 2, 4, 4, 4, 52, 0, 1, mode, 0);
+      }
+    }
+  }
+  unpack_levels_fill = NULL;
+}
+END_TEST
+
 START_TEST(test_bad_indices) {
   for (int i = 0; i < 2; i++) {
     apx_dtype it = index_dtypes[i];
@@ -1456,6 +1622,7 @@ int main(void) {
   tcase_add_test(ops, test_memory_and_timer);
   tcase_add_test(ops, test_tilepack);
   tcase_add_test(ops, test_tileunpack);
+  tcase_add_test(ops, test_tileunpack_limits);
   tcase_add_test(ops, test_fused);
   tcase_add_test(ops, test_fusiongate_alpha);
   tcase_add_test(ops, test_fusiongate_fuse);
@@ -1465,6 +1632,7 @@ int main(void) {
   tcase_add_test(ops, test_scatter_add);
   tcase_add_test(large, test_scatter_add_large);
   tcase_add_test(bad, test_bad_indices);
+  tcase_add_test(bad, test_tileunpack_own_check);
   suite_add_tcase(s, ops);
   suite_add_tcase(s, large);
   suite_add_tcase(s, bad);

@@ -881,7 +881,8 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
      * it. */
     if (!waited) {
       if (ic.record) {
-        if (suspect && (cuda_block_check(ic) || own_check)) return;
+        /* the exact check is the rule (the shares only say when to run it) */
+        if (suspect && cuda_block_check(ic)) return;
       } else {
         cuda_wait_prerequisites();
         if (cuda_call_failed_after_wait(bad)) return;
