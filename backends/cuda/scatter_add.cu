@@ -628,32 +628,34 @@ __global__ void __launch_bounds__(SMALL_THREADS)
 /* ---- direct path ----------------------------------------------------------- */
 
 /* A small call whose index is cheap to read several times is one launch
- * (and, with validate=device, the range check beside it):
- * block (x: column chunk, y: row chunk) owns out rows [r0, r0 + RB) and
- * columns [q0, q0 + DIRECT_COLS). It loads the index and src columns of
- * its chunk whole (index row i to thread i) and self under its rows, then
- * marks in shared memory, a word per out element of the tile ("slot"),
- * how many index entries name it and the sum and least of their source
- * rows (shared atomics: count and sum fit one word, N <= 256); each thread
- * then finishes its rows' elements: self, then one source (count 1: the
- * sum is its row), two (the least, then sum - least), or, rarely, more (a
- * walk of the column's keys in ascending source row); one rounding, one
- * store. Every block of a column chunk reads that chunk's index columns:
- * DIRECT_MAX_INDEX_READS bounds what the row chunks read in all. At the
- * seed shape (index 256 x 128, out 4096 x 128) that is 8 x 256 KB of L2
- * reads against the prep/tile path's two dependent kernels (8.6 us). */
+ * (and, with validate=device, the range check beside it): block (x:
+ * column chunk, y: row chunk) owns out rows [r0, r0 + RB) and columns
+ * [q0, q0 + DIRECT_COLS), a thread a row. It loads the index and src
+ * columns of its chunk whole (index row i to thread i) and self under its
+ * rows; then each index entry that names a row of the tile takes a place
+ * in its out element's list in shared memory (a shared atomic counts, the
+ * first DIRECT_LIST places keep the source row); then each thread finishes
+ * its row: self, then each element's sources in ascending source row (the
+ * list sorted, at most DIRECT_LIST; a longer list, rare with spread
+ * values, walks the chunk's keys once for the whole row), one rounding,
+ * one store. Every block of a column chunk reads that chunk's index
+ * columns: DIRECT_MAX_INDEX_READS bounds what the row chunks read in all.
+ * At the seed shape (index 256 x 128, out 4096 x 128) that is 8 x 256 KB
+ * of L2 reads against the prep/tile path's two dependent kernels (8.6
+ * us). A first form kept only each element's count, least and sum of
+ * source rows and walked a column for three or more sources: one thread's
+ * walk set the kernel's time (20 us at the seed, run 25). */
 #define DIRECT_COLS 8
-#define DIRECT_THREADS 256
+#define DIRECT_LIST 4 /* source rows kept a slot: one byte each (N <= 256) */
 #define DIRECT_MAX_ROW_CHUNKS 16
 #define DIRECT_MAX_INDEX_READS (8 << 20) /* bytes over all blocks */
-/* out rows a block: two a thread with 4-byte accumulators, one with
+/* out rows a block, a thread each: 512 with 4-byte accumulators, 256 with
  * 8-byte ones (shared memory: 8 bytes a slot, plus N x DIRECT_COLS sources
  * and keys, <= 48 KB) */
 template <typename T> static __host__ __device__ constexpr int direct_rows() {
-  return sizeof(typename acc_of<T>::type) == 8 ? DIRECT_THREADS : 2 * DIRECT_THREADS;
+  return sizeof(typename acc_of<T>::type) == 8 ? 256 : 512;
 }
-static_assert(SMALL_MAX_ROWS <= DIRECT_THREADS && SMALL_MAX_ROWS * (SMALL_MAX_ROWS - 1) / 2 < 65536,
-              "direct path: an index row a thread; a slot's source-row sum fits 16 bits");
+static_assert(SMALL_MAX_ROWS <= 256, "direct path: an index row a thread, a source row a byte");
 
 struct direct_geometry {
   int N;            /* index rows, 1..SMALL_MAX_ROWS */
@@ -669,7 +671,7 @@ struct direct_geometry {
 template <typename X> struct __align__(16) direct_row { X v[DIRECT_COLS]; };
 
 /* The DIRECT_COLS elements at p, of which the first n (<= DIRECT_COLS)
- * exist; the others zero bits (never read). */
+ * exist; the others zero bits (never used). */
 template <typename X>
 static __device__ __forceinline__ direct_row<X> direct_load(const X *p, int n, int vec) {
   direct_row<X> r;
@@ -681,49 +683,62 @@ static __device__ __forceinline__ direct_row<X> direct_load(const X *p, int n, i
   return r;
 }
 
+/* The four bytes of w in ascending order (a sorting network). */
+static __device__ __forceinline__ unsigned direct_sort4(unsigned w) {
+  unsigned b0 = w & 0xffu, b1 = w >> 8 & 0xffu, b2 = w >> 16 & 0xffu, b3 = w >> 24;
+  unsigned x;
+#define DIRECT_CX(a, b) (x = min(a, b), b = max(a, b), a = x)
+  DIRECT_CX(b0, b1);
+  DIRECT_CX(b2, b3);
+  DIRECT_CX(b0, b2);
+  DIRECT_CX(b1, b3);
+  DIRECT_CX(b1, b2);
+#undef DIRECT_CX
+  return b0 | b1 << 8 | b2 << 16 | b3 << 24;
+}
+
 template <typename T, typename I>
-__global__ void __launch_bounds__(DIRECT_THREADS)
+__global__ void __launch_bounds__(direct_rows<T>())
     scatter_direct_kernel(const I *__restrict__ index, const T *self, const T *__restrict__ src,
                           T *out, direct_geometry g, const int *bad) {
   typedef typename acc_of<T>::type A;
-  constexpr int RB = direct_rows<T>(), RPT = RB / DIRECT_THREADS, CB = DIRECT_COLS;
-  constexpr int SLOTS = RB * CB;
-  /* s_word[slot]: count << 16 | sum of source rows; s_least[slot]: the
-   * least source row; then, per index row i, its DIRECT_COLS sources and
+  constexpr int RB = direct_rows<T>(), CB = DIRECT_COLS, SLOTS = RB * CB;
+  static_assert(DIRECT_LIST == 4, "a slot's list is one 32-bit word");
+  /* s_count[slot]: the entries naming the slot's out element; s_list[slot]:
+   * the source rows of the first DIRECT_LIST of them (bytes, in arrival
+   * order; 0xff: none); then, per index row i, its DIRECT_COLS sources and
    * keys (row within the tile, -1: none here) */
   extern __shared__ __align__(16) int s_direct[];
-  int *s_word = s_direct, *s_least = s_direct + SLOTS;
+  int *s_count = s_direct;
+  unsigned *s_list = (unsigned *)(s_direct + SLOTS);
   A *s_src = (A *)(s_direct + 2 * SLOTS);
   short *s_key = (short *)(s_src + g.N * CB);
   const int t = threadIdx.x;
-  const int64_t q0 = (int64_t)blockIdx.x * CB, r0 = (int64_t)blockIdx.y * RB;
+  const int64_t q0 = (int64_t)blockIdx.x * CB, r0 = (int64_t)blockIdx.y * RB, m = r0 + t;
   const int n_out = (int)min((int64_t)CB, g.cols - q0);
   const int n_idx = (int)max((int64_t)0, min((int64_t)CB, g.idx_cols - q0));
 
   /* 1: every load this block needs, issued together: self under the
-   * thread's rows, its index row and src row */
-  direct_row<T> start[RPT];
-#pragma unroll
-  for (int j = 0; j < RPT; j++) {
-    const int64_t m = r0 + t + j * DIRECT_THREADS;
-    if (self && m < g.M) start[j] = direct_load(self + m * g.cols + q0, n_out, g.vec_self);
-  }
+   * thread's row, its index row and src row */
+  direct_row<T> start;
+  if (self && m < g.M) start = direct_load(self + m * g.cols + q0, n_out, g.vec_self);
   direct_row<I> ix;
   direct_row<T> sv;
   if (t < g.N) {
     ix = direct_load(index + t * g.idx_cols + q0, n_idx, g.vec_index);
     sv = direct_load(src + t * g.src_row + q0, n_idx, g.vec_src);
   }
-  /* 2: slot words 0, least rows above any row */
-  for (int e = t; e < SLOTS / 4; e += DIRECT_THREADS) {
-    ((int4 *)s_word)[e] = make_int4(0, 0, 0, 0);
-    ((int4 *)s_least)[e] = make_int4(INT_MAX, INT_MAX, INT_MAX, INT_MAX);
-  }
+  /* 2: counts 0, lists empty (the thread's row's slots) */
+  ((int4 *)s_count)[2 * t] = make_int4(0, 0, 0, 0);
+  ((int4 *)s_count)[2 * t + 1] = make_int4(0, 0, 0, 0);
+  ((int4 *)s_list)[2 * t] = make_int4(-1, -1, -1, -1);
+  ((int4 *)s_list)[2 * t + 1] = make_int4(-1, -1, -1, -1);
   __syncthreads();
 
   /* 3: the thread's index row: keys and sources to shared memory, its
-   * entries into their slots. Values outside this tile's rows (or outside
-   * [0, M): validate=off reads and writes nothing for them) are no key. */
+   * entries into their slots' lists. Values outside this tile's rows (or
+   * outside [0, M): validate=off reads and writes nothing for them) are no
+   * key. */
   if (t < g.N) {
     direct_row<short> key;
     direct_row<A> v;
@@ -735,8 +750,9 @@ __global__ void __launch_bounds__(DIRECT_THREADS)
       v.v[c] = to_acc<T>(sv.v[c]);
       if (here) {
         const int slot = (int)(x - r0) * CB + c;
-        atomicAdd(&s_word[slot], (1 << 16) + t);
-        atomicMin(&s_least[slot], t);
+        const int place = atomicAdd(&s_count[slot], 1);
+        if (place < DIRECT_LIST)
+          ((unsigned char *)s_list)[slot * DIRECT_LIST + place] = (unsigned char)t;
       }
     }
     ((direct_row<short> *)s_key)[t] = key;
@@ -748,40 +764,48 @@ __global__ void __launch_bounds__(DIRECT_THREADS)
    * (cuda_launch_after): its verdict before the first store */
   cuda_wait_prerequisites();
   if (cuda_call_failed_after_wait(bad)) return;
+  if (m >= g.M) return;
 
-  /* 5: every element of the thread's rows (spec decision 6): self, then
-   * its sources in ascending source row, one rounding */
+  /* 5: the thread's row, every element (spec decision 6): self, then its
+   * sources in ascending source row, one rounding */
+  const direct_row<int> count = ((const direct_row<int> *)s_count)[t];
+  const direct_row<unsigned> list = ((const direct_row<unsigned> *)s_list)[t];
+  A acc[CB];
+  bool walk = false; /* an element with more than DIRECT_LIST sources */
 #pragma unroll
-  for (int j = 0; j < RPT; j++) {
-    const int lr = t + j * DIRECT_THREADS;
-    const int64_t m = r0 + lr;
-    if (m >= g.M) continue;
-    const direct_row<int> w = ((const direct_row<int> *)s_word)[lr];
-    direct_row<T> o;
-#pragma unroll
-    for (int c = 0; c < CB; c++) {
-      A acc = self ? to_acc<T>(start[j].v[c]) : (A)0;
-      const int count = w.v[c] >> 16, sum = w.v[c] & 0xffff;
-      if (count == 1) {
-        acc += s_src[sum * CB + c];
-      } else if (count == 2) {
-        const int least = s_least[lr * CB + c];
-        acc += s_src[least * CB + c];
-        acc += s_src[(sum - least) * CB + c];
-      } else if (count > 2) { /* three or more sources: walk the column */
-        for (int i = 0; i < g.N; i++)
-          if (s_key[i * CB + c] == lr) acc += s_src[i * CB + c];
-      }
-      o.v[c] = from_acc<T>(acc);
-    }
-    T *at = out + m * g.cols + q0;
-    if (g.vec_out && n_out == CB) {
-      *(direct_row<T> *)at = o;
-    } else {
+  for (int c = 0; c < CB; c++) {
+    acc[c] = self ? to_acc<T>(start.v[c]) : (A)0;
+    walk |= count.v[c] > DIRECT_LIST;
+  }
+  if (walk) { /* rare with spread values: the chunk's keys once, every column */
+    for (int i = 0; i < g.N; i++) {
+      const direct_row<short> key = ((const direct_row<short> *)s_key)[i];
+      const direct_row<A> v = ((const direct_row<A> *)s_src)[i];
 #pragma unroll
       for (int c = 0; c < CB; c++)
-        if (c < n_out) at[c] = o.v[c];
+        if (count.v[c] > DIRECT_LIST && key.v[c] == t) acc[c] += v.v[c];
     }
+  }
+#pragma unroll
+  for (int c = 0; c < CB; c++) {
+    const int n = count.v[c];
+    if (n == 0 || n > DIRECT_LIST) continue;
+    /* the places in ascending source row (empty places, 0xff, sort last) */
+    const unsigned rows = direct_sort4(list.v[c]);
+#pragma unroll
+    for (int k = 0; k < DIRECT_LIST; k++)
+      if (k < n) acc[c] += s_src[(int)(rows >> 8 * k & 0xffu) * CB + c];
+  }
+  direct_row<T> o;
+#pragma unroll
+  for (int c = 0; c < CB; c++) o.v[c] = from_acc<T>(acc[c]);
+  T *at = out + m * g.cols + q0;
+  if (g.vec_out && n_out == CB) {
+    *(direct_row<T> *)at = o;
+  } else {
+#pragma unroll
+    for (int c = 0; c < CB; c++)
+      if (c < n_out) at[c] = o.v[c];
   }
 }
 
@@ -1142,11 +1166,11 @@ static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t
   const int *bad = chk.bad;
   cudaError_t err;
   if (c->index->dtype == APX_DTYPE_I64)
-    err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(DIRECT_THREADS), smem, s,
+    err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(RB), smem, s,
                             scatter_direct_kernel<T, int64_t>, (const int64_t *)c->index->data,
                             self, (const T *)c->src->data, (T *)c->out->data, g, bad);
   else
-    err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(DIRECT_THREADS), smem, s,
+    err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(RB), smem, s,
                             scatter_direct_kernel<T, int32_t>, (const int32_t *)c->index->data,
                             self, (const T *)c->src->data, (T *)c->out->data, g, bad);
   if (err == cudaSuccess) err = cudaGetLastError();
