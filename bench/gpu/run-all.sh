@@ -15,7 +15,8 @@
 #   gpu-results.tar.gz  every log, JSON and Markdown report
 # Each step has a time limit so the whole run fits one device call.
 # RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
-# bench peers (and the experiments l2, ncu, ncudiag and ncudeep: not in the default). Exit
+# bench peers (and nopdl, the suite with APEXX_CUDA_PDL=0, and the experiments l2, ncu,
+# ncudiag and ncudeep: not in the default). Exit
 # status: 0 when every step run passed or was skipped with a reason.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -72,6 +73,11 @@ say ""
 if want tests; then
   step test_cuda 300 ./tests/test_cuda
   tail -5 "$work/test_cuda.log" | sed 's/^/    /' | tee -a "$report"
+fi
+# (RUN_STEPS "nopdl") the suite again with plain launches only
+if want nopdl; then
+  step test_cuda-nopdl 300 env APEXX_CUDA_PDL=0 ./tests/test_cuda
+  tail -3 "$work/test_cuda-nopdl.log" | sed 's/^/    /' | tee -a "$report"
 fi
 
 # 2. compute-sanitizer on the suite (libtool's wrapper runs the real binary)
