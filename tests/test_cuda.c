@@ -1072,8 +1072,7 @@ START_TEST(test_scatter_add) {
       scatter_case(dt, it, 2, self7, idx7, idx7, 0, 0, 0, 0);
       int64_t self8[2] = {8192, 16}, idx8[2] = {256, 16};
       scatter_case(dt, it, 2, self8, idx8, idx8, 0, 0, 1, 0);
-      /* more than 16 column chunks: validate=device checks beside the
-       * kernel instead of in its clusters */
+      /* 25 column chunks, src as wide as the index only */
       int64_t self9[2] = {600, 200}, idx9[2] = {50, 150};
       scatter_case(dt, it, 2, self9, idx9, idx9, 0, 0, 0, 0);
       /* the prep/tile path (out rows beyond the direct path's 16 row
@@ -1503,9 +1502,8 @@ START_TEST(test_bad_indices) {
     /* scatter_add's direct path (8 out rows) and prep/tile path (16384):
      * two bad values, the later one in row-major order in the first index
      * columns; both modes name the first. The direct path with 3 column
-     * chunks (24 index columns: one cluster, the bad values in different
-     * blocks) and 25 (200: the check beside the kernel), then 17 prep
-     * blocks (129) */
+     * chunks (24 index columns, the bad values in different blocks) and 25
+     * (200), then 17 prep blocks (129) */
     scatter_first_of_two(it, 8, 4, 24, 3 * 24 + 1, 2 * 24 + 20,
                          "index[2][20] = [9] is outside [0, 7]");
     scatter_first_of_two(it, 8, 4, 200, 3 * 200 + 1, 2 * 200 + 190,

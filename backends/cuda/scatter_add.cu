@@ -52,7 +52,6 @@
 
 #include <limits.h>
 
-#include <cooperative_groups.h>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
@@ -645,7 +644,13 @@ __global__ void __launch_bounds__(SMALL_THREADS)
  * of L2 reads against the prep/tile path's two dependent kernels (8.6
  * us). A first form kept only each element's count, least and sum of
  * source rows and walked a column for three or more sources: one thread's
- * walk set the kernel's time (20 us at the seed, run 25). */
+ * walk set the kernel's time (20 us at the seed, run 25).
+ * validate=device: the range check is a kernel of its own and this one
+ * starts beside it (2.5 us of the seed's 8.2, run 26). Checking in the
+ * kernel, a row chunk's 16 column chunks one thread block cluster that
+ * exchanged the blocks' verdicts through distributed shared memory around
+ * a split cluster barrier, measured slower: 9.7 us, 9.9 with the blocks
+ * spread over the SMs (runs 27, 28). */
 #define DIRECT_COLS 8
 #define DIRECT_LIST 4 /* source rows kept a slot: one byte each (N <= 256) */
 #define DIRECT_MAX_ROW_CHUNKS 16
@@ -698,21 +703,10 @@ static __device__ __forceinline__ unsigned direct_sort4(unsigned w) {
   return b0 | b1 << 8 | b2 << 16 | b3 << 24;
 }
 
-/* CLUSTER (validate=device, sm_90): the grid's column chunks of a row
- * chunk are one thread block cluster (gridDim.x blocks, at most
- * DIRECT_MAX_CLUSTER), which together hold every index entry: each block
- * checks its chunk's entries, pushes its least bad position into every
- * block's shared memory of the cluster before a cluster barrier, and
- * reads them all after it, before its first store: the verdict costs no
- * check kernel (beside the kernel it cost 2.5 us of 8.2 at the seed, run
- * 26). Block (0, 0) publishes a failure. Without CLUSTER, `bad` is the
- * verdict of a check kernel launched before this one (or NULL). */
-#define DIRECT_MAX_CLUSTER 16
-template <typename T, typename I, bool CLUSTER>
+template <typename T, typename I>
 __global__ void __launch_bounds__(direct_rows<T>())
     scatter_direct_kernel(const I *__restrict__ index, const T *self, const T *__restrict__ src,
-                          T *out, direct_geometry g, const int *bad, cuda_error_record *record,
-                          cuda_check_desc d) {
+                          T *out, direct_geometry g, const int *bad) {
   typedef typename acc_of<T>::type A;
   constexpr int RB = direct_rows<T>(), CB = DIRECT_COLS, SLOTS = RB * CB;
   static_assert(DIRECT_LIST == 4, "a slot's list is one 32-bit word");
@@ -729,9 +723,6 @@ __global__ void __launch_bounds__(direct_rows<T>())
   const int64_t q0 = (int64_t)blockIdx.x * CB, r0 = (int64_t)blockIdx.y * RB, m = r0 + t;
   const int n_out = (int)min((int64_t)CB, g.cols - q0);
   const int n_idx = (int)max((int64_t)0, min((int64_t)CB, g.idx_cols - q0));
-  /* CLUSTER: each warp's least bad position, then each cluster block's */
-  __shared__ unsigned long long s_warp_bad[CLUSTER ? RB / 32 : 1];
-  __shared__ unsigned long long s_block_bad[CLUSTER ? DIRECT_MAX_CLUSTER : 1];
 
   /* 1: every load this block needs, issued together: self under the
    * thread's row, its index row and src row */
@@ -743,21 +734,17 @@ __global__ void __launch_bounds__(direct_rows<T>())
     ix = direct_load(index + t * g.idx_cols + q0, n_idx, g.vec_index);
     sv = direct_load(src + t * g.src_row + q0, n_idx, g.vec_src);
   }
-  /* 2: counts 0, lists empty (the thread's row's slots). CLUSTER: a
-   * cluster barrier, which also makes sure that every block of the
-   * cluster runs before any writes into its shared memory */
+  /* 2: counts 0, lists empty (the thread's row's slots) */
   ((int4 *)s_count)[2 * t] = make_int4(0, 0, 0, 0);
   ((int4 *)s_count)[2 * t + 1] = make_int4(0, 0, 0, 0);
   ((int4 *)s_list)[2 * t] = make_int4(-1, -1, -1, -1);
   ((int4 *)s_list)[2 * t + 1] = make_int4(-1, -1, -1, -1);
-  if constexpr (CLUSTER) cooperative_groups::this_cluster().sync();
-  else __syncthreads();
+  __syncthreads();
 
   /* 3: the thread's index row: keys and sources to shared memory, its
    * entries into their slots' lists. Values outside this tile's rows (or
    * outside [0, M): validate=off reads and writes nothing for them) are no
    * key. */
-  unsigned long long first_bad = ~0ULL; /* CLUSTER: the least bad position here */
   if (t < g.N) {
     direct_row<short> key;
     direct_row<A> v;
@@ -770,8 +757,6 @@ __global__ void __launch_bounds__(direct_rows<T>())
       key.v[c] = here ? (short)(x - r0) : (short)-1;
       v.v[c] = to_acc<T>(sv.v[c]);
       place[c] = here ? atomicAdd(&s_count[(int)(x - r0) * CB + c], 1) : DIRECT_LIST;
-      if (CLUSTER && c < n_idx && (x < 0 || x >= g.M) && first_bad == ~0ULL)
-        first_bad = (unsigned long long)(t * g.idx_cols + q0 + c); /* ascending c: the least */
     }
 #pragma unroll
     for (int c = 0; c < CB; c++)
@@ -781,28 +766,13 @@ __global__ void __launch_bounds__(direct_rows<T>())
     ((direct_row<short> *)s_key)[t] = key;
     ((direct_row<A> *)s_src)[t] = v;
   }
-  if constexpr (CLUSTER) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      const unsigned long long o = __shfl_xor_sync(0xffffffffu, first_bad, off);
-      first_bad = o < first_bad ? o : first_bad;
-    }
-    if (t % 32 == 0) s_warp_bad[t / 32] = first_bad;
-  }
   __syncthreads();
-  if constexpr (CLUSTER) {
-    /* the block's least bad position into every cluster block's slot for
-     * this block (blockIdx.x is the rank: the cluster spans grid.x), then
-     * the arrival; the wait comes before the first store */
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    if (t < (int)gridDim.x) {
-      unsigned long long b = s_warp_bad[0];
-#pragma unroll
-      for (int w = 1; w < RB / 32; w++) b = s_warp_bad[w] < b ? s_warp_bad[w] : b;
-      cluster.map_shared_rank(s_block_bad, (unsigned)t)[blockIdx.x] = b;
-    }
-    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
-  }
+
+  /* 4: validate=device, the check launched beside this kernel
+   * (cuda_launch_after): its verdict before the first store */
+  cuda_wait_prerequisites();
+  if (cuda_call_failed_after_wait(bad)) return;
+  if (m >= g.M) return;
 
   /* 5: the thread's row, every element (spec decision 6): self, then its
    * sources in ascending source row, one rounding */
@@ -834,23 +804,6 @@ __global__ void __launch_bounds__(direct_rows<T>())
     for (int k = 0; k < DIRECT_LIST; k++)
       if (k < n) acc[c] += s_src[(int)(rows >> 8 * k & 0xffu) * CB + c];
   }
-  /* 4: the verdict before the first store: CLUSTER, every block's least
-   * bad position (the blocks' entries partition the index); else the
-   * check launched beside this kernel (cuda_launch_after) */
-  if constexpr (CLUSTER) {
-    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
-    unsigned long long b = s_block_bad[0];
-    for (int r = 1; r < (int)gridDim.x; r++) b = s_block_bad[r] < b ? s_block_bad[r] : b;
-    if (b != ~0ULL) {
-      if (blockIdx.x == 0 && blockIdx.y == 0 && t == 0)
-        cuda_check_publish(record, d, cuda_check_result_of(d, b, LLONG_MAX, LLONG_MIN, -1, 0));
-      return;
-    }
-  } else {
-    cuda_wait_prerequisites();
-    if (cuda_call_failed_after_wait(bad)) return;
-  }
-  if (m >= g.M) return;
   direct_row<T> o;
 #pragma unroll
   for (int c = 0; c < CB; c++) o.v[c] = from_acc<T>(acc[c]);
@@ -1188,58 +1141,11 @@ static int direct_vec(const apx_tensor *t, int64_t row) {
   return (uintptr_t)t->data % 16 == 0 && bytes % 16 == 0;
 }
 
-/* A cluster of csize blocks along x, its blocks spread over the SMs (the
- * default packs a cluster's blocks onto few SMs: run 27, 9.7 us at the
- * seed against 5.6 without clusters). */
-static void direct_cluster_attrs(cudaLaunchAttribute *attr, unsigned csize) {
-  memset(attr, 0, 2 * sizeof *attr);
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = csize;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-  attr[1].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicySpread;
-}
-
-/* Can the device run scatter_direct_kernel<T, I, true> in clusters of
- * csize blocks (at most DIRECT_MAX_CLUSTER; more than 8 is non-portable)?
- * Asked once a size (cudaOccupancyMaxActiveClusters), at the largest
- * shared memory the kernel takes. */
-template <typename T, typename I> static int direct_cluster_ok(int csize) {
-  typedef typename acc_of<T>::type A;
-  static int known[DIRECT_MAX_CLUSTER + 1]; /* 0: not asked, 1: yes, -1: no */
-  if (csize < 1 || csize > DIRECT_MAX_CLUSTER) return 0;
-  if (known[csize]) return known[csize] > 0;
-  void (*kernel)(const I *, const T *, const T *, T *, direct_geometry, const int *,
-                 cuda_error_record *, cuda_check_desc) = scatter_direct_kernel<T, I, true>;
-  cudaError_t err = cudaSuccess;
-  if (csize > 8)
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  const int RB = direct_rows<T>();
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)csize, 1, 1);
-  cfg.blockDim = dim3((unsigned)RB, 1, 1);
-  cfg.dynamicSmemBytes = (size_t)2 * RB * DIRECT_COLS * sizeof(int) +
-                         (size_t)SMALL_MAX_ROWS * DIRECT_COLS * (sizeof(A) + sizeof(short));
-  cudaLaunchAttribute attr[2];
-  direct_cluster_attrs(attr, (unsigned)csize);
-  cfg.attrs = attr;
-  cfg.numAttrs = 2;
-  int clusters = 0;
-  if (err == cudaSuccess) err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
-  if (err != cudaSuccess) (void)cudaGetLastError();
-  known[csize] = err == cudaSuccess && clusters > 0 ? 1 : -1;
-  return known[csize] > 0;
-}
-
-/* validate=device on sm_90 with at most DIRECT_MAX_CLUSTER column chunks
- * (the seed's 16): the kernel checks the index itself, its column chunks
- * a cluster (scatter_direct_kernel's CLUSTER). Otherwise the range check
- * (validate=device, eager) is the pre-pass; with validate=device the
- * kernel starts beside it (cuda_launch_after) and reads its verdict before
- * the first store. */
-template <typename T, typename I>
-static apx_status run_direct_typed(cuda_state *st, const scatter_call *c, cudaStream_t s) {
+/* The range check (validate=device, eager) is the pre-pass; with
+ * validate=device the kernel starts beside it (cuda_launch_after) and
+ * reads its verdict before the first store. */
+template <typename T>
+static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t s) {
   typedef typename acc_of<T>::type A;
   const int RB = direct_rows<T>();
   const int dev = c->out->device_index;
@@ -1257,52 +1163,27 @@ static apx_status run_direct_typed(cuda_state *st, const scatter_call *c, cudaSt
   cuda_check_init(&d, c->op, "index", c->index);
   d.lo = 0;
   d.hi = g.M - 1;
+  cuda_checked chk;
+  apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
+  if (status != APX_OK) return status;
   const dim3 grid((unsigned)((g.cols + DIRECT_COLS - 1) / DIRECT_COLS),
                   (unsigned)((g.M + RB - 1) / RB));
   const size_t smem = (size_t)2 * RB * DIRECT_COLS * sizeof(int) +
                       (size_t)g.N * DIRECT_COLS * (sizeof(A) + sizeof(short));
-  const I *index = (const I *)c->index->data;
   const T *self = c->self ? (const T *)c->self->data : nullptr;
-  const T *src = (const T *)c->src->data;
-  T *out = (T *)c->out->data;
-  cuda_error_record *record = st->dev[dev].record;
-  cudaError_t err;
-  if (st->validate_mode == APX_VALIDATE_DEVICE && st->dev[dev].cc_major >= 9 &&
-      direct_cluster_ok<T, I>((int)grid.x)) {
-    /* the description the pre-pass would publish (cuda_check_run's
-     * settings for a plain range check), so that the message is the same */
-    cuda_check_desc dc = d;
-    dc.check_range = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3((unsigned)RB);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[2];
-    direct_cluster_attrs(attr, grid.x);
-    cfg.attrs = attr;
-    cfg.numAttrs = 2;
-    err = cudaLaunchKernelEx(&cfg, scatter_direct_kernel<T, I, true>, index, self, src, out, g,
-                             (const int *)nullptr, record, dc);
-    if (err == cudaSuccess) return APX_OK;
-    (void)cudaGetLastError(); /* refused: the check kernel beside, below */
-  }
-  cuda_checked chk;
-  apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
-  if (status != APX_OK) return status;
   const int *bad = chk.bad;
-  err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(RB), smem, s,
-                          scatter_direct_kernel<T, I, false>, index, self, src, out, g, bad,
-                          record, d);
+  cudaError_t err;
+  if (c->index->dtype == APX_DTYPE_I64)
+    err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(RB), smem, s,
+                            scatter_direct_kernel<T, int64_t>, (const int64_t *)c->index->data,
+                            self, (const T *)c->src->data, (T *)c->out->data, g, bad);
+  else
+    err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(RB), smem, s,
+                            scatter_direct_kernel<T, int32_t>, (const int32_t *)c->index->data,
+                            self, (const T *)c->src->data, (T *)c->out->data, g, bad);
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: launch");
   return APX_OK;
-}
-
-template <typename T>
-static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t s) {
-  if (c->index->dtype == APX_DTYPE_I64) return run_direct_typed<T, int64_t>(st, c, s);
-  return run_direct_typed<T, int32_t>(st, c, s);
 }
 
 /* rows: 1 the rows path, 0 the general path, -1 the device decides
