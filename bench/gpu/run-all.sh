@@ -13,7 +13,10 @@
 # files beside remote-build's summary.txt and logs.tar.gz:
 #   gpu-report.txt      the card, every step's verdict, the tables
 #   gpu-results.tar.gz  every log, JSON and Markdown report
-# Each step has a time limit so the whole run fits one device call.
+# Each step has a time limit. With remote-build's configure, build and
+# make check (~3 min) the sanitizers no longer fit one 600 s device call
+# beside the rest: run "tests nopdl memcheck", "racecheck initcheck" and
+# "bw peers" as three calls (runs 29 to 31).
 # RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
 # bench peers (and nopdl, the suite with APEXX_CUDA_PDL=0, and the experiments l2, ncu,
 # ncudiag and ncudeep: not in the default). Exit
@@ -86,7 +89,8 @@ if command -v compute-sanitizer >/dev/null; then
     want "$tool" || continue
     extra=()
     [ "$tool" = memcheck ] && extra=(--leak-check no)
-    step "sanitizer-$tool" 240 ./libtool --mode=execute compute-sanitizer --tool "$tool" \
+    # racecheck took 232 s of the suite in run 30 (H100)
+    step "sanitizer-$tool" 420 ./libtool --mode=execute compute-sanitizer --tool "$tool" \
       --error-exitcode 1 "${extra[@]}" ./tests/test_cuda
     grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL|^[0-9]+%' "$work/sanitizer-$tool.log" \
       | tail -3 | sed 's/^/    /' | tee -a "$report"
