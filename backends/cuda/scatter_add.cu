@@ -1214,8 +1214,8 @@ static apx_status scatter_run(cuda_state *st, const scatter_call *c, const apx_c
                "scatter_add: copy of self");
     return APX_OK;
   }
-  /* the small path: two launches that check the index themselves
-   * (validate=device) or after the waited-for pre-pass (eager) */
+  /* the direct path: one launch, the range check beside it
+   * (validate=device) or waited for before it (eager) */
   if (direct_eligible(c)) {
     switch (c->out->dtype) {
     case APX_DTYPE_F16: return run_direct<__half>(st, c, stream);
@@ -1225,6 +1225,8 @@ static apx_status scatter_run(cuda_state *st, const scatter_call *c, const apx_c
     default: return run_direct<float>(st, c, stream);
     }
   }
+  /* the small path: two launches that check the index themselves
+   * (validate=device) or after the waited-for pre-pass (eager) */
   if (small_eligible(c)) {
     switch (c->out->dtype) {
     case APX_DTYPE_F16: return run_small<__half>(st, c, stream);
