@@ -361,6 +361,16 @@ static __device__ __forceinline__ int cuda_entry_out_of_range(const cuda_check_d
  * (ULLONG_MAX: none); the levels' minimum, maximum and the largest k at
  * the maximum; the row note. A bad entry that is in range is a repeat
  * (require_unique): the earlier position of the same id is named. */
+/* spec/ops.md 4.A step 4: ((level - lmin) << order_bits) + k <= 2^31-1
+ * for every entry, given the levels' minimum, maximum and the largest k at
+ * the maximum (the largest key): span = lmax - lmin, unsigned 64-bit. */
+static __device__ __forceinline__ bool cuda_levels_fit(long long lmin, long long lmax,
+                                                       long long kat, int order_bits) {
+  const unsigned long long span = (unsigned long long)lmax - (unsigned long long)lmin;
+  return span <= (0x7fffffffULL >> order_bits) &&
+         (span << order_bits) + (unsigned long long)kat <= 0x7fffffffULL;
+}
+
 static __device__ cuda_check_result cuda_check_result_of(const cuda_check_desc &d,
                                                          unsigned long long pos, long long gmin,
                                                          long long gmax, long long gkat,
@@ -394,10 +404,7 @@ static __device__ cuda_check_result cuda_check_result_of(const cuda_check_desc &
   } else if (d.check_range && d.levels && d.levels_count > 0) {
     /* spec/ops.md 4.A step 4: ((level - lmin) << order_bits) + k <= 2^31-1
      * for every entry; the largest key is the largest k at the top level */
-    unsigned long long span = (unsigned long long)gmax - (unsigned long long)gmin;
-    int fits = span <= (0x7fffffffULL >> d.order_bits) &&
-               (span << d.order_bits) + (unsigned long long)gkat <= 0x7fffffffULL;
-    if (!fits) {
+    if (!cuda_levels_fit(gmin, gmax, gkat, d.order_bits)) {
       r.bad = 1;
       r.kind = CUDA_BAD_LEVEL_SPAN;
     }

@@ -1036,22 +1036,39 @@ static apx_status run_general(cuda_state *st, const scatter_call *c, const int *
   return APX_OK;
 }
 
-/* dim 0, a 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of at
- * most SMALL_MAX_GROUPS row groups, at most SMALL_MAX_PREP_BLOCKS prep
- * blocks, and the column chunks fit grid.y. */
-static int small_eligible(const scatter_call *c) {
+/* A small call's shape, for the direct and the small path: dim 0, a 1-D
+ * or 2-D index of 1 to SMALL_MAX_ROWS rows (else 0). Column q of an index
+ * row is offset q in the src row and the out row. */
+struct rows_shape {
+  int64_t N, M;     /* index rows; out rows (valid index values are [0, M)) */
+  int64_t idx_cols; /* index row length (1 for 1-D) */
+  int64_t src_row;  /* src row length, >= idx_cols */
+  int64_t cols;     /* out (and self) row length, >= idx_cols */
+};
+
+static int small_shape(const scatter_call *c, rows_shape *sh) {
   const apx_tensor *ix = c->index;
+  memset(sh, 0, sizeof *sh);
   if (c->dim != 0 || ix->ndim < 1 || ix->ndim > 2) return 0;
-  int64_t N = ix->shape[0];
-  if (N < 1 || N > SMALL_MAX_ROWS) return 0;
-  int64_t idx_cols = ix->ndim > 1 ? ix->shape[1] : 1;
-  int64_t cols = c->out->ndim > 1 ? c->out->shape[1] : 1;
+  sh->N = ix->shape[0];
+  sh->M = c->out->shape[0];
+  sh->idx_cols = ix->ndim > 1 ? ix->shape[1] : 1;
+  sh->src_row = c->src->ndim > 1 ? c->src->shape[1] : 1;
+  sh->cols = c->out->ndim > 1 ? c->out->shape[1] : 1;
+  return sh->N >= 1 && sh->N <= SMALL_MAX_ROWS && sh->idx_cols >= 1;
+}
+
+/* A small shape out of at most SMALL_MAX_GROUPS row groups, at most
+ * SMALL_MAX_PREP_BLOCKS prep blocks, and the column chunks fit grid.y. */
+static int small_eligible(const scatter_call *c) {
+  rows_shape sh;
+  if (!small_shape(c, &sh)) return 0;
   int64_t R = c->out->dtype == APX_DTYPE_I64 ? small_rows<int64_t>() : small_rows<float>();
-  int64_t groups = (c->out->shape[0] + R / SMALL_WARPS - 1) / (R / SMALL_WARPS);
-  int64_t prep_blocks = (idx_cols + PREP_COLS - 1) / PREP_COLS;
-  int64_t col_chunks = (cols + SMALL_COLS - 1) / SMALL_COLS;
-  return idx_cols >= 1 && groups >= 1 && groups <= SMALL_MAX_GROUPS &&
-         prep_blocks <= SMALL_MAX_PREP_BLOCKS && col_chunks <= 65535;
+  int64_t groups = (sh.M + R / SMALL_WARPS - 1) / (R / SMALL_WARPS);
+  int64_t prep_blocks = (sh.idx_cols + PREP_COLS - 1) / PREP_COLS;
+  int64_t col_chunks = (sh.cols + SMALL_COLS - 1) / SMALL_COLS;
+  return groups >= 1 && groups <= SMALL_MAX_GROUPS && prep_blocks <= SMALL_MAX_PREP_BLOCKS &&
+         col_chunks <= 65535;
 }
 
 /* validate=eager runs the pre-pass and waits for it (a bad index returns
@@ -1062,14 +1079,16 @@ template <typename T>
 static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t s) {
   const int R = small_rows<T>();
   const int dev = c->out->device_index;
+  rows_shape sh;
+  (void)small_shape(c, &sh); /* small_eligible */
   small_geometry g;
-  g.N = (int)c->index->shape[0];
-  g.M = (int)c->out->shape[0];
+  g.N = (int)sh.N;
+  g.M = (int)sh.M;
   g.row_chunks = (g.M + R - 1) / R;
   g.groups = (g.M + R / SMALL_WARPS - 1) / (R / SMALL_WARPS);
-  g.idx_cols = c->index->ndim > 1 ? c->index->shape[1] : 1;
-  g.src_row = c->src->ndim > 1 ? c->src->shape[1] : 1;
-  g.cols = c->out->ndim > 1 ? c->out->shape[1] : 1;
+  g.idx_cols = sh.idx_cols;
+  g.src_row = sh.src_row;
+  g.cols = sh.cols;
   cuda_check_desc d;
   cuda_check_init(&d, c->op, "index", c->index);
   d.lo = 0;
@@ -1118,22 +1137,17 @@ static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t 
   return APX_OK;
 }
 
-/* dim 0, a 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of at
- * most DIRECT_MAX_ROW_CHUNKS row chunks, and an index whose reads by all
- * row chunks stay within DIRECT_MAX_INDEX_READS. */
+/* A small shape out of at most DIRECT_MAX_ROW_CHUNKS row chunks, with an
+ * index whose reads by all row chunks stay within DIRECT_MAX_INDEX_READS. */
 static int direct_eligible(const scatter_call *c) {
-  const apx_tensor *ix = c->index;
-  if (c->dim != 0 || ix->ndim < 1 || ix->ndim > 2) return 0;
-  int64_t N = ix->shape[0];
-  if (N < 1 || N > SMALL_MAX_ROWS) return 0;
-  int64_t idx_cols = ix->ndim > 1 ? ix->shape[1] : 1;
-  int64_t cols = c->out->ndim > 1 ? c->out->shape[1] : 1;
+  rows_shape sh;
+  if (!small_shape(c, &sh)) return 0;
   int64_t RB = c->out->dtype == APX_DTYPE_I64 ? direct_rows<int64_t>() : direct_rows<float>();
-  int64_t row_chunks = (c->out->shape[0] + RB - 1) / RB;
-  int64_t index_bytes = N * idx_cols * (int64_t)cuda_dtype_size(ix->dtype);
-  return idx_cols >= 1 && row_chunks >= 1 && row_chunks <= DIRECT_MAX_ROW_CHUNKS &&
+  int64_t row_chunks = (sh.M + RB - 1) / RB;
+  int64_t index_bytes = sh.N * sh.idx_cols * (int64_t)cuda_dtype_size(c->index->dtype);
+  return row_chunks >= 1 && row_chunks <= DIRECT_MAX_ROW_CHUNKS &&
          index_bytes <= DIRECT_MAX_INDEX_READS / row_chunks &&
-         (cols + DIRECT_COLS - 1) / DIRECT_COLS <= INT_MAX;
+         (sh.cols + DIRECT_COLS - 1) / DIRECT_COLS <= INT_MAX;
 }
 
 static int direct_vec(const apx_tensor *t, int64_t row) {
@@ -1149,12 +1163,14 @@ static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t
   typedef typename acc_of<T>::type A;
   const int RB = direct_rows<T>();
   const int dev = c->out->device_index;
+  rows_shape sh;
+  (void)small_shape(c, &sh); /* direct_eligible */
   direct_geometry g;
-  g.N = (int)c->index->shape[0];
-  g.M = (int)c->out->shape[0];
-  g.idx_cols = c->index->ndim > 1 ? c->index->shape[1] : 1;
-  g.src_row = c->src->ndim > 1 ? c->src->shape[1] : 1;
-  g.cols = c->out->ndim > 1 ? c->out->shape[1] : 1;
+  g.N = (int)sh.N;
+  g.M = (int)sh.M;
+  g.idx_cols = sh.idx_cols;
+  g.src_row = sh.src_row;
+  g.cols = sh.cols;
   g.vec_index = direct_vec(c->index, g.idx_cols);
   g.vec_src = direct_vec(c->src, g.src_row);
   g.vec_self = c->self ? direct_vec(c->self, g.cols) : 0;

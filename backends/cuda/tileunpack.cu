@@ -630,11 +630,7 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * runs 15 to 21). A share: whether an id is out of range, and the levels'
  * minimum, maximum and the largest k at that maximum (spec/ops.md 4.A
  * step 4, the statistics of cuda_check_result_of). */
-struct unpack_check_share {
-  long long lmin, lmax;
-  int kat; /* -1: no level */
-  int bad; /* an id outside [0, gh*gw - 1] */
-};
+typedef cuda_block_partial unpack_check_share; /* pos 0: an id outside [0, gh*gw - 1] */
 
 /* The least (greatest) of a warp's 64-bit values in every lane. sm_80 on:
  * the high halves' extreme (signed), then the extreme low half (unsigned)
@@ -685,8 +681,9 @@ static __device__ __forceinline__ unpack_check_share unpack_warp_share(bool mine
                                                                        long long lv, int k,
                                                                        bool levels) {
   unpack_check_share s;
-  s.bad = __any_sync(0xffffffffu, mine && out);
-  s.lmin = s.lmax = 0;
+  s.pos = __any_sync(0xffffffffu, mine && out) ? 0 : ~0ULL;
+  s.lmin = LLONG_MAX;
+  s.lmax = LLONG_MIN;
   s.kat = -1;
   if (levels) { /* uniform */
     s.lmin = unpack_warp_min(mine ? lv : LLONG_MAX);
@@ -697,28 +694,14 @@ static __device__ __forceinline__ unpack_check_share unpack_warp_share(bool mine
 }
 
 /* The verdict from the shares of the warps that hold entries (nw >= 1):
- * an id out of range, or (levels) a span that does not fit the int32
- * key, the rule of cuda_check_result_of: span = lmax - lmin (unsigned
- * 64-bit) fits iff span <= 0x7fffffff >> order_bits and
- * (span << order_bits) + kat <= 0x7fffffff. */
+ * an id out of range, or (levels) a span that does not fit the int32 key
+ * (cuda_levels_fit, the check kernel's rule). */
 static __device__ __forceinline__ bool unpack_check_fails(const unpack_check_share *shares,
                                                           int nw, bool levels, int order_bits) {
-  bool bad = false;
-  long long lmin = LLONG_MAX, lmax = LLONG_MIN;
-  int kat = -1;
-  for (int w = 0; w < nw; w++) {
-    const unpack_check_share s = shares[w];
-    bad |= s.bad != 0;
-    lmin = s.lmin < lmin ? s.lmin : lmin;
-    if (s.lmax > lmax || (s.lmax == lmax && s.kat > kat)) {
-      lmax = s.lmax;
-      kat = s.kat;
-    }
-  }
-  if (bad || !levels) return bad;
-  const unsigned long long span = (unsigned long long)lmax - (unsigned long long)lmin;
-  return !(span <= (0x7fffffffULL >> order_bits) &&
-           (span << order_bits) + (unsigned long long)kat <= 0x7fffffffULL);
+  unpack_check_share all = shares[0];
+  for (int w = 1; w < nw; w++) cuda_partial_merge(all, shares[w]);
+  if (all.pos != ~0ULL || !levels) return all.pos != ~0ULL;
+  return !cuda_levels_fit(all.lmin, all.lmax, all.kat, order_bits);
 }
 
 template <typename T, int VEC, int BLEND>
