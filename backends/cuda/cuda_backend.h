@@ -109,6 +109,12 @@ struct cuda_check_slot {
   long long partial_lmax[CUDA_CHECK_MAX_BLOCKS];
   long long partial_kat[CUDA_CHECK_MAX_BLOCKS]; /* largest k at lmax */
   int partial_rows_vary[CUDA_CHECK_MAX_BLOCKS];
+  /* a kernel that checks its own index in leading checker blocks
+   * (scatter_add's direct path): checker blocks done, ~(least bad
+   * position) (0: none), blocks done with these three; all zero between
+   * calls (the last block done with them clears them) */
+  unsigned grid_checked, grid_exits;
+  unsigned long long grid_first_inv;
 };
 
 /* The deferred error of one device (validate=device). */
@@ -542,6 +548,9 @@ struct cuda_checked {
 /* Fill the common fields of a check description. */
 void cuda_check_init(cuda_check_desc *d, apx_op_id op, const char *arg,
                      const apx_tensor *index);
+
+/* The device's next check slot (round robin, CUDA_CHECK_SLOTS). */
+cuda_check_slot *cuda_check_take_slot(cuda_state *st, int device_index);
 
 /* Run the pre-pass for `desc` on the stream according to the validate
  * mode: DEVICE launches the check (the failure lands in the device record

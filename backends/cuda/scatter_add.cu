@@ -9,7 +9,8 @@
  * Paths, one result:
  *  - direct (dim 0, 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of
  *    at most DIRECT_MAX_ROW_CHUNKS row chunks, a small index): one launch
- *    (validate=device: the range check beside it). Each block owns an out
+ *    (validate=device: checker blocks in the same grid, or the range check
+ *    beside it when the grid cannot be resident at once). Each block owns an out
  *    tile of 512 rows (256 for 64-bit values) x 8 columns, reads its
  *    columns of the index and src whole, counts each element's sources in
  *    shared memory and finishes it from self in ascending source row.
@@ -52,6 +53,7 @@
 
 #include <limits.h>
 
+#include <cuda/atomic>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
@@ -645,12 +647,14 @@ __global__ void __launch_bounds__(SMALL_THREADS)
  * us). A first form kept only each element's count, least and sum of
  * source rows and walked a column for three or more sources: one thread's
  * walk set the kernel's time (20 us at the seed, run 25).
- * validate=device: the range check is a kernel of its own and this one
- * starts beside it (2.5 us of the seed's 8.2, run 26). Checking in the
- * kernel, a row chunk's 16 column chunks one thread block cluster that
- * exchanged the blocks' verdicts through distributed shared memory around
- * a split cluster barrier, measured slower: 9.7 us, 9.9 with the blocks
- * spread over the SMs (runs 27, 28). */
+ * validate=device: checker blocks ahead of the tiles in one cooperative
+ * launch (direct_check below). The range check as a kernel of its own,
+ * this one started beside it, cost 2.5 us of the seed's 8.2 (run 26) and
+ * is kept for grids too large to be resident at once. A row chunk's 16
+ * column chunks as one thread block cluster exchanging the blocks'
+ * verdicts through distributed shared memory around a split cluster
+ * barrier measured slower: 9.7 us, 9.9 with the blocks spread over the
+ * SMs (runs 27, 28). */
 #define DIRECT_COLS 8
 #define DIRECT_LIST 4 /* source rows kept a slot: one byte each (N <= 256) */
 #define DIRECT_MAX_ROW_CHUNKS 16
@@ -669,6 +673,7 @@ struct direct_geometry {
   int64_t idx_cols; /* index row length (1 for 1-D) */
   int64_t src_row;  /* src row length, >= idx_cols */
   int64_t cols;     /* out (and self) row length, >= idx_cols */
+  int64_t col_chunks; /* tiles a row chunk */
   /* 16-byte loads and stores of a row's DIRECT_COLS elements where the
    * tensor's base and row length allow them (and the chunk is whole) */
   int vec_index, vec_src, vec_self, vec_out;
@@ -703,10 +708,150 @@ static __device__ __forceinline__ unsigned direct_sort4(unsigned w) {
   return b0 | b1 << 8 | b2 << 16 | b3 << 24;
 }
 
+/* validate=device in the direct kernel itself, launched cooperatively
+ * (every block resident at once, so a block may wait for another): blocks
+ * [0, checkers) each check a share of the index and count themselves done
+ * in the call's slot; the others own out tiles and wait for that count,
+ * with their loads and lists done, before their first store. No block
+ * waits for a tile, so the wait ends whatever the order blocks start in.
+ * The last checker publishes the least bad position's failure; the last
+ * block done with the slot clears its three fields for the slot's next
+ * call. */
+struct direct_check {
+  cuda_check_slot *slot; /* NULL: no check in the kernel */
+  cuda_error_record *record;
+  int checkers;    /* leading blocks that check (>= 1 with a slot) */
+  unsigned blocks; /* the grid's blocks */
+  cuda_check_desc desc;
+};
+#define DIRECT_CHECK_UNROLL 4 /* index entries a checker thread loads */
+#define DIRECT_MAX_CHECKERS 64
+
+typedef cuda::atomic_ref<unsigned, cuda::thread_scope_device> direct_u32;
+typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> direct_u64;
+
+/* One thread a block, after its last use of the slot's fields. */
+static __device__ __forceinline__ void direct_done_with_slot(const direct_check &ck,
+                                                             unsigned exit_ticket) {
+  if (exit_ticket != ck.blocks - 1) return;
+  direct_u32(ck.slot->grid_checked).store(0, cuda::memory_order_relaxed);
+  direct_u64(ck.slot->grid_first_inv).store(0, cuda::memory_order_relaxed);
+  direct_u32(ck.slot->grid_exits).store(0, cuda::memory_order_relaxed);
+}
+
+/* A checker block: entries [share * per, (share + 1) * per) of the index,
+ * DIRECT_CHECK_UNROLL loads a thread in flight. */
+template <typename I>
+static __device__ void direct_check_share(const I *__restrict__ index, const direct_check &ck,
+                                          int share) {
+  __shared__ unsigned long long s_first[32];
+  const cuda_check_desc &d = ck.desc;
+  const int64_t per = (d.count + ck.checkers - 1) / ck.checkers;
+  const int64_t from = (int64_t)share * per;
+  const int64_t to = from + per < d.count ? from + per : d.count;
+  const int64_t step = (int64_t)blockDim.x;
+  unsigned long long first = ULLONG_MAX;
+  for (int64_t base = from + threadIdx.x; base < to; base += DIRECT_CHECK_UNROLL * step) {
+    I v[DIRECT_CHECK_UNROLL];
+#pragma unroll
+    for (int j = 0; j < DIRECT_CHECK_UNROLL; j++) {
+      const int64_t i = base + j * step;
+      v[j] = index[i < to ? i : to - 1];
+    }
+#pragma unroll
+    for (int j = 0; j < DIRECT_CHECK_UNROLL; j++) {
+      const int64_t i = base + j * step, x = (int64_t)v[j];
+      /* a thread's entries come in increasing order: its first is its least */
+      if (i < to && (x < d.lo || x > d.hi) && (unsigned long long)i < first)
+        first = (unsigned long long)i;
+    }
+  }
+  if (__syncthreads_or(first != ULLONG_MAX)) { /* rare: the block's least */
+    for (int off = 16; off > 0; off >>= 1) {
+      unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
+      first = o < first ? o : first;
+    }
+    if ((threadIdx.x & 31) == 0) s_first[threadIdx.x >> 5] = first;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+        first = s_first[w] < first ? s_first[w] : first;
+      direct_u64(ck.slot->grid_first_inv).fetch_max(~first, cuda::memory_order_relaxed);
+    }
+  }
+  if (threadIdx.x != 0) return;
+  /* acq_rel: the last checker sees every checker's fetch_max */
+  unsigned done = direct_u32(ck.slot->grid_checked).fetch_add(1u, cuda::memory_order_acq_rel);
+  if (done == (unsigned)ck.checkers - 1) {
+    unsigned long long inv =
+        direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed);
+    if (inv != 0) {
+      cuda_check_result r = cuda_check_result_of(d, ~inv, LLONG_MAX, LLONG_MIN, -1, 0);
+      cuda_check_publish(ck.record, d, r);
+    }
+  }
+  direct_done_with_slot(
+      ck, direct_u32(ck.slot->grid_exits).fetch_add(1u, cuda::memory_order_acq_rel));
+}
+
+/* Step 5 of the direct kernel: thread t's out row, every element (spec
+ * decision 6): self, then its sources in ascending source row, one
+ * rounding, one store at `at`. */
+template <typename T>
+static __device__ __forceinline__ void direct_finish_row(const int *s_direct,
+                                                         const direct_geometry &g,
+                                                         const direct_row<T> &start, int t,
+                                                         bool from_self, int n_out, T *at) {
+  typedef typename acc_of<T>::type A;
+  constexpr int RB = direct_rows<T>(), CB = DIRECT_COLS, SLOTS = RB * CB;
+  const int *s_count = s_direct;
+  const unsigned *s_list = (const unsigned *)(s_direct + SLOTS);
+  const A *s_src = (const A *)(s_direct + 2 * SLOTS);
+  const short *s_key = (const short *)(s_src + g.N * CB);
+  const direct_row<int> count = ((const direct_row<int> *)s_count)[t];
+  const direct_row<unsigned> list = ((const direct_row<unsigned> *)s_list)[t];
+  A acc[CB];
+  bool walk = false; /* an element with more than DIRECT_LIST sources */
+#pragma unroll
+  for (int c = 0; c < CB; c++) {
+    acc[c] = from_self ? to_acc<T>(start.v[c]) : (A)0;
+    walk |= count.v[c] > DIRECT_LIST;
+  }
+  if (walk) { /* rare with spread values: the chunk's keys once, every column */
+    for (int i = 0; i < g.N; i++) {
+      const direct_row<short> key = ((const direct_row<short> *)s_key)[i];
+      const direct_row<A> v = ((const direct_row<A> *)s_src)[i];
+#pragma unroll
+      for (int c = 0; c < CB; c++)
+        if (count.v[c] > DIRECT_LIST && key.v[c] == t) acc[c] += v.v[c];
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < CB; c++) {
+    const int n = count.v[c];
+    if (n == 0 || n > DIRECT_LIST) continue;
+    /* the places in ascending source row (empty places, 0xff, sort last) */
+    const unsigned rows = direct_sort4(list.v[c]);
+#pragma unroll
+    for (int k = 0; k < DIRECT_LIST; k++)
+      if (k < n) acc[c] += s_src[(int)(rows >> 8 * k & 0xffu) * CB + c];
+  }
+  direct_row<T> o;
+#pragma unroll
+  for (int c = 0; c < CB; c++) o.v[c] = from_acc<T>(acc[c]);
+  if (g.vec_out && n_out == CB) {
+    *(direct_row<T> *)at = o;
+  } else {
+#pragma unroll
+    for (int c = 0; c < CB; c++)
+      if (c < n_out) at[c] = o.v[c];
+  }
+}
+
 template <typename T, typename I>
 __global__ void __launch_bounds__(direct_rows<T>())
     scatter_direct_kernel(const I *__restrict__ index, const T *self, const T *__restrict__ src,
-                          T *out, direct_geometry g, const int *bad) {
+                          T *out, direct_geometry g, const int *bad, direct_check ck) {
   typedef typename acc_of<T>::type A;
   constexpr int RB = direct_rows<T>(), CB = DIRECT_COLS, SLOTS = RB * CB;
   static_assert(DIRECT_LIST == 4, "a slot's list is one 32-bit word");
@@ -715,12 +860,25 @@ __global__ void __launch_bounds__(direct_rows<T>())
    * order; 0xff: none); then, per index row i, its DIRECT_COLS sources and
    * keys (row within the tile, -1: none here) */
   extern __shared__ __align__(16) int s_direct[];
+  __shared__ int s_bad;
   int *s_count = s_direct;
   unsigned *s_list = (unsigned *)(s_direct + SLOTS);
   A *s_src = (A *)(s_direct + 2 * SLOTS);
   short *s_key = (short *)(s_src + g.N * CB);
   const int t = threadIdx.x;
-  const int64_t q0 = (int64_t)blockIdx.x * CB, r0 = (int64_t)blockIdx.y * RB, m = r0 + t;
+  /* the tile: (blockIdx.x, blockIdx.y), or with checkers in a 1-D grid,
+   * tile (b - checkers) in row-major order of (row chunk, column chunk) */
+  int64_t tile_x = blockIdx.x, tile_y = blockIdx.y;
+  if (ck.slot) {
+    if ((int)blockIdx.x < ck.checkers) {
+      direct_check_share(index, ck, (int)blockIdx.x);
+      return;
+    }
+    const int64_t b = (int64_t)blockIdx.x - ck.checkers;
+    tile_x = b % g.col_chunks;
+    tile_y = b / g.col_chunks;
+  }
+  const int64_t q0 = tile_x * CB, r0 = tile_y * RB, m = r0 + t;
   const int n_out = (int)min((int64_t)CB, g.cols - q0);
   const int n_idx = (int)max((int64_t)0, min((int64_t)CB, g.idx_cols - q0));
 
@@ -766,55 +924,24 @@ __global__ void __launch_bounds__(direct_rows<T>())
     ((direct_row<short> *)s_key)[t] = key;
     ((direct_row<A> *)s_src)[t] = v;
   }
+  /* 4: validate=device in this kernel: the last thread (an idle one in
+   * step 3 when N < RB) waits for the checker blocks' count */
+  unsigned exit_ticket = 0;
+  if (ck.slot && t == RB - 1) {
+    direct_u32 checked(ck.slot->grid_checked);
+    while (checked.load(cuda::memory_order_acquire) < (unsigned)ck.checkers) {
+    }
+    s_bad = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed) != 0;
+  }
   __syncthreads();
-
-  /* 4: validate=device, the check launched beside this kernel
+  if (ck.slot && t == RB - 1) /* done with the slot; the ticket is needed at the end */
+    exit_ticket = direct_u32(ck.slot->grid_exits).fetch_add(1u, cuda::memory_order_acq_rel);
+  /* validate=device with the check launched beside this kernel
    * (cuda_launch_after): its verdict before the first store */
   cuda_wait_prerequisites();
-  if (cuda_call_failed_after_wait(bad)) return;
-  if (m >= g.M) return;
-
-  /* 5: the thread's row, every element (spec decision 6): self, then its
-   * sources in ascending source row, one rounding */
-  const direct_row<int> count = ((const direct_row<int> *)s_count)[t];
-  const direct_row<unsigned> list = ((const direct_row<unsigned> *)s_list)[t];
-  A acc[CB];
-  bool walk = false; /* an element with more than DIRECT_LIST sources */
-#pragma unroll
-  for (int c = 0; c < CB; c++) {
-    acc[c] = self ? to_acc<T>(start.v[c]) : (A)0;
-    walk |= count.v[c] > DIRECT_LIST;
-  }
-  if (walk) { /* rare with spread values: the chunk's keys once, every column */
-    for (int i = 0; i < g.N; i++) {
-      const direct_row<short> key = ((const direct_row<short> *)s_key)[i];
-      const direct_row<A> v = ((const direct_row<A> *)s_src)[i];
-#pragma unroll
-      for (int c = 0; c < CB; c++)
-        if (count.v[c] > DIRECT_LIST && key.v[c] == t) acc[c] += v.v[c];
-    }
-  }
-#pragma unroll
-  for (int c = 0; c < CB; c++) {
-    const int n = count.v[c];
-    if (n == 0 || n > DIRECT_LIST) continue;
-    /* the places in ascending source row (empty places, 0xff, sort last) */
-    const unsigned rows = direct_sort4(list.v[c]);
-#pragma unroll
-    for (int k = 0; k < DIRECT_LIST; k++)
-      if (k < n) acc[c] += s_src[(int)(rows >> 8 * k & 0xffu) * CB + c];
-  }
-  direct_row<T> o;
-#pragma unroll
-  for (int c = 0; c < CB; c++) o.v[c] = from_acc<T>(acc[c]);
-  T *at = out + m * g.cols + q0;
-  if (g.vec_out && n_out == CB) {
-    *(direct_row<T> *)at = o;
-  } else {
-#pragma unroll
-    for (int c = 0; c < CB; c++)
-      if (c < n_out) at[c] = o.v[c];
-  }
+  if (m < g.M && !cuda_call_failed_after_wait(bad) && !(ck.slot && s_bad))
+    direct_finish_row<T>(s_direct, g, start, t, self != nullptr, n_out, out + m * g.cols + q0);
+  if (ck.slot && t == RB - 1) direct_done_with_slot(ck, exit_ticket);
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -1155,9 +1282,58 @@ static int direct_vec(const apx_tensor *t, int64_t row) {
   return (uintptr_t)t->data % 16 == 0 && bytes % 16 == 0;
 }
 
-/* The range check (validate=device, eager) is the pre-pass; with
- * validate=device the kernel starts beside it (cuda_launch_after) and
- * reads its verdict before the first store. */
+/* The cooperative launch of a validate=device call: the checker blocks
+ * first in a 1-D grid (direct_check). Returns cudaErrorNotSupported
+ * without launching when the grid cannot be resident at once (or has too
+ * many blocks for one dimension); the caller then checks beside. */
+template <typename T, typename I>
+static cudaError_t launch_direct_checked(cuda_state *st, int dev, const scatter_call *c,
+                                         const direct_geometry &g, size_t smem, cudaStream_t s) {
+  const int RB = direct_rows<T>();
+  void (*kernel)(const I *, const T *, const T *, T *, direct_geometry, const int *,
+                 direct_check) = scatter_direct_kernel<T, I>;
+  direct_check ck;
+  memset(&ck, 0, sizeof ck);
+  cuda_check_init(&ck.desc, c->op, "index", c->index);
+  /* the description the pre-pass would publish (cuda_check_run's settings
+   * for a plain range check), so that the message is the same */
+  ck.desc.lo = 0;
+  ck.desc.hi = g.M - 1;
+  ck.desc.check_range = 1;
+  const int64_t n = ck.desc.count, per_checker = (int64_t)RB * DIRECT_CHECK_UNROLL;
+  const int64_t checkers = (n + per_checker - 1) / per_checker;
+  ck.checkers = (int)(checkers < DIRECT_MAX_CHECKERS ? checkers : DIRECT_MAX_CHECKERS);
+  const int64_t row_chunks = (g.M + RB - 1) / RB;
+  const int64_t blocks = ck.checkers + g.col_chunks * row_chunks;
+  int per_sm = 0;
+  cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, RB, smem);
+  if (err != cudaSuccess) return err;
+  if (blocks > (int64_t)per_sm * st->dev[dev].sm_count || blocks > INT_MAX)
+    return cudaErrorNotSupported;
+  ck.slot = cuda_check_take_slot(st, dev);
+  ck.record = st->dev[dev].record;
+  ck.blocks = (unsigned)blocks;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)blocks);
+  cfg.blockDim = dim3((unsigned)RB);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  const int *no_bad = nullptr;
+  return cudaLaunchKernelEx(&cfg, kernel, (const I *)c->index->data,
+                            c->self ? (const T *)c->self->data : (const T *)nullptr,
+                            (const T *)c->src->data, (T *)c->out->data, g, no_bad, ck);
+}
+
+/* validate=device: the kernel checks the index itself (cooperative launch,
+ * checker blocks), or where its grid cannot be resident at once the range
+ * check is a kernel of its own and this one starts beside it
+ * (cuda_launch_after) and reads its verdict before the first store.
+ * validate=eager: the pre-pass, waited for. */
 template <typename T>
 static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t s) {
   typedef typename acc_of<T>::type A;
@@ -1171,10 +1347,23 @@ static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t
   g.idx_cols = sh.idx_cols;
   g.src_row = sh.src_row;
   g.cols = sh.cols;
+  g.col_chunks = (g.cols + DIRECT_COLS - 1) / DIRECT_COLS;
   g.vec_index = direct_vec(c->index, g.idx_cols);
   g.vec_src = direct_vec(c->src, g.src_row);
   g.vec_self = c->self ? direct_vec(c->self, g.cols) : 0;
   g.vec_out = direct_vec(c->out, g.cols);
+  const size_t smem = (size_t)2 * RB * DIRECT_COLS * sizeof(int) +
+                      (size_t)g.N * DIRECT_COLS * (sizeof(A) + sizeof(short));
+  const int i64 = c->index->dtype == APX_DTYPE_I64;
+  cudaError_t err;
+  if (st->validate_mode == APX_VALIDATE_DEVICE) {
+    err = i64 ? launch_direct_checked<T, int64_t>(st, dev, c, g, smem, s)
+              : launch_direct_checked<T, int32_t>(st, dev, c, g, smem, s);
+    if (err == cudaSuccess) err = cudaGetLastError();
+    if (err == cudaSuccess) return APX_OK;
+    /* not launched (too many blocks, or the launch refused): beside */
+    (void)cudaGetLastError();
+  }
   cuda_check_desc d;
   cuda_check_init(&d, c->op, "index", c->index);
   d.lo = 0;
@@ -1182,21 +1371,19 @@ static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t
   cuda_checked chk;
   apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
   if (status != APX_OK) return status;
-  const dim3 grid((unsigned)((g.cols + DIRECT_COLS - 1) / DIRECT_COLS),
-                  (unsigned)((g.M + RB - 1) / RB));
-  const size_t smem = (size_t)2 * RB * DIRECT_COLS * sizeof(int) +
-                      (size_t)g.N * DIRECT_COLS * (sizeof(A) + sizeof(short));
+  const dim3 grid((unsigned)g.col_chunks, (unsigned)((g.M + RB - 1) / RB));
   const T *self = c->self ? (const T *)c->self->data : nullptr;
   const int *bad = chk.bad;
-  cudaError_t err;
-  if (c->index->dtype == APX_DTYPE_I64)
+  direct_check none;
+  memset(&none, 0, sizeof none);
+  if (i64)
     err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(RB), smem, s,
                             scatter_direct_kernel<T, int64_t>, (const int64_t *)c->index->data,
-                            self, (const T *)c->src->data, (T *)c->out->data, g, bad);
+                            self, (const T *)c->src->data, (T *)c->out->data, g, bad, none);
   else
     err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(RB), smem, s,
                             scatter_direct_kernel<T, int32_t>, (const int32_t *)c->index->data,
-                            self, (const T *)c->src->data, (T *)c->out->data, g, bad);
+                            self, (const T *)c->src->data, (T *)c->out->data, g, bad, none);
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: launch");
   return APX_OK;

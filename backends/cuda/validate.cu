@@ -298,6 +298,11 @@ static cuda_geom check_geometry(const cuda_check_desc *d) {
   return g;
 }
 
+cuda_check_slot *cuda_check_take_slot(cuda_state *st, int device_index) {
+  cuda_device_res *res = &st->dev[device_index];
+  return &res->slots[res->next_slot.fetch_add(1u) % CUDA_CHECK_SLOTS];
+}
+
 apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
                           cuda_check_desc *desc, int need_stats, cuda_checked *out) {
   memset(out, 0, sizeof *out);
@@ -311,7 +316,7 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
   desc->small_rows = desc->const_row > 0 && desc->count < 0x7fffffffLL;
   if (desc->small_rows) desc->row_div = cuda_fastdiv_make((uint32_t)desc->const_row);
   cuda_device_res *res = &st->dev[device_index];
-  cuda_check_slot *slot = &res->slots[res->next_slot.fetch_add(1u) % CUDA_CHECK_SLOTS];
+  cuda_check_slot *slot = cuda_check_take_slot(st, device_index);
   cuda_geom g = check_geometry(desc);
   int publish = mode == APX_VALIDATE_DEVICE;
   if (desc->check_range && desc->unique_row == 0 && desc->const_row == 0 &&
