@@ -712,16 +712,15 @@ static __device__ __forceinline__ unsigned direct_sort4(unsigned w) {
  * (every block resident at once, so a block may wait for another): blocks
  * [0, checkers) each check a share of the index and count themselves done
  * in the call's slot; the others own out tiles and wait for that count,
- * with their loads and lists done, before their first store. No block
- * waits for a tile, so the wait ends whatever the order blocks start in.
- * The last checker publishes the least bad position's failure; the last
- * block done with the slot clears its three fields for the slot's next
- * call. */
+ * with their loads and lists done, before their first store, then count
+ * themselves out (a reduction: nothing to wait for). The last checker
+ * publishes the least bad position's failure, waits for every tile to
+ * count out and clears the slot's three fields for its next call. */
 struct direct_check {
   cuda_check_slot *slot; /* NULL: no check in the kernel */
   cuda_error_record *record;
   int checkers;    /* leading blocks that check (>= 1 with a slot) */
-  unsigned blocks; /* the grid's blocks */
+  unsigned tiles;  /* the other blocks */
   cuda_check_desc desc;
 };
 #define DIRECT_CHECK_UNROLL 4 /* index entries a checker thread loads */
@@ -729,15 +728,6 @@ struct direct_check {
 
 typedef cuda::atomic_ref<unsigned, cuda::thread_scope_device> direct_u32;
 typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> direct_u64;
-
-/* One thread a block, after its last use of the slot's fields. */
-static __device__ __forceinline__ void direct_done_with_slot(const direct_check &ck,
-                                                             unsigned exit_ticket) {
-  if (exit_ticket != ck.blocks - 1) return;
-  direct_u32(ck.slot->grid_checked).store(0, cuda::memory_order_relaxed);
-  direct_u64(ck.slot->grid_first_inv).store(0, cuda::memory_order_relaxed);
-  direct_u32(ck.slot->grid_exits).store(0, cuda::memory_order_relaxed);
-}
 
 /* A checker block: entries [share * per, (share + 1) * per) of the index,
  * DIRECT_CHECK_UNROLL loads a thread in flight. */
@@ -782,16 +772,19 @@ static __device__ void direct_check_share(const I *__restrict__ index, const dir
   if (threadIdx.x != 0) return;
   /* acq_rel: the last checker sees every checker's fetch_max */
   unsigned done = direct_u32(ck.slot->grid_checked).fetch_add(1u, cuda::memory_order_acq_rel);
-  if (done == (unsigned)ck.checkers - 1) {
-    unsigned long long inv =
-        direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed);
-    if (inv != 0) {
-      cuda_check_result r = cuda_check_result_of(d, ~inv, LLONG_MAX, LLONG_MIN, -1, 0);
-      cuda_check_publish(ck.record, d, r);
-    }
+  if (done != (unsigned)ck.checkers - 1) return;
+  unsigned long long inv = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed);
+  if (inv != 0) {
+    cuda_check_result r = cuda_check_result_of(d, ~inv, LLONG_MAX, LLONG_MIN, -1, 0);
+    cuda_check_publish(ck.record, d, r);
   }
-  direct_done_with_slot(
-      ck, direct_u32(ck.slot->grid_exits).fetch_add(1u, cuda::memory_order_acq_rel));
+  /* the tiles are resident (cooperative launch): they all count out */
+  direct_u32 exits(ck.slot->grid_exits);
+  while (exits.load(cuda::memory_order_acquire) < ck.tiles) {
+  }
+  direct_u32(ck.slot->grid_checked).store(0, cuda::memory_order_relaxed);
+  direct_u64(ck.slot->grid_first_inv).store(0, cuda::memory_order_relaxed);
+  exits.store(0, cuda::memory_order_relaxed);
 }
 
 /* Step 5 of the direct kernel: thread t's out row, every element (spec
@@ -926,22 +919,20 @@ __global__ void __launch_bounds__(direct_rows<T>())
   }
   /* 4: validate=device in this kernel: the last thread (an idle one in
    * step 3 when N < RB) waits for the checker blocks' count */
-  unsigned exit_ticket = 0;
   if (ck.slot && t == RB - 1) {
     direct_u32 checked(ck.slot->grid_checked);
     while (checked.load(cuda::memory_order_acquire) < (unsigned)ck.checkers) {
     }
     s_bad = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed) != 0;
+    /* done with the slot (release: after the reads above) */
+    direct_u32(ck.slot->grid_exits).fetch_add(1u, cuda::memory_order_release);
   }
   __syncthreads();
-  if (ck.slot && t == RB - 1) /* done with the slot; the ticket is needed at the end */
-    exit_ticket = direct_u32(ck.slot->grid_exits).fetch_add(1u, cuda::memory_order_acq_rel);
   /* validate=device with the check launched beside this kernel
    * (cuda_launch_after): its verdict before the first store */
   cuda_wait_prerequisites();
   if (m < g.M && !cuda_call_failed_after_wait(bad) && !(ck.slot && s_bad))
     direct_finish_row<T>(s_direct, g, start, t, self != nullptr, n_out, out + m * g.cols + q0);
-  if (ck.slot && t == RB - 1) direct_done_with_slot(ck, exit_ticket);
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -1312,7 +1303,7 @@ static cudaError_t launch_direct_checked(cuda_state *st, int dev, const scatter_
     return cudaErrorNotSupported;
   ck.slot = cuda_check_take_slot(st, dev);
   ck.record = st->dev[dev].record;
-  ck.blocks = (unsigned)blocks;
+  ck.tiles = (unsigned)(blocks - ck.checkers);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)blocks);
   cfg.blockDim = dim3((unsigned)RB);
