@@ -1075,8 +1075,8 @@ START_TEST(test_scatter_add) {
       /* 25 column chunks, src as wide as the index only */
       int64_t self9[2] = {600, 200}, idx9[2] = {50, 150};
       scatter_case(dt, it, 2, self9, idx9, idx9, 0, 0, 0, 0);
-      /* validate=device: 64 checker blocks of 4800 entries (150 column
-       * chunks); 4000 column chunks, checked beside the kernel */
+      /* validate=device: 150 column chunks, checked in the kernel; 4000,
+       * checked beside it */
       int64_t self10[2] = {300, 1200}, idx10[2] = {256, 1200};
       scatter_case(dt, it, 2, self10, idx10, idx10, 0, 0, 0, 0);
       int64_t self11[2] = {16, 32000}, idx11[2] = {4, 32000};
@@ -1516,17 +1516,18 @@ START_TEST(test_bad_indices) {
                          "index[2][190] = [9] is outside [0, 7]");
     scatter_first_of_two(it, 16384, 256, 129, 3 * 129 + 1, 2 * 129 + 120,
                          "index[2][120] = [16385] is outside [0, 16383]");
-    /* validate=device's checker blocks in the direct kernel: 25 of them
-     * (51200 entries), the bad values in shares 9 and 19; 64 (307200
-     * entries, 4800 a share), the bad values in shares 40 and 63, then both
-     * in the last share's last two entries; and 4000 column chunks, too
-     * many blocks to be resident at once: the check beside the kernel */
+    /* validate=device's check in the direct kernel: the first row chunk's
+     * blocks report their index columns (one block a column chunk of 8).
+     * 200 columns, the bad values in chunks 0 and 23; 1200 columns (150
+     * chunks), in chunks 149 and 2, then two in chunk 149 in rows 255 and
+     * 100; and 4000 column chunks, too many blocks to be resident at once:
+     * the check beside the kernel */
     scatter_first_of_two(it, 8, 256, 200, 200 * 200 + 1, 100 * 200 + 190,
                          "index[100][190] = [9] is outside [0, 7]");
     scatter_first_of_two(it, 8, 256, 1200, 307199, 192017,
                          "index[160][17] = [9] is outside [0, 7]");
-    scatter_first_of_two(it, 8, 256, 1200, 307199, 307198,
-                         "index[255][1198] = [9] is outside [0, 7]");
+    scatter_first_of_two(it, 8, 256, 1200, 307199, 100 * 1200 + 1196,
+                         "index[100][1196] = [9] is outside [0, 7]");
     scatter_first_of_two(it, 8, 4, 32000, 3 * 32000 + 1, 2 * 32000 + 31990,
                          "index[2][31990] = [9] is outside [0, 7]");
 

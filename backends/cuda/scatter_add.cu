@@ -9,8 +9,8 @@
  * Paths, one result:
  *  - direct (dim 0, 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of
  *    at most DIRECT_MAX_ROW_CHUNKS row chunks, a small index): one launch
- *    (validate=device: checker blocks in the same grid, or the range check
- *    beside it when the grid cannot be resident at once). Each block owns an out
+ *    (validate=device: the check inside it, or the range check beside it
+ *    when its grid cannot be resident at once). Each block owns an out
  *    tile of 512 rows (256 for 64-bit values) x 8 columns, reads its
  *    columns of the index and src whole, counts each element's sources in
  *    shared memory and finishes it from self in ascending source row.
@@ -647,15 +647,20 @@ __global__ void __launch_bounds__(SMALL_THREADS)
  * us). A first form kept only each element's count, least and sum of
  * source rows and walked a column for three or more sources: one thread's
  * walk set the kernel's time (20 us at the seed, run 25).
- * validate=device: checker blocks ahead of the tiles in one cooperative
- * launch (direct_check below). The range check as a kernel of its own,
+ * validate=device: the blocks of the first row chunk publish their
+ * columns' verdict and every block waits for it, one cooperative launch
+ * (direct_check below). The range check as a kernel of its own,
  * this one started beside it, cost 2.5 us of the seed's 8.2 (run 26) and
  * is kept for grids too large to be resident at once. A row chunk's 16
  * column chunks as one thread block cluster exchanging the blocks'
  * verdicts through distributed shared memory around a split cluster
  * barrier measured slower: 9.7 us, 9.9 with the blocks spread over the
  * SMs (runs 27, 28). */
-#define DIRECT_COLS 8
+#ifndef APEXX_CUDA_DIRECT_COLS
+#define APEXX_CUDA_DIRECT_COLS 8
+#endif
+#define DIRECT_COLS APEXX_CUDA_DIRECT_COLS /* 4 or 8 */
+static_assert(DIRECT_COLS == 4 || DIRECT_COLS == 8, "direct path: 4 or 8 columns a thread");
 #define DIRECT_LIST 4 /* source rows kept a slot: one byte each (N <= 256) */
 #define DIRECT_MAX_ROW_CHUNKS 16
 #define DIRECT_MAX_INDEX_READS (8 << 20) /* bytes over all blocks */
@@ -679,7 +684,10 @@ struct direct_geometry {
   int vec_index, vec_src, vec_self, vec_out;
 };
 
-template <typename X> struct __align__(16) direct_row { X v[DIRECT_COLS]; };
+template <typename X> struct alignas(sizeof(X) * DIRECT_COLS < 16 ? sizeof(X) * DIRECT_COLS : 16)
+    direct_row {
+  X v[DIRECT_COLS];
+};
 
 /* The DIRECT_COLS elements at p, of which the first n (<= DIRECT_COLS)
  * exist; the others zero bits (never used). */
@@ -709,78 +717,72 @@ static __device__ __forceinline__ unsigned direct_sort4(unsigned w) {
 }
 
 /* validate=device in the direct kernel itself, launched cooperatively
- * (every block resident at once, so a block may wait for another): blocks
- * [0, checkers) each check a share of the index and count themselves done
- * in the call's slot; the others own out tiles and wait for that count,
- * with their loads and lists done, before their first store, then count
- * themselves out (a reduction: nothing to wait for). The last checker
- * publishes the least bad position's failure, waits for every tile to
- * count out and clears the slot's three fields for its next call. */
+ * (every block resident at once, so a block may wait for another). Every
+ * block loads whole index columns, so the blocks of the first row chunk
+ * (the publishers, one a column chunk that holds index columns) between
+ * them hold every entry: each learns at its first barrier whether its
+ * columns hold a bad value and counts itself done in the call's slot (with
+ * the least bad position when there is one). Every block waits for that
+ * count, with its lists built, before its first store, then counts itself
+ * out (a reduction, nothing to wait for). The last publisher publishes the
+ * failure, and at its end waits for every block to count out and clears
+ * the slot's three fields for the slot's next call. No block waits for a
+ * block that is waiting. */
 struct direct_check {
   cuda_check_slot *slot; /* NULL: no check in the kernel */
   cuda_error_record *record;
-  int checkers;    /* leading blocks that check (>= 1 with a slot) */
-  unsigned tiles;  /* the other blocks */
+  int64_t publishers; /* column chunks with index columns */
+  unsigned blocks;    /* the grid's */
   cuda_check_desc desc;
 };
-#define DIRECT_CHECK_UNROLL 4 /* index entries a checker thread loads */
-#define DIRECT_MAX_CHECKERS 64
 
 typedef cuda::atomic_ref<unsigned, cuda::thread_scope_device> direct_u32;
 typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> direct_u64;
 
-/* A checker block: entries [share * per, (share + 1) * per) of the index,
- * DIRECT_CHECK_UNROLL loads a thread in flight. */
+/* A publisher block, every thread, after the first barrier (block_bad:
+ * whether any of its entries is bad, row_bad: the thread's). Returns, in
+ * thread 0, the publishers done before it (the last sees publishers - 1). */
 template <typename I>
-static __device__ void direct_check_share(const I *__restrict__ index, const direct_check &ck,
-                                          int share) {
+static __device__ unsigned direct_publish(const direct_check &ck, bool block_bad, bool row_bad,
+                                          const direct_row<I> &ix, int n_idx,
+                                          const direct_geometry &g, int64_t q0, int t) {
   __shared__ unsigned long long s_first[32];
-  const cuda_check_desc &d = ck.desc;
-  const int64_t per = (d.count + ck.checkers - 1) / ck.checkers;
-  const int64_t from = (int64_t)share * per;
-  const int64_t to = from + per < d.count ? from + per : d.count;
-  const int64_t step = (int64_t)blockDim.x;
-  unsigned long long first = ULLONG_MAX;
-  for (int64_t base = from + threadIdx.x; base < to; base += DIRECT_CHECK_UNROLL * step) {
-    I v[DIRECT_CHECK_UNROLL];
-#pragma unroll
-    for (int j = 0; j < DIRECT_CHECK_UNROLL; j++) {
-      const int64_t i = base + j * step;
-      v[j] = index[i < to ? i : to - 1];
-    }
-#pragma unroll
-    for (int j = 0; j < DIRECT_CHECK_UNROLL; j++) {
-      const int64_t i = base + j * step, x = (int64_t)v[j];
-      /* a thread's entries come in increasing order: its first is its least */
-      if (i < to && (x < d.lo || x > d.hi) && (unsigned long long)i < first)
-        first = (unsigned long long)i;
-    }
-  }
-  if (__syncthreads_or(first != ULLONG_MAX)) { /* rare: the block's least */
+  if (block_bad) { /* block-uniform; rare: the least bad position */
+    unsigned long long first = ULLONG_MAX;
+    if (row_bad)
+      for (int c = DIRECT_COLS - 1; c >= 0; c--) {
+        const int64_t x = (int64_t)ix.v[c];
+        if (c < n_idx && (x < 0 || x >= g.M))
+          first = (unsigned long long)(t * g.idx_cols + q0 + c);
+      }
     for (int off = 16; off > 0; off >>= 1) {
-      unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
+      const unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
       first = o < first ? o : first;
     }
-    if ((threadIdx.x & 31) == 0) s_first[threadIdx.x >> 5] = first;
+    if ((t & 31) == 0) s_first[t >> 5] = first;
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (t == 0) {
       for (int w = 1; w < (int)(blockDim.x >> 5); w++)
         first = s_first[w] < first ? s_first[w] : first;
       direct_u64(ck.slot->grid_first_inv).fetch_max(~first, cuda::memory_order_relaxed);
     }
   }
-  if (threadIdx.x != 0) return;
-  /* acq_rel: the last checker sees every checker's fetch_max */
-  unsigned done = direct_u32(ck.slot->grid_checked).fetch_add(1u, cuda::memory_order_acq_rel);
-  if (done != (unsigned)ck.checkers - 1) return;
-  unsigned long long inv = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed);
+  if (t != 0) return 0;
+  /* acq_rel: the last publisher sees every publisher's fetch_max */
+  return direct_u32(ck.slot->grid_checked).fetch_add(1u, cuda::memory_order_acq_rel);
+}
+
+/* The last publisher's thread 0 at its end: the failure into the record,
+ * then, once every block has counted out, the slot cleared. */
+static __device__ void direct_last_publisher(const direct_check &ck) {
+  const unsigned long long inv =
+      direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed);
   if (inv != 0) {
-    cuda_check_result r = cuda_check_result_of(d, ~inv, LLONG_MAX, LLONG_MIN, -1, 0);
-    cuda_check_publish(ck.record, d, r);
+    const cuda_check_result r = cuda_check_result_of(ck.desc, ~inv, LLONG_MAX, LLONG_MIN, -1, 0);
+    cuda_check_publish(ck.record, ck.desc, r);
   }
-  /* the tiles are resident (cooperative launch): they all count out */
   direct_u32 exits(ck.slot->grid_exits);
-  while (exits.load(cuda::memory_order_acquire) < ck.tiles) {
+  while (exits.load(cuda::memory_order_acquire) < ck.blocks) {
   }
   direct_u32(ck.slot->grid_checked).store(0, cuda::memory_order_relaxed);
   direct_u64(ck.slot->grid_first_inv).store(0, cuda::memory_order_relaxed);
@@ -859,19 +861,7 @@ __global__ void __launch_bounds__(direct_rows<T>())
   A *s_src = (A *)(s_direct + 2 * SLOTS);
   short *s_key = (short *)(s_src + g.N * CB);
   const int t = threadIdx.x;
-  /* the tile: (blockIdx.x, blockIdx.y), or with checkers in a 1-D grid,
-   * tile (b - checkers) in row-major order of (row chunk, column chunk) */
-  int64_t tile_x = blockIdx.x, tile_y = blockIdx.y;
-  if (ck.slot) {
-    if ((int)blockIdx.x < ck.checkers) {
-      direct_check_share(index, ck, (int)blockIdx.x);
-      return;
-    }
-    const int64_t b = (int64_t)blockIdx.x - ck.checkers;
-    tile_x = b % g.col_chunks;
-    tile_y = b / g.col_chunks;
-  }
-  const int64_t q0 = tile_x * CB, r0 = tile_y * RB, m = r0 + t;
+  const int64_t q0 = (int64_t)blockIdx.x * CB, r0 = (int64_t)blockIdx.y * RB, m = r0 + t;
   const int n_out = (int)min((int64_t)CB, g.cols - q0);
   const int n_idx = (int)max((int64_t)0, min((int64_t)CB, g.idx_cols - q0));
 
@@ -886,11 +876,24 @@ __global__ void __launch_bounds__(direct_rows<T>())
     sv = direct_load(src + t * g.src_row + q0, n_idx, g.vec_src);
   }
   /* 2: counts 0, lists empty (the thread's row's slots) */
-  ((int4 *)s_count)[2 * t] = make_int4(0, 0, 0, 0);
-  ((int4 *)s_count)[2 * t + 1] = make_int4(0, 0, 0, 0);
-  ((int4 *)s_list)[2 * t] = make_int4(-1, -1, -1, -1);
-  ((int4 *)s_list)[2 * t + 1] = make_int4(-1, -1, -1, -1);
-  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < CB / 4; j++) {
+    ((int4 *)s_count)[CB / 4 * t + j] = make_int4(0, 0, 0, 0);
+    ((int4 *)s_list)[CB / 4 * t + j] = make_int4(-1, -1, -1, -1);
+  }
+  /* validate=device in this kernel (direct_check): is a value of the
+   * thread's index row outside [0, M)? A publisher reports its block's
+   * answer at once. */
+  bool row_bad = false;
+  if (ck.slot && t < g.N) {
+#pragma unroll
+    for (int c = 0; c < CB; c++)
+      row_bad |= c < n_idx && ((int64_t)ix.v[c] < 0 || (int64_t)ix.v[c] >= g.M);
+  }
+  const bool block_bad = __syncthreads_or(row_bad);
+  const bool publisher = ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers;
+  const unsigned published =
+      publisher ? direct_publish(ck, block_bad, row_bad, ix, n_idx, g, q0, t) : 0u;
 
   /* 3: the thread's index row: keys and sources to shared memory, its
    * entries into their slots' lists. Values outside this tile's rows (or
@@ -918,10 +921,10 @@ __global__ void __launch_bounds__(direct_rows<T>())
     ((direct_row<A> *)s_src)[t] = v;
   }
   /* 4: validate=device in this kernel: the last thread (an idle one in
-   * step 3 when N < RB) waits for the checker blocks' count */
+   * step 3 when N < RB) waits for every publisher */
   if (ck.slot && t == RB - 1) {
     direct_u32 checked(ck.slot->grid_checked);
-    while (checked.load(cuda::memory_order_acquire) < (unsigned)ck.checkers) {
+    while (checked.load(cuda::memory_order_acquire) < (unsigned)ck.publishers) {
     }
     s_bad = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed) != 0;
     /* done with the slot (release: after the reads above) */
@@ -933,6 +936,7 @@ __global__ void __launch_bounds__(direct_rows<T>())
   cuda_wait_prerequisites();
   if (m < g.M && !cuda_call_failed_after_wait(bad) && !(ck.slot && s_bad))
     direct_finish_row<T>(s_direct, g, start, t, self != nullptr, n_out, out + m * g.cols + q0);
+  if (publisher && t == 0 && published == (unsigned)ck.publishers - 1) direct_last_publisher(ck);
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -1273,16 +1277,21 @@ static int direct_vec(const apx_tensor *t, int64_t row) {
   return (uintptr_t)t->data % 16 == 0 && bytes % 16 == 0;
 }
 
-/* The cooperative launch of a validate=device call: the checker blocks
- * first in a 1-D grid (direct_check). Returns cudaErrorNotSupported
- * without launching when the grid cannot be resident at once (or has too
- * many blocks for one dimension); the caller then checks beside. */
+/* The cooperative launch of a validate=device call (direct_check).
+ * Returns cudaErrorNotSupported without launching when the grid cannot be
+ * resident at once; the caller then checks beside. */
 template <typename T, typename I>
 static cudaError_t launch_direct_checked(cuda_state *st, int dev, const scatter_call *c,
-                                         const direct_geometry &g, size_t smem, cudaStream_t s) {
+                                         const direct_geometry &g, dim3 grid, size_t smem,
+                                         cudaStream_t s) {
   const int RB = direct_rows<T>();
   void (*kernel)(const I *, const T *, const T *, T *, direct_geometry, const int *,
                  direct_check) = scatter_direct_kernel<T, I>;
+  const int64_t blocks = (int64_t)grid.x * grid.y;
+  int per_sm = 0;
+  cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, RB, smem);
+  if (err != cudaSuccess) return err;
+  if (blocks > (int64_t)per_sm * st->dev[dev].sm_count) return cudaErrorNotSupported;
   direct_check ck;
   memset(&ck, 0, sizeof ck);
   cuda_check_init(&ck.desc, c->op, "index", c->index);
@@ -1291,21 +1300,12 @@ static cudaError_t launch_direct_checked(cuda_state *st, int dev, const scatter_
   ck.desc.lo = 0;
   ck.desc.hi = g.M - 1;
   ck.desc.check_range = 1;
-  const int64_t n = ck.desc.count, per_checker = (int64_t)RB * DIRECT_CHECK_UNROLL;
-  const int64_t checkers = (n + per_checker - 1) / per_checker;
-  ck.checkers = (int)(checkers < DIRECT_MAX_CHECKERS ? checkers : DIRECT_MAX_CHECKERS);
-  const int64_t row_chunks = (g.M + RB - 1) / RB;
-  const int64_t blocks = ck.checkers + g.col_chunks * row_chunks;
-  int per_sm = 0;
-  cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, RB, smem);
-  if (err != cudaSuccess) return err;
-  if (blocks > (int64_t)per_sm * st->dev[dev].sm_count || blocks > INT_MAX)
-    return cudaErrorNotSupported;
   ck.slot = cuda_check_take_slot(st, dev);
   ck.record = st->dev[dev].record;
-  ck.tiles = (unsigned)(blocks - ck.checkers);
+  ck.publishers = (g.idx_cols + DIRECT_COLS - 1) / DIRECT_COLS;
+  ck.blocks = (unsigned)blocks;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)blocks);
+  cfg.gridDim = grid;
   cfg.blockDim = dim3((unsigned)RB);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
@@ -1321,7 +1321,7 @@ static cudaError_t launch_direct_checked(cuda_state *st, int dev, const scatter_
 }
 
 /* validate=device: the kernel checks the index itself (cooperative launch,
- * checker blocks), or where its grid cannot be resident at once the range
+ * direct_check), or where its grid cannot be resident at once the range
  * check is a kernel of its own and this one starts beside it
  * (cuda_launch_after) and reads its verdict before the first store.
  * validate=eager: the pre-pass, waited for. */
@@ -1345,11 +1345,12 @@ static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t
   g.vec_out = direct_vec(c->out, g.cols);
   const size_t smem = (size_t)2 * RB * DIRECT_COLS * sizeof(int) +
                       (size_t)g.N * DIRECT_COLS * (sizeof(A) + sizeof(short));
+  const dim3 grid((unsigned)g.col_chunks, (unsigned)((g.M + RB - 1) / RB));
   const int i64 = c->index->dtype == APX_DTYPE_I64;
   cudaError_t err;
   if (st->validate_mode == APX_VALIDATE_DEVICE) {
-    err = i64 ? launch_direct_checked<T, int64_t>(st, dev, c, g, smem, s)
-              : launch_direct_checked<T, int32_t>(st, dev, c, g, smem, s);
+    err = i64 ? launch_direct_checked<T, int64_t>(st, dev, c, g, grid, smem, s)
+              : launch_direct_checked<T, int32_t>(st, dev, c, g, grid, smem, s);
     if (err == cudaSuccess) err = cudaGetLastError();
     if (err == cudaSuccess) return APX_OK;
     /* not launched (too many blocks, or the launch refused): beside */
@@ -1362,7 +1363,6 @@ static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t
   cuda_checked chk;
   apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
   if (status != APX_OK) return status;
-  const dim3 grid((unsigned)g.col_chunks, (unsigned)((g.M + RB - 1) / RB));
   const T *self = c->self ? (const T *)c->self->data : nullptr;
   const int *bad = chk.bad;
   direct_check none;
