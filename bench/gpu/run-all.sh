@@ -18,8 +18,8 @@
 # beside the rest: run "tests nopdl memcheck", "racecheck initcheck" and
 # "bw peers" as three calls (runs 29 to 31).
 # RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
-# bench peers (and nopdl, the suite with APEXX_CUDA_PDL=0, and the experiments l2, ncu,
-# ncudiag and ncudeep: not in the default). Exit
+# bench peers (and nopdl, the suite with APEXX_CUDA_PDL=0, and the
+# experiments l2, ncu, ncudiag, ncudeep and ncustall: not in the default). Exit
 # status: 0 when every step run passed or was skipped with a reason.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -186,6 +186,27 @@ if want ncudeep && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
     esac
   done
   for f in "$work"/ncudeep-*.log; do cp "$f" "$OUT/"; done
+fi
+
+# 3f. (RUN_STEPS "ncustall" only) where a small kernel's time goes, as the
+# graph replay runs it: warm caches and the card's own clocks (ncudeep
+# flushes and locks them), the sixth launch of NCUSTALL_KERNEL (a regex,
+# default the direct scatter kernel) in CUDA_BW_ONLY's seed rows
+# (NCUSTALL_ONLY, default scatter_add), every stall reason per issued
+# instruction, validate=device then validate=off
+if want ncustall && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
+  stall() { # NAME CONFIG
+    step "ncustall-$1" 150 env CUDA_BW_ONLY="${NCUSTALL_ONLY:-scatter_add}" APEXX_CONFIG="$2" \
+      ./libtool --mode=execute ncu --cache-control none --clock-control none --launch-skip 5 \
+      --launch-count 1 --kernel-name "regex:${NCUSTALL_KERNEL:-scatter_direct}" \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$" \
+      --metrics smsp__inst_executed.sum,smsp__inst_executed.max,sm__cycles_elapsed.max \
+      ./bench/gpu/cuda_bw --profile seed --iters 1
+  }
+  stall device "$APEXX_CONFIG"
+  stall off "$off_ini"
+  for f in "$work"/ncustall-*.log; do cp "$f" "$OUT/"; done
 fi
 
 # 4. apexx-bench at the seed and the large profile (when built)
