@@ -720,18 +720,20 @@ static __device__ __forceinline__ unsigned direct_sort4(unsigned w) {
  * (every block resident at once, so a block may wait for another). Every
  * block loads whole index columns, so the blocks of the first row chunk
  * (the publishers, one a column chunk that holds index columns) between
- * them hold every entry: each learns at its first barrier whether its
- * columns hold a bad value and counts itself done in the call's slot (with
- * the least bad position when there is one). Every block waits for that
- * count, with its lists built, before its first store, then counts itself
- * out (a reduction, nothing to wait for). The last publisher publishes the
- * failure, and at its end waits for every block to count out and clears
- * the slot's three fields for the slot's next call. No block waits for a
- * block that is waiting. */
+ * them hold every entry. Each warp of a publisher that holds index rows
+ * reports as soon as its loads arrive: one count in the call's slot (and,
+ * when it holds a bad value, the least bad position). Every block waits
+ * for all the reports, with its lists built, before its first store, then
+ * counts itself out (a reduction, nothing to wait for). The last report's
+ * warp publishes the failure and, at its end, waits for every block to
+ * count out and clears the slot's three fields for the slot's next call.
+ * No block waits for a block that is waiting. A block's report, after its
+ * first barrier, was slower (run 36: 6.9 us at the seed, off 5.8). */
 struct direct_check {
   cuda_check_slot *slot; /* NULL: no check in the kernel */
   cuda_error_record *record;
   int64_t publishers; /* column chunks with index columns */
+  unsigned reports;   /* publishers x warps with index rows */
   unsigned blocks;    /* the grid's */
   cuda_check_desc desc;
 };
@@ -739,42 +741,38 @@ struct direct_check {
 typedef cuda::atomic_ref<unsigned, cuda::thread_scope_device> direct_u32;
 typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> direct_u64;
 
-/* A publisher block, every thread, after the first barrier (block_bad:
- * whether any of its entries is bad, row_bad: the thread's). Returns, in
- * thread 0, the publishers done before it (the last sees publishers - 1). */
+/* A publisher's warp that holds index rows, every lane (the thread's row
+ * is t, its DIRECT_COLS values ix of which n_idx exist): the report.
+ * Returns in lane 0 the reports made before it (the last sees reports -
+ * 1). */
 template <typename I>
-static __device__ unsigned direct_publish(const direct_check &ck, bool block_bad, bool row_bad,
-                                          const direct_row<I> &ix, int n_idx,
-                                          const direct_geometry &g, int64_t q0, int t) {
-  __shared__ unsigned long long s_first[32];
-  if (block_bad) { /* block-uniform; rare: the least bad position */
-    unsigned long long first = ULLONG_MAX;
-    if (row_bad)
-      for (int c = DIRECT_COLS - 1; c >= 0; c--) {
-        const int64_t x = (int64_t)ix.v[c];
-        if (c < n_idx && (x < 0 || x >= g.M))
-          first = (unsigned long long)(t * g.idx_cols + q0 + c);
-      }
+static __device__ __forceinline__ unsigned direct_report(const direct_check &ck,
+                                                         const direct_row<I> &ix, int n_idx,
+                                                         const direct_geometry &g, int64_t q0,
+                                                         int t) {
+  unsigned long long first = ULLONG_MAX; /* the row's least bad position */
+  if (t < g.N)
+    for (int c = DIRECT_COLS - 1; c >= 0; c--) {
+      const int64_t x = (int64_t)ix.v[c];
+      if (c < n_idx && (x < 0 || x >= g.M)) first = (unsigned long long)(t * g.idx_cols + q0 + c);
+    }
+  if (__any_sync(0xffffffffu, first != ULLONG_MAX)) { /* rare: the warp's least */
     for (int off = 16; off > 0; off >>= 1) {
       const unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
       first = o < first ? o : first;
     }
-    if ((t & 31) == 0) s_first[t >> 5] = first;
-    __syncthreads();
-    if (t == 0) {
-      for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-        first = s_first[w] < first ? s_first[w] : first;
+    if ((t & 31) == 0)
       direct_u64(ck.slot->grid_first_inv).fetch_max(~first, cuda::memory_order_relaxed);
-    }
   }
-  if (t != 0) return 0;
-  /* acq_rel: the last publisher sees every publisher's fetch_max */
+  if ((t & 31) != 0) return 0;
+  /* acq_rel: the last report sees every report's fetch_max; its result is
+   * first needed at the warp's end */
   return direct_u32(ck.slot->grid_checked).fetch_add(1u, cuda::memory_order_acq_rel);
 }
 
-/* The last publisher's thread 0 at its end: the failure into the record,
+/* The last report's lane 0 at its end: the failure into the record,
  * then, once every block has counted out, the slot cleared. */
-static __device__ void direct_last_publisher(const direct_check &ck) {
+static __device__ void direct_last_report(const direct_check &ck) {
   const unsigned long long inv =
       direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed);
   if (inv != 0) {
@@ -806,30 +804,38 @@ static __device__ __forceinline__ void direct_finish_row(const int *s_direct,
   const direct_row<int> count = ((const direct_row<int> *)s_count)[t];
   const direct_row<unsigned> list = ((const direct_row<unsigned> *)s_list)[t];
   A acc[CB];
-  bool walk = false; /* an element with more than DIRECT_LIST sources */
+  bool walk = false;  /* an element with more than DIRECT_LIST sources */
+  bool single = true; /* no element with more than one */
 #pragma unroll
   for (int c = 0; c < CB; c++) {
     acc[c] = from_self ? to_acc<T>(start.v[c]) : (A)0;
     walk |= count.v[c] > DIRECT_LIST;
+    single &= count.v[c] <= 1;
   }
-  if (walk) { /* rare with spread values: the chunk's keys once, every column */
-    for (int i = 0; i < g.N; i++) {
-      const direct_row<short> key = ((const direct_row<short> *)s_key)[i];
-      const direct_row<A> v = ((const direct_row<A> *)s_src)[i];
+  if (single) { /* the common case with spread values: no order to find */
 #pragma unroll
-      for (int c = 0; c < CB; c++)
-        if (count.v[c] > DIRECT_LIST && key.v[c] == t) acc[c] += v.v[c];
+    for (int c = 0; c < CB; c++)
+      if (count.v[c] != 0) acc[c] += s_src[(int)(list.v[c] & 0xffu) * CB + c];
+  } else {
+    if (walk) { /* rare with spread values: the chunk's keys once, every column */
+      for (int i = 0; i < g.N; i++) {
+        const direct_row<short> key = ((const direct_row<short> *)s_key)[i];
+        const direct_row<A> v = ((const direct_row<A> *)s_src)[i];
+#pragma unroll
+        for (int c = 0; c < CB; c++)
+          if (count.v[c] > DIRECT_LIST && key.v[c] == t) acc[c] += v.v[c];
+      }
     }
-  }
 #pragma unroll
-  for (int c = 0; c < CB; c++) {
-    const int n = count.v[c];
-    if (n == 0 || n > DIRECT_LIST) continue;
-    /* the places in ascending source row (empty places, 0xff, sort last) */
-    const unsigned rows = direct_sort4(list.v[c]);
+    for (int c = 0; c < CB; c++) {
+      const int n = count.v[c];
+      if (n == 0 || n > DIRECT_LIST) continue;
+      /* the places in ascending source row (empty places, 0xff, sort last) */
+      const unsigned rows = direct_sort4(list.v[c]);
 #pragma unroll
-    for (int k = 0; k < DIRECT_LIST; k++)
-      if (k < n) acc[c] += s_src[(int)(rows >> 8 * k & 0xffu) * CB + c];
+      for (int k = 0; k < DIRECT_LIST; k++)
+        if (k < n) acc[c] += s_src[(int)(rows >> 8 * k & 0xffu) * CB + c];
+    }
   }
   direct_row<T> o;
 #pragma unroll
@@ -881,19 +887,12 @@ __global__ void __launch_bounds__(direct_rows<T>())
     ((int4 *)s_count)[CB / 4 * t + j] = make_int4(0, 0, 0, 0);
     ((int4 *)s_list)[CB / 4 * t + j] = make_int4(-1, -1, -1, -1);
   }
-  /* validate=device in this kernel (direct_check): is a value of the
-   * thread's index row outside [0, M)? A publisher reports its block's
-   * answer at once. */
-  bool row_bad = false;
-  if (ck.slot && t < g.N) {
-#pragma unroll
-    for (int c = 0; c < CB; c++)
-      row_bad |= c < n_idx && ((int64_t)ix.v[c] < 0 || (int64_t)ix.v[c] >= g.M);
-  }
-  const bool block_bad = __syncthreads_or(row_bad);
-  const bool publisher = ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers;
-  const unsigned published =
-      publisher ? direct_publish(ck, block_bad, row_bad, ix, n_idx, g, q0, t) : 0u;
+  /* validate=device in this kernel (direct_check): a publisher's warps
+   * with index rows report them (warp-uniform) */
+  const bool reporter = ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers &&
+                        (t & ~31) < g.N;
+  const unsigned reported = reporter ? direct_report(ck, ix, n_idx, g, q0, t) : 0u;
+  __syncthreads();
 
   /* 3: the thread's index row: keys and sources to shared memory, its
    * entries into their slots' lists. Values outside this tile's rows (or
@@ -921,10 +920,10 @@ __global__ void __launch_bounds__(direct_rows<T>())
     ((direct_row<A> *)s_src)[t] = v;
   }
   /* 4: validate=device in this kernel: the last thread (an idle one in
-   * step 3 when N < RB) waits for every publisher */
+   * step 3 when N < RB) waits for every report */
   if (ck.slot && t == RB - 1) {
     direct_u32 checked(ck.slot->grid_checked);
-    while (checked.load(cuda::memory_order_acquire) < (unsigned)ck.publishers) {
+    while (checked.load(cuda::memory_order_acquire) < ck.reports) {
     }
     s_bad = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed) != 0;
     /* done with the slot (release: after the reads above) */
@@ -936,7 +935,7 @@ __global__ void __launch_bounds__(direct_rows<T>())
   cuda_wait_prerequisites();
   if (m < g.M && !cuda_call_failed_after_wait(bad) && !(ck.slot && s_bad))
     direct_finish_row<T>(s_direct, g, start, t, self != nullptr, n_out, out + m * g.cols + q0);
-  if (publisher && t == 0 && published == (unsigned)ck.publishers - 1) direct_last_publisher(ck);
+  if (reporter && (t & 31) == 0 && reported == ck.reports - 1) direct_last_report(ck);
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -1303,6 +1302,7 @@ static cudaError_t launch_direct_checked(cuda_state *st, int dev, const scatter_
   ck.slot = cuda_check_take_slot(st, dev);
   ck.record = st->dev[dev].record;
   ck.publishers = (g.idx_cols + DIRECT_COLS - 1) / DIRECT_COLS;
+  ck.reports = (unsigned)(ck.publishers * ((g.N + 31) / 32));
   ck.blocks = (unsigned)blocks;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;

@@ -200,8 +200,8 @@ if want ncustall && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
       ./libtool --mode=execute ncu --cache-control none --clock-control none --launch-skip 5 \
       --launch-count 1 --kernel-name "regex:${NCUSTALL_KERNEL:-scatter_direct}" \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-      --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$" \
-      --metrics smsp__inst_executed.sum,smsp__inst_executed.max,sm__cycles_elapsed.max \
+      --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$,\
+smsp__inst_executed.sum,smsp__inst_executed.max,sm__cycles_elapsed.max" \
       ./bench/gpu/cuda_bw --profile seed --iters 1
   }
   stall device "$APEXX_CONFIG"
