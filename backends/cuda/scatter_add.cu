@@ -735,6 +735,7 @@ struct direct_check {
   int64_t publishers; /* column chunks with index columns */
   unsigned reports;   /* publishers x warps with index rows */
   unsigned blocks;    /* the grid's */
+  int exp; /* EXPERIMENT (APEXX_CUDA_DIRECT_EXP): 1 relaxed poll + fence, 2 backoff, 4 block report */
   cuda_check_desc desc;
 };
 
@@ -764,7 +765,7 @@ static __device__ __forceinline__ unsigned direct_report(const direct_check &ck,
     if ((t & 31) == 0)
       direct_u64(ck.slot->grid_first_inv).fetch_max(~first, cuda::memory_order_relaxed);
   }
-  if ((t & 31) != 0) return 0;
+  if ((t & 31) != 0 || (ck.exp & 4)) return 0;
   /* acq_rel: the last report sees every report's fetch_max; its result is
    * first needed at the warp's end */
   return direct_u32(ck.slot->grid_checked).fetch_add(1u, cuda::memory_order_acq_rel);
@@ -891,8 +892,10 @@ __global__ void __launch_bounds__(direct_rows<T>())
    * with index rows report them (warp-uniform) */
   const bool reporter = ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers &&
                         (t & ~31) < g.N;
-  const unsigned reported = reporter ? direct_report(ck, ix, n_idx, g, q0, t) : 0u;
+  unsigned reported = reporter ? direct_report(ck, ix, n_idx, g, q0, t) : 0u;
   __syncthreads();
+  if ((ck.exp & 4) && ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers && t == 0)
+    reported = direct_u32(ck.slot->grid_checked).fetch_add(1u, cuda::memory_order_acq_rel);
 
   /* 3: the thread's index row: keys and sources to shared memory, its
    * entries into their slots' lists. Values outside this tile's rows (or
@@ -923,7 +926,13 @@ __global__ void __launch_bounds__(direct_rows<T>())
    * step 3 when N < RB) waits for every report */
   if (ck.slot && t == RB - 1) {
     direct_u32 checked(ck.slot->grid_checked);
-    while (checked.load(cuda::memory_order_acquire) < ck.reports) {
+    if (ck.exp & 1) {
+      while (checked.load(cuda::memory_order_relaxed) < ck.reports)
+        if (ck.exp & 2) __nanosleep(64);
+      cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
+    } else {
+      while (checked.load(cuda::memory_order_acquire) < ck.reports)
+        if (ck.exp & 2) __nanosleep(64);
     }
     s_bad = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed) != 0;
     /* done with the slot (release: after the reads above) */
@@ -935,7 +944,10 @@ __global__ void __launch_bounds__(direct_rows<T>())
   cuda_wait_prerequisites();
   if (m < g.M && !cuda_call_failed_after_wait(bad) && !(ck.slot && s_bad))
     direct_finish_row<T>(s_direct, g, start, t, self != nullptr, n_out, out + m * g.cols + q0);
-  if (reporter && (t & 31) == 0 && reported == ck.reports - 1) direct_last_report(ck);
+  if ((ck.exp & 4) ? (ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers && t == 0)
+                    : (reporter && (t & 31) == 0)) {
+    if (reported == ck.reports - 1) direct_last_report(ck);
+  }
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -1303,6 +1315,8 @@ static cudaError_t launch_direct_checked(cuda_state *st, int dev, const scatter_
   ck.record = st->dev[dev].record;
   ck.publishers = (g.idx_cols + DIRECT_COLS - 1) / DIRECT_COLS;
   ck.reports = (unsigned)(ck.publishers * ((g.N + 31) / 32));
+  if (getenv("APEXX_CUDA_DIRECT_EXP")) ck.exp = atoi(getenv("APEXX_CUDA_DIRECT_EXP"));
+  if (ck.exp & 4) ck.reports = (unsigned)ck.publishers;
   ck.blocks = (unsigned)blocks;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
