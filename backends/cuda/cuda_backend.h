@@ -25,6 +25,8 @@
  * fit in the slot (grid-stride loops cover any size). */
 #define CUDA_CHECK_MAX_BLOCKS 1024
 #define CUDA_CHECK_THREADS 256
+/* Report words of a kernel that checks its own index (cuda_check_slot) */
+#define CUDA_GRID_REPORT_WORDS 16
 
 /* n / d and n % d for n, d < 2^31 with a multiply and a shift
  * (Granlund-Montgomery, as PyTorch's IntDivider): 64-bit division by a
@@ -109,12 +111,13 @@ struct cuda_check_slot {
   long long partial_lmax[CUDA_CHECK_MAX_BLOCKS];
   long long partial_kat[CUDA_CHECK_MAX_BLOCKS]; /* largest k at lmax */
   int partial_rows_vary[CUDA_CHECK_MAX_BLOCKS];
-  /* a kernel that checks its own index in leading checker blocks
-   * (scatter_add's direct path): checker blocks done, ~(least bad
-   * position) (0: none), blocks done with these three; all zero between
-   * calls (the last block done with them clears them) */
-  unsigned grid_checked, grid_exits;
+  /* a kernel that checks its own index (scatter_add's direct path):
+   * blocks done with the fields below, ~(least bad position) (0: none),
+   * reports counted in one word per warp of a block, 128 bytes apart; all
+   * zero between calls (the last block done with them clears them) */
+  unsigned grid_exits;
   unsigned long long grid_first_inv;
+  unsigned grid_reports[CUDA_GRID_REPORT_WORDS * 32];
 };
 
 /* The deferred error of one device (validate=device). */

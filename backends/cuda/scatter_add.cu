@@ -671,6 +671,7 @@ template <typename T> static __host__ __device__ constexpr int direct_rows() {
   return sizeof(typename acc_of<T>::type) == 8 ? 256 : 512;
 }
 static_assert(SMALL_MAX_ROWS <= 256, "direct path: an index row a thread, a source row a byte");
+static_assert(SMALL_MAX_ROWS <= 32 * CUDA_GRID_REPORT_WORDS, "a report word a warp of index rows");
 
 struct direct_geometry {
   int N;            /* index rows, 1..SMALL_MAX_ROWS */
@@ -733,9 +734,9 @@ struct direct_check {
   cuda_check_slot *slot; /* NULL: no check in the kernel */
   cuda_error_record *record;
   int64_t publishers; /* column chunks with index columns */
-  unsigned reports;   /* publishers x warps with index rows */
+  int words;          /* report words: warps with index rows */
   unsigned blocks;    /* the grid's */
-  int exp; /* EXPERIMENT (APEXX_CUDA_DIRECT_EXP): 1 relaxed poll + fence, 2 backoff, 4 block report */
+  int exp; /* EXPERIMENT (APEXX_CUDA_DIRECT_EXP): 4 block report */
   cuda_check_desc desc;
 };
 
@@ -743,14 +744,13 @@ typedef cuda::atomic_ref<unsigned, cuda::thread_scope_device> direct_u32;
 typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> direct_u64;
 
 /* A publisher's warp that holds index rows, every lane (the thread's row
- * is t, its DIRECT_COLS values ix of which n_idx exist): the report.
- * Returns in lane 0 the reports made before it (the last sees reports -
- * 1). */
+ * is t, its DIRECT_COLS values ix of which n_idx exist): the report, a
+ * count in its warp's word. */
 template <typename I>
-static __device__ __forceinline__ unsigned direct_report(const direct_check &ck,
-                                                         const direct_row<I> &ix, int n_idx,
-                                                         const direct_geometry &g, int64_t q0,
-                                                         int t) {
+static __device__ __forceinline__ void direct_report(const direct_check &ck,
+                                                     const direct_row<I> &ix, int n_idx,
+                                                     const direct_geometry &g, int64_t q0,
+                                                     int t) {
   unsigned long long first = ULLONG_MAX; /* the row's least bad position */
   if (t < g.N)
     for (int c = DIRECT_COLS - 1; c >= 0; c--) {
@@ -765,27 +765,43 @@ static __device__ __forceinline__ unsigned direct_report(const direct_check &ck,
     if ((t & 31) == 0)
       direct_u64(ck.slot->grid_first_inv).fetch_max(~first, cuda::memory_order_relaxed);
   }
-  if ((t & 31) != 0 || (ck.exp & 4)) return 0;
-  /* acq_rel: the last report sees every report's fetch_max; its result is
-   * first needed at the warp's end */
-  return direct_u32(ck.slot->grid_checked).fetch_add(1u, cuda::memory_order_acq_rel);
+  if ((t & 31) == 0 && !(ck.exp & 4)) /* release: after the fetch_max */
+    direct_u32(ck.slot->grid_reports[(t >> 5) * 32]).fetch_add(1u, cuda::memory_order_release);
 }
 
-/* The last report's lane 0 at its end: the failure into the record,
- * then, once every block has counted out, the slot cleared. */
-static __device__ void direct_last_report(const direct_check &ck) {
+/* The block's last warp, every lane: wait for every report, the verdict
+ * into s_bad; returns in lane 0 the blocks that counted out before this
+ * one (the last sees blocks - 1). */
+static __device__ __forceinline__ unsigned direct_wait(const direct_check &ck, int *s_bad) {
+  const int lane = threadIdx.x & 31, words = (ck.exp & 4) ? 1 : ck.words;
+  for (;;) {
+    const unsigned v = lane < words
+                           ? direct_u32(ck.slot->grid_reports[lane * 32])
+                                 .load(cuda::memory_order_acquire)
+                           : ~0u;
+    if (__all_sync(0xffffffffu, v >= (unsigned)ck.publishers)) break;
+  }
+  __syncwarp(); /* every lane's acquire before lane 0 reads */
+  if (lane != 0) return 0;
+  *s_bad = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed) != 0;
+  /* acq_rel: the last block out sees everything; the result is first
+   * needed at the warp's end */
+  return direct_u32(ck.slot->grid_exits).fetch_add(1u, cuda::memory_order_acq_rel);
+}
+
+/* The last block out, lane 0 of its last warp, at its end: the failure
+ * into the record, the slot cleared for its next call. */
+static __device__ void direct_last_out(const direct_check &ck) {
   const unsigned long long inv =
       direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed);
   if (inv != 0) {
     const cuda_check_result r = cuda_check_result_of(ck.desc, ~inv, LLONG_MAX, LLONG_MIN, -1, 0);
     cuda_check_publish(ck.record, ck.desc, r);
   }
-  direct_u32 exits(ck.slot->grid_exits);
-  while (exits.load(cuda::memory_order_acquire) < ck.blocks) {
-  }
-  direct_u32(ck.slot->grid_checked).store(0, cuda::memory_order_relaxed);
+  for (int w = 0; w < CUDA_GRID_REPORT_WORDS; w++)
+    direct_u32(ck.slot->grid_reports[w * 32]).store(0, cuda::memory_order_relaxed);
   direct_u64(ck.slot->grid_first_inv).store(0, cuda::memory_order_relaxed);
-  exits.store(0, cuda::memory_order_relaxed);
+  direct_u32(ck.slot->grid_exits).store(0, cuda::memory_order_relaxed);
 }
 
 /* Step 5 of the direct kernel: thread t's out row, every element (spec
@@ -892,10 +908,10 @@ __global__ void __launch_bounds__(direct_rows<T>())
    * with index rows report them (warp-uniform) */
   const bool reporter = ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers &&
                         (t & ~31) < g.N;
-  unsigned reported = reporter ? direct_report(ck, ix, n_idx, g, q0, t) : 0u;
+  if (reporter) direct_report(ck, ix, n_idx, g, q0, t);
   __syncthreads();
   if ((ck.exp & 4) && ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers && t == 0)
-    reported = direct_u32(ck.slot->grid_checked).fetch_add(1u, cuda::memory_order_acq_rel);
+    direct_u32(ck.slot->grid_reports[0]).fetch_add(1u, cuda::memory_order_release);
 
   /* 3: the thread's index row: keys and sources to shared memory, its
    * entries into their slots' lists. Values outside this tile's rows (or
@@ -922,32 +938,17 @@ __global__ void __launch_bounds__(direct_rows<T>())
     ((direct_row<short> *)s_key)[t] = key;
     ((direct_row<A> *)s_src)[t] = v;
   }
-  /* 4: validate=device in this kernel: the last thread (an idle one in
-   * step 3 when N < RB) waits for every report */
-  if (ck.slot && t == RB - 1) {
-    direct_u32 checked(ck.slot->grid_checked);
-    if (ck.exp & 1) {
-      while (checked.load(cuda::memory_order_relaxed) < ck.reports)
-        if (ck.exp & 2) __nanosleep(64);
-      cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
-    } else {
-      while (checked.load(cuda::memory_order_acquire) < ck.reports)
-        if (ck.exp & 2) __nanosleep(64);
-    }
-    s_bad = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed) != 0;
-    /* done with the slot (release: after the reads above) */
-    direct_u32(ck.slot->grid_exits).fetch_add(1u, cuda::memory_order_release);
-  }
+  /* 4: validate=device in this kernel: the last warp (idle in step 3
+   * when N <= RB - 32) waits for every report */
+  unsigned out_ticket = 0;
+  if (ck.slot && t >= RB - 32) out_ticket = direct_wait(ck, &s_bad);
   __syncthreads();
   /* validate=device with the check launched beside this kernel
    * (cuda_launch_after): its verdict before the first store */
   cuda_wait_prerequisites();
   if (m < g.M && !cuda_call_failed_after_wait(bad) && !(ck.slot && s_bad))
     direct_finish_row<T>(s_direct, g, start, t, self != nullptr, n_out, out + m * g.cols + q0);
-  if ((ck.exp & 4) ? (ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers && t == 0)
-                    : (reporter && (t & 31) == 0)) {
-    if (reported == ck.reports - 1) direct_last_report(ck);
-  }
+  if (ck.slot && t == RB - 32 && out_ticket == ck.blocks - 1) direct_last_out(ck);
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -1314,9 +1315,8 @@ static cudaError_t launch_direct_checked(cuda_state *st, int dev, const scatter_
   ck.slot = cuda_check_take_slot(st, dev);
   ck.record = st->dev[dev].record;
   ck.publishers = (g.idx_cols + DIRECT_COLS - 1) / DIRECT_COLS;
-  ck.reports = (unsigned)(ck.publishers * ((g.N + 31) / 32));
+  ck.words = (g.N + 31) / 32;
   if (getenv("APEXX_CUDA_DIRECT_EXP")) ck.exp = atoi(getenv("APEXX_CUDA_DIRECT_EXP"));
-  if (ck.exp & 4) ck.reports = (unsigned)ck.publishers;
   ck.blocks = (unsigned)blocks;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
