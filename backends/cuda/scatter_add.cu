@@ -743,11 +743,18 @@ struct direct_check {
 typedef cuda::atomic_ref<unsigned, cuda::thread_scope_device> direct_u32;
 typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> direct_u64;
 
+/* A report: release after a fetch_max (the poller's acquire then sees
+ * it), else nothing to order (a fence costs ~0.3 us of the seed's 6). */
+static __device__ __forceinline__ void direct_count_report(unsigned &word, bool bad) {
+  if (bad) direct_u32(word).fetch_add(1u, cuda::memory_order_release);
+  else direct_u32(word).fetch_add(1u, cuda::memory_order_relaxed);
+}
+
 /* A publisher's warp that holds index rows, every lane (the thread's row
  * is t, its DIRECT_COLS values ix of which n_idx exist): the report, a
  * count in its warp's word. */
 template <typename I>
-static __device__ __forceinline__ void direct_report(const direct_check &ck,
+static __device__ __forceinline__ bool direct_report(const direct_check &ck,
                                                      const direct_row<I> &ix, int n_idx,
                                                      const direct_geometry &g, int64_t q0,
                                                      int t) {
@@ -757,7 +764,8 @@ static __device__ __forceinline__ void direct_report(const direct_check &ck,
       const int64_t x = (int64_t)ix.v[c];
       if (c < n_idx && (x < 0 || x >= g.M)) first = (unsigned long long)(t * g.idx_cols + q0 + c);
     }
-  if (__any_sync(0xffffffffu, first != ULLONG_MAX)) { /* rare: the warp's least */
+  const bool bad = __any_sync(0xffffffffu, first != ULLONG_MAX);
+  if (bad) { /* rare: the warp's least */
     for (int off = 16; off > 0; off >>= 1) {
       const unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
       first = o < first ? o : first;
@@ -765,14 +773,14 @@ static __device__ __forceinline__ void direct_report(const direct_check &ck,
     if ((t & 31) == 0)
       direct_u64(ck.slot->grid_first_inv).fetch_max(~first, cuda::memory_order_relaxed);
   }
-  if ((t & 31) == 0 && !(ck.exp & 4)) /* release: after the fetch_max */
-    direct_u32(ck.slot->grid_reports[(t >> 5) * 32]).fetch_add(1u, cuda::memory_order_release);
+  if ((t & 31) == 0 && !(ck.exp & 4))
+    direct_count_report(ck.slot->grid_reports[(t >> 5) * 32], bad);
+  return bad;
 }
 
 /* The block's last warp, every lane: wait for every report, the verdict
- * into s_bad; returns in lane 0 the blocks that counted out before this
- * one (the last sees blocks - 1). */
-static __device__ __forceinline__ unsigned direct_wait(const direct_check &ck, int *s_bad) {
+ * into s_bad (lane 0). */
+static __device__ __forceinline__ void direct_wait(const direct_check &ck, int *s_bad) {
   const int lane = threadIdx.x & 31, words = (ck.exp & 4) ? 1 : ck.words;
   for (;;) {
     const unsigned v = lane < words
@@ -782,11 +790,8 @@ static __device__ __forceinline__ unsigned direct_wait(const direct_check &ck, i
     if (__all_sync(0xffffffffu, v >= (unsigned)ck.publishers)) break;
   }
   __syncwarp(); /* every lane's acquire before lane 0 reads */
-  if (lane != 0) return 0;
-  *s_bad = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed) != 0;
-  /* acq_rel: the last block out sees everything; the result is first
-   * needed at the warp's end */
-  return direct_u32(ck.slot->grid_exits).fetch_add(1u, cuda::memory_order_acq_rel);
+  if (lane == 0)
+    *s_bad = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed) != 0;
 }
 
 /* The last block out, lane 0 of its last warp, at its end: the failure
@@ -908,10 +913,10 @@ __global__ void __launch_bounds__(direct_rows<T>())
    * with index rows report them (warp-uniform) */
   const bool reporter = ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers &&
                         (t & ~31) < g.N;
-  if (reporter) direct_report(ck, ix, n_idx, g, q0, t);
-  __syncthreads();
+  const bool warp_bad = reporter && direct_report(ck, ix, n_idx, g, q0, t);
+  const bool block_bad = __syncthreads_or(warp_bad);
   if ((ck.exp & 4) && ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers && t == 0)
-    direct_u32(ck.slot->grid_reports[0]).fetch_add(1u, cuda::memory_order_release);
+    direct_count_report(ck.slot->grid_reports[0], block_bad);
 
   /* 3: the thread's index row: keys and sources to shared memory, its
    * entries into their slots' lists. Values outside this tile's rows (or
@@ -940,9 +945,14 @@ __global__ void __launch_bounds__(direct_rows<T>())
   }
   /* 4: validate=device in this kernel: the last warp (idle in step 3
    * when N <= RB - 32) waits for every report */
-  unsigned out_ticket = 0;
-  if (ck.slot && t >= RB - 32) out_ticket = direct_wait(ck, &s_bad);
+  if (ck.slot && t >= RB - 32) direct_wait(ck, &s_bad);
   __syncthreads();
+  /* done with the slot: count out (acq_rel, a fence: after the barrier,
+   * off the block's path to its stores; the last block out sees every
+   * read done); the result is first needed at the end */
+  unsigned out_ticket = 0;
+  if (ck.slot && t == RB - 32)
+    out_ticket = direct_u32(ck.slot->grid_exits).fetch_add(1u, cuda::memory_order_acq_rel);
   /* validate=device with the check launched beside this kernel
    * (cuda_launch_after): its verdict before the first store */
   cuda_wait_prerequisites();
