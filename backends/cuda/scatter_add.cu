@@ -656,10 +656,9 @@ __global__ void __launch_bounds__(SMALL_THREADS)
  * verdicts through distributed shared memory around a split cluster
  * barrier measured slower: 9.7 us, 9.9 with the blocks spread over the
  * SMs (runs 27, 28). */
-#ifndef APEXX_CUDA_DIRECT_COLS
-#define APEXX_CUDA_DIRECT_COLS 8
-#endif
-#define DIRECT_COLS APEXX_CUDA_DIRECT_COLS /* 4 or 8 */
+/* columns a thread: 4 (twice the blocks, half the work a thread)
+ * measured slower at the seed, 6.5 / 8.0 us against 5.8 / 6.9 (run 36) */
+#define DIRECT_COLS 8
 static_assert(DIRECT_COLS == 4 || DIRECT_COLS == 8, "direct path: 4 or 8 columns a thread");
 #define DIRECT_LIST 4 /* source rows kept a slot: one byte each (N <= 256) */
 #define DIRECT_MAX_ROW_CHUNKS 16
@@ -722,29 +721,35 @@ static __device__ __forceinline__ unsigned direct_sort4(unsigned w) {
  * block loads whole index columns, so the blocks of the first row chunk
  * (the publishers, one a column chunk that holds index columns) between
  * them hold every entry. Each warp of a publisher that holds index rows
- * reports as soon as its loads arrive: one count in the call's slot (and,
- * when it holds a bad value, the least bad position). Every block waits
- * for all the reports, with its lists built, before its first store, then
- * counts itself out (a reduction, nothing to wait for). The last report's
- * warp publishes the failure and, at its end, waits for every block to
- * count out and clears the slot's three fields for the slot's next call.
- * No block waits for a block that is waiting. A block's report, after its
- * first barrier, was slower (run 36: 6.9 us at the seed, off 5.8). */
+ * reports as soon as its loads arrive: a count in its warp's word of the
+ * call's slot (and, when it holds a bad value, the least bad position
+ * first). Every block's last warp waits for all the words, with the
+ * block's lists built, before the first store; then the block counts
+ * itself out, and the last block out publishes the failure and clears the
+ * slot for its next call. No block waits for a block that is waiting.
+ * What it cost at the seed (runs 34 to 39, validate=off 5.1 to 5.8 us):
+ * checker blocks reading the index a second time 7.6 us; a report a block
+ * after its first barrier 6.9 (the same with this kernel's single-source
+ * path 6.1 to 6.4); a report a warp into one word 6.6. The fences did it:
+ * a release or acquire-release atomic before the barrier the stores wait
+ * for cost ~0.8 us. Now only a report with a bad value releases (the
+ * waiting warp's acquire loads then see the position), and the count out
+ * (acquire-release, for the last block out) comes after the barrier: 5.6
+ * us, 0.5 over validate=off (run 39). */
 struct direct_check {
   cuda_check_slot *slot; /* NULL: no check in the kernel */
   cuda_error_record *record;
   int64_t publishers; /* column chunks with index columns */
   int words;          /* report words: warps with index rows */
   unsigned blocks;    /* the grid's */
-  int exp; /* EXPERIMENT (APEXX_CUDA_DIRECT_EXP): 4 block report */
   cuda_check_desc desc;
 };
 
 typedef cuda::atomic_ref<unsigned, cuda::thread_scope_device> direct_u32;
 typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> direct_u64;
 
-/* A report: release after a fetch_max (the poller's acquire then sees
- * it), else nothing to order (a fence costs ~0.3 us of the seed's 6). */
+/* A report: release after a fetch_max (the waiting warp's acquire then
+ * sees it), else relaxed: nothing to order, and no fence (above). */
 static __device__ __forceinline__ void direct_count_report(unsigned &word, bool bad) {
   if (bad) direct_u32(word).fetch_add(1u, cuda::memory_order_release);
   else direct_u32(word).fetch_add(1u, cuda::memory_order_relaxed);
@@ -754,7 +759,7 @@ static __device__ __forceinline__ void direct_count_report(unsigned &word, bool 
  * is t, its DIRECT_COLS values ix of which n_idx exist): the report, a
  * count in its warp's word. */
 template <typename I>
-static __device__ __forceinline__ bool direct_report(const direct_check &ck,
+static __device__ __forceinline__ void direct_report(const direct_check &ck,
                                                      const direct_row<I> &ix, int n_idx,
                                                      const direct_geometry &g, int64_t q0,
                                                      int t) {
@@ -773,17 +778,16 @@ static __device__ __forceinline__ bool direct_report(const direct_check &ck,
     if ((t & 31) == 0)
       direct_u64(ck.slot->grid_first_inv).fetch_max(~first, cuda::memory_order_relaxed);
   }
-  if ((t & 31) == 0 && !(ck.exp & 4))
+  if ((t & 31) == 0)
     direct_count_report(ck.slot->grid_reports[(t >> 5) * 32], bad);
-  return bad;
 }
 
 /* The block's last warp, every lane: wait for every report, the verdict
  * into s_bad (lane 0). */
 static __device__ __forceinline__ void direct_wait(const direct_check &ck, int *s_bad) {
-  const int lane = threadIdx.x & 31, words = (ck.exp & 4) ? 1 : ck.words;
+  const int lane = threadIdx.x & 31;
   for (;;) {
-    const unsigned v = lane < words
+    const unsigned v = lane < ck.words
                            ? direct_u32(ck.slot->grid_reports[lane * 32])
                                  .load(cuda::memory_order_acquire)
                            : ~0u;
@@ -913,10 +917,8 @@ __global__ void __launch_bounds__(direct_rows<T>())
    * with index rows report them (warp-uniform) */
   const bool reporter = ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers &&
                         (t & ~31) < g.N;
-  const bool warp_bad = reporter && direct_report(ck, ix, n_idx, g, q0, t);
-  const bool block_bad = __syncthreads_or(warp_bad);
-  if ((ck.exp & 4) && ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers && t == 0)
-    direct_count_report(ck.slot->grid_reports[0], block_bad);
+  if (reporter) direct_report(ck, ix, n_idx, g, q0, t);
+  __syncthreads();
 
   /* 3: the thread's index row: keys and sources to shared memory, its
    * entries into their slots' lists. Values outside this tile's rows (or
@@ -1326,7 +1328,6 @@ static cudaError_t launch_direct_checked(cuda_state *st, int dev, const scatter_
   ck.record = st->dev[dev].record;
   ck.publishers = (g.idx_cols + DIRECT_COLS - 1) / DIRECT_COLS;
   ck.words = (g.N + 31) / 32;
-  if (getenv("APEXX_CUDA_DIRECT_EXP")) ck.exp = atoi(getenv("APEXX_CUDA_DIRECT_EXP"));
   ck.blocks = (unsigned)blocks;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
