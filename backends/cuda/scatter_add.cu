@@ -727,15 +727,15 @@ static __device__ __forceinline__ unsigned direct_sort4(unsigned w) {
  * block's lists built, before the first store; then the block counts
  * itself out, and the last block out publishes the failure and clears the
  * slot for its next call. No block waits for a block that is waiting.
- * What it cost at the seed (runs 34 to 39, validate=off 5.1 to 5.8 us):
- * checker blocks reading the index a second time 7.6 us; a report a block
- * after its first barrier 6.9 (the same with this kernel's single-source
- * path 6.1 to 6.4); a report a warp into one word 6.6. The fences did it:
- * a release or acquire-release atomic before the barrier the stores wait
- * for cost ~0.8 us. Now only a report with a bad value releases (the
- * waiting warp's acquire loads then see the position), and the count out
- * (acquire-release, for the last block out) comes after the barrier: 5.6
- * us, 0.5 over validate=off (run 39). */
+ * What it cost at the seed (bench/results/cuda/NOTES.md, runs 34 to 42;
+ * validate=off 4.9 to 5.8 us): checker blocks reading the index a second
+ * time 7.6 us; a report a block after its first barrier 6.9 (6.1 to 6.4
+ * with this kernel's single-source path); a report a warp into one word
+ * 6.6. The fences did it: a release or acquire-release atomic before the
+ * barrier that the stores wait for cost ~0.8 us. Now only a report with a
+ * bad value releases (the waiting warp's acquire loads then see the
+ * position), and the count out (acquire-release, for the last block out)
+ * comes after that barrier: 5.6 us, 0.5 over validate=off (runs 41, 42). */
 struct direct_check {
   cuda_check_slot *slot; /* NULL: no check in the kernel */
   cuda_error_record *record;
