@@ -16,7 +16,9 @@
 # Each step has a time limit. With remote-build's configure, build and
 # make check (~3 min) the sanitizers no longer fit one 600 s device call
 # beside the rest: run "tests nopdl memcheck", "racecheck initcheck" and
-# "bw peers" as three calls (runs 29 to 31).
+# "bw peers" as three calls (runs 29 to 31). Since run 43 racecheck alone
+# takes ~350 s: give "racecheck initcheck" a build without make check
+# (configure && make && make check TESTS=, then this script), ~560 s.
 # RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
 # bench peers (and nopdl, the suite with APEXX_CUDA_PDL=0, and the
 # experiments l2, ncu, ncudiag, ncudeep and ncustall: not in the default). Exit
@@ -89,8 +91,8 @@ if command -v compute-sanitizer >/dev/null; then
     want "$tool" || continue
     extra=()
     [ "$tool" = memcheck ] && extra=(--leak-check no)
-    # racecheck took 232 s of the suite in run 30 (H100)
-    step "sanitizer-$tool" 420 ./libtool --mode=execute compute-sanitizer --tool "$tool" \
+    # racecheck took 232 s of the suite in run 30 (H100), 346 s in run 43
+    step "sanitizer-$tool" 500 ./libtool --mode=execute compute-sanitizer --tool "$tool" \
       --error-exitcode 1 "${extra[@]}" ./tests/test_cuda
     grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL|^[0-9]+%' "$work/sanitizer-$tool.log" \
       | tail -3 | sed 's/^/    /' | tee -a "$report"
