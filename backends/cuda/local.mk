@@ -50,4 +50,4 @@ endif
 noinst_PROGRAMS += bench/gpu/cuda_bw
 bench_gpu_cuda_bw_SOURCES = bench/gpu/cuda_bw.c
 bench_gpu_cuda_bw_LDADD = libapexx/libapexx.la $(M_LIBS)
-EXTRA_DIST += bench/gpu/run-all.sh bench/gpu/table.py bench/peers/torch_peers.py
+EXTRA_DIST += bench/gpu/run-all.sh bench/gpu/table.py bench/gpu/coop_probe.cu bench/peers/torch_peers.py
