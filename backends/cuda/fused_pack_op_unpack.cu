@@ -120,31 +120,9 @@ __global__ void fused_small_kernel(const T *in, T *out, const I *__restrict__ id
                                    cuda_inline_check ic, const int *bad) {
   struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
   __shared__ unsigned s_sel[FUSED_SMALL_TILES / 32];
-  const int words = (int)((g.tiles + 31) / 32);
-  const uint32_t n = (uint32_t)g.plane_groups, span = blockDim.x * FUSED_SMALL_UNITS;
-  /* loads that need no verdict and no bitmap, issued before the check's
-   * (which wait for L2 as long): the block's first groups of `in` when out
-   * is separate (every group is copied or transformed), and its first
-   * row's ids, one a thread */
-  pack v[FUSED_SMALL_UNITS];
-  const uint32_t ifirst = blockIdx.x * span + threadIdx.x;
-  bool use_pre = !aliased && blockIdx.y < g.planes && ifirst < n;
-  if (use_pre) {
-    const pack *at = (const pack *)in + (int64_t)blockIdx.y * g.plane_groups + ifirst;
-#pragma unroll
-    for (int u = 0; u < FUSED_SMALL_UNITS; u++)
-      if (ifirst + u * blockDim.x < n) v[u] = at[u * blockDim.x];
-  }
-  const int64_t b_first = (int64_t)blockIdx.y / g.C;
-  int64_t my_id = -1; /* thread k < K: id k of the first row */
-  if (blockIdx.y < g.planes && threadIdx.x < g.K)
-    my_id = (int64_t)idx[b_first * g.K + threadIdx.x];
-  for (int j = threadIdx.x; j < words; j += blockDim.x) s_sel[j] = 0;
   if (cuda_block_check(ic) || cuda_call_failed(bad)) return;
-  __syncthreads(); /* the bitmap is clear */
-  if (my_id >= 0 && my_id < g.tiles) atomicOr(&s_sel[my_id >> 5], 1u << (my_id & 31));
-  __syncthreads();
-  int64_t marked_b = b_first;
+  const int words = (int)((g.tiles + 31) / 32);
+  int64_t marked_b = -1;
   CUDA_FOR_OUTER(plane, g.planes) {
     int64_t b = plane / g.C;
     if (b != marked_b) { /* block-uniform */
@@ -159,9 +137,10 @@ __global__ void fused_small_kernel(const T *in, T *out, const I *__restrict__ id
       marked_b = b;
     }
     /* FUSED_SMALL_UNITS groups a thread, spaced one block apart: the
-     * loads of all, then the stores (fewer blocks repeat the prologue);
-     * the block's first groups were loaded above */
+     * loads of all, then the stores (fewer blocks repeat the prologue) */
+    const uint32_t n = (uint32_t)g.plane_groups, span = blockDim.x * FUSED_SMALL_UNITS;
     for (uint32_t i0 = blockIdx.x * span + threadIdx.x; i0 < n; i0 += gridDim.x * span) {
+      pack v[FUSED_SMALL_UNITS];
       unsigned sel = 0, todo = 0; /* bit u: group u selected / to be stored */
 #pragma unroll
       for (int u = 0; u < FUSED_SMALL_UNITS; u++) {
@@ -171,11 +150,10 @@ __global__ void fused_small_kernel(const T *in, T *out, const I *__restrict__ id
         uint32_t tile = g.tile.div(y) * (uint32_t)g.gw + g.tile.div(x);
         unsigned selected = s_sel[tile >> 5] >> (tile & 31) & 1u;
         if (!selected && aliased) continue;
-        if (!use_pre) v[u] = ((const pack *)in)[plane * g.plane_groups + i];
+        v[u] = ((const pack *)in)[plane * g.plane_groups + i];
         sel |= selected << u;
         todo |= 1u << u;
       }
-      use_pre = false;
 #pragma unroll
       for (int u = 0; u < FUSED_SMALL_UNITS; u++) {
         if (!(todo >> u & 1u)) continue;
