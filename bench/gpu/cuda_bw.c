@@ -28,7 +28,9 @@
  * Seed profile: B1 C128 128x128 t8 K32 fp16; scan B1 K256 C128; indexing
  * src (4096, 128) with 256 rows. Inputs are random (never zeros). The
  * validate mode is the configuration's ($APEXX_CONFIG); CUDA_BW_ONLY=a,b
- * times only the ops whose names contain one of the words. */
+ * times only the ops whose names contain one of the words;
+ * CUDA_BW_SORTED_IDS=1 gives the tile ops each row's ids in ascending
+ * order (a diagnostic: the tables use random order). */
 #include <apexx/apexx.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -125,7 +127,14 @@ static apx_tensor dev_index(apx_dtype dt, int ndim, const int64_t *shape, const 
   return d;
 }
 
-/* K distinct tile ids per row, B rows. */
+static int cmp_id(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* K distinct tile ids per row, B rows (CUDA_BW_SORTED_IDS=1: each row in
+ * ascending order, the spatial order, to see what DRAM locality the tile
+ * ops could gain from processing tiles in id order). */
 static int64_t *unique_ids(int64_t B, int64_t K, int64_t tiles) {
   int64_t *ids = malloc(sizeof(int64_t) * (size_t)(B * K));
   int64_t *perm = malloc(sizeof(int64_t) * (size_t)tiles);
@@ -137,6 +146,8 @@ static int64_t *unique_ids(int64_t B, int64_t K, int64_t tiles) {
       perm[j] = s;
       ids[b * K + k] = perm[k];
     }
+    const char *sorted = getenv("CUDA_BW_SORTED_IDS");
+    if (sorted && strcmp(sorted, "1") == 0) qsort(ids + b * K, (size_t)K, sizeof *ids, cmp_id);
   }
   free(perm);
   return ids;
