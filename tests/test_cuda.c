@@ -210,6 +210,13 @@ START_TEST(test_tilepack) {
       tilepack_case(float_dtypes[d], index_dtypes[i], 2, 2, 2, 3, 16, 5);
       tilepack_case(float_dtypes[d], index_dtypes[i], 1, 1, 2, 2, 32, 3);
       tilepack_case(float_dtypes[d], index_dtypes[i], 3, 4, 4, 4, 8, 0); /* K = 0 */
+      /* large K, tiles taken in id order (a sort a batch row): K at the
+       * sort's lower bound, between, at its upper bound (4096, 64 tiles:
+       * each id many times) and one past it (k order) */
+      tilepack_case(float_dtypes[d], index_dtypes[i], 3, 1, 16, 32, 8, 512);
+      tilepack_case(float_dtypes[d], index_dtypes[i], 2, 3, 32, 40, 4, 700);
+      tilepack_case(float_dtypes[d], index_dtypes[i], 1, 2, 8, 8, 2, 4096);
+      tilepack_case(float_dtypes[d], index_dtypes[i], 1, 2, 8, 8, 2, 4097);
     }
 }
 END_TEST
@@ -1650,15 +1657,16 @@ int main(void) {
   ctx_eager = open_eager();
   rng.s = tu_seed() ^ 0xc0dau;
 
-  /* three cases, so that a sanitizer run can pick one (CK_RUN_CASE) */
+  /* four cases, so that a sanitizer run can pick one (CK_RUN_CASE) */
   Suite *s = suite_create("cuda");
-  TCase *ops = tcase_create("ops"), *large = tcase_create("large");
-  TCase *bad = tcase_create("validate");
+  TCase *pack = tcase_create("tilepack"), *ops = tcase_create("ops");
+  TCase *large = tcase_create("large"), *bad = tcase_create("validate");
+  tcase_set_timeout(pack, 600);
   tcase_set_timeout(ops, 600);
   tcase_set_timeout(large, 600);
   tcase_set_timeout(bad, 600);
   tcase_add_test(ops, test_memory_and_timer);
-  tcase_add_test(ops, test_tilepack);
+  tcase_add_test(pack, test_tilepack);
   tcase_add_test(ops, test_tileunpack);
   tcase_add_test(ops, test_tileunpack_limits);
   tcase_add_test(ops, test_fused);
@@ -1671,6 +1679,7 @@ int main(void) {
   tcase_add_test(large, test_scatter_add_large);
   tcase_add_test(bad, test_bad_indices);
   tcase_add_test(bad, test_tileunpack_own_check);
+  suite_add_tcase(s, pack);
   suite_add_tcase(s, ops);
   suite_add_tcase(s, large);
   suite_add_tcase(s, bad);

@@ -14,8 +14,19 @@
  * (w0 + j*blockDim.x, j < TILEPACK_UNITS) and issues all their id loads,
  * then all feature loads, then all stores: the chains overlap, while at
  * every step j a warp still touches 32 consecutive items, the addresses
- * of one warp of the one-unit form. */
+ * of one warp of the one-unit form.
+ *
+ * Large K: the tiles of a plane are taken in ascending id (spatial) order,
+ * not in k order. DRAM serves the 64-byte pieces that neighbouring tiles
+ * share while they are open, instead of reopening them at random: at the
+ * large profile (K 2048 of 4096 tiles, t 8 fp16) ids in spatial order
+ * took the kernel from 56% to 66% of copy bandwidth (run 45,
+ * CUDA_BW_SORTED_IDS). A kernel of one block a batch row sorts the row's
+ * (id, k) pairs first (stable: equal ids keep k order); each work item
+ * then loads its pair instead of its id, so its chain is no longer. */
 #include "cuda_backend.h"
+
+#include <cub/block/block_radix_sort.cuh>
 
 struct tilepack_geometry {
   int64_t B, C, H, W, K, t;
@@ -33,12 +44,43 @@ struct tilepack_geometry {
 /* Work items per thread (independent copy chains in flight). */
 #define TILEPACK_UNITS 4
 #define TILEPACK_THREADS 256
+/* The spatial order for K in [TILEPACK_SORT_MIN_K, TILEPACK_SORT_THREADS *
+ * TILEPACK_SORT_MAX_ITEMS]; below, a sort launch costs more than it saves
+ * (the seed profile's K 32 calls take ~2 us in all). */
+#define TILEPACK_SORT_MIN_K 512
+#define TILEPACK_SORT_THREADS 256
+#define TILEPACK_SORT_MAX_ITEMS 16
+
+/* Batch row blockIdx.x's (id, k) pairs by ascending id into order[b*K ..]:
+ * the ids as 32-bit keys (as the copy kernel reads them; a bad id's place
+ * only changes the order, and no store happens before the check's
+ * verdict), their low key_bits bits sorted; places past K sort last. */
+template <typename I, int ITEMS>
+__global__ void __launch_bounds__(TILEPACK_SORT_THREADS)
+    tilepack_order_kernel(const I *__restrict__ idx, int64_t K, int key_bits, uint2 *order) {
+  typedef cub::BlockRadixSort<uint32_t, TILEPACK_SORT_THREADS, ITEMS, uint32_t> sort_t;
+  __shared__ typename sort_t::TempStorage tmp;
+  const int64_t b = blockIdx.x;
+  uint32_t key[ITEMS], val[ITEMS];
+#pragma unroll
+  for (int j = 0; j < ITEMS; j++) { /* blocked: place threadIdx.x * ITEMS + j */
+    const int64_t k = (int64_t)threadIdx.x * ITEMS + j;
+    key[j] = k < K ? (uint32_t)idx[b * K + k] : 0xffffffffu;
+    val[j] = (uint32_t)k;
+  }
+  sort_t(tmp).SortBlockedToStriped(key, val, 0, key_bits);
+#pragma unroll
+  for (int j = 0; j < ITEMS; j++) { /* striped: rank j * THREADS + threadIdx.x */
+    const int64_t r = (int64_t)j * TILEPACK_SORT_THREADS + threadIdx.x;
+    if (r < K) order[b * K + r] = make_uint2(key[j], val[j]);
+  }
+}
 
 template <typename U, typename I>
 __global__ void __launch_bounds__(TILEPACK_THREADS)
     tilepack_kernel(const unsigned char *__restrict__ features, const I *__restrict__ idx,
                     unsigned char *__restrict__ out, tilepack_geometry g, int elem,
-                    const int *bad) {
+                    const uint2 *__restrict__ order, const int *bad) {
   if (cuda_call_failed(bad)) return;
   const int64_t row_bytes = g.t * elem;
   /* n < 2^31 and the grid stride (gridDim.x*span, the first multiple of
@@ -49,6 +91,7 @@ __global__ void __launch_bounds__(TILEPACK_THREADS)
   CUDA_FOR_OUTER(plane, g.planes) {
     int64_t b = plane / g.C, c = plane % g.C;
     const I *plane_idx = idx + b * g.K;
+    const uint2 *plane_order = order ? order + b * g.K : nullptr;
     /* block bx covers items [bx*span, bx*span + span) of each grid stride;
      * thread x takes x + j*blockDim.x of it: every item exactly once */
     for (uint32_t w0 = blockIdx.x * span + threadIdx.x; w0 < n; w0 += gridDim.x * span) {
@@ -59,11 +102,18 @@ __global__ void __launch_bounds__(TILEPACK_THREADS)
       unsigned char *dst[TILEPACK_UNITS];
       U v[TILEPACK_UNITS];
 #pragma unroll
-      for (int j = 0; j < TILEPACK_UNITS; j++) { /* 1: the ids */
+      for (int j = 0; j < TILEPACK_UNITS; j++) { /* 1: the ids (and k, in id order) */
         uint32_t w = min(w0 + j * blockDim.x, n - 1);
-        k[j] = g.per_tile.div(w);
-        r[j] = w - k[j] * g.per_tile.d;
-        id[j] = (uint32_t)plane_idx[k[j]];
+        const uint32_t rank = g.per_tile.div(w);
+        r[j] = w - rank * g.per_tile.d;
+        if (plane_order) {
+          const uint2 p = plane_order[rank];
+          id[j] = p.x;
+          k[j] = p.y;
+        } else {
+          k[j] = rank;
+          id[j] = (uint32_t)plane_idx[rank];
+        }
       }
 #pragma unroll
       for (int j = 0; j < TILEPACK_UNITS; j++) { /* 2: the feature units */
@@ -116,19 +166,43 @@ static tilepack_geometry geometry(const apx_tilepack_args *a, size_t elem) {
   return g;
 }
 
+/* order: NULL (k order) or the (id, k) pairs by id, filled here. */
 template <typename I>
 static void launch(const tilepack_geometry &g, const apx_tilepack_args *a, int elem,
-                   const int *bad, cudaStream_t s) {
+                   uint2 *order, const int *bad, cudaStream_t s) {
   const unsigned char *f = (const unsigned char *)a->features->data;
   unsigned char *o = (unsigned char *)a->out->data;
   const I *idx = (const I *)a->idx->data;
+  if (order) {
+    int64_t tiles = (g.H / g.t) * g.gw, items = (g.K + TILEPACK_SORT_THREADS - 1) /
+                                                TILEPACK_SORT_THREADS;
+    int key_bits = 1;
+    while (key_bits < 32 && (tiles - 1) >> key_bits) key_bits++;
+    const unsigned nb = (unsigned)g.B;
+    if (items <= 2)
+      tilepack_order_kernel<I, 2><<<nb, TILEPACK_SORT_THREADS, 0, s>>>(idx, g.K, key_bits, order);
+    else if (items <= 4)
+      tilepack_order_kernel<I, 4><<<nb, TILEPACK_SORT_THREADS, 0, s>>>(idx, g.K, key_bits, order);
+    else if (items <= 8)
+      tilepack_order_kernel<I, 8><<<nb, TILEPACK_SORT_THREADS, 0, s>>>(idx, g.K, key_bits, order);
+    else
+      tilepack_order_kernel<I, 16><<<nb, TILEPACK_SORT_THREADS, 0, s>>>(idx, g.K, key_bits,
+                                                                         order);
+  }
+  const uint2 *ord = order;
   dim3 grid = g.launch.grid, block = g.launch.block;
   switch (g.unit) {
-  case 16: tilepack_kernel<uint4, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, bad); break;
-  case 8: tilepack_kernel<uint2, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, bad); break;
-  case 4: tilepack_kernel<uint32_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, bad); break;
-  case 2: tilepack_kernel<uint16_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, bad); break;
-  default: tilepack_kernel<uint8_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, bad); break;
+  case 16: tilepack_kernel<uint4, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, bad); break;
+  case 8: tilepack_kernel<uint2, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, bad); break;
+  case 4:
+    tilepack_kernel<uint32_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, bad);
+    break;
+  case 2:
+    tilepack_kernel<uint16_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, bad);
+    break;
+  default:
+    tilepack_kernel<uint8_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, bad);
+    break;
   }
 }
 
@@ -153,10 +227,20 @@ apx_status cuda_tilepack(void *state, const apx_tilepack_args *a, const apx_call
   cuda_checked chk;
   s = cuda_check_run(st, dev, stream, &d, 0, &chk);
   if (s != APX_OK) return s;
+  /* large K: the spatial order, its pairs in stream-ordered workspace */
+  cuda_workspace ws;
+  ws.ptr = nullptr;
+  if (g.K >= TILEPACK_SORT_MIN_K && g.K <= TILEPACK_SORT_THREADS * TILEPACK_SORT_MAX_ITEMS) {
+    s = cuda_ws_alloc(st, stream, (size_t)(g.B * g.K) * sizeof(uint2), &ws,
+                      "tilepack: tile order");
+    if (s != APX_OK) return s;
+  }
   if (a->idx->dtype == APX_DTYPE_I64)
-    launch<int64_t>(g, a, (int)elem, chk.bad, stream);
+    launch<int64_t>(g, a, (int)elem, (uint2 *)ws.ptr, chk.bad, stream);
   else
-    launch<int32_t>(g, a, (int)elem, chk.bad, stream);
-  CUDA_LAUNCHED(st, "tilepack: launch");
+    launch<int32_t>(g, a, (int)elem, (uint2 *)ws.ptr, chk.bad, stream);
+  cudaError_t err = cudaGetLastError();
+  if (ws.ptr) cuda_ws_free(&ws); /* stream-ordered: after the copy kernel */
+  if (err != cudaSuccess) return cuda_fail(st, err, "tilepack: launch");
   return APX_OK;
 }
