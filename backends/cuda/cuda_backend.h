@@ -20,9 +20,10 @@
 /* Check slots per device: each validated call takes the next one, round
  * robin. A slot is reused only CUDA_CHECK_SLOTS calls later, so calls in
  * flight on different streams never share one in practice. Known limit:
- * two CUDA graphs captured exactly a multiple of CUDA_CHECK_SLOTS checked
- * calls apart share slots, and replayed at the same time on two streams
- * they would mix their verdicts; scatter_add's in-kernel check
+ * CUDA graphs hold the slots their capture took, so two graphs captured
+ * CUDA_CHECK_SLOTS or more checked calls apart may hold the same slot;
+ * replayed at the same time on two streams they would mix their
+ * verdicts, and scatter_add's in-kernel check
  * (grid_* below) could then wait forever instead of misreporting. A slot
  * a stream, or a time limit on that wait, would close it. */
 #define CUDA_CHECK_SLOTS 128
