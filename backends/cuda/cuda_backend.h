@@ -331,6 +331,20 @@ static inline int cuda_pdl_ok(const cuda_state *st, int device_index) {
   return st->pdl && st->dev[device_index].cc_major >= 9;
 }
 
+/* cudaLaunchKernelEx's configuration with the one launch attribute *attr
+ * (which must outlive the launch). */
+static inline cudaLaunchConfig_t cuda_launch_config(dim3 grid, dim3 block, size_t smem,
+                                                    cudaStream_t s, cudaLaunchAttribute *attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 /* Launch `kernel` (smem: dynamic shared memory bytes) on the stream,
  * programmatically after the kernel before it when `programmatic` (and
  * cuda_pdl_ok), else plainly; a device or stream that refuses the
@@ -339,15 +353,10 @@ template <typename... KArgs, typename... Args>
 static cudaError_t cuda_launch_after(const cuda_state *st, int device_index, int programmatic,
                                      dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                                      void (*kernel)(KArgs...), Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1] = {};
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = cuda_launch_config(grid, block, smem, s, &attr);
   cfg.numAttrs = programmatic && cuda_pdl_ok(st, device_index) ? 1 : 0;
   cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
   if (err != cudaSuccess && cfg.numAttrs > 0) {

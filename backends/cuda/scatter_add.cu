@@ -678,7 +678,6 @@ struct direct_geometry {
   int64_t idx_cols; /* index row length (1 for 1-D) */
   int64_t src_row;  /* src row length, >= idx_cols */
   int64_t cols;     /* out (and self) row length, >= idx_cols */
-  int64_t col_chunks; /* tiles a row chunk */
   /* 16-byte loads and stores of a row's DIRECT_COLS elements where the
    * tensor's base and row length allow them (and the chunk is whole) */
   int vec_index, vec_src, vec_self, vec_out;
@@ -1329,16 +1328,10 @@ static cudaError_t launch_direct_checked(cuda_state *st, int dev, const scatter_
   ck.publishers = (g.idx_cols + DIRECT_COLS - 1) / DIRECT_COLS;
   ck.words = (g.N + 31) / 32;
   ck.blocks = (unsigned)blocks;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3((unsigned)RB);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1] = {};
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cudaLaunchConfig_t cfg = cuda_launch_config(grid, dim3((unsigned)RB), smem, s, &attr);
   const int *no_bad = nullptr;
   return cudaLaunchKernelEx(&cfg, kernel, (const I *)c->index->data,
                             c->self ? (const T *)c->self->data : (const T *)nullptr,
@@ -1363,14 +1356,14 @@ static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t
   g.idx_cols = sh.idx_cols;
   g.src_row = sh.src_row;
   g.cols = sh.cols;
-  g.col_chunks = (g.cols + DIRECT_COLS - 1) / DIRECT_COLS;
   g.vec_index = direct_vec(c->index, g.idx_cols);
   g.vec_src = direct_vec(c->src, g.src_row);
   g.vec_self = c->self ? direct_vec(c->self, g.cols) : 0;
   g.vec_out = direct_vec(c->out, g.cols);
   const size_t smem = (size_t)2 * RB * DIRECT_COLS * sizeof(int) +
                       (size_t)g.N * DIRECT_COLS * (sizeof(A) + sizeof(short));
-  const dim3 grid((unsigned)g.col_chunks, (unsigned)((g.M + RB - 1) / RB));
+  const dim3 grid((unsigned)((g.cols + DIRECT_COLS - 1) / DIRECT_COLS),
+                  (unsigned)((g.M + RB - 1) / RB));
   const int i64 = c->index->dtype == APX_DTYPE_I64;
   cudaError_t err;
   if (st->validate_mode == APX_VALIDATE_DEVICE) {
