@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ff_internal.h"
 #include "internal.h"
 
 APX_API apx_status apx_open(apx_context **out, const char *config_path) {
@@ -58,6 +59,7 @@ APX_API apx_status apx_open(apx_context **out, const char *config_path) {
 
 APX_API void apx_close(apx_context *ctx) {
   if (!ctx) return;
+  apx__ff_close_all(ctx); /* handles the caller left open, with their caches */
   for (int i = ctx->backend_count - 1; i >= 0; i--) {
     apx__backend_unload(&ctx->backends[i]);
     free(ctx->backends[i].path);

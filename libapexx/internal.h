@@ -97,6 +97,8 @@ struct apx_context {
   char **interned;
   int interned_count, interned_cap;
   uint64_t host_bytes_in_use, host_peak_bytes;
+  struct apx_ff_weights *ff_weights; /* open weights handles (ff_weights.c),
+                                        a list guarded by lock */
 };
 
 /* Load, check, probe and init one backend; always ends with a state and a

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ff_internal.h"
 #include "internal.h"
 
 static void set_state(apx__backend *b, apx_backend_state state, const char *fmt, ...)
@@ -139,6 +140,9 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
   b->services.log = svc_log;
   b->services.set_error = svc_set_error;
   b->services.validate_mode = ctx->config.validate;
+  b->services.ff_params = apx__ff_params;
+  b->services.ff_cached = apx__ff_cached;
+  b->services.ff_route = apx__ff_route;
   apx__clear_error();
   apx_status st = t->init(&b->services, &b->state_ptr);
   if (st != APX_OK) {
@@ -153,6 +157,7 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
 }
 
 void apx__backend_unload(apx__backend *b) {
+  if (b->table && b->state == APX_BACKEND_OK) apx__ff_release_backend(b);
   if (b->table && b->state == APX_BACKEND_OK && b->table->fini) b->table->fini(b->state_ptr);
   b->state_ptr = NULL;
   b->table = NULL;

@@ -939,6 +939,8 @@ apx_status apx__validate(apx_op_id op, const void *args, apx__site *site) {
   case APX_OP_GATHER_BACKWARD:
     st = check_gather_backward(&v, args);
     break;
+  case APX_OP_FF_INFER:
+    return apx__validate_ff_infer(args, site);
   case APX_OP_COUNT:
     break;
   }

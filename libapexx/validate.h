@@ -20,6 +20,9 @@ typedef struct apx__site {
  * APX_ERR_INVALID_ARG. Reads no output memory and writes none. */
 apx_status apx__validate(apx_op_id op, const void *args, apx__site *site);
 
+/* apx_ff_infer's arguments (validate_ff.c), same contract. */
+apx_status apx__validate_ff_infer(const apx_ff_infer_args *args, apx__site *site);
+
 /* Same for the host op apx_tile_order. */
 apx_status apx__validate_tile_order(const apx_tile_order_args *args);
 

@@ -10,7 +10,8 @@ backends_apexx_cpu_la_SOURCES = \
 	backends/cpu/tile_simd.c \
 	backends/cpu/scan_index_simd.h \
 	backends/cpu/tilessm.c \
-	backends/cpu/indexing.c
+	backends/cpu/indexing.c \
+	backends/cpu/ff_infer.c
 # -ffp-contract=off: GCC would contract a*b+c into FMA, which breaks rounding
 # model R (spec/ops.md decision 3).
 backends_apexx_cpu_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) -O3 -ffp-contract=off \

@@ -10,7 +10,8 @@ cuda_backend_sources = \
 	backends/cuda/fusiongate.cu \
 	backends/cuda/tilessm.cu \
 	backends/cuda/indexing.cu \
-	backends/cuda/scatter_add.cu
+	backends/cuda/scatter_add.cu \
+	backends/cuda/ff_infer.cu
 EXTRA_DIST += $(cuda_backend_sources) backends/cuda/cuda_backend.h build-aux/nvcc-libtool \
 	backends/cuda/apexx-cuda.map
 

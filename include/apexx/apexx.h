@@ -239,7 +239,8 @@ APX_API apx_status apx_timer_end(apx_context *ctx, apx_timer *timer,
   X(GATHER, gather)                                                            \
   X(INDEX_SELECT, index_select)                                                \
   X(SCATTER_ADD, scatter_add)                                                  \
-  X(GATHER_BACKWARD, gather_backward)
+  X(GATHER_BACKWARD, gather_backward)                                          \
+  X(FF_INFER, ff_infer)
 
 typedef enum apx_op_id {
 #define APX_OP_ENUM_(upper, lower) APX_OP_##upper,
@@ -431,6 +432,85 @@ typedef struct apx_gather_backward_args {
 APX_API apx_status apx_gather_backward(apx_context *ctx,
                                        const apx_gather_backward_args *args,
                                        const apx_call *call);
+
+/* ---- end-to-end FF inference (docs/ff_infer.md; spec/ops.md 8, 9) ---------- */
+/* Learned weights of the FF module (both tile levels), opaque. A handle
+ * belongs to the context that made it and must be freed before it closes.
+ * Backends convert it once per dtype and device they run it with and keep
+ * the result in the handle (no per-call conversion or upload). */
+typedef struct apx_ff_weights apx_ff_weights;
+
+/* Read a safetensors file whose tensor names are the state_dict() keys of
+ * the seed's FFModule(channels=C) (docs/ff_weights.md): float32, float16 or
+ * bfloat16 tensors; other tensors in the file are ignored. Rejects a
+ * malformed file, a missing tensor or a wrong shape with APX_ERR_INVALID_ARG
+ * naming the file, the tensor and what is wrong. */
+APX_API apx_status apx_ff_weights_load(apx_context *ctx, const char *path,
+                                       apx_ff_weights **weights);
+/* Weights for `channels` channels from the documented generator (splitmix64
+ * of `seed`, docs/ff_weights.md): the same (channels, seed) gives the same
+ * weights on every machine. channels in [1, 65536]. */
+APX_API apx_status apx_ff_weights_seeded(apx_context *ctx, int64_t channels,
+                                         uint64_t seed,
+                                         apx_ff_weights **weights);
+/* Write the weights as a safetensors file (float32, FFModule names);
+ * atomically replaces a regular file or creates a new one. */
+APX_API apx_status apx_ff_weights_save(apx_context *ctx,
+                                       const apx_ff_weights *weights,
+                                       const char *path);
+/* Channel count C of the weights; 0 for NULL. */
+APX_API int64_t apx_ff_weights_channels(const apx_ff_weights *weights);
+/* Release the handle and every backend's converted copy. NULL is a no-op. */
+APX_API void apx_ff_weights_free(apx_context *ctx, apx_ff_weights *weights);
+
+/* Routing results of one apx_ff_infer call, in caller-owned host arrays
+ * (each pointer optional). For a call on a device the arrays are filled
+ * before apx_ff_infer returns, which then synchronises its stream: leave
+ * stats NULL in frames that must not wait (or that are captured). */
+typedef struct apx_ff_stats {
+  int64_t *selected_l0;   /* [B] L0 tiles selected per batch row */
+  int64_t *selected_l1;   /* [B] L1 tiles (children) selected */
+  double *budget_b1_spent; /* [B] */
+  double *budget_b2_spent; /* [B] */
+  int64_t *l0_ids; /* [B, kmax_l0]: greedy order, padded with -1 */
+  int64_t *l1_ids; /* [B, kmax_l1]: Hilbert order, padded with -1 */
+} apx_ff_stats;
+
+/* spec/ops.md 9 (docs/ff_infer.md): route tiles by utility (9.2), then run
+ * the FF heavy path at tile level l0 on dense and at level l1 on its result
+ * (pack in Hilbert order, token mean, bidirectional scan with merge gate,
+ * FiLM, refine block, override unpack, fusion gate).
+ * dense [B,C,H,W] f32|f16|bf16; utilities, split_utilities* [B,G0] any float
+ * dtype, G0 = (H/tile_l0)*(W/tile_l0), no NaN; boundary*, uncertainty*
+ * [B,1,H,W] or [B,H,W] (absent: 1.0); heavy, detail [B,C,H,W] and alpha
+ * [B,1,H,W] in dense's dtype, distinct from every input. tile_l1 =
+ * tile_l0/2; kmax_l0 <= G0, kmax_l1 <= 4*G0; budgets >= 0; weights with C
+ * channels. graph_replay (cuda): a call whose shapes, pointers and options
+ * equal the previous such call on the same stream replays a captured CUDA
+ * graph instead of launching kernels (the first call captures). */
+typedef struct apx_ff_infer_args {
+  const apx_tensor *dense;
+  const apx_tensor *utilities;
+  const apx_tensor *split_utilities;
+  const apx_tensor *boundary;
+  const apx_tensor *uncertainty;
+  const apx_ff_weights *weights;
+  int64_t tile_l0, tile_l1;
+  int64_t kmax_l0, kmax_l1;
+  double budget_b1, budget_b2;
+  double cost_heavy, cost_cheap;
+  int enable_nesting;
+  int graph_replay;
+  const apx_tensor *heavy;
+  const apx_tensor *detail;
+  const apx_tensor *alpha;
+  apx_ff_stats *stats;
+} apx_ff_infer_args;
+#define APX_FF_INFER_ARGS_INIT                                                 \
+  {NULL, NULL, NULL, NULL, NULL, NULL, 16, 8, 32, 64, 16.0, 8.0, 1.0, 0.2, 1, \
+   0, NULL, NULL, NULL, NULL}
+APX_API apx_status apx_ff_infer(apx_context *ctx, const apx_ff_infer_args *args,
+                                const apx_call *call);
 
 typedef enum apx_order_mode {
   APX_ORDER_HILBERT = 0,

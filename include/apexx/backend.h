@@ -29,6 +29,7 @@
 #define APEXX_BACKEND_H
 
 #include <apexx/apexx.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,6 +54,68 @@ typedef enum apx_validate_mode {
   APX_VALIDATE_OFF = 2
 } apx_validate_mode;
 
+/* ---- end-to-end FF path (apx_ff_infer; docs/ff_infer.md) ----
+ * The core owns the weights handle; a backend reads the fp32 host copy of
+ * its tensors through apx_core_services.ff_params, and keeps whatever it
+ * derives from them (dtype conversion, device upload) in the handle's cache
+ * through apx_core_services.ff_cached. */
+
+/* One tile level's weights (FFModule's l0_path or l1_path), fp32 host
+ * arrays in PyTorch's layouts, C = apx_ff_params.channels. Index [0] of the
+ * scan arrays is scan_bidirectional.forward_scan, [1] backward_scan. */
+typedef struct apx_ff_level_params {
+  const float *merge_gate_logit;        /* [C] */
+  const float *scan_decay_logit[2];     /* [C] */
+  const float *scan_input_gain_raw[2];  /* [C] */
+  const float *scan_output_gain_raw[2]; /* [C] */
+  const float *scan_state_bias[2];      /* [C] */
+  const float *token_norm_weight;       /* [C] film.token_norm */
+  const float *token_norm_bias;         /* [C] */
+  const float *mlp0_weight;             /* [C,C] (out, in) film.mlp.0 */
+  const float *mlp0_bias;               /* [C] */
+  const float *mlp2_weight;             /* [2C,C] film.mlp.2 */
+  const float *mlp2_bias;               /* [2C] */
+  const float *dw_weight;               /* [C,1,3,3] refine.depthwise */
+  const float *dw_bias;                 /* [C] */
+  const float *pw_weight;               /* [2C,C,1,1] refine.pointwise */
+  const float *pw_bias;                 /* [2C] */
+  const float *norm_weight;             /* [2C] refine.norm (GroupNorm) */
+  const float *norm_bias;               /* [2C] */
+  float boundary_log_weight;            /* fusion_gate, 0-d */
+  float uncertainty_log_weight;
+  float gate_bias;
+} apx_ff_level_params;
+
+typedef struct apx_ff_params {
+  int64_t channels;
+  apx_ff_level_params level[2]; /* [0] = l0_path, [1] = l1_path */
+} apx_ff_params;
+
+/* Host routing of one call (spec/ops.md 9.2), filled by
+ * apx_core_services.ff_route into arrays the backend owns. */
+typedef struct apx_ff_route {
+  int64_t *l0_count;   /* [B] */
+  int64_t *l1_count;   /* [B] */
+  double *b1_spent;    /* [B] */
+  double *b2_spent;    /* [B] */
+  int64_t *l0_greedy;  /* [B,kmax_l0] greedy order, -1 padded */
+  int64_t *l0_hilbert; /* [B,kmax_l0] the same ids in Hilbert order (the
+                          pack and scan order), -1 padded */
+  int64_t *l1_hilbert; /* [B,kmax_l1] L1 ids in Hilbert order, -1 padded */
+} apx_ff_route;
+
+/* spec/ops.md 6.B and 5.B: the kernel-form parameters derived from the raw
+ * weights, in fp32 (a backend then rounds them to the frame's dtype):
+ * decay = 1e-3 + 0.998*sigmoid(logit), gain = softplus(raw) + 1e-6,
+ * merge gate = sigmoid(logit), fusion weights = softplus(log weight).
+ * softplus is PyTorch's (threshold 20). */
+static inline float apx_ff_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float apx_ff_softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+static inline float apx_ff_decay(float logit) {
+  return 1e-3f + (0.999f - 1e-3f) * apx_ff_sigmoidf(logit);
+}
+static inline float apx_ff_gain(float raw) { return apx_ff_softplusf(raw) + 1e-6f; }
+
 /* Services the core hands to init. The pointer stays valid until fini. */
 typedef struct apx_core_services {
   uint32_t size; /* sizeof(apx_core_services) of the core; fields appended */
@@ -74,6 +137,27 @@ typedef struct apx_core_services {
 #endif
       ;
   apx_validate_mode validate_mode;
+
+  /* ---- appended for apx_ff_infer (check `size` before use) ---- */
+  /* The fp32 host copy of a weights handle; lives as long as the handle. */
+  const apx_ff_params *(*ff_params)(const apx_ff_weights *weights);
+  /* The backend's prepared form of `weights` for (dtype, device_index):
+   * made once by make(state, params, dtype, device_index, &prepared) under
+   * the handle's lock, then returned from the cache; release(state,
+   * device_index, prepared) runs when the handle is freed or the backend
+   * finalised. make failing (message set) caches nothing. */
+  apx_status (*ff_cached)(void *core, const apx_ff_weights *weights,
+                          apx_dtype dtype, int device_index,
+                          apx_status (*make)(void *state,
+                                             const apx_ff_params *params,
+                                             apx_dtype dtype, int device_index,
+                                             void **prepared),
+                          void (*release)(void *state, int device_index,
+                                          void *prepared),
+                          void *state, void **prepared);
+  /* Route a validated call whose utilities are host tensors (spec/ops.md
+   * 9.2, float64, ties by id) into *route's arrays. */
+  apx_status (*ff_route)(const apx_ff_infer_args *args, apx_ff_route *route);
 } apx_core_services;
 
 /* One op function pointer type per op: (state, args, call). `call` is never
