@@ -26,3 +26,7 @@ include tests/cpu_tile.mk
 include tests/cpu_scan_index.mk
 include tests/cuda.mk
 include tests/bench.mk
+include tests/ff_weights.mk
+include tests/ff_route.mk
+include tests/cpu_ff.mk
+include tests/cuda_ff.mk

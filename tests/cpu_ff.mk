@@ -1,0 +1,1 @@
+# (filled by the cpu_ff work)

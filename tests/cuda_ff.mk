@@ -1,0 +1,1 @@
+# (filled by the cuda_ff work)
