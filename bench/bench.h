@@ -47,6 +47,7 @@ typedef struct bench_options {
   const char *config_path;
   const char *output_json;
   const char *output_md;
+  const char *ff_weights_path; /* --ff-weights, else NULL: seeded */
   /* TensorRT */
   const char *trt_plugin_lib; /* flag, else $APEXX_TRT_PLUGIN_LIB, else NULL */
   const char *trt_engine_path;

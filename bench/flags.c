@@ -34,6 +34,7 @@ enum {
   FLAG_TRT_PLUGIN_LIB,
   FLAG_TRT_ENGINE_PATH,
   FLAG_TRT_INPUT_SHAPE,
+  FLAG_FF_WEIGHTS,
   FLAG_QUIET,
   FLAG_HELP,
   FLAG_VERSION
@@ -62,6 +63,7 @@ static const struct option long_flags[] = {
     {"trt-plugin-lib", required_argument, NULL, FLAG_TRT_PLUGIN_LIB},
     {"trt-engine-path", required_argument, NULL, FLAG_TRT_ENGINE_PATH},
     {"trt-input-shape", required_argument, NULL, FLAG_TRT_INPUT_SHAPE},
+    {"ff-weights", required_argument, NULL, FLAG_FF_WEIGHTS},
     {"quiet", no_argument, NULL, FLAG_QUIET},
     {"help", no_argument, NULL, FLAG_HELP},
     {"version", no_argument, NULL, FLAG_VERSION},
@@ -269,6 +271,9 @@ void bench_print_usage(FILE *to) {
           "  --output-json F   report JSON (stdout when absent)\n"
           "  --output-md F     Markdown summary\n"
           "  --quiet           no progress, no 'wrote_*' lines\n"
+          "End-to-end (end_to_end_infer):\n"
+          "  --ff-weights F    FF weights (safetensors, FFModule names); "
+          "default: apx_ff_weights_seeded(channels, seed)\n"
           "TensorRT:\n"
           "  --trt-plugin-lib F (or $APEXX_TRT_PLUGIN_LIB)\n"
           "  --trt-engine-path F  --trt-input-shape NAME=AxBx... "
@@ -371,6 +376,10 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
     case FLAG_OUTPUT_MD:
       if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");
       opts->output_md = optarg;
+      break;
+    case FLAG_FF_WEIGHTS:
+      if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");
+      opts->ff_weights_path = optarg;
       break;
     case FLAG_TRT_PLUGIN_LIB:
       opts->trt_plugin_lib = *optarg ? optarg : NULL;

@@ -34,12 +34,12 @@ typedef enum entry_id {
   E_FF_INFER,
   E_TRT_TILESSM_PLUGIN,
   E_TRT_ENGINE,
+  E_FF_INFER_GRAPH, /* appended: entry ids seed the inputs */
   E_COUNT
 } entry_id;
 
 typedef enum entry_kind {
   KIND_OP,          /* an apexx op, run on every backend */
-  KIND_NOT_IN_RELEASE, /* spec section 9: no op in this version */
   KIND_TRT_PLUGIN,  /* an op forced onto the trt backend */
   KIND_TRT_ENGINE   /* a serialized engine: no runner API in this version */
 } entry_kind;
@@ -82,20 +82,25 @@ static const entry_def entries[E_COUNT] = {
      "dim 0, out of place", "elements_per_s", 0, 0},
     {E_GATHER_BACKWARD, "indexing", "gather_backward", KIND_OP,
      APX_OP_GATHER_BACKWARD, "dim 0", "elements_per_s", 0, 0},
-    {E_FF_INFER, "end_to_end_infer", "ff_infer", KIND_NOT_IN_RELEASE,
-     APX_OP_COUNT, "spec/ops.md 9", "frames_per_s", 0, 0},
+    {E_FF_INFER, "end_to_end_infer", "ff_infer", KIND_OP, APX_OP_FF_INFER,
+     "eager, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2},
     {E_TRT_TILESSM_PLUGIN, "tensorrt", "tilessm_plugin", KIND_TRT_PLUGIN,
      APX_OP_TILESSM_SCAN, "forward, fp16, TileSSMScan plugin", "tokens_per_s",
      0, 0},
     {E_TRT_ENGINE, "tensorrt", "engine", KIND_TRT_ENGINE, APX_OP_COUNT,
      "serialized engine", "frames_per_s", 0, 0},
+    {E_FF_INFER_GRAPH, "end_to_end_infer", "ff_infer_graph", KIND_OP,
+     APX_OP_FF_INFER, "graph replay, tiles 16/8, kmax K/2K", "frames_per_s", 0,
+     2},
 };
 
 static const char *const sections[] = {"tile_ops", "tilessm", "indexing",
                                        "end_to_end_infer", "tensorrt"};
 #define SECTION_COUNT ((int)(sizeof sections / sizeof sections[0]))
 
-#define FF_NOT_IN_RELEASE "not_implemented: apx_ff_infer is not in this release"
+/* The end-to-end entries' weights: --ff-weights or the seeded generator,
+ * made once per run (bench_run) for the profile's channel count. */
+static apx_ff_weights *ff_weights;
 
 int bench_op_name_known(const char *name) {
   for (int i = 0; i < E_COUNT; i++) {
@@ -142,7 +147,8 @@ typedef enum gen_kind {
   GEN_LEVELS,    /* integers uniform in [0, 3) */
   GEN_ROWS,      /* [N]: row ids uniform in [0, M) */
   GEN_ROWS_WIDE, /* [N,D]: row ids uniform in [0, M), repeated along a row */
-  GEN_OUTPUT     /* not generated: poisoned before each backend's run */
+  GEN_OUTPUT,    /* not generated: poisoned before each backend's run */
+  GEN_SCRATCH    /* a further output: poisoned, written, not compared */
 } gen_kind;
 
 typedef struct case_tensor {
@@ -295,6 +301,25 @@ static void describe_case(const entry_def *e, const bench_options *o,
     c->work = (double)(M * D);
     break;
   case E_FF_INFER:
+  case E_FF_INFER_GRAPH: {
+    /* spec/ops.md 9.1: L0 tiles 16, L1 tiles 8, kmax_l0 = kmax, kmax_l1 =
+     * 2*kmax; inputs as the seed draws them (randn dense and utilities,
+     * rand proxies) */
+    const int64_t g0 = (H / 16) * (W / 16);
+    ADD(c, "dense", GEN_NORMAL, f, B, C, H, W);
+    c->t[0].a = 1.0;
+    ADD(c, "utilities", GEN_NORMAL, f, B, g0);
+    ADD(c, "split_utilities", GEN_NORMAL, f, B, g0);
+    c->t[1].a = c->t[2].a = 1.0;
+    ADD(c, "boundary", GEN_UNIFORM, f, B, 1, H, W);
+    ADD(c, "uncertainty", GEN_UNIFORM, f, B, 1, H, W);
+    c->t[3].b = c->t[4].b = 1.0;
+    ADD(c, "heavy", GEN_OUTPUT, f, B, C, H, W);
+    ADD(c, "detail", GEN_SCRATCH, f, B, C, H, W);
+    ADD(c, "alpha", GEN_SCRATCH, f, B, 1, H, W);
+    c->work = (double)B; /* spec/report.md: frames = batch elements */
+    break;
+  }
   case E_TRT_ENGINE:
   case E_COUNT:
     c->work = (double)B;
@@ -376,11 +401,28 @@ static int generate_case(apx_context *ctx, const bench_options *o,
       break;
     }
     case GEN_OUTPUT:
+    case GEN_SCRATCH:
       memset(ct->host.data, 0xA5, (size_t)tensor_bytes(&ct->host));
       break;
     }
   }
   return 0;
+}
+
+/* The end-to-end call of the profile on the case's tensors. */
+static apx_ff_infer_args ff_args(const entry_def *e, const bench_options *o,
+                                 const apx_tensor *ts, apx_ff_stats *stats) {
+  apx_ff_infer_args a = APX_FF_INFER_ARGS_INIT;
+  a.dense = &ts[0], a.utilities = &ts[1], a.split_utilities = &ts[2];
+  a.boundary = &ts[3], a.uncertainty = &ts[4];
+  a.heavy = &ts[5], a.detail = &ts[6], a.alpha = &ts[7];
+  a.weights = ff_weights;
+  a.tile_l0 = 16, a.tile_l1 = 8;
+  a.kmax_l0 = o->kmax, a.kmax_l1 = 2 * o->kmax;
+  a.budget_b1 = o->budget_b1, a.budget_b2 = o->budget_b2;
+  a.graph_replay = e->id == E_FF_INFER_GRAPH;
+  a.stats = stats;
+  return a;
 }
 
 /* Run (or, with explain != NULL, explain) the entry's op on tensors ts. */
@@ -453,6 +495,11 @@ static apx_status invoke(apx_context *ctx, const entry_def *e,
     apx_gather_backward_args a = APX_GATHER_BACKWARD_ARGS_INIT;
     a.grad_out = &ts[0], a.dim = 0, a.index = &ts[1], a.grad_src = &ts[2];
     return RUN(apx_gather_backward, a);
+  }
+  case E_FF_INFER:
+  case E_FF_INFER_GRAPH: {
+    apx_ff_infer_args a = ff_args(e, o, ts, NULL);
+    return RUN(apx_ff_infer, a);
   }
   default:
     return APX_ERR_UNSUPPORTED;
@@ -602,7 +649,7 @@ static int place_case(apx_context *ctx, const bench_case *c, apx_device device,
   memset(d, 0, sizeof *d);
   for (int i = 0; i < c->count; i++) {
     const apx_tensor *h = &c->t[i].host;
-    int is_output = i == c->output;
+    int is_output = i == c->output || c->t[i].gen == GEN_SCRATCH;
     d->count = i + 1;
     if (device == APX_DEVICE_HOST && !is_output) {
       d->t[i] = *h;
@@ -661,6 +708,59 @@ static int fault_injected(run_state *rs) {
     return 1;
   }
   return 0;
+}
+
+/* FLOPs of one level of the FF path with k tiles of side t, C channels,
+ * over a B x H x W map (docs/ff_infer.md; multiply-add = 2): token mean,
+ * FiLM (LayerNorm, C x C and 2C x C linears), FiLM apply, depthwise 3x3,
+ * pointwise C -> 2C, GroupNorm, ReGLU and residual per tile pixel, and the
+ * fusion gate and detail over the map. */
+static double ff_level_flops(double k, double t, double C, double map_px) {
+  double px = k * t * t;
+  double tiles = px * C                                   /* token mean */
+                 + k * (8.0 * C + 2.0 * C * C + 4.0 * C * C) /* FiLM */
+                 + px * C * 2.0                           /* apply */
+                 + px * C * 18.0                          /* depthwise */
+                 + px * 2.0 * C * C * 2.0                 /* pointwise */
+                 + px * 2.0 * C * 6.0                     /* norm, act */
+                 + px * C * 2.0;                          /* ReGLU, residual */
+  return tiles + map_px * (10.0 + C * 4.0);               /* gate, detail */
+}
+
+/* The routing counts of one untimed call (with stats: the cuda backend
+ * synchronises for it) and the frame's FLOPs into the row. */
+static void ff_metrics(apx_context *ctx, const entry_def *e,
+                       const bench_options *o, const apx_tensor *ts,
+                       const apx_call *call, double p50_ms, cJSON *row) {
+  const int64_t B = o->batch;
+  int64_t *counts = calloc((size_t)(2 * B), sizeof *counts);
+  double *spent = calloc((size_t)(2 * B), sizeof *spent);
+  if (!counts || !spent) {
+    free(counts), free(spent);
+    return;
+  }
+  apx_ff_stats stats = {counts, counts + B, spent, spent + B, NULL, NULL};
+  apx_ff_infer_args a = ff_args(e, o, ts, &stats);
+  a.graph_replay = 0;
+  if (apx_ff_infer(ctx, &a, call) == APX_OK && apx_sync(ctx, call) == APX_OK) {
+    double l0 = 0, l1 = 0, b1 = 0, b2 = 0;
+    for (int64_t b = 0; b < B; b++) {
+      l0 += (double)counts[b], l1 += (double)counts[B + b];
+      b1 += spent[b], b2 += spent[B + b];
+    }
+    cJSON_AddNumberToObject(row, "selected_l0_per_call", l0);
+    cJSON_AddNumberToObject(row, "selected_l1_per_call", l1);
+    cJSON_AddNumberToObject(row, "budget_b1_spent", b1);
+    cJSON_AddNumberToObject(row, "budget_b2_spent", b2);
+    double map_px = (double)(B * o->height * o->width);
+    double flops = ff_level_flops(l0, 16, (double)o->channels, map_px) +
+                   ff_level_flops(l1, 8, (double)o->channels, map_px);
+    cJSON_AddNumberToObject(row, "flops", flops);
+    if (p50_ms > 0) cJSON_AddNumberToObject(row, "tflop_per_s", flops / (p50_ms * 1e-3) / 1e12);
+  } else {
+    cJSON_AddStringToObject(row, "stats_reason", apx_last_error());
+  }
+  free(counts), free(spent);
 }
 
 /* Measure one backend; returns the row object. *p50_out is set for
@@ -821,6 +921,8 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
                             (double)peak / (1024.0 * 1024.0));
   }
 
+  if (e->op == APX_OP_FF_INFER) ff_metrics(ctx, e, o, dev.t, &call, stats.p50_ms, row);
+
   /* parity: bring the output home and compare with the cpu reference */
   const apx_tensor *out = &dev.t[c->output];
   apx_tensor home = *out;
@@ -956,8 +1058,7 @@ static cJSON *work_json(const entry_def *e, const bench_case *c) {
   return w;
 }
 
-/* An entry whose every row is skipped for one reason (spec section 9's
- * end-to-end path has no op in this release). */
+/* An entry whose every row is skipped for one reason. */
 static cJSON *run_all_skipped(run_state *rs, const entry_def *e,
                               const bench_case *c, const char *reason) {
   cJSON *ej = cJSON_CreateObject();
@@ -1020,8 +1121,14 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
   apx_context *ctx = rs->ctx;
   bench_case c;
   describe_case(e, rs->opts, &c);
-  if (e->kind == KIND_NOT_IN_RELEASE) return run_all_skipped(rs, e, &c, FF_NOT_IN_RELEASE);
   if (e->kind == KIND_TRT_ENGINE) return run_trt_engine(rs, e, &c);
+  if (e->op == APX_OP_FF_INFER) {
+    const bench_options *o = rs->opts;
+    if (o->height % 16 || o->width % 16 || o->kmax > (o->height / 16) * (o->width / 16))
+      return run_all_skipped(rs, e, &c,
+                             "profile: the end-to-end path needs height and width "
+                             "divisible by 16 (tile_l0) and kmax <= (H/16)*(W/16)");
+  }
 
   /* tensorrt.tilessm_plugin: only the trt backend, and only with a plugin */
   const char *trt_skip = NULL;
@@ -1085,6 +1192,10 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
       row = row_skipped("not_selected: excluded by --backends");
     } else if (b->state != APX_BACKEND_OK) {
       row = row_skipped("%s", backend_unusable_reason(b, buf, sizeof buf));
+    } else if (e->id == E_FF_INFER_GRAPH && b->device == APX_DEVICE_HOST) {
+      row = row_skipped("not_applicable: graph replay replays CUDA graphs; the "
+                        "%s backend runs every call eagerly (the ff_infer row)",
+                        b->name);
     } else {
       row = measure_row(rs, e, &c, b, have_ref ? &reference : NULL, ref_reason,
                         ej, &p50[i]);
@@ -1153,6 +1264,28 @@ int bench_run(apx_context *ctx, const bench_options *opts, cJSON *report,
     if (strcmp(rs.backends[i].name, "cpu") == 0) rs.cpu_index = i;
   }
 
+  int want_ff = 0;
+  for (int i = 0; i < E_COUNT; i++)
+    want_ff |= entries[i].op == APX_OP_FF_INFER && entry_selected(opts, &entries[i]);
+  ff_weights = NULL;
+  if (want_ff) {
+    apx_status st = opts->ff_weights_path
+                        ? apx_ff_weights_load(ctx, opts->ff_weights_path, &ff_weights)
+                        : apx_ff_weights_seeded(ctx, opts->channels, opts->seed, &ff_weights);
+    if (st != APX_OK) {
+      snprintf(err, err_size, "--ff-weights: %s", apx_last_error());
+      return 1;
+    }
+    if (apx_ff_weights_channels(ff_weights) != opts->channels) {
+      snprintf(err, err_size, "--ff-weights: [%s] holds %lld channels, the profile has %lld",
+               opts->ff_weights_path ? opts->ff_weights_path : "seeded",
+               (long long)apx_ff_weights_channels(ff_weights), (long long)opts->channels);
+      apx_ff_weights_free(ctx, ff_weights);
+      ff_weights = NULL;
+      return 1;
+    }
+  }
+
   cJSON *benchmarks = cJSON_CreateObject();
   for (int s = 0; s < SECTION_COUNT; s++) {
     cJSON *section = NULL;
@@ -1163,11 +1296,15 @@ int bench_run(apx_context *ctx, const bench_options *opts, cJSON *report,
       cJSON *ej = run_entry(&rs, e);
       if (!ej) {
         cJSON_Delete(benchmarks);
+        apx_ff_weights_free(ctx, ff_weights);
+        ff_weights = NULL;
         return 1;
       }
       cJSON_AddItemToObject(section, e->name, ej);
     }
   }
+  apx_ff_weights_free(ctx, ff_weights);
+  ff_weights = NULL;
   cJSON_AddStringToObject(report, "status", rs.any_failed ? "failed" : "ok");
   cJSON_AddItemToObject(report, "benchmarks", benchmarks);
   return rs.any_failed ? 2 : 0;

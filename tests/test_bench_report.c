@@ -13,7 +13,7 @@
 #include "test_bench_util.h"
 
 /* The tiny profile of every run here (each run takes well under a second). */
-#define TINY "--channels", "8", "--height", "16", "--width", "16", "--kmax", "2", \
+#define TINY "--channels", "8", "--height", "32", "--width", "32", "--kmax", "2", \
              "--steps", "8", "--iters", "3", "--warmup", "1", "--quiet"
 
 static const char *const sections[] = {"tile_ops", "tilessm", "indexing",
@@ -23,7 +23,7 @@ static const char *const section_entries[][7] = {
      "fusiongate_alpha", "fusiongate_fuse", NULL},
     {"tilessm_forward", "tilessm_bidirectional", NULL},
     {"gather", "index_select", "scatter_add", "gather_backward", NULL},
-    {"ff_infer", NULL},
+    {"ff_infer", "ff_infer_graph", NULL},
     {"tilessm_plugin", "engine", NULL}};
 
 /* One run shared by the schema tests (Check forks per test; the report is
@@ -218,7 +218,7 @@ START_TEST(every_row_ran_or_was_skipped_with_reason) {
           }
           continue;
         }
-        ck_assert_msg(s < 3, "%s.%s ran but has no op", path, row->string);
+        ck_assert_msg(s < 4, "%s.%s ran but has no op", path, row->string);
         const char *num_keys[] = {"p50_ms", "p95_ms", "mean_ms", "min_ms", "max_ms",
                                   "bytes_moved", "iters"};
         for (size_t k = 0; k < sizeof num_keys / sizeof num_keys[0]; k++) {
@@ -254,13 +254,19 @@ START_TEST(every_row_ran_or_was_skipped_with_reason) {
       }
     }
   }
-  /* section 9 has no op in this release: every row says so */
-  const cJSON *row;
-  cJSON_ArrayForEach(row, bt_get(r, "benchmarks.end_to_end_infer.ff_infer.rows")) {
-    ck_assert_str_eq(bt_get(row, "status")->valuestring, "skipped");
-    ck_assert_str_eq(bt_get(row, "reason")->valuestring,
-                     "not_implemented: apx_ff_infer is not in this release");
-  }
+  /* section 9 on the cpu: the routing of the tiny profile (32x32, G0 = 4
+   * L0 tiles, kmax 2/4, b1 16, b2 8, tile cost 0.8): 2 L0 tiles, then one
+   * parent (kmax_l1 4 leaves room for its 4 children only) */
+  const cJSON *ff = bt_get(r, "benchmarks.end_to_end_infer.ff_infer.rows.cpu");
+  ck_assert_str_eq(bt_get(ff, "status")->valuestring, "ok");
+  ck_assert(bt_get(ff, "selected_l0_per_call")->valuedouble == 2);
+  ck_assert(bt_get(ff, "selected_l1_per_call")->valuedouble == 4);
+  ck_assert(bt_get(ff, "budget_b1_spent")->valuedouble == 0.8 + 0.8);
+  ck_assert(bt_get(ff, "budget_b2_spent")->valuedouble == 1.0);
+  ck_assert(bt_get(ff, "flops")->valuedouble > 0);
+  const cJSON *graph = bt_get(r, "benchmarks.end_to_end_infer.ff_infer_graph.rows.cpu");
+  ck_assert_str_eq(bt_get(graph, "status")->valuestring, "skipped");
+  ck_assert(strncmp(bt_get(graph, "reason")->valuestring, "not_applicable:", 15) == 0);
   /* no plugin library given: the TensorRT plugin row says so */
   if (!getenv("APEXX_TRT_PLUGIN_LIB")) {
     ck_assert_str_eq(
@@ -277,16 +283,16 @@ END_TEST
  * the documented sizes (apexx-bench(1), SIZES). */
 START_TEST(work_and_bytes_follow_the_profile) {
   cJSON *r = load_report();
-  const double B = 1, C = 8, H = 16, W = 16, t = 8, K = 2, S = 8, f16 = 2, i32 = 4;
+  const double B = 1, C = 8, H = 32, W = 32, t = 8, K = 2, S = 8, f16 = 2, i32 = 4;
   const double M = B * H * W, N = B * K * t * t, D = C;
   static const char *const paths[] = {
       "tile_ops.tilepack",        "tile_ops.tileunpack_override",
       "tile_ops.fusiongate_alpha", "tile_ops.fusiongate_fuse",
       "tilessm.tilessm_forward",  "indexing.gather",
       "indexing.index_select",    "indexing.scatter_add",
-      "indexing.gather_backward"};
+      "indexing.gather_backward", "end_to_end_infer.ff_infer"};
   const double work[] = {B * K, B * K, B * H * W, B * C * H * W, B * S * C,
-                         N * D, N * D, M * D, M * D};
+                         N * D, N * D, M * D, M * D, B};
   const double bytes[] = {
       /* tilepack: the selected tiles, ids, packed out */
       B * K * C * t * t * f16 + B * K * i32 + B * K * C * t * t * f16,
@@ -305,7 +311,10 @@ START_TEST(work_and_bytes_follow_the_profile) {
       /* scatter_add: self, index, src, out */
       M * D * f16 + N * D * i32 + N * D * f16 + M * D * f16,
       /* gather_backward: grad_out, index, grad_src */
-      N * D * f16 + N * D * i32 + M * D * f16};
+      N * D * f16 + N * D * i32 + M * D * f16,
+      /* ff_infer: dense, utilities and split utilities [B, G0], two
+       * proxies; heavy, detail, alpha */
+      3 * B * C * H * W * f16 + 2 * B * (H / 16) * (W / 16) * f16 + 3 * B * H * W * f16};
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
     char path[128];
     snprintf(path, sizeof path, "benchmarks.%s.work.count", paths[i]);
@@ -326,7 +335,7 @@ START_TEST(markdown_has_a_table_per_section) {
                           "## Tile Ops", "## TileSSM", "## Indexing",
                           "## End-to-End Infer", "## TensorRT",
                           "| entry | dispatch | cpu |", "| tilepack | cpu",
-                          "skipped: not_implemented: apx_ff_infer is not in this release",
+                          "| ff_infer | cpu", "skipped: not_applicable:",
                           "skipped: missing_trt_engine_path"};
   for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
     ck_assert_msg(strstr(md, expect[i]) != NULL, "markdown lacks [%s]", expect[i]);
