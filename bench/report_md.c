@@ -206,6 +206,17 @@ static void row_cell(strbuf *sb, const cJSON *entry, const cJSON *row,
   sb_append(sb, "p50 %s ms, p95 %s ms, %s %s, %s GB/s", p50, p95, rate, unit, gbs);
   const cJSON *mem = get(row, "peak_memory_mb");
   if (cJSON_IsNumber(mem)) sb_append(sb, ", peak %.2f MB", mem->valuedouble);
+  const cJSON *l0 = get(row, "selected_l0_per_call");
+  if (cJSON_IsNumber(l0)) {
+    /* the end-to-end path: its routing and arithmetic rate */
+    char l1[32], b1[40], b2[40], tflops[32];
+    fmt_number(l1, sizeof l1, get(row, "selected_l1_per_call"), "%.0f");
+    fmt_number(b1, sizeof b1, get(row, "budget_b1_spent"), "%.17g");
+    fmt_number(b2, sizeof b2, get(row, "budget_b2_spent"), "%.17g");
+    fmt_number(tflops, sizeof tflops, get(row, "tflop_per_s"), "%.3g");
+    sb_append(sb, ", tiles L0 %.0f / L1 %s, b1 spent %s, b2 spent %s, %s TFLOP/s",
+              l0->valuedouble, l1, b1, b2, tflops);
+  }
   const cJSON *parity = get(row, "parity");
   if (cJSON_IsObject(parity)) {
     char abs_err[32];
