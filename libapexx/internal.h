@@ -121,6 +121,11 @@ void apx__vlog(apx_context *ctx, apx_log_level level, const char *prefix,
                const char *fmt, va_list ap);
 apx_log_level apx__log_level_from_env(void);
 
+/* ---- tile orders (libapexx/tile_order.c) ---- */
+/* spec/ops.md 1: the Hilbert index of cell (x = column, y = row) on an n x n
+ * grid, n a power of two (up to 2^63), as a 128-bit (hi, lo) pair. */
+void apx__hilbert_key(uint64_t x, uint64_t y, uint64_t n, uint64_t *hi, uint64_t *lo);
+
 /* ---- dispatch (libapexx/dispatch.c) ---- */
 /* Validate, then choose the backend for op; fills *expl when non-NULL. */
 apx_status apx__dispatch(apx_context *ctx, apx_op_id op, const void *args,

@@ -37,8 +37,8 @@ static uint64_t power_of_two_at_least(uint64_t extent) {
 /* spec/ops.md 1, hilbert_d in the masked form. Level s = 2^j contributes
  * ((3*rx) ^ ry) * s*s, i.e. two bits at position 2j, so d is assembled by
  * OR-ing bit pairs; n may reach 2^63, hence 128 bits. */
-static void hilbert_key(uint64_t x, uint64_t y, uint64_t n, order_entry *e) {
-  e->hi = e->lo = 0;
+void apx__hilbert_key(uint64_t x, uint64_t y, uint64_t n, uint64_t *hi, uint64_t *lo) {
+  *hi = *lo = 0;
   int level = 0;
   while ((n >> (level + 1)) != 0)
     level++; /* n = 2^level */
@@ -48,9 +48,9 @@ static void hilbert_key(uint64_t x, uint64_t y, uint64_t n, order_entry *e) {
     uint64_t quadrant = (3u * rx) ^ ry;
     int bit = 2 * j;
     if (bit >= 64)
-      e->hi |= quadrant << (bit - 64);
+      *hi |= quadrant << (bit - 64);
     else
-      e->lo |= quadrant << bit;
+      *lo |= quadrant << bit;
     if (ry == 0) {
       if (rx == 1) {
         x = (s - 1) - (x & (s - 1));
@@ -69,7 +69,7 @@ static void mode_key(apx_order_mode mode, int64_t id, uint64_t grid_h, uint64_t 
   e->hi = 0;
   switch (mode) {
   case APX_ORDER_HILBERT:
-    hilbert_key(tx, ty, hilbert_n, e);
+    apx__hilbert_key(tx, ty, hilbert_n, &e->hi, &e->lo);
     break;
   case APX_ORDER_L2R:
     e->lo = ty * grid_w + tx;

@@ -56,12 +56,7 @@ static size_t dtype_bytes(apx_dtype dtype) {
 
 /* ---- the validation state of one call ---- */
 
-typedef struct vstate {
-  const char *op; /* op name, first word of every message */
-  apx__site site; /* device of the first tensor seen */
-  int have_site;
-  const char *site_name; /* the argument that fixed the site */
-} vstate;
+typedef apx__vstate vstate; /* validate.h */
 
 static apx_status fail(const vstate *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -978,4 +973,34 @@ apx_status apx__validate_tile_order(const apx_tile_order_args *args) {
     return fail(&v, "mode = [%d] is not an apx_order_mode (0..5)", (int)args->mode);
   TRY(require_no_overlap(&v, "out", args->out, "ids", args->ids, 1));
   return require_values_in(&v, "ids", args->ids, 0, tiles - 1, NULL);
+}
+
+/* ---- the checks for validators in other files (validate.h) ---- */
+
+apx_status apx__vcheck_tensor(apx__vstate *v, const char *name, const apx_tensor *t, int required) {
+  return check_tensor(v, name, t, required);
+}
+apx_status apx__vrequire_ndim(const apx__vstate *v, const char *name, const apx_tensor *t, int ndim,
+                              const char *layout) {
+  return require_ndim(v, name, t, ndim, layout);
+}
+apx_status apx__vrequire_shape(const apx__vstate *v, const char *name, const apx_tensor *t,
+                               int ndim, const int64_t *shape, const char *layout) {
+  return require_shape(v, name, t, ndim, shape, layout);
+}
+apx_status apx__vrequire_float(const apx__vstate *v, const char *name, const apx_tensor *t) {
+  return require_float(v, name, t);
+}
+apx_status apx__vrequire_same_dtype(const apx__vstate *v, const char *name, const apx_tensor *t,
+                                    const char *ref_name, const apx_tensor *ref) {
+  return require_same_dtype(v, name, t, ref_name, ref);
+}
+apx_status apx__vrequire_gate_map(const apx__vstate *v, const char *name, const apx_tensor *t,
+                                  int64_t bhw[3]) {
+  return require_gate_map(v, name, t, bhw);
+}
+apx_status apx__vrequire_no_overlap(const apx__vstate *v, const char *out_name,
+                                    const apx_tensor *out, const char *in_name,
+                                    const apx_tensor *in, int allow_exact) {
+  return require_no_overlap(v, out_name, out, in_name, in, allow_exact);
 }
