@@ -37,10 +37,15 @@ APX_API apx_status apx_open(apx_context **out, const char *config_path) {
     apx__backend *b = &ctx->backends[i];
     b->config = &ctx->config.backends[i];
     apx__backend_load(ctx, b);
+    /* a module that is there but cannot be used is a warning; one that is
+     * switched off, not installed or has no device here is expected */
+    apx_log_level level = APX_LOG_WARN;
+    if (b->state == APX_BACKEND_DISABLED) level = APX_LOG_DEBUG;
+    if (b->state == APX_BACKEND_NOT_FOUND || b->state == APX_BACKEND_UNAVAILABLE)
+      level = APX_LOG_INFO;
     if (b->state != APX_BACKEND_OK)
-      apx__log(ctx, b->state == APX_BACKEND_DISABLED ? APX_LOG_DEBUG : APX_LOG_INFO,
-               "backend %s: %s: %s", b->config->name, apx_backend_state_name(b->state),
-               b->reason);
+      apx__log(ctx, level, "backend %s: %s: %s", b->config->name,
+               apx_backend_state_name(b->state), b->reason);
   }
   for (int i = 0; i < ctx->backend_count; i++) {
     apx__backend *b = &ctx->backends[i];

@@ -53,3 +53,10 @@ tests_test_dispatch_LDADD = $(APX_TEST_LIBS)
 # exported symbols, sonames, no libcuda link
 TESTS += tests/test_symbols.sh
 EXTRA_DIST += tests/test_symbols.sh
+
+# libapexx dlopen'ed with RTLD_LOCAL: every backend still loads and runs.
+# The program links no apexx library (only libdl).
+check_PROGRAMS += tests/test_rtld_local
+TESTS += tests/test_rtld_local
+tests_test_rtld_local_SOURCES = tests/test_rtld_local.c
+tests_test_rtld_local_LDADD = $(DL_LIBS)

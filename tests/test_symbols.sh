@@ -20,6 +20,14 @@ for m in "$b"/backends/.libs/apexx-*.so; do
   else
     echo "ok: $(basename "$m") exports only apx_backend_entry"
   fi
+  # an apx_ symbol the module does not define must come from a library it
+  # links (NEEDED), or it fails to load under RTLD_LOCAL
+  undef=$(nm -D --undefined-only "$m" | awk '{print $2}' | grep '^apx_' | sort -u)
+  if [ -n "$undef" ] && ! readelf -d "$m" | grep -q 'NEEDED.*libapexx\.so'; then
+    echo "FAIL: $m needs libapexx symbols it does not link:"; echo "$undef"; fail=1
+  else
+    echo "ok: $(basename "$m") needs no unlinked apx_ symbol"
+  fi
   if readelf -d "$m" | grep -q 'NEEDED.*libcuda\.so'; then
     echo "FAIL: $m links libcuda"; fail=1
   fi

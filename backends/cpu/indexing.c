@@ -241,11 +241,11 @@ apx_status cpu_gather(void *state, const apx_gather_args *args,
   if (!axis_view_init(&v, index, dim, args->src))
     return st->svc->set_error(APX_ERR_NO_MEMORY, "gather: cannot allocate an offset table");
   const int64_t rows = v.outer * v.steps;
-  gather_rows_fn fn = gather_variant(apx_dtype_size(args->src->dtype),
+  gather_rows_fn fn = gather_variant(apx_backend_dtype_size(args->src->dtype),
                                      index->dtype == APX_DTYPE_I64);
   int team = team_size(st, rows * v.inner);
   const si_isa isa = si_isa_level();
-  const int stream = (size_t)apx_tensor_numel(args->out) * apx_dtype_size(args->out->dtype) >=
+  const int stream = (size_t)apx_backend_numel(args->out) * apx_backend_dtype_size(args->out->dtype) >=
                      SI_STREAM_MIN_BYTES;
   (void)team;
 #ifdef _OPENMP
@@ -268,7 +268,7 @@ apx_status cpu_index_select(void *state, const apx_index_select_args *args,
   (void)call;
   cpu_state *st = state;
   const int64_t rows = args->index->shape[0], width = args->src->shape[1];
-  const size_t row_bytes = (size_t)width * apx_dtype_size(args->src->dtype);
+  const size_t row_bytes = (size_t)width * apx_backend_dtype_size(args->src->dtype);
   const int idx64 = args->index->dtype == APX_DTYPE_I64;
   const char *src = args->src->data;
   char *out = args->out->data;
@@ -334,7 +334,7 @@ static void scatter_one_row(const scatter_job *jb, const axis_view *vself,
                             int64_t src_base, int64_t r, int64_t first_k,
                             const int64_t *next) {
   const apx_dtype dt = jb->out->dtype;
-  const size_t es = apx_dtype_size(dt);
+  const size_t es = apx_backend_dtype_size(dt);
   const int64_t inner = vself->inner;
   const size_t row_bytes = (size_t)inner * es;
   const int64_t dest_off = self_base + r * vself->stride[vself->dim];
@@ -403,7 +403,7 @@ static inline void prefetch_chain_head(const scatter_job *jb, const axis_view *v
                                        int64_t src_base, const int64_t *head, int64_t r,
                                        int64_t end) {
   if (r >= end || head[r] < 0) return;
-  const size_t es = apx_dtype_size(jb->src->dtype);
+  const size_t es = apx_backend_dtype_size(jb->src->dtype);
   prefetch_bytes((const char *)jb->src->data +
                      (size_t)(src_base + head[r] * vsrc->stride[vsrc->dim]) * es,
                  (size_t)vsrc->inner * es);
@@ -534,8 +534,8 @@ static scatter_elements_fn scatter_elements_variant(apx_dtype dt, int idx64) {
 static apx_status scatter_elements(const scatter_job *jb, const axis_view *vself,
                                    const axis_view *vsrc) {
   const apx_dtype dt = jb->out->dtype;
-  const int64_t numel = apx_tensor_numel(jb->out);
-  const size_t es = apx_dtype_size(dt);
+  const int64_t numel = apx_backend_numel(jb->out);
+  const size_t es = apx_backend_dtype_size(dt);
   const int narrow_float = dt == APX_DTYPE_F16 || dt == APX_DTYPE_BF16;
   char *acc = jb->out->data; /* fp32 and integers accumulate in place */
   if (narrow_float) {
@@ -648,9 +648,9 @@ static apx_status scatter_add_common(cpu_state *st, const char *op, scatter_job 
   jb->isa = si_isa_level();
   jb->dim = normalize_dim(jb->dim, jb->index->ndim);
   jb->in_place = jb->self && jb->self->data == jb->out->data;
-  jb->stream = !jb->in_place && (size_t)apx_tensor_numel(jb->out) *
-                                        apx_dtype_size(jb->out->dtype) >= SI_STREAM_MIN_BYTES;
-  jb->team = team_size(st, apx_tensor_numel(jb->out) + apx_tensor_numel(jb->index));
+  jb->stream = !jb->in_place && (size_t)apx_backend_numel(jb->out) *
+                                        apx_backend_dtype_size(jb->out->dtype) >= SI_STREAM_MIN_BYTES;
+  jb->team = team_size(st, apx_backend_numel(jb->out) + apx_backend_numel(jb->index));
   axis_view vself, vsrc;
   int ok_self = axis_view_init(&vself, jb->index, jb->dim, jb->out);
   int ok_src = axis_view_init(&vsrc, jb->index, jb->dim, jb->src);

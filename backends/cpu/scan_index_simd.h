@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <apexx/apexx.h>
+#include <apexx/backend.h>
 
 #include "apx_half.h"
 
@@ -136,7 +137,7 @@ SI_TARGET_AVX2 static inline __m256 si8_round(apx_dtype dt, __m256 v) {
 
 SI_TARGET_AVX2 static inline void si_row_to_f32_avx2(apx_dtype dt, const void *src,
                                               float *dst, int64_t n) {
-  size_t es = apx_dtype_size(dt);
+  size_t es = apx_backend_dtype_size(dt);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, si8_load(dt, (const char *)src + (size_t)i * es));
@@ -145,7 +146,7 @@ SI_TARGET_AVX2 static inline void si_row_to_f32_avx2(apx_dtype dt, const void *s
 
 SI_TARGET_AVX2 static inline void si_row_from_f32_avx2(apx_dtype dt, const float *src,
                                                 void *dst, int64_t n) {
-  size_t es = apx_dtype_size(dt);
+  size_t es = apx_backend_dtype_size(dt);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     si8_store(dt, (char *)dst + (size_t)i * es, _mm256_loadu_ps(src + i));
@@ -155,7 +156,7 @@ SI_TARGET_AVX2 static inline void si_row_from_f32_avx2(apx_dtype dt, const float
 /* dst[i] += fp32(src[i]) for a float row. */
 SI_TARGET_AVX2 static inline void si_row_accumulate_avx2(apx_dtype dt, const void *src,
                                                   float *dst, int64_t n) {
-  size_t es = apx_dtype_size(dt);
+  size_t es = apx_backend_dtype_size(dt);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_loadu_ps(dst + i),

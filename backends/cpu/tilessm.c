@@ -106,7 +106,7 @@ SI_TARGET_AVX2 static inline __attribute__((always_inline)) void
 scan_streams_avx2_impl(const scan_ctx *x, int64_t b, int64_t c0, int64_t nv,
                        int reverse, int merge_with_out, float *state,
                        const apx_dtype dt) {
-  const size_t es = apx_dtype_size(dt);
+  const size_t es = apx_backend_dtype_size(dt);
   const __m256 lim = _mm256_set1_ps(x->lim);
   const __m256 neg_lim = _mm256_set1_ps(-x->lim);
   const __m256 half = _mm256_set1_ps(0.5f);

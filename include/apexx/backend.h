@@ -54,6 +54,28 @@ typedef enum apx_validate_mode {
   APX_VALIDATE_OFF = 2
 } apx_validate_mode;
 
+/* ---- helpers a backend shares with the core ----
+ * static inline, so a backend module needs no symbol of libapexx and loads
+ * wherever libapexx loads (also dlopen'ed with RTLD_LOCAL, where the core's
+ * symbols are not visible to the modules it loads). */
+
+/* Bytes per element (apx_dtype_size without the library); 0 if unknown. */
+static inline size_t apx_backend_dtype_size(apx_dtype dtype) {
+  switch (dtype) {
+  case APX_DTYPE_F32: case APX_DTYPE_I32: return 4;
+  case APX_DTYPE_F16: case APX_DTYPE_BF16: return 2;
+  case APX_DTYPE_I64: return 8;
+  default: return 0;
+  }
+}
+
+/* Elements of a validated tensor (apx_tensor_numel without the library). */
+static inline int64_t apx_backend_numel(const apx_tensor *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  return n;
+}
+
 /* ---- end-to-end FF path (apx_ff_infer; docs/ff_infer.md) ----
  * The core owns the weights handle; a backend reads the fp32 host copy of
  * its tensors through apx_core_services.ff_params, and keeps whatever it
