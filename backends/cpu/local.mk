@@ -11,6 +11,7 @@ backends_apexx_cpu_la_SOURCES = \
 	backends/cpu/scan_index_simd.h \
 	backends/cpu/tilessm.c \
 	backends/cpu/indexing.c \
+	backends/cpu/ff_cpu.h \
 	backends/cpu/ff_infer.c
 # -ffp-contract=off: GCC would contract a*b+c into FMA, which breaks rounding
 # model R (spec/ops.md decision 3).
