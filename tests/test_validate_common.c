@@ -169,6 +169,26 @@ void vt_make(vt_case *c, apx_op_id op, apx_dtype fdt, apx_dtype idt) {
     OUT("grad_src", &a->grad_src, fdt, 3, 4, 5);
     break;
   }
+  case APX_OP_FF_INFER: {
+    apx_ff_infer_args *a = &c->args.ff_infer;
+    *a = (apx_ff_infer_args)APX_FF_INFER_ARGS_INIT;
+    a->tile_l0 = 4;
+    a->tile_l1 = 2;
+    a->kmax_l0 = 4;
+    a->kmax_l1 = 8;
+    IN("dense", &a->dense, fdt, 0, 0, 2, 3, 8, 12);
+    IN("utilities", &a->utilities, fdt, 0, 0, 2, 6);
+    OPT("split_utilities", &a->split_utilities, fdt, 0, 0, 2, 6);
+    OPT("boundary", &a->boundary, fdt, 0, 0, 2, 1, 8, 12);
+    OPT("uncertainty", &a->uncertainty, fdt, 0, 0, 2, 8, 12);
+    OUT("heavy", &a->heavy, fdt, 2, 3, 8, 12);
+    OUT("detail", &a->detail, fdt, 2, 3, 8, 12);
+    OUT("alpha", &a->alpha, fdt, 2, 1, 8, 12);
+    apx_status st = apx_ff_weights_seeded(vt_ctx, 3, 1, &c->weights);
+    ck_assert_msg(st == APX_OK, "apx_ff_weights_seeded: %s", apx_last_error());
+    a->weights = c->weights;
+    break;
+  }
   default:
     ck_abort_msg("vt_make: unknown op %d", (int)op);
   }
@@ -178,6 +198,8 @@ void vt_free(vt_case *c) {
   for (int i = 0; i < c->count; i++)
     tu_free(&c->t[i]);
   c->count = 0;
+  apx_ff_weights_free(vt_ctx, c->weights);
+  c->weights = NULL;
 }
 
 int vt_slot(const vt_case *c, const char *name) {

@@ -23,6 +23,7 @@ typedef union vt_args {
   apx_index_select_args index_select;
   apx_scatter_add_args scatter_add;
   apx_gather_backward_args gather_backward;
+  apx_ff_infer_args ff_infer;
 } vt_args;
 
 /* A valid call of one op. Slot i is the tensor t[i], named names[i], that
@@ -39,6 +40,7 @@ typedef struct vt_case {
   int is_output[VT_MAX_SLOTS];
   int required[VT_MAX_SLOTS];
   int alias_of[VT_MAX_SLOTS];
+  apx_ff_weights *weights; /* ff_infer's (freed by vt_free), else NULL */
 } vt_case;
 
 /* The context of the running test (opened by vt_setup, closed by
@@ -62,7 +64,11 @@ void vt_teardown(void);
  *   index_select  src [5,4], index [7] in [0,5), out [7,4]
  *   scatter_add   self [4,5], dim 0, index [6,3] in [0,4), src [6,4], out
  *   gather_bwd    grad_out [2,6,5], dim 1, index [2,6,5] in [0,4),
- *                 grad_src [3,4,5] */
+ *                 grad_src [3,4,5]
+ *   ff_infer      dense [2,3,8,12], tile_l0 4 (G0 6), kmax 4/8, utilities,
+ *                 split_utilities [2,6], boundary [2,1,8,12], uncertainty
+ *                 [2,8,12], weights seeded for C 3, heavy, detail
+ *                 [2,3,8,12], alpha [2,1,8,12] */
 void vt_make(vt_case *c, apx_op_id op, apx_dtype fdt, apx_dtype idt);
 void vt_free(vt_case *c);
 /* Slot of the tensor named `name` (the test fails if there is none). */
