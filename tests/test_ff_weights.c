@@ -548,7 +548,8 @@ END_TEST
 /* ---- the seeded generator ---- */
 
 /* docs/ff_weights.md: splitmix64 from the seed, tensors in the documented
- * order, l0_path then l1_path; uniform tensors take (2u-1)/sqrt(fan_in). */
+ * order, l0_path then l1_path; uniform tensors take (2u-1)*b rounded to
+ * fp32, b = 1/sqrt(fan_in) in double. */
 static void documented_seeded(weight_set *ws, int64_t c, uint64_t seed) {
   memset(ws, 0, sizeof *ws);
   ws->c = c;
@@ -567,10 +568,10 @@ static void documented_seeded(weight_set *ws, int64_t c, uint64_t seed) {
           v[k] = 1.0f;
           break;
         case INIT_UNIFORM_C:
-          v[k] = (float)((2.0 * tu_uniform(&r) - 1.0) / sqrt((double)c));
+          v[k] = (float)((2.0 * tu_uniform(&r) - 1.0) * (1.0 / sqrt((double)c)));
           break;
         case INIT_UNIFORM_9:
-          v[k] = (float)((2.0 * tu_uniform(&r) - 1.0) / 3.0);
+          v[k] = (float)((2.0 * tu_uniform(&r) - 1.0) * (1.0 / 3.0));
           break;
         }
       }
