@@ -193,6 +193,7 @@ static apx_status cuda_init(const apx_core_services *svc, void **state) {
 static void cuda_fini(void *state) {
   cuda_state *st = (cuda_state *)state;
   if (!st) return;
+  cuda_ff_fini(st);
   for (int d = 0; d < st->device_count; d++) {
     cuda_device_res *r = &st->dev[d];
     if (r->record || r->slots || r->pool) {
@@ -261,8 +262,9 @@ apx_status cuda_use_device(cuda_state *st, int device_index) {
  * what the core lets through: a NULL supports would say the same. */
 static int cuda_supports(void *state, apx_op_id op, const void *args,
                          apx_pass_over_code *code, char *reason, size_t reason_size) {
-  (void)state;
-  (void)args;
+  if (op == APX_OP_FF_INFER)
+    return cuda_ff_supports((cuda_state *)state, (const apx_ff_infer_args *)args, code, reason,
+                            reason_size);
   if ((int)op < 0 || op >= APX_OP_COUNT) {
     *code = APX_PASS_OP_UNSUPPORTED;
     set_line(reason, reason_size, "op_unsupported:cuda has no op %d", (int)op);

@@ -62,7 +62,8 @@ enum cuda_check_kind {
   CUDA_BAD_RANGE = 1,      /* an id/index value outside [lo, hi] */
   CUDA_BAD_ORIGIN = 2,     /* an origin pair outside the image */
   CUDA_BAD_DUPLICATE = 3,  /* a repeated id in a batch row (require_unique) */
-  CUDA_BAD_LEVEL_SPAN = 4  /* levels too far apart for the int32 key */
+  CUDA_BAD_LEVEL_SPAN = 4, /* levels too far apart for the int32 key */
+  CUDA_BAD_NAN = 5         /* a NaN float (ff_infer's utilities) */
 };
 
 /* One index tensor to check, passed by value to the check kernel. */
@@ -161,11 +162,18 @@ struct cuda_state {
   int pdl; /* programmatic dependent launches allowed ($APEXX_CUDA_PDL != 0) */
   cuda_device_res dev[CUDA_MAX_DEVICES];
   pthread_mutex_t lock;  /* guards device setup and the size table */
+  void *ff_graphs;       /* ff_infer.cu: the graph replay cache */
   /* Sizes of live allocations (open addressing on the pointer), so that
    * free can keep the in-use and peak counters right. */
   struct cuda_alloc_entry { void *ptr; size_t bytes; } *sizes;
   size_t sizes_cap, sizes_used;
 };
+
+/* ff_infer.cu: may the FF path run these args (channels, L0 grid)? And
+ * the release of its graph replay cache at fini. */
+int cuda_ff_supports(cuda_state *st, const apx_ff_infer_args *a, apx_pass_over_code *code,
+                     char *reason, size_t reason_size);
+void cuda_ff_fini(cuda_state *st);
 
 /* ---- errors ------------------------------------------------------------ */
 

@@ -11,8 +11,11 @@ cuda_backend_sources = \
 	backends/cuda/tilessm.cu \
 	backends/cuda/indexing.cu \
 	backends/cuda/scatter_add.cu \
-	backends/cuda/ff_infer.cu
+	backends/cuda/ff_infer.cu \
+	backends/cuda/ff_route.cu \
+	backends/cuda/ff_refine.cu
 EXTRA_DIST += $(cuda_backend_sources) backends/cuda/cuda_backend.h build-aux/nvcc-libtool \
+	backends/cuda/cuda_ff.h \
 	backends/cuda/apexx-cuda.map
 
 # nvcc flags of the project's own .cu files; NVCCFLAGS is the user's.
@@ -27,7 +30,8 @@ NVCC_COMPILE = $(NVCC) $(DEFS) $(DEFAULT_INCLUDES) $(INCLUDES) $(AM_CPPFLAGS) $(
 
 if BUILD_CUDA
 pkglib_LTLIBRARIES += backends/apexx-cuda.la
-backends_apexx_cuda_la_SOURCES = $(cuda_backend_sources) backends/cuda/cuda_backend.h
+backends_apexx_cuda_la_SOURCES = $(cuda_backend_sources) backends/cuda/cuda_backend.h \
+	backends/cuda/cuda_ff.h
 backends_apexx_cuda_la_LIBADD = $(CUDA_LIBS)
 # The version script keeps every symbol but the entry local: libtool's
 # -export-symbols-regex alone (-retain-symbols-file for C++) would still
@@ -43,6 +47,8 @@ backends_apexx_cuda_la_LINK = $(LIBTOOL) $(AM_V_lt) --tag=CXX $(AM_LIBTOOLFLAGS)
 # Without automake's dependency tracking for .cu: every object depends on
 # the shared header.
 $(cuda_backend_sources:.cu=.lo): $(top_srcdir)/backends/cuda/cuda_backend.h
+backends/cuda/ff_infer.lo backends/cuda/ff_route.lo backends/cuda/ff_refine.lo: \
+	$(top_srcdir)/backends/cuda/cuda_ff.h
 endif
 
 # GPU run tools (bench/gpu/, bench/peers/): the bandwidth table program uses

@@ -469,6 +469,10 @@ void cuda_check_message(const cuda_check_desc *d, const cuda_check_result *r, ch
              op, d->arg, where, r->value[0], d->arg, earlier);
     break;
   }
+  case CUDA_BAD_NAN:
+    format_position(where, sizeof where, d->shape, d->ndim, r->pos);
+    snprintf(buf, size, "%s: %s%s = [nan] is not a number", op, d->arg, where);
+    break;
   case CUDA_BAD_LEVEL_SPAN:
     snprintf(buf, size,
              "%s: levels span [%lld, %lld]: the priority key ((level - lmin) << %d) + k "

@@ -1,0 +1,108 @@
+/* The cuda backend's FF path (docs/ff_infer.md), shared between
+ * ff_infer.cu (weights, scratch, the frame's launches, graph replay),
+ * ff_route.cu (routing on the device) and ff_refine.cu (one tile level). */
+#ifndef APX_CUDA_FF_H
+#define APX_CUDA_FF_H
+
+#include "cuda_backend.h"
+
+/* Largest channel count the kernels take (shared-memory staging of a
+ * token's C values and of a pixel chunk's C depthwise outputs). */
+#define CUDA_FF_MAX_C 1024
+/* Pixels of a tile one refine block handles. */
+#define CUDA_FF_CHUNK 32
+/* Largest L0 grid the routing block sorts in shared memory. */
+#define CUDA_FF_MAX_G0 16384
+
+/* One level's weights on the device, fp32; the derived scan and gate
+ * vectors already rounded to the frame's dtype (docs/ff_infer.md). The
+ * matrices are stored input-major (w0t[c*C + o] = mlp0_weight[o, c]). */
+struct cuda_ff_level {
+  const float *decay[2], *ig[2], *og[2], *sb[2];
+  const float *gate;                  /* merge gate g, [C] */
+  const float *ln_w, *ln_b;           /* [C] */
+  const float *w0t, *b0;              /* [C*C], [C] */
+  const float *w2t, *b2;              /* [C*2C], [2C] */
+  const float *dw, *dwb;              /* [C*9], [C] */
+  const float *pwt, *pwb;             /* [C*2C], [2C] */
+  const float *nw, *nb;               /* [2C] */
+  float wb, wu, gb;                   /* fusion gate: softplus weights, bias */
+};
+
+struct cuda_ff_prepared {
+  void *dev;      /* one device allocation holding every array */
+  size_t bytes;
+  int64_t channels;
+  cuda_ff_level level[2];
+};
+
+/* Per-tile state of the L0 grid the router writes (cuda_ff_route). */
+enum { CUDA_FF_TILE_OUT = 0, CUDA_FF_TILE_L0 = 1, CUDA_FF_TILE_PARENT = 2 };
+
+/* The routing's device outputs, carved from the frame's scratch. The first
+ * six arrays are contiguous (one copy to the host for the stats). */
+struct cuda_ff_route_dev {
+  int64_t *l0_count, *l1_count;  /* [B] */
+  double *b1_spent, *b2_spent;   /* [B] */
+  int64_t *l0_greedy;            /* [B,kmax0], -1 padded */
+  int64_t *l1_ids;               /* [B,kmax1], Hilbert order, -1 padded */
+  unsigned long long *nan_pos;   /* [B,2]: first NaN of utilities / split
+                                    utilities in the row, ~0 when none */
+  int *l0_hilbert;               /* [B,kmax0] */
+  int *l1_hilbert;               /* [B,kmax1] */
+  int *tile_state;               /* [B,G0] */
+};
+
+/* Host-side description of one frame. */
+struct cuda_ff_frame {
+  apx_dtype dt;
+  int64_t B, C, H, W;
+  int64_t t0, t1, gh0, gw0, G0;
+  int64_t kmax0, kmax1;
+  int64_t K0, P, K1; /* L0 tiles, parents, L1 tiles (the same in every row) */
+  double delta, b1, b2;
+  int split_on;      /* the split stage runs */
+  const void *dense, *util, *split, *bp, *up;
+  apx_dtype util_dt, split_dt, bp_dt, up_dt;
+  void *heavy, *detail, *alpha;
+};
+
+/* Launch the router: one block per batch row. */
+apx_status cuda_ff_route(cuda_state *st, int device_index, cudaStream_t s,
+                         const cuda_ff_frame *f, const cuda_ff_route_dev *r);
+
+/* Scratch of one level's compute, in floats. */
+struct cuda_ff_level_scratch {
+  float *tok;      /* [B,K,C] */
+  float *film;     /* [B,K,2C]: gamma, beta */
+  float *p;        /* [B,K,2C,t*t] the pointwise conv's output */
+  float *partials; /* [B,K,chunks,3] (count, mean, M2) */
+};
+
+/* How a level stores its refined tiles. */
+enum {
+  CUDA_FF_STORE_SINGLE = 0, /* the only level: heavy, detail = heavy - X */
+  CUDA_FF_STORE_L0 = 1,     /* level 0 of two: parents' pixels -> detail
+                               (level 1's input), others final */
+  CUDA_FF_STORE_L1 = 2      /* level 1: X = detail, in place */
+};
+
+/* Run one level (tokens, scan + FiLM, refine, store) over K tiles per row
+ * whose ids (Hilbert order) are ids[b*kstride + k] on a grid gw wide. */
+apx_status cuda_ff_level_run(cuda_state *st, cudaStream_t s, const cuda_ff_frame *f,
+                             const cuda_ff_prepared *w, int level, int store_mode,
+                             const void *X, int64_t t, int64_t gw, const int *ids,
+                             int64_t kstride, int64_t K, const int *tile_state,
+                             const cuda_ff_level_scratch *sc);
+
+/* Pixels outside every L0 tile, and alpha everywhere. */
+apx_status cuda_ff_outside(cuda_state *st, cudaStream_t s, const cuda_ff_frame *f,
+                           const cuda_ff_prepared *w, const int *tile_state);
+
+/* Shared-memory bytes of the routing block. */
+size_t cuda_ff_route_smem(const cuda_ff_frame *f);
+
+/* Release the graph cache (backend fini). */
+void cuda_ff_fini(cuda_state *st);
+
+#endif

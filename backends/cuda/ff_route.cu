@@ -1,0 +1,221 @@
+/* cuda backend: the FF path's routing on the device (docs/ff_infer.md
+ * "Routing", spec/ops.md 9.2): one block per batch row, float64 scores,
+ * ranks by (score desc, id asc), the greedy and split walks, quadtree
+ * children and the Hilbert order of both levels. Every tile costs the same
+ * delta, so the walks take a prefix of the sorted candidates: the counts
+ * are known on the host (cuda_ff_frame.K0, .P) and the block places each
+ * candidate by its rank. NaN utilities are reported through the device's
+ * deferred error record (validate = device) and in the row's nan_pos (read
+ * by the host under validate = eager); a NaN ranks as -inf so that the
+ * outputs stay well formed. */
+#include "cuda_ff.h"
+
+/* spec/ops.md 1: the Hilbert index of (x, y) on an n x n grid, n a power
+ * of two (masked reflection). */
+static __device__ unsigned long long ff_hilbert_d(unsigned long long x, unsigned long long y,
+                                                  unsigned long long n) {
+  unsigned long long d = 0;
+  for (unsigned long long s = n / 2; s > 0; s /= 2) {
+    unsigned long long rx = (x & s) != 0, ry = (y & s) != 0;
+    d += s * s * ((3 * rx) ^ ry);
+    if (ry == 0) {
+      if (rx == 1) {
+        x = (s - 1) - (x & (s - 1));
+        y = (s - 1) - (y & (s - 1));
+      }
+      unsigned long long t = x;
+      x = y;
+      y = t;
+    }
+  }
+  return d;
+}
+
+static __device__ unsigned long long ff_pow2_at_least(unsigned long long v) {
+  unsigned long long n = 1;
+  while (n < v) n *= 2;
+  return n;
+}
+
+/* a before b in (score desc, id asc); a NaN score (inf / inf) sorts
+ * first, as the host's order has it */
+static __device__ __forceinline__ bool ff_before(double sa, int ia, double sb, int ib) {
+  const bool an = sa != sa, bn = sb != sb;
+  if (an != bn) return an;
+  if (!an && sa != sb) return sa > sb;
+  return ia < ib;
+}
+
+struct ff_route_params {
+  int64_t B, G0, gw0, gh0, kmax0, kmax1, K0, P;
+  double delta, b1, b2;
+  int split_on;
+  const void *util, *split;
+  int util_dt, split_dt;
+  cuda_ff_route_dev r;
+  cuda_error_record *record; /* validate = device: publish NaN here */
+};
+
+static __device__ void ff_publish_nan(cuda_error_record *record, const char *arg, int64_t B,
+                                      int64_t G0, unsigned long long pos) {
+  cuda_check_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = APX_OP_FF_INFER;
+  for (int i = 0; i < 15 && arg[i]; i++) d.arg[i] = arg[i];
+  d.ndim = 2;
+  d.shape[0] = B;
+  d.shape[1] = G0;
+  d.count = B * G0;
+  cuda_check_result r;
+  memset(&r, 0, sizeof r);
+  r.bad = 1;
+  r.kind = CUDA_BAD_NAN;
+  r.pos = pos;
+  cuda_check_publish(record, d, r);
+}
+
+__global__ void ff_route_kernel(ff_route_params p) {
+  extern __shared__ double ff_route_sh[];
+  double *score = ff_route_sh;                    /* [G0] */
+  double *score2 = score + p.G0;                  /* [K0] split scores */
+  int *sel = (int *)(score2 + p.K0);              /* [K0] greedy order */
+  int *child = sel + p.K0;                        /* [4P] */
+  __shared__ unsigned long long s_nan[2];
+  const int64_t b = blockIdx.x;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int G0 = (int)p.G0, K0 = (int)p.K0, P = (int)p.P;
+  if (tid < 2) s_nan[tid] = ~0ULL;
+  __syncthreads();
+  for (int i = tid; i < G0; i += nt) {
+    double u = (double)cuda_load_any(p.util, p.util_dt, b * p.G0 + i);
+    if (u != u) {
+      atomicMin(&s_nan[0], (unsigned long long)(b * p.G0 + i));
+      u = -INFINITY;
+    }
+    score[i] = u / p.delta;
+    p.r.tile_state[b * p.G0 + i] = CUDA_FF_TILE_OUT;
+    if (p.split) {
+      float v = cuda_load_any(p.split, p.split_dt, b * p.G0 + i);
+      if (v != v) atomicMin(&s_nan[1], (unsigned long long)(b * p.G0 + i));
+    }
+  }
+  __syncthreads();
+  /* L0: the rank of each candidate; the first K0 are taken */
+  for (int i = tid; i < G0; i += nt) {
+    double si = score[i];
+    int rank = 0;
+    for (int j = 0; j < G0; j++) rank += ff_before(score[j], j, si, i);
+    if (rank < K0) {
+      sel[rank] = i;
+      p.r.tile_state[b * p.G0 + i] = CUDA_FF_TILE_L0;
+    }
+  }
+  if (tid == 0) {
+    double spent = 0.0;
+    for (int n = 0; n < K0; n++) spent += p.delta;
+    p.r.l0_count[b] = K0;
+    p.r.b1_spent[b] = spent;
+    double spent2 = 0.0;
+    for (int n = 0; n < P; n++) spent2 += 1.0;
+    p.r.l1_count[b] = 4 * (int64_t)P;
+    p.r.b2_spent[b] = spent2;
+    p.r.nan_pos[2 * b] = s_nan[0];
+    p.r.nan_pos[2 * b + 1] = s_nan[1];
+    if (p.record && s_nan[0] != ~0ULL) ff_publish_nan(p.record, "utilities", p.B, p.G0, s_nan[0]);
+    else if (p.record && s_nan[1] != ~0ULL)
+      ff_publish_nan(p.record, "split_utilities", p.B, p.G0, s_nan[1]);
+  }
+  __syncthreads();
+  for (int q = tid; q < (int)p.kmax0; q += nt)
+    p.r.l0_greedy[b * p.kmax0 + q] = q < K0 ? (int64_t)sel[q] : -1;
+  /* L0 ids in Hilbert order on the L0 grid */
+  const unsigned long long n0 =
+      ff_pow2_at_least((unsigned long long)(p.gh0 > p.gw0 ? p.gh0 : p.gw0));
+  for (int q = tid; q < K0; q += nt) {
+    int id = sel[q];
+    unsigned long long key = ff_hilbert_d(id % p.gw0, id / p.gw0, n0);
+    int rank = 0;
+    for (int j = 0; j < K0; j++) {
+      int o = sel[j];
+      rank += ff_hilbert_d(o % p.gw0, o / p.gw0, n0) < key;
+    }
+    p.r.l0_hilbert[b * p.kmax0 + rank] = id;
+    if (p.split_on) {
+      double v = (double)cuda_load_any(p.split, p.split_dt, b * p.G0 + id);
+      score2[q] = v != v ? -INFINITY : v / 1.0;
+    }
+  }
+  if (!p.split_on || P == 0) {
+    for (int q = tid; q < (int)p.kmax1; q += nt) p.r.l1_ids[b * p.kmax1 + q] = -1;
+    return;
+  }
+  __syncthreads();
+  /* split stage: the first P selected tiles by (split score desc, id asc) */
+  for (int q = tid; q < K0; q += nt) {
+    int id = sel[q];
+    double sq = score2[q];
+    int rank = 0;
+    for (int j = 0; j < K0; j++) rank += ff_before(score2[j], sel[j], sq, id);
+    if (rank < P) {
+      p.r.tile_state[b * p.G0 + id] = CUDA_FF_TILE_PARENT;
+      int64_t ty = id / p.gw0, tx = id % p.gw0, gw1 = 2 * p.gw0;
+      child[4 * rank + 0] = (int)((2 * ty) * gw1 + 2 * tx);
+      child[4 * rank + 1] = (int)((2 * ty) * gw1 + 2 * tx + 1);
+      child[4 * rank + 2] = (int)((2 * ty + 1) * gw1 + 2 * tx);
+      child[4 * rank + 3] = (int)((2 * ty + 1) * gw1 + 2 * tx + 1);
+    }
+  }
+  __syncthreads();
+  const int K1 = 4 * P;
+  const int64_t gw1 = 2 * p.gw0, gh1 = 2 * p.gh0;
+  const unsigned long long n1 = ff_pow2_at_least((unsigned long long)(gh1 > gw1 ? gh1 : gw1));
+  for (int q = tid; q < K1; q += nt) {
+    int id = child[q];
+    unsigned long long key = ff_hilbert_d(id % gw1, id / gw1, n1);
+    int rank = 0;
+    for (int j = 0; j < K1; j++) {
+      int o = child[j];
+      rank += ff_hilbert_d(o % gw1, o / gw1, n1) < key;
+    }
+    p.r.l1_hilbert[b * p.kmax1 + rank] = id;
+    p.r.l1_ids[b * p.kmax1 + rank] = id;
+  }
+  for (int q = K1 + tid; q < (int)p.kmax1; q += nt) p.r.l1_ids[b * p.kmax1 + q] = -1;
+}
+
+size_t cuda_ff_route_smem(const cuda_ff_frame *f) {
+  return sizeof(double) * (size_t)(f->G0 + f->K0) + sizeof(int) * (size_t)(f->K0 + 4 * f->P);
+}
+
+apx_status cuda_ff_route(cuda_state *st, int device_index, cudaStream_t s,
+                         const cuda_ff_frame *f, const cuda_ff_route_dev *r) {
+  ff_route_params p;
+  memset(&p, 0, sizeof p);
+  p.B = f->B;
+  p.G0 = f->G0;
+  p.gw0 = f->gw0;
+  p.gh0 = f->gh0;
+  p.kmax0 = f->kmax0;
+  p.kmax1 = f->kmax1;
+  p.K0 = f->K0;
+  p.P = f->P;
+  p.delta = f->delta;
+  p.b1 = f->b1;
+  p.b2 = f->b2;
+  p.split_on = f->split_on;
+  p.util = f->util;
+  p.util_dt = (int)f->util_dt;
+  p.split = f->split;
+  p.split_dt = (int)f->split_dt;
+  p.r = *r;
+  p.record = st->validate_mode == APX_VALIDATE_DEVICE ? st->dev[device_index].record : NULL;
+  size_t smem = cuda_ff_route_smem(f);
+  if (smem > 48 * 1024)
+    CUDA_TRY(st, cudaFuncSetAttribute(ff_route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)smem),
+             "ff_infer: routing shared memory");
+  unsigned threads = f->G0 >= 1024 ? 1024 : f->G0 >= 256 ? 256 : 64;
+  ff_route_kernel<<<(unsigned)f->B, threads, smem, s>>>(p);
+  CUDA_LAUNCHED(st, "ff_infer: routing launch");
+  return APX_OK;
+}
