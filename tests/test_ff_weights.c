@@ -928,6 +928,40 @@ START_TEST(test_malformed) {
 }
 END_TEST
 
+/* tools/export_ff_weights.py's seeded mode writes the bytes that
+ * apx_ff_weights_seeded + apx_ff_weights_save write (an independent
+ * implementation of the documented generator and layout); --check accepts
+ * the file and refuses one with a misshapen tensor. */
+START_TEST(test_export_script) {
+  const char *src = getenv("APEXX_SRCDIR");
+  if (!src || system("command -v python3 >/dev/null 2>&1") != 0) {
+    printf("# skip test_export_script: %s\n",
+           src ? "python3 not found" : "APEXX_SRCDIR not set (run under make check)");
+    return;
+  }
+  uint64_t seed = tu_seed() * 0x9e3779b97f4a7c15ull; /* all 64 bits in use */
+  apx_ff_weights *w = NULL;
+  ck_assert_int_eq(apx_ff_weights_seeded(ctx, 5, seed, &w), APX_OK);
+  const char *from_c = tmp_path("c.safetensors"), *from_py = tmp_path("py.safetensors");
+  ck_assert_int_eq(apx_ff_weights_save(ctx, w, from_c), APX_OK);
+  apx_ff_weights_free(ctx, w);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "python3 '%s/tools/export_ff_weights.py' '%s' --channels 5 --seed %llu >/dev/null", src,
+           from_py, (unsigned long long)seed);
+  ck_assert_int_eq(system(cmd), 0);
+  ck_assert(files_equal(from_c, from_py));
+  snprintf(cmd, sizeof cmd, "python3 '%s/tools/export_ff_weights.py' --check '%s' >/dev/null", src,
+           from_c);
+  ck_assert_int_eq(system(cmd), 0);
+  const char *bad = tmp_path("bad.safetensors");
+  write_malformed(M_WRONG_SHAPE, bad);
+  snprintf(cmd, sizeof cmd, "python3 '%s/tools/export_ff_weights.py' --check '%s' >/dev/null", src,
+           bad);
+  ck_assert_int_ne(system(cmd), 0);
+}
+END_TEST
+
 START_TEST(test_bad_paths) {
   apx_ff_weights *w = (apx_ff_weights *)&w;
   ck_assert_int_eq(apx_ff_weights_load(ctx, dir, &w), APX_ERR_INVALID_ARG);
@@ -1025,6 +1059,7 @@ static Suite *ff_weights_suite(void) {
   tcase_add_test(tc, test_seeded_rejects);
   tcase_add_test(tc, test_round_trip);
   tcase_add_test(tc, test_save_rejects);
+  tcase_add_test(tc, test_export_script);
   suite_add_tcase(s, tc);
   tc = tcase_create("lifetime");
   tcase_add_checked_fixture(tc, setup, teardown);
