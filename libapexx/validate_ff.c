@@ -97,8 +97,7 @@ static apx_status require_proxy(const apx__vstate *v, const char *name, const ap
     return fail("%s [B,H,W] = [%lld,%lld,%lld] must match dense batch and spatial shape "
                 "[%lld,%lld,%lld]",
                 name, (long long)bhw[0], (long long)bhw[1], (long long)bhw[2],
-                (long long)dense->shape[0], (long long)dense->shape[2],
-                (long long)dense->shape[3]);
+                (long long)dense->shape[0], (long long)dense->shape[2], (long long)dense->shape[3]);
   return apx__vrequire_float(v, name, proxy);
 }
 
@@ -125,8 +124,8 @@ static apx_status check_ff_infer(apx__vstate *v, const apx_ff_infer_args *a) {
   if (t0 < 2 || t0 % 2 != 0)
     return fail("tile_l0 = [%lld] must be even and >= 2", (long long)t0);
   if (height % t0 != 0 || width % t0 != 0)
-    return fail("dense H, W = [%lld, %lld] are not divisible by tile_l0 [%lld]",
-                (long long)height, (long long)width, (long long)t0);
+    return fail("dense H, W = [%lld, %lld] are not divisible by tile_l0 [%lld]", (long long)height,
+                (long long)width, (long long)t0);
   if (a->tile_l1 != t0 / 2)
     return fail("tile_l1 = [%lld] must be tile_l0 / 2 = [%lld]", (long long)a->tile_l1,
                 (long long)(t0 / 2));
@@ -163,8 +162,8 @@ static apx_status check_ff_infer(apx__vstate *v, const apx_ff_infer_args *a) {
 
   int64_t weight_channels = apx_ff_weights_channels(a->weights);
   if (weight_channels != channels)
-    return fail("weights have [%lld] channels but dense has C = [%lld]",
-                (long long)weight_channels, (long long)channels);
+    return fail("weights have [%lld] channels but dense has C = [%lld]", (long long)weight_channels,
+                (long long)channels);
 
   TRY(apx__vrequire_shape(v, "heavy", a->heavy, 4, dense->shape, "the shape of dense"));
   TRY(apx__vrequire_same_dtype(v, "heavy", a->heavy, "dense", dense));
@@ -176,8 +175,7 @@ static apx_status check_ff_infer(apx__vstate *v, const apx_ff_infer_args *a) {
 
   static const char *const in_names[5] = {"dense", "utilities", "split_utilities", "boundary",
                                           "uncertainty"};
-  const apx_tensor *ins[5] = {dense, a->utilities, a->split_utilities, a->boundary,
-                              a->uncertainty};
+  const apx_tensor *ins[5] = {dense, a->utilities, a->split_utilities, a->boundary, a->uncertainty};
   static const char *const out_names[3] = {"heavy", "detail", "alpha"};
   const apx_tensor *outs[3] = {a->heavy, a->detail, a->alpha};
   for (int o = 0; o < 3; o++) {

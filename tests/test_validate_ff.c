@@ -186,7 +186,8 @@ START_TEST(test_tiles) {
   for (int i = 0; i < 4; i++) {
     args->tile_l0 = odd_or_small[i];
     args->tile_l1 = odd_or_small[i] / 2;
-    vt_expect_invalid(&c, fmt("tile_l0 = [%lld] must be even and >= 2", (long long)odd_or_small[i]));
+    vt_expect_invalid(&c,
+                      fmt("tile_l0 = [%lld] must be even and >= 2", (long long)odd_or_small[i]));
   }
   args->tile_l0 = 8; /* divides H 8, not W 12 */
   args->tile_l1 = 4;
@@ -198,7 +199,8 @@ START_TEST(test_tiles) {
   const int64_t wrong_l1[3] = {4, 1, 0};
   for (int i = 0; i < 3; i++) {
     args->tile_l1 = wrong_l1[i];
-    vt_expect_invalid(&c, fmt("tile_l1 = [%lld] must be tile_l0 / 2 = [2]", (long long)wrong_l1[i]));
+    vt_expect_invalid(&c,
+                      fmt("tile_l1 = [%lld] must be tile_l0 / 2 = [2]", (long long)wrong_l1[i]));
   }
 }
 END_TEST
@@ -242,8 +244,8 @@ START_TEST(test_proxies_shape) {
   for (int n = 0; n < 2; n++) {
     apx_tensor two_channels = OWNED(APX_DTYPE_F32, 2, 2, 8, 12);
     vt_set(&c, names[n], &two_channels);
-    vt_expect_invalid(&c, fmt("%s channel dimension %s.shape[1] = [2] must be 1", names[n],
-                              names[n]));
+    vt_expect_invalid(&c,
+                      fmt("%s channel dimension %s.shape[1] = [2] must be 1", names[n], names[n]));
     apx_tensor flat = OWNED(APX_DTYPE_F32, 2, 96);
     vt_set(&c, names[n], &flat);
     vt_expect_invalid(&c, fmt("%s must be [B,1,H,W] or [B,H,W], got ndim [2]", names[n]));
