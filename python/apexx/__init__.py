@@ -1,0 +1,188 @@
+"""apexx: tile-sparse vision kernels (libapexx) on any DLPack tensor.
+
+Every op takes tensors from PyTorch, NumPy, CuPy, JAX or anything else with
+``__dlpack__`` / ``__dlpack_device__`` (or a host buffer), with the C API's
+argument names and defaults, and returns its outputs as tensors of the
+input's library (``out=`` to write into a tensor of your own)::
+
+    import apexx, numpy as np
+    ctx = apexx.Context()                       # or apexx.tilepack(...) on a default context
+    packed = ctx.tilepack(features, idx, tile=8)
+
+CUDA tensors run on the caller's current stream (torch / CuPy) or
+``stream=``. Failures raise :class:`ApexxError` subclasses carrying the
+apexx status and the library's message. See docs/python.md.
+"""
+
+import sys as _sys
+
+from . import _apexx
+from ._apexx import Context, FFWeights
+
+__all__ = [
+    "Context", "FFWeights", "ApexxError", "InvalidArgument", "Unsupported", "NoMemory",
+    "ConfigError", "BackendError", "DeviceError", "default_context", "version",
+    "backends", "explain", "sync", "tilepack", "tileunpack", "fused_pack_op_unpack",
+    "fusiongate_alpha", "fusiongate_fuse", "tilessm_scan", "gather", "index_select",
+    "scatter_add", "gather_backward", "tile_order", "ff_infer",
+]
+
+__version__ = _apexx.HEADER_VERSION
+
+
+class ApexxError(Exception):
+    """An apexx call failed: ``status`` is the apx_status code, ``message``
+    the library's text (apx_last_error)."""
+
+    status_name = "APX_ERR"
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    def __reduce__(self):
+        return (type(self), (self.status, self.message))
+
+
+class InvalidArgument(ApexxError, ValueError):
+    """APX_ERR_INVALID_ARG: a bad argument (shape, dtype, range, aliasing,
+    non-contiguous tensor, unsupported device). Also a ValueError."""
+
+    status_name = "APX_ERR_INVALID_ARG"
+
+
+class Unsupported(ApexxError):
+    """APX_ERR_UNSUPPORTED: no backend can run the call (the message lists
+    why each backend was passed over)."""
+
+    status_name = "APX_ERR_UNSUPPORTED"
+
+
+class NoMemory(ApexxError, MemoryError):
+    """APX_ERR_NO_MEMORY."""
+
+    status_name = "APX_ERR_NO_MEMORY"
+
+
+class ConfigError(ApexxError):
+    """APX_ERR_CONFIG: a malformed or unsafe configuration file."""
+
+    status_name = "APX_ERR_CONFIG"
+
+
+class BackendError(ApexxError):
+    """APX_ERR_BACKEND: a backend failed (e.g. a CUDA launch error)."""
+
+    status_name = "APX_ERR_BACKEND"
+
+
+class DeviceError(ApexxError):
+    """APX_ERR_DEVICE: an error found on the device (validate = device),
+    reported by the next ``sync()`` (or at once with ``validate="eager"``)."""
+
+    status_name = "APX_ERR_DEVICE"
+
+
+_ERRORS = (ApexxError, InvalidArgument, Unsupported, NoMemory, ConfigError, BackendError,
+           DeviceError)
+
+
+def _lib_of(obj):
+    return type(obj).__module__.split(".", 1)[0]
+
+
+def _alloc(like, shape, dtype):
+    """A new tensor of `shape`/`dtype` from the library of `like`, on its
+    device (the binding's allocator for out=None)."""
+    lib = _lib_of(like)
+    if lib == "torch":
+        import torch
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+    if lib == "cupy":
+        import cupy
+        with like.device:
+            return cupy.empty(shape, dtype=dtype)
+    dev_type, dev_id = like.__dlpack_device__() if hasattr(like, "__dlpack_device__") else (1, 0)
+    if dev_type in (1, 3):  # kDLCPU, kDLCUDAHost
+        import numpy
+        if dtype == "bfloat16":
+            raise InvalidArgument(1, "apexx: NumPy has no bfloat16; pass out= (a torch or "
+                                  "ml_dtypes bfloat16 tensor)")
+        return numpy.empty(shape, dtype=dtype)
+    if dev_type == 2:  # kDLCUDA, a library without an allocator hook (JAX ...)
+        try:
+            import torch
+            return torch.empty(shape, dtype=getattr(torch, dtype), device=f"cuda:{dev_id}")
+        except ImportError:
+            pass
+        try:
+            import cupy
+            with cupy.cuda.Device(dev_id):
+                return cupy.empty(shape, dtype=dtype)
+        except ImportError:
+            pass
+    raise InvalidArgument(1, f"apexx: cannot allocate an output like {type(like).__name__}; "
+                          "pass out=")
+
+
+def _current_stream(obj, device_id):
+    """The caller's current CUDA stream (an int) for `obj`'s library: torch's
+    current_stream, CuPy's get_current_stream; None (the default stream) for
+    other libraries. obj None (sync): torch's where CUDA is initialised,
+    else CuPy's."""
+    lib = _lib_of(obj) if obj is not None else None
+    if lib in ("torch", None):
+        torch = _sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            return torch.cuda.current_stream(device_id if device_id >= 0 else None).cuda_stream
+    if lib in ("cupy", None):
+        cupy = _sys.modules.get("cupy")
+        if cupy is not None:
+            return cupy.cuda.get_current_stream().ptr
+    return None
+
+
+_apexx._set_hooks(_ERRORS, _alloc, _current_stream)
+
+_default = None
+
+
+def default_context():
+    """The context of the module-level functions (created on first use with
+    the default configuration lookup: $APEXX_CONFIG, the installed file)."""
+    global _default
+    if _default is None:
+        _default = Context()
+    return _default
+
+
+def version():
+    """libapexx's version string."""
+    return _apexx.version()
+
+
+def _module_function(name):
+    def call(*args, **kwargs):
+        return getattr(default_context(), name)(*args, **kwargs)
+    call.__name__ = name
+    call.__qualname__ = name
+    call.__doc__ = getattr(Context, name).__doc__ + "\n(On apexx.default_context().)"
+    return call
+
+
+backends = _module_function("backends")
+explain = _module_function("explain")
+sync = _module_function("sync")
+tilepack = _module_function("tilepack")
+tileunpack = _module_function("tileunpack")
+fused_pack_op_unpack = _module_function("fused_pack_op_unpack")
+fusiongate_alpha = _module_function("fusiongate_alpha")
+fusiongate_fuse = _module_function("fusiongate_fuse")
+tilessm_scan = _module_function("tilessm_scan")
+gather = _module_function("gather")
+index_select = _module_function("index_select")
+scatter_add = _module_function("scatter_add")
+gather_backward = _module_function("gather_backward")
+tile_order = _module_function("tile_order")
+ff_infer = _module_function("ff_infer")

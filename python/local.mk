@@ -1,0 +1,62 @@
+# The apexx Python package: apexx/__init__.py, apexx/torch.py, the type
+# stubs and the CPython extension _apexx (a libtool module linking
+# libapexx), installed into $(python_sitedir)/apexx. For `make check` and
+# the bench, python/build/apexx/ in the build tree holds the same package
+# (sources copied, the extension linked from python/.libs).
+APEXX_PY_SOURCES = python/apexx/__init__.py python/apexx/torch.py \
+	python/apexx/__init__.pyi python/apexx/_apexx.pyi python/apexx/torch.pyi \
+	python/apexx/py.typed
+APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
+	python/tests/reference.py python/tests/test_numpy_ops.py \
+	python/tests/test_errors.py python/tests/test_rtld_local.py \
+	python/tests/test_refcount.py python/tests/test_torch_cpu.py \
+	python/tests/test_gpu.py python/tests/gpu_run.sh
+EXTRA_DIST += python/apexx/_apexx.c $(APEXX_PY_SOURCES) $(APEXX_PY_TESTS) \
+	docs/python.md bench/python_overhead.py
+
+if BUILD_PYTHON
+pyapexxdir = $(python_sitedir)/apexx
+pyapexx_LTLIBRARIES = python/_apexx.la
+pyapexx_DATA = $(APEXX_PY_SOURCES)
+python__apexx_la_SOURCES = python/apexx/_apexx.c
+python__apexx_la_CPPFLAGS = $(AM_CPPFLAGS) $(PYTHON_CPPFLAGS)
+# CPython's headers are not -Wextra clean in every version (missing field
+# initialisers in PyVarObject_HEAD_INIT): the binding keeps -Wall -Werror
+python__apexx_la_CFLAGS = $(AM_CFLAGS) -Wno-missing-field-initializers -fvisibility=hidden
+python__apexx_la_LDFLAGS = -module -avoid-version -shared -no-undefined -shrext .so
+python__apexx_la_LIBADD = libapexx/libapexx.la
+
+# the build tree's importable package
+APEXX_PY_BUILD = python/build/apexx
+noinst_DATA = $(APEXX_PY_BUILD)/.stamp
+$(APEXX_PY_BUILD)/.stamp: $(APEXX_PY_SOURCES) python/_apexx.la
+	$(AM_V_GEN)$(MKDIR_P) $(APEXX_PY_BUILD) && \
+	for f in $(APEXX_PY_SOURCES); do cp -f $(srcdir)/$$f $(APEXX_PY_BUILD)/ || exit 1; done && \
+	chmod u+w $(APEXX_PY_BUILD)/* && \
+	ln -sf $(abs_builddir)/python/.libs/_apexx.so $(APEXX_PY_BUILD)/_apexx.so && \
+	touch $@
+
+# libtool's .la is of no use inside a Python package
+install-data-hook: install-pyapexx-hook
+install-pyapexx-hook:
+	rm -f $(DESTDIR)$(pyapexxdir)/_apexx.la
+uninstall-hook: uninstall-pyapexx-hook
+uninstall-pyapexx-hook:
+	rm -f $(DESTDIR)$(pyapexxdir)/_apexx.so $(DESTDIR)$(pyapexxdir)/_apexx.la
+	-rmdir $(DESTDIR)$(pyapexxdir) 2>/dev/null
+
+clean-local: clean-python-build
+clean-python-build:
+	rm -rf python/build
+
+# make check: python/tests/run_tests.py (rules below)
+TESTS += python/tests/run_tests.py
+endif
+
+# make check: one runner (python/tests/run_tests.py) over the test files,
+# with the build tree's package first on the path (run when
+# BUILD_PYTHON, above)
+TEST_EXTENSIONS = .test .py
+PY_LOG_COMPILER = env PYTHONPATH='$(abs_top_builddir)/python/build' \
+	PYTHONDONTWRITEBYTECODE=1 APEXX_PY_TESTS='$(abs_top_srcdir)/python/tests' \
+	LD_LIBRARY_PATH='$(abs_top_builddir)/libapexx/.libs' $(PYTHON)
