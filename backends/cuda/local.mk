@@ -57,4 +57,8 @@ endif
 noinst_PROGRAMS += bench/gpu/cuda_bw
 bench_gpu_cuda_bw_SOURCES = bench/gpu/cuda_bw.c
 bench_gpu_cuda_bw_LDADD = libapexx/libapexx.la $(M_LIBS)
+noinst_PROGRAMS += bench/gpu/ff_time
+bench_gpu_ff_time_SOURCES = bench/gpu/ff_time.c
+bench_gpu_ff_time_LDADD = libapexx/libapexx.la $(M_LIBS)
+EXTRA_DIST += bench/gpu/ff-run.sh
 EXTRA_DIST += bench/gpu/run-all.sh bench/gpu/table.py bench/gpu/coop_probe.cu bench/peers/torch_peers.py
