@@ -174,7 +174,7 @@ static inline float v4_tree(const ff_v4 *a) {
   return (v[0] + v[1]) + (v[2] + v[3]);
 }
 
-static float sum_f32(const float *v, int64_t n) {
+static inline __attribute__((always_inline)) float sum_f32(const float *v, int64_t n) {
   ff_v4 a[8] = {{0}};
   int64_t i = 0;
   for (; i + 32 <= n; i += 32)
@@ -187,7 +187,8 @@ static float sum_f32(const float *v, int64_t n) {
 }
 
 /* sum of (v - mean)^2 in the order of sum_f32 */
-static float sum_sq_dev_f32(const float *v, int64_t n, float mean) {
+static inline __attribute__((always_inline)) float sum_sq_dev_f32(const float *v, int64_t n,
+                                                                      float mean) {
   ff_v4 a[8] = {{0}};
   const ff_v4 mu = {mean, mean, mean, mean};
   int64_t i = 0;
@@ -316,23 +317,42 @@ __attribute__((target("avx2,fma"))) static void pw_avx2(const cpu_ff_level *lv, 
       const float *a = lv->pw_packed + ob * C * CPU_FF_MR;
       const int64_t o0 = ob * CPU_FF_MR;
       const int64_t mr = rows - o0 < CPU_FF_MR ? rows - o0 : CPU_FF_MR;
-      __m256 acc[CPU_FF_MR][2];
+      /* twelve named accumulators: GCC keeps them in registers */
+      float bias[CPU_FF_MR];
       for (int i = 0; i < CPU_FF_MR; i++)
-        acc[i][0] = acc[i][1] = _mm256_set1_ps(i < mr ? lv->pw_bias[o0 + i] : 0.0f);
+        bias[i] = i < mr ? lv->pw_bias[o0 + i] : 0.0f;
+      __m256 c00 = _mm256_set1_ps(bias[0]), c01 = c00, c10 = _mm256_set1_ps(bias[1]), c11 = c10;
+      __m256 c20 = _mm256_set1_ps(bias[2]), c21 = c20, c30 = _mm256_set1_ps(bias[3]), c31 = c30;
+      __m256 c40 = _mm256_set1_ps(bias[4]), c41 = c40, c50 = _mm256_set1_ps(bias[5]), c51 = c50;
       const float *dc = d + j0;
       for (int64_t c = 0; c < C; c++, dc += N, a += CPU_FF_MR) {
         const __m256 b0 = _mm256_loadu_ps(dc), b1 = _mm256_loadu_ps(dc + 8);
-        for (int i = 0; i < CPU_FF_MR; i++) {
-          const __m256 ai = _mm256_broadcast_ss(a + i);
-          acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-          acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
-        }
+        __m256 ai = _mm256_broadcast_ss(a + 0);
+        c00 = _mm256_fmadd_ps(ai, b0, c00);
+        c01 = _mm256_fmadd_ps(ai, b1, c01);
+        ai = _mm256_broadcast_ss(a + 1);
+        c10 = _mm256_fmadd_ps(ai, b0, c10);
+        c11 = _mm256_fmadd_ps(ai, b1, c11);
+        ai = _mm256_broadcast_ss(a + 2);
+        c20 = _mm256_fmadd_ps(ai, b0, c20);
+        c21 = _mm256_fmadd_ps(ai, b1, c21);
+        ai = _mm256_broadcast_ss(a + 3);
+        c30 = _mm256_fmadd_ps(ai, b0, c30);
+        c31 = _mm256_fmadd_ps(ai, b1, c31);
+        ai = _mm256_broadcast_ss(a + 4);
+        c40 = _mm256_fmadd_ps(ai, b0, c40);
+        c41 = _mm256_fmadd_ps(ai, b1, c41);
+        ai = _mm256_broadcast_ss(a + 5);
+        c50 = _mm256_fmadd_ps(ai, b0, c50);
+        c51 = _mm256_fmadd_ps(ai, b1, c51);
       }
-      for (int i = 0; i < CPU_FF_MR; i++)
-        if (i < mr) {
-          _mm256_storeu_ps(p + (o0 + i) * N + j0, acc[i][0]);
-          _mm256_storeu_ps(p + (o0 + i) * N + j0 + 8, acc[i][1]);
-        }
+      float *po = p + o0 * N + j0;
+      const __m256 out[CPU_FF_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                                        {c30, c31}, {c40, c41}, {c50, c51}};
+      for (int i = 0; i < mr; i++) {
+        _mm256_storeu_ps(po + i * N, out[i][0]);
+        _mm256_storeu_ps(po + i * N + 8, out[i][1]);
+      }
     }
   for (int64_t o = 0; o < rows && n16 < N; o++) {
     const float *a = lv->pw_packed + (o / CPU_FF_MR) * C * CPU_FF_MR + o % CPU_FF_MR;
@@ -351,9 +371,12 @@ size_t cpu_ff_refine_scratch(int64_t channels, int64_t t) {
   return C * P + C * N + 2 * C * N;
 }
 
-void cpu_ff_refine(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t,
-                   const float *tile, const float *gamma, const float *beta, float *scratch,
-                   int simd, float *r) {
+/* The refine block's body, instantiated for the baseline instruction set
+ * and for AVX2 (wider vectors of the same IEEE operations, no contraction:
+ * the same bits). */
+static inline __attribute__((always_inline)) void
+refine_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, const float *tile,
+            const float *gamma, const float *beta, float *scratch, int simd, float *r) {
   const int64_t C = channels, N = t * t, tp = t + 2, P = tp * tp;
   float *mpad = scratch, *d = scratch + C * P, *p = d + C * N;
 
@@ -364,23 +387,33 @@ void cpu_ff_refine(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64
     for (int64_t y = 0; y < t; y++) {
       const float *src = tile + c * N + y * t;
       float *dst = mpad + c * P + (y + 1) * tp + 1;
+#pragma GCC ivdep
       for (int64_t x = 0; x < t; x++)
         dst[x] = scale * src[x] + shift;
     }
   }
   /* 6a. depthwise 3x3: bias, then the nine taps in row-major order */
   for (int64_t c = 0; c < C; c++) {
-    const float *w = lv->dw_weight + c * 9, *mc = mpad + c * P;
+    const float *w = lv->dw_weight + c * 9;
+    const float bias = lv->dw_bias[c], w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4],
+                w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8];
     for (int64_t y = 0; y < t; y++) {
+      const float *m0 = mpad + c * P + y * tp, *m1 = m0 + tp, *m2 = m1 + tp;
       float *drow = d + c * N + y * t;
-      for (int64_t x = 0; x < t; x++)
-        drow[x] = lv->dw_bias[c];
-      for (int64_t i = 0; i < 3; i++)
-        for (int64_t j = 0; j < 3; j++) {
-          const float wij = w[i * 3 + j], *src = mc + (y + i) * tp + j;
-          for (int64_t x = 0; x < t; x++)
-            drow[x] = drow[x] + wij * src[x];
-        }
+#pragma GCC ivdep
+      for (int64_t x = 0; x < t; x++) {
+        float acc = bias;
+        acc = acc + w0 * m0[x];
+        acc = acc + w1 * m0[x + 1];
+        acc = acc + w2 * m0[x + 2];
+        acc = acc + w3 * m1[x];
+        acc = acc + w4 * m1[x + 1];
+        acc = acc + w5 * m1[x + 2];
+        acc = acc + w6 * m2[x];
+        acc = acc + w7 * m2[x + 1];
+        acc = acc + w8 * m2[x + 2];
+        drow[x] = acc;
+      }
     }
   }
   /* 6b. 1x1 conv C -> 2C */
@@ -390,31 +423,63 @@ void cpu_ff_refine(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64
   else
 #endif
     pw_plain(lv, C, N, d, p);
-  (void)simd;
   /* 6c. GroupNorm, one group over the tile's 2C*t*t values */
   const int64_t count = 2 * C * N;
   const float mean = sum_f32(p, count) / (float)count;
   const float var = sum_sq_dev_f32(p, count, mean) / (float)count;
   const float sd = sqrtf(var + 1e-5f);
-  /* 6d. r = rnd(n_a * relu(n_g) + m) */
+  /* 6d. r = rnd(n_a * relu(n_g) + m): the product over the tile's
+   * contiguous t*t values, then m added row by row */
   for (int64_t c = 0; c < C; c++) {
     const float wa = lv->norm_weight[c], ba = lv->norm_bias[c];
     const float wg = lv->norm_weight[C + c], bg = lv->norm_bias[C + c];
-    for (int64_t y = 0; y < t; y++) {
-      const float *pa = p + c * N + y * t, *pg = p + (C + c) * N + y * t;
-      const float *m = mpad + c * P + (y + 1) * tp + 1;
-      float *out = r + c * N + y * t;
-      for (int64_t x = 0; x < t; x++) {
-        float na = ((pa[x] - mean) / sd) * wa + ba;
-        float ng = ((pg[x] - mean) / sd) * wg + bg;
-        ng = ng < 0.0f ? 0.0f : ng;
-        out[x] = na * ng + m[x];
-      }
-      if (dt != APX_DTYPE_F32)
-        for (int64_t x = 0; x < t; x++)
-          out[x] = cpu_ff_rnd(dt, out[x]);
+    const float *pa = p + c * N, *pg = p + (C + c) * N;
+    float *out = r + c * N;
+#pragma GCC ivdep
+    for (int64_t i = 0; i < N; i++) {
+      float na = ((pa[i] - mean) / sd) * wa + ba;
+      float ng = ((pg[i] - mean) / sd) * wg + bg;
+      ng = ng < 0.0f ? 0.0f : ng;
+      out[i] = na * ng;
     }
+    for (int64_t y = 0; y < t; y++) {
+      const float *m = mpad + c * P + (y + 1) * tp + 1;
+      float *o = out + y * t;
+#pragma GCC ivdep
+      for (int64_t x = 0; x < t; x++)
+        o[x] = o[x] + m[x];
+    }
+    if (dt != APX_DTYPE_F32)
+      for (int64_t i = 0; i < N; i++)
+        out[i] = cpu_ff_rnd(dt, out[i]);
   }
+}
+
+static void refine_base(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t,
+                        const float *tile, const float *gamma, const float *beta, float *scratch,
+                        float *r) {
+  refine_body(lv, dt, channels, t, tile, gamma, beta, scratch, 0, r);
+}
+
+#if FF_HAVE_X86
+__attribute__((target("avx2,fma"))) static void
+refine_avx2(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, const float *tile,
+            const float *gamma, const float *beta, float *scratch, float *r) {
+  refine_body(lv, dt, channels, t, tile, gamma, beta, scratch, 1, r);
+}
+#endif
+
+void cpu_ff_refine(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t,
+                   const float *tile, const float *gamma, const float *beta, float *scratch,
+                   int simd, float *r) {
+#if FF_HAVE_X86
+  if (simd) {
+    refine_avx2(lv, dt, channels, t, tile, gamma, beta, scratch, r);
+    return;
+  }
+#endif
+  (void)simd;
+  refine_base(lv, dt, channels, t, tile, gamma, beta, scratch, r);
 }
 
 float cpu_ff_proxy(apx_dtype dtype, float v) {
@@ -620,6 +685,60 @@ static void unpacked_row(apx_dtype dt, const float *x, const void *tiles, int64_
       load_row(dt, tiles, at + tx * t, t, u + tx * t);
 }
 
+/* One row of a whole-map pass in f32, straight on the frames (no rounding
+ * to do): level 0 (last = 0) turns detail's row into fuse(dense, U0);
+ * level 1 with L1 tiles turns heavy's into fuse(heavy_l0, U1) and detail's
+ * into heavy - heavy_l0; level 1 without copies heavy_l0 and takes dense
+ * off it. Instantiated for the baseline and for AVX2 (the same bits). */
+static inline __attribute__((always_inline)) void
+map_row_f32_body(int last, int with_l1, const float *dense, float *heavy, float *detail,
+                 const unsigned char *mask_row, int64_t t, int64_t W, const float *a) {
+  if (last && !with_l1) {
+    for (int64_t i = 0; i < W; i++) {
+      heavy[i] = detail[i];
+      detail[i] = detail[i] - dense[i];
+    }
+    return;
+  }
+  for (int64_t x0 = 0; x0 < W; x0 += t) {
+    const int selected = mask_row[x0 / t];
+    if (!last) {
+      if (selected)
+        for (int64_t i = x0; i < x0 + t; i++)
+          detail[i] = dense[i] + a[i] * (detail[i] - dense[i]);
+      else
+        for (int64_t i = x0; i < x0 + t; i++)
+          detail[i] = dense[i] + a[i] * (dense[i] - dense[i]);
+    } else if (selected) {
+      for (int64_t i = x0; i < x0 + t; i++) {
+        const float x = detail[i], h = x + a[i] * (heavy[i] - x);
+        heavy[i] = h;
+        detail[i] = h - x;
+      }
+    } else {
+      for (int64_t i = x0; i < x0 + t; i++) {
+        const float x = detail[i], h = x + a[i] * (x - x);
+        heavy[i] = h;
+        detail[i] = h - x;
+      }
+    }
+  }
+}
+
+static void map_row_f32_base(int last, int with_l1, const float *dense, float *heavy,
+                             float *detail, const unsigned char *mask_row, int64_t t, int64_t W,
+                             const float *a) {
+  map_row_f32_body(last, with_l1, dense, heavy, detail, mask_row, t, W, a);
+}
+
+#if FF_HAVE_X86
+__attribute__((target("avx2"))) static void
+map_row_f32_avx2(int last, int with_l1, const float *dense, float *heavy, float *detail,
+                 const unsigned char *mask_row, int64_t t, int64_t W, const float *a) {
+  map_row_f32_body(last, with_l1, dense, heavy, detail, mask_row, t, W, a);
+}
+#endif
+
 /* The whole-map passes. Level 0 (last = 0): detail holds each L0 tile's r
  * at its pixels and becomes heavy_l0 = fuse(dense, U0). Level 1 (last = 1),
  * per batch row: with L1 tiles, heavy (holding their r) becomes fuse(heavy_l0,
@@ -631,21 +750,36 @@ static apx_status map_pass(const ff_call *fc, int last, const void *dense, void 
   const apx_dtype dt = fc->dt;
   const int64_t B = fc->B, C = fc->C, H = fc->H, W = fc->W, grid_w = W / t;
   const int64_t grid = (H / t) * grid_w, rows = B * C * H;
-  float *buf = malloc((size_t)fc->threads * 3 * (size_t)W * sizeof(float));
-  if (!buf)
-    return fc->st->svc->set_error(APX_ERR_NO_MEMORY, "ff_infer: out of memory (map pass)");
+  float *buf = NULL;
+  if (dt != APX_DTYPE_F32) {
+    buf = malloc((size_t)fc->threads * 3 * (size_t)W * sizeof(float));
+    if (!buf)
+      return fc->st->svc->set_error(APX_ERR_NO_MEMORY, "ff_infer: out of memory (map pass)");
+  }
   CPU_OMP_FOR_CHUNKED(fc->threads, rows * W, 16)
   for (int64_t row = 0; row < rows; row++) {
-    float *x = buf + (size_t)ff_thread() * 3 * (size_t)W, *u = x + W, *h = u + W;
     const int64_t b = row / (C * H), y = row % H, at = row * W;
     const float *a = alpha + (b * H + y) * W;
     const unsigned char *mask_row = mask + b * grid + (y / t) * grid_w;
+    const int with_l1 = last && l1_count[b] > 0;
+    if (dt == APX_DTYPE_F32) {
+      float *hr = (float *)heavy + at, *dr = (float *)detail + at;
+      const float *xr = (const float *)dense + at;
+#if FF_HAVE_X86
+      if (fc->simd)
+        map_row_f32_avx2(last, with_l1, xr, hr, dr, mask_row, t, W, a);
+      else
+#endif
+        map_row_f32_base(last, with_l1, xr, hr, dr, mask_row, t, W, a);
+      continue;
+    }
+    float *x = buf + (size_t)ff_thread() * 3 * (size_t)W, *u = x + W, *h = u + W;
     if (!last) {
       load_row(dt, dense, at, W, x);
       unpacked_row(dt, x, detail, at, mask_row, t, W, u);
       fuse_row(dt, x, u, a, h, W);
       store_row(dt, detail, at, W, h);
-    } else if (l1_count[b] > 0) {
+    } else if (with_l1) {
       load_row(dt, detail, at, W, x);
       unpacked_row(dt, x, heavy, at, mask_row, t, W, u);
       fuse_row(dt, x, u, a, h, W);

@@ -1,0 +1,86 @@
+/* Milliseconds per frame of apx_ff_infer on the cpu backend with seeded
+ * weights (apx_ff_weights_seeded) and the default routing: a timing tool,
+ * not a test. Usage: bench_cpu_ff [C H W tile_l0 dtype iterations threads];
+ * defaults 128 128 128 16 f32 50 all-cores (docs/ff_infer.md's default profile). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "testutil.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  const int64_t C = argc > 1 ? atoll(argv[1]) : 128, H = argc > 2 ? atoll(argv[2]) : 128;
+  const int64_t W = argc > 3 ? atoll(argv[3]) : 128, t0 = argc > 4 ? atoll(argv[4]) : 16;
+  const char *dname = argc > 5 ? argv[5] : "f32";
+  const int iters = argc > 6 ? atoi(argv[6]) : 50, threads = argc > 7 ? atoi(argv[7]) : 0;
+  apx_dtype dt = !strcmp(dname, "f16") ? APX_DTYPE_F16 : !strcmp(dname, "bf16") ? APX_DTYPE_BF16
+                                                                               : APX_DTYPE_F32;
+  apx_context *ctx = threads > 0 ? tu_open_cpu_threads(threads) : tu_open();
+  apx_ff_weights *w = NULL;
+  if (!ctx || apx_ff_weights_seeded(ctx, C, 123 + 17, &w) != APX_OK) {
+    fprintf(stderr, "bench_cpu_ff: %s\n", apx_last_error());
+    return 1;
+  }
+  const int64_t G0 = (H / t0) * (W / t0);
+  tu_rng r = {123 + 101};
+  apx_tensor dense = tu_host4(dt, 1, C, H, W), util = tu_host2(dt, 1, G0),
+             split = tu_host2(dt, 1, G0), bnd = tu_host4(dt, 1, 1, H, W),
+             unc = tu_host4(dt, 1, 1, H, W), heavy = tu_host4(dt, 1, C, H, W),
+             detail = tu_host4(dt, 1, C, H, W), alpha = tu_host4(dt, 1, 1, H, W);
+  tu_fill_normal(&r, &dense);
+  tu_fill_normal(&r, &util);
+  tu_fill_normal(&r, &split);
+  tu_fill_uniform(&r, &bnd, 0, 1);
+  tu_fill_uniform(&r, &unc, 0, 1);
+  apx_ff_infer_args a = APX_FF_INFER_ARGS_INIT;
+  a.dense = &dense;
+  a.utilities = &util;
+  a.split_utilities = &split;
+  a.boundary = &bnd;
+  a.uncertainty = &unc;
+  a.weights = w;
+  a.tile_l0 = t0;
+  a.tile_l1 = t0 / 2;
+  a.kmax_l0 = G0 < 32 ? G0 : 32;
+  a.kmax_l1 = 2 * a.kmax_l0;
+  a.heavy = &heavy;
+  a.detail = &detail;
+  a.alpha = &alpha;
+  int64_t sel0 = 0, sel1 = 0;
+  apx_ff_stats stats = {&sel0, &sel1, NULL, NULL, NULL, NULL};
+  a.stats = &stats;
+  static const apx_call cpu_call = {"cpu", NULL};
+  double *ms = malloc((size_t)iters * sizeof(double));
+  for (int i = -3; i < iters; i++) {
+    double t = now_ms();
+    if (apx_ff_infer(ctx, &a, &cpu_call) != APX_OK) {
+      fprintf(stderr, "bench_cpu_ff: %s\n", apx_last_error());
+      return 1;
+    }
+    if (i >= 0)
+      ms[i] = now_ms() - t;
+  }
+  qsort(ms, (size_t)iters, sizeof(double), cmp_double);
+  printf("ff_infer cpu %s B=1 C=%lld %lldx%lld tile %lld/%lld: L0 %lld, L1 %lld tiles; "
+         "p50 %.2f ms, min %.2f ms, p90 %.2f ms per frame (%d iterations)\n",
+         dname, (long long)C, (long long)H, (long long)W, (long long)t0, (long long)t0 / 2,
+         (long long)sel0, (long long)sel1, ms[iters / 2], ms[0], ms[iters * 9 / 10], iters);
+  free(ms);
+  apx_ff_weights_free(ctx, w);
+  apx_close(ctx);
+  return 0;
+}
