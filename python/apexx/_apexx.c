@@ -249,6 +249,28 @@ static int buffer_dtype(const Py_buffer *v, apx_dtype *out) {
   }
 }
 
+/* NumPy's name of a buffer format, for messages. */
+static const char *buffer_format_text(const Py_buffer *v) {
+  const char *f = v->format ? v->format : "B";
+  if (*f == '<' || *f == '=' || *f == '@' || *f == '>' || *f == '!') f++;
+  if (f[0] && !f[1]) switch (f[0]) {
+    case 'd': return "float64";
+    case 'g': return "float128";
+    case '?': return "bool";
+    case 'b': return "int8";
+    case 'B': return "uint8";
+    case 'h': return "int16";
+    case 'H': return "uint16";
+    case 'I': return v->itemsize == 4 ? "uint32" : "uint";
+    case 'L': case 'Q': case 'N': return v->itemsize == 8 ? "uint64" : "uint";
+    case 'e': return "float16";
+    case 'f': return "float32";
+    case 'Z': return "complex";
+    default: break;
+    }
+  return v->format ? v->format : "B";
+}
+
 /* Describe `obj` (argument `name` of cs->op) as an apx_tensor held for the
  * call. writable: an output (a read-only host buffer is rejected). */
 static const apx_tensor *acquire(call_state *cs, PyObject *obj, const char *name, int writable) {
@@ -278,7 +300,7 @@ static const apx_tensor *acquire(call_state *cs, PyObject *obj, const char *name
     if (!buffer_dtype(&h->view, &t->dtype))
       return invalid_tensor("%s: %s dtype [%s] is not one of float32, float16, bfloat16, "
                            "int32, int64",
-                           cs->op, name, h->view.format ? h->view.format : "B");
+                           cs->op, name, buffer_format_text(&h->view));
     if (h->view.ndim > APX_MAX_DIMS)
       return invalid_tensor("%s: %s has [%d] dimensions, more than %d", cs->op, name,
                            h->view.ndim, APX_MAX_DIMS);

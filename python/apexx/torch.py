@@ -1,1 +1,362 @@
-# placeholder
+"""apexx.torch: the apexx ops as PyTorch operators.
+
+Importing this module registers ``torch.ops.apexx.<op>`` (tilepack,
+tileunpack, fused_pack_op_unpack, fusiongate_alpha, fusiongate_fuse,
+tilessm_scan, gather, index_select, scatter_add, gather_backward) with
+``torch.library``: a CPU and a CUDA kernel (the apexx call on the default
+context, on the current stream) and a fake (meta) implementation that
+computes output shapes only, so that the ops trace under ``torch.compile``
+and can be captured in CUDA graphs. ``gather`` and ``scatter_add`` have
+autograd: gather's backward is ``gather_backward`` (zeros scatter_add
+grad), scatter_add's is ``grad`` for ``self`` and ``gather(grad)`` for
+``src``.
+
+The functions of this module are functional (they allocate their outputs)
+and take the C API's argument names and defaults; enums are strings.
+
+``REGISTRATION`` says how the ops were registered ("custom_op" with
+torch >= 2.4's register_fake / register_autograd; "library" with a Meta
+kernel and autograd.Function on older torch).
+"""
+
+try:
+    import torch as _torch
+except ImportError as _e:  # pragma: no cover - depends on the machine
+    raise ImportError(
+        "apexx.torch needs PyTorch, which is not installed for this Python "
+        "(the apexx package itself works without it: use apexx.Context on NumPy, "
+        "CuPy or any DLPack tensor)") from _e
+
+from typing import Optional, Tuple
+
+import apexx as _apexx
+
+Tensor = _torch.Tensor
+
+__all__ = ["tilepack", "tileunpack", "fused_pack_op_unpack", "fusiongate_alpha",
+           "fusiongate_fuse", "tilessm_scan", "gather", "index_select", "scatter_add",
+           "gather_backward", "REGISTRATION"]
+
+
+def _ctx():
+    return _apexx.default_context()
+
+
+# ---- eager kernels (real tensors; outputs allocated here) ----------------------------
+def _tilepack_impl(features, idx, tile):
+    out = features.new_empty((features.shape[0], idx.shape[1], features.shape[1], tile, tile))
+    _ctx().tilepack(features, idx, tile, out=out)
+    return out
+
+
+def _tileunpack_impl(base, packed, idx, origins, levels, mode, blend_alpha,
+                     assume_priority_sorted):
+    out = base.new_empty(base.shape)
+    _ctx().tileunpack(base, packed, idx, origins, levels, mode, blend_alpha,
+                      assume_priority_sorted, out=out)
+    return out
+
+
+def _fused_impl(features, idx, tile, value_scale, value_bias, gate_scale, gate_bias,
+                require_unique):
+    out = features.new_empty(features.shape)
+    _ctx().fused_pack_op_unpack(features, idx, tile, value_scale, value_bias, gate_scale,
+                                gate_bias, require_unique, out=out)
+    return out
+
+
+def _alpha_shape(boundary):
+    if boundary.dim() == 3:
+        return (boundary.shape[0], 1, boundary.shape[1], boundary.shape[2])
+    return (boundary.shape[0], 1, boundary.shape[2], boundary.shape[3])
+
+
+def _alpha_impl(boundary, uncertainty, boundary_log_weight, uncertainty_log_weight, bias):
+    out = boundary.new_empty(_alpha_shape(boundary))
+    _ctx().fusiongate_alpha(boundary, uncertainty, boundary_log_weight,
+                            uncertainty_log_weight, bias, out=out)
+    return out
+
+
+def _fuse_impl(base, detail, alpha):
+    out = base.new_empty(base.shape)
+    _ctx().fusiongate_fuse(base, detail, alpha, out=out)
+    return out
+
+
+def _final_shape(tokens, direction):
+    if direction == "bidirectional":
+        return (tokens.shape[0], 2, tokens.shape[2])
+    return (tokens.shape[0], tokens.shape[2])
+
+
+def _scan_impl(tokens, decay, input_gain, output_gain, state_bias, init_state, merge_gate,
+               clamp_value, direction, merge):
+    out = tokens.new_empty(tokens.shape)
+    final = tokens.new_empty(_final_shape(tokens, direction))
+    _ctx().tilessm_scan(tokens, decay, input_gain, output_gain, state_bias, init_state,
+                        merge_gate, clamp_value, direction, merge, out=out, final_state=final)
+    return out, final
+
+
+def _gather_impl(src, dim, index):
+    out = src.new_empty(index.shape)
+    _ctx().gather(src, dim, index, out=out)
+    return out
+
+
+def _index_select_impl(src, index):
+    out = src.new_empty((index.shape[0], src.shape[1]))
+    _ctx().index_select(src, index, out=out)
+    return out
+
+
+def _scatter_add_impl(self, dim, index, src):
+    out = self.new_empty(self.shape)
+    _ctx().scatter_add(self, dim, index, src, out=out)
+    return out
+
+
+def _gather_backward_impl(grad_out, dim, index, src_shape):
+    out = grad_out.new_empty(tuple(src_shape))
+    _ctx().gather_backward(grad_out, dim, index, grad_src=out)
+    return out
+
+
+# ---- fake (meta) implementations: shapes and dtypes only ---------------------------
+def _tilepack_fake(features, idx, tile):
+    return features.new_empty((features.shape[0], idx.shape[1], features.shape[1], tile, tile))
+
+
+def _tileunpack_fake(base, packed, idx, origins, levels, mode, blend_alpha,
+                     assume_priority_sorted):
+    return base.new_empty(base.shape)
+
+
+def _fused_fake(features, idx, tile, value_scale, value_bias, gate_scale, gate_bias,
+                require_unique):
+    return features.new_empty(features.shape)
+
+
+def _alpha_fake(boundary, uncertainty, boundary_log_weight, uncertainty_log_weight, bias):
+    return boundary.new_empty(_alpha_shape(boundary))
+
+
+def _fuse_fake(base, detail, alpha):
+    return base.new_empty(base.shape)
+
+
+def _scan_fake(tokens, decay, input_gain, output_gain, state_bias, init_state, merge_gate,
+               clamp_value, direction, merge):
+    return tokens.new_empty(tokens.shape), tokens.new_empty(_final_shape(tokens, direction))
+
+
+def _gather_fake(src, dim, index):
+    return src.new_empty(index.shape)
+
+
+def _index_select_fake(src, index):
+    return src.new_empty((index.shape[0], src.shape[1]))
+
+
+def _scatter_add_fake(self, dim, index, src):
+    return self.new_empty(self.shape)
+
+
+def _gather_backward_fake(grad_out, dim, index, src_shape):
+    return grad_out.new_empty(tuple(src_shape))
+
+
+_OPS = {
+    "tilepack": ("tilepack(Tensor features, Tensor idx, int tile=8) -> Tensor",
+                 _tilepack_impl, _tilepack_fake),
+    "tileunpack": ("tileunpack(Tensor base, Tensor packed, Tensor? idx=None, "
+                   "Tensor? origins=None, Tensor? levels=None, str mode=\"override\", "
+                   "float blend_alpha=0.5, bool assume_priority_sorted=True) -> Tensor",
+                   _tileunpack_impl, _tileunpack_fake),
+    "fused_pack_op_unpack": ("fused_pack_op_unpack(Tensor features, Tensor idx, int tile=8, "
+                             "float value_scale=1.0, float value_bias=0.0, "
+                             "float gate_scale=1.0, float gate_bias=0.0, "
+                             "bool require_unique=True) -> Tensor",
+                             _fused_impl, _fused_fake),
+    "fusiongate_alpha": ("fusiongate_alpha(Tensor boundary, Tensor uncertainty, "
+                         "float boundary_log_weight=1.0, float uncertainty_log_weight=1.0, "
+                         "float bias=0.0) -> Tensor", _alpha_impl, _alpha_fake),
+    "fusiongate_fuse": ("fusiongate_fuse(Tensor base, Tensor detail, Tensor alpha) -> Tensor",
+                        _fuse_impl, _fuse_fake),
+    "tilessm_scan": ("tilessm_scan(Tensor tokens, Tensor decay, Tensor input_gain, "
+                     "Tensor output_gain, Tensor state_bias, Tensor? init_state=None, "
+                     "Tensor? merge_gate=None, float clamp_value=10000.0, "
+                     "str direction=\"forward\", str merge=\"avg\") -> (Tensor, Tensor)",
+                     _scan_impl, _scan_fake),
+    "gather": ("gather(Tensor src, int dim, Tensor index) -> Tensor", _gather_impl,
+               _gather_fake),
+    "index_select": ("index_select(Tensor src, Tensor index) -> Tensor", _index_select_impl,
+                     _index_select_fake),
+    "scatter_add": ("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
+                    _scatter_add_impl, _scatter_add_fake),
+    "gather_backward": ("gather_backward(Tensor grad_out, int dim, Tensor index, "
+                        "int[] src_shape) -> Tensor", _gather_backward_impl,
+                        _gather_backward_fake),
+}
+
+
+# ---- registration ---------------------------------------------------------------------
+def _register():
+    lib = _torch.library.Library("apexx", "DEF")
+    register_fake = getattr(_torch.library, "register_fake", None)
+    impl_abstract = getattr(_torch.library, "impl_abstract", None)
+    for name, (schema, impl, fake) in _OPS.items():
+        lib.define(schema)
+        lib.impl(name, impl, "CPU")
+        lib.impl(name, impl, "CUDA")
+        if register_fake is not None:
+            register_fake("apexx::" + name, fake, lib=lib)
+        elif impl_abstract is not None:
+            impl_abstract("apexx::" + name, fake, lib=lib)
+        else:
+            lib.impl(name, fake, "Meta")
+    return lib, ("register_fake" if register_fake is not None
+                 else "impl_abstract" if impl_abstract is not None else "meta")
+
+
+_LIB, _FAKE_KIND = _register()
+_ops = _torch.ops.apexx
+
+
+# ---- autograd ---------------------------------------------------------------------
+def _gather_setup(ctx, inputs, output):
+    src, dim, index = inputs
+    ctx.dim = dim
+    ctx.src_shape = list(src.shape)
+    ctx.save_for_backward(index)
+
+
+def _gather_grad(ctx, grad):
+    (index,) = ctx.saved_tensors
+    return _ops.gather_backward(grad.contiguous(), ctx.dim, index, ctx.src_shape), None, None
+
+
+def _scatter_add_setup(ctx, inputs, output):
+    self, dim, index, src = inputs
+    ctx.dim = dim
+    ctx.src_shape = list(src.shape)
+    ctx.save_for_backward(index)
+
+
+def _scatter_add_grad(ctx, grad):
+    (index,) = ctx.saved_tensors
+    grad = grad.contiguous()
+    gathered = _ops.gather(grad, ctx.dim, index)
+    if list(gathered.shape) != ctx.src_shape:  # index smaller than src: zeros elsewhere
+        full = gathered.new_zeros(ctx.src_shape)
+        full[tuple(slice(0, n) for n in gathered.shape)] = gathered
+        gathered = full
+    return grad, None, None, gathered
+
+
+if hasattr(_torch.library, "register_autograd"):
+    _torch.library.register_autograd("apexx::gather", _gather_grad, setup_context=_gather_setup,
+                                     lib=_LIB)
+    _torch.library.register_autograd("apexx::scatter_add", _scatter_add_grad,
+                                      setup_context=_scatter_add_setup, lib=_LIB)
+    REGISTRATION = "custom ops (" + _FAKE_KIND + ", register_autograd)"
+
+    def _gather_call(src, dim, index):
+        return _ops.gather(src, dim, index)
+
+    def _scatter_add_call(self, dim, index, src):
+        return _ops.scatter_add(self, dim, index, src)
+else:
+    class _Gather(_torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, src, dim, index):
+            _gather_setup(ctx, (src, dim, index), None)
+            return _ops.gather(src, dim, index)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return _gather_grad(ctx, grad)
+
+    class _ScatterAdd(_torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, self, dim, index, src):
+            _scatter_add_setup(ctx, (self, dim, index, src), None)
+            return _ops.scatter_add(self, dim, index, src)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return _scatter_add_grad(ctx, grad)
+
+    REGISTRATION = "custom ops (" + _FAKE_KIND + ", autograd.Function)"
+
+    def _gather_call(src, dim, index):
+        return _Gather.apply(src, dim, index)
+
+    def _scatter_add_call(self, dim, index, src):
+        return _ScatterAdd.apply(self, dim, index, src)
+
+
+# ---- the public functions ---------------------------------------------------------
+def tilepack(features: Tensor, idx: Tensor, tile: int = 8) -> Tensor:
+    """out[b,k,c,dy,dx] = features[b,c,ty*t+dy,tx*t+dx], (ty,tx) = divmod(idx[b,k], W/t)."""
+    return _ops.tilepack(features, idx, tile)
+
+
+def tileunpack(base: Tensor, packed: Tensor, idx: Optional[Tensor] = None,
+               origins: Optional[Tensor] = None, levels: Optional[Tensor] = None,
+               mode: str = "override", blend_alpha: float = 0.5,
+               assume_priority_sorted: bool = True) -> Tensor:
+    """out = base with the packed tiles written back in key order (level, k)."""
+    return _ops.tileunpack(base, packed, idx, origins, levels, mode, blend_alpha,
+                           assume_priority_sorted)
+
+
+def fused_pack_op_unpack(features: Tensor, idx: Tensor, tile: int = 8,
+                         value_scale: float = 1.0, value_bias: float = 0.0,
+                         gate_scale: float = 1.0, gate_bias: float = 0.0,
+                         require_unique: bool = True) -> Tensor:
+    """Selected pixels x -> (x*value_scale + value_bias) * max(x*gate_scale + gate_bias, 0)."""
+    return _ops.fused_pack_op_unpack(features, idx, tile, value_scale, value_bias, gate_scale,
+                                     gate_bias, require_unique)
+
+
+def fusiongate_alpha(boundary: Tensor, uncertainty: Tensor, boundary_log_weight: float = 1.0,
+                     uncertainty_log_weight: float = 1.0, bias: float = 0.0) -> Tensor:
+    """alpha = sigmoid(softplus(bw)*b + softplus(uw)*u + bias), [B,1,H,W]."""
+    return _ops.fusiongate_alpha(boundary, uncertainty, boundary_log_weight,
+                                 uncertainty_log_weight, bias)
+
+
+def fusiongate_fuse(base: Tensor, detail: Tensor, alpha: Tensor) -> Tensor:
+    """out = base + alpha*(detail - base)."""
+    return _ops.fusiongate_fuse(base, detail, alpha)
+
+
+def tilessm_scan(tokens: Tensor, decay: Tensor, input_gain: Tensor, output_gain: Tensor,
+                 state_bias: Tensor, init_state: Optional[Tensor] = None,
+                 merge_gate: Optional[Tensor] = None, clamp_value: float = 1e4,
+                 direction: str = "forward", merge: str = "avg") -> Tuple[Tensor, Tensor]:
+    """s = d*s + (1-d)*(ig*x + sb), y = og*s per (b,c); returns (y, final_state)."""
+    return _ops.tilessm_scan(tokens, decay, input_gain, output_gain, state_bias, init_state,
+                             merge_gate, clamp_value, direction, merge)
+
+
+def gather(src: Tensor, dim: int, index: Tensor) -> Tensor:
+    """torch.gather: out[..i..] = src[..index[..i..] along dim..]; differentiable in src."""
+    return _gather_call(src, dim, index)
+
+
+def index_select(src: Tensor, index: Tensor) -> Tensor:
+    """out[i,j] = src[index[i], j]."""
+    return _ops.index_select(src, index)
+
+
+def scatter_add(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """out = self; out[..index[i]..] += src[i] along dim; differentiable in self and src."""
+    return _scatter_add_call(self, dim, index, src)
+
+
+def gather_backward(grad_out: Tensor, dim: int, index: Tensor, src_shape) -> Tensor:
+    """grad_src = zeros(src_shape) scatter_add grad_out along dim at index."""
+    return _ops.gather_backward(grad_out, dim, index, list(src_shape))
