@@ -8,7 +8,10 @@
  *   runner.c       entries, rows per backend, timing, report "benchmarks"
  *   report_json.c  the JSON report (spec/report.md), atomic file writes
  *   report_md.c    the Markdown summary, rendered from the JSON report
- *   compare.c      `compare` and `compare --emit-baseline`
+ *   compare.c      `compare` and `compare --emit-baseline`: noise-aware
+ *                  verdicts, the Markdown comparison table
+ *   history.c      `history DIR` and `--history DIR`: the per-commit store
+ *                  and its SVG/HTML chart
  * Exit status: 0 ok, 1 bad flags/config/unusable input, 2 failed row or
  * regression. */
 #ifndef APEXX_BENCH_H
@@ -24,8 +27,9 @@
 #define BENCH_EXIT_FAILED 2 /* a row failed, or compare found a regression */
 
 #define BENCH_SCHEMA_MAJOR 1
-#define BENCH_SCHEMA_MINOR 0
+#define BENCH_SCHEMA_MINOR 1
 #define BENCH_BASELINE_KIND "apexx-bench-baseline"
+#define BENCH_DEFAULT_REPETITIONS 5
 
 /* ---- options of a run (flags.c) ----------------------------------------- */
 #define BENCH_MAX_LIST 32
@@ -38,6 +42,7 @@ typedef struct bench_options {
   apx_dtype dtype;             /* effective (fp8 falls back to fp16) */
   uint64_t seed;
   int warmup, iters;
+  int repetitions; /* independent repetitions of each row's timed loop */
   /* selection: entry or section names; backend names (0 = all) */
   int op_count;
   const char *ops[BENCH_MAX_LIST];
@@ -48,6 +53,7 @@ typedef struct bench_options {
   const char *output_json;
   const char *output_md;
   const char *ff_weights_path; /* --ff-weights, else NULL: seeded */
+  const char *history_dir;     /* --history DIR, else NULL */
   /* TensorRT */
   const char *trt_plugin_lib; /* flag, else $APEXX_TRT_PLUGIN_LIB, else NULL */
   const char *trt_engine_path;
@@ -101,6 +107,20 @@ typedef struct bench_stats {
  * Returns 0, or -1 when n < 1 or memory runs out. */
 int bench_stats_compute(const double *samples_ms, int n, bench_stats *out);
 
+/* Summary of a row's per-repetition medians: min, median, p95 (13.1's
+ * rule), MAD (median absolute deviation from the median, unscaled). */
+typedef struct bench_summary {
+  int n;
+  double min, median, p95, mad;
+} bench_summary;
+/* Returns 0, or -1 when n < 1 or memory runs out. */
+int bench_summary_compute(const double *values, int n, bench_summary *out);
+/* Two-sided p-value of the Mann-Whitney U test of a against b: exact (the
+ * permutation distribution of U) without ties and when na + nb <= 60, else
+ * the normal approximation with the tie correction and a continuity
+ * correction. Returns NAN when a side is empty. */
+double bench_mann_whitney_p(const double *a, int na, const double *b, int nb);
+
 typedef struct bench_parity {
   double max_abs_err;  /* max |got - ref| */
   double max_rel_err;  /* max |got - ref| / max(|ref|, atol) */
@@ -134,14 +154,36 @@ void bench_timestamp_utc(char *buf, size_t size);
 cJSON *bench_report_begin(apx_context *ctx, const bench_options *opts);
 /* Render the whole report; caller frees. */
 char *bench_report_print(const cJSON *report);
-/* Write text to path atomically: a temporary file in the same directory,
- * fsync, then rename. A failure leaves no file (the temp is removed) and
- * an existing file at path untouched. Returns 0, or -1 with a message in
- * err. */
+/* Safe writes of an output path:
+ *   "-"                       standard output
+ *   a new path, regular file  a temporary file in the same directory,
+ *                             fsync, then rename (atomic)
+ *   a symlink, a character or block device, a FIFO
+ *                             written in place, never replaced (a symlink
+ *                             is followed; a dangling one, or a FIFO with
+ *                             no reader, is refused)
+ *   a directory, a socket     refused with a message
+ * bench_write_temp prepares (the temporary file, or nothing for in-place
+ * and stdout targets), bench_commit_temp finishes (rename, or the in-place
+ * write): a pair of outputs prepares both and then commits both. A failure
+ * leaves no temporary file and an existing regular file untouched.
+ * Returns 0, or -1 with a message in err. */
+typedef enum bench_write_mode {
+  BENCH_WRITE_NONE,
+  BENCH_WRITE_RENAME,
+  BENCH_WRITE_IN_PLACE,
+  BENCH_WRITE_STDOUT
+} bench_write_mode;
 typedef struct bench_pending_file {
   char *tmp_path;
   char *final_path;
+  bench_write_mode mode;
+  char *text; /* in-place and stdout targets: written at commit */
 } bench_pending_file;
+/* Temporary files of earlier writes to path (".NAME.tmp.XXXXXX" beside it)
+ * that their writer left behind (a kill), older than max_age_s; removed.
+ * Returns how many were removed. */
+int bench_clean_stale_temps(const char *path, double max_age_s);
 int bench_write_temp(const char *path, const char *text,
                      bench_pending_file *pending, char *err, size_t err_size);
 int bench_commit_temp(bench_pending_file *pending, char *err, size_t err_size);
@@ -166,5 +208,13 @@ int bench_run(apx_context *ctx, const bench_options *opts, cJSON *report,
 
 /* ---- compare (compare.c) ------------------------------------------------- */
 int bench_compare_main(int argc, char **argv);
+
+/* ---- history (history.c) ------------------------------------------------- */
+/* apexx-bench history DIR [REPORT...] [--output F] */
+int bench_history_main(int argc, char **argv);
+/* Append a report's summary to the store in dir and re-render its chart
+ * (dir/index.html). Returns 0, or -1 with a message in err. */
+int bench_history_append(const char *dir, const cJSON *report, char *err,
+                         size_t err_size);
 
 #endif

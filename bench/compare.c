@@ -1,27 +1,47 @@
-/* apexx-bench compare (spec/report.md "Compare", 13.6):
- *   compare BASELINE CURRENT [--max-ratio R] [--max-abs-ms A]
- *           [--output-json F] [--quiet]
+/* apexx-bench compare (spec/report.md "Compare", apexx-bench(1)):
+ *   compare BASELINE CURRENT [--max-ratio R] [--max-abs-ms A] [--alpha P]
+ *           [--allow-mismatch] [--output-json F] [--output-md F] [--quiet]
  *   compare --emit-baseline REPORT [-o F] [--metrics LIST]
  *           [--max-ratio R] [--max-abs-ms A]
  * BASELINE is a full report or a baseline file (kind "apexx-bench-baseline":
- * a list of dotted metric paths with values). Per metric: times (*_ms,
- * lower is better) fail when current > base*(1+R) + A; rates (*_per_s,
- * higher is better) fail when current < base/(1+R); other numbers (MB,
- * bytes) are lower-is-better with the ratio only. A metric missing from
- * CURRENT fails unless its row is skipped in both; CURRENT's status must be
- * the baseline's required status ("ok"). Exit 0 pass, 2 regression, 1
- * unusable input (unreadable, malformed, wrong schema major). */
+ * dotted metric paths with values and, since schema 1.1, the row's
+ * per-repetition medians). From a report, every row contributes its time
+ * (p50_ms: the median of the per-repetition medians when the row has them);
+ * --metrics adds others.
+ *
+ * Verdict of a time (lower is better), with b and c the two medians:
+ *   both sides have >= 2 repetitions: Mann-Whitney U on the per-repetition
+ *     medians, two-sided p. "regressed" when p < alpha and
+ *     c > b*(1+R) + A; "improved" when p < alpha and c*(1+R) + A < b;
+ *     else "unchanged" (noise). The noise band is 1.4826*MAD, the larger
+ *     of the two sides.
+ *   otherwise (1.0 reports, old baseline files): the practical rule, and
+ *     when a spread is known (MAD of one side, or p95 - p50 of a 1.0 row)
+ *     the difference must exceed three times it (MAD) or once (p95 - p50).
+ * Rates (*_per_s) and other numbers get the practical rule only, in their
+ * direction. "missing" (a metric the current report lacks, unless its row
+ * is skipped in both), "failed" (the current row failed), "regressed" and a
+ * current status other than the required one fail (exit 2).
+ * Profile, dtype, backend set or machine differences are unusable input
+ * (exit 1) unless --allow-mismatch. A baseline recorded before schema 1.1,
+ * by another library or backend ABI version, or without rows the current
+ * report has, is flagged stale (a note, not a failure).
+ * Unusable input (exit 1): unreadable, malformed JSON, duplicate keys,
+ * wrong schema major, a non-finite number, a negative time. */
 #include "bench.h"
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_MAX_RATIO 0.50
+#define DEFAULT_MAX_RATIO 0.05
 #define DEFAULT_MAX_ABS_MS 0.0
+#define DEFAULT_ALPHA 0.05
+#define MAD_TO_SIGMA 1.4826
+#define MAD_BANDS 3.0
 
 typedef enum metric_kind { KIND_TIME, KIND_RATE, KIND_OTHER, KIND_ROW } metric_kind;
 
@@ -69,6 +89,55 @@ static int unusable(const char *fmt, ...) {
   return BENCH_EXIT_USAGE;
 }
 
+/* Duplicate keys (cJSON keeps both and finds the first), numbers that are
+ * not finite (1e999 parses as infinity) and negative times anywhere in the
+ * tree. 0, or an exit status after a message naming the place. */
+static int check_tree(const char *file, const cJSON *node, char *where,
+                      size_t where_len, size_t where_size, int times) {
+  if (cJSON_IsNumber(node)) {
+    if (!isfinite(node->valuedouble)) {
+      return unusable("[%s]: %s = [%g] is not a finite number", file, where,
+                      node->valuedouble);
+    }
+    if (times && node->valuedouble < 0) {
+      return unusable("[%s]: %s = [%g] is a negative time", file, where,
+                      node->valuedouble);
+    }
+    return 0;
+  }
+  if (!cJSON_IsObject(node) && !cJSON_IsArray(node)) return 0;
+  const cJSON *child;
+  int index = 0;
+  cJSON_ArrayForEach(child, node) {
+    if (cJSON_IsObject(node)) {
+      for (const cJSON *prev = node->child; prev != child; prev = prev->next) {
+        if (strcmp(prev->string, child->string) == 0) {
+          return unusable("[%s]: %s has the key \"%s\" twice", file,
+                          where_len ? where : "the top level", child->string);
+        }
+      }
+      snprintf(where + where_len, where_size - where_len, "%s%s",
+               where_len ? "." : "", child->string);
+    } else {
+      snprintf(where + where_len, where_size - where_len, "[%d]", index);
+    }
+    int child_times = cJSON_IsObject(node)
+                          ? (child->string && (ends_with(child->string, "_ms") ||
+                                               strcmp(child->string, "value") == 0))
+                          : times;
+    /* a baseline file's "value" is a time when its path is */
+    if (cJSON_IsObject(node) && child->string && strcmp(child->string, "value") == 0) {
+      const cJSON *p = cJSON_GetObjectItemCaseSensitive(node, "path");
+      child_times = cJSON_IsString(p) && ends_with(p->valuestring, "_ms");
+    }
+    int rc = check_tree(file, child, where, strlen(where), where_size, child_times);
+    where[where_len] = '\0';
+    if (rc) return rc;
+    index++;
+  }
+  return 0;
+}
+
 /* Read, parse and classify a file; 0 or an exit status after a message. */
 static int load_doc(const char *path, doc *d) {
   char err[1024];
@@ -84,6 +153,9 @@ static int load_doc(const char *path, doc *d) {
     return unusable("[%s] is not valid JSON (error near byte %ld)", path, offset);
   }
   free(text);
+  char where[2048] = "";
+  int rc = check_tree(path, d->json, where, 0, sizeof where, 0);
+  if (rc) return rc;
   const cJSON *schema = cJSON_GetObjectItemCaseSensitive(d->json, "schema_version");
   const cJSON *major = cJSON_GetObjectItemCaseSensitive(schema, "major");
   if (!cJSON_IsObject(schema) || !cJSON_IsNumber(major)) {
@@ -112,6 +184,12 @@ static int load_doc(const char *path, doc *d) {
   return unusable("[%s] is neither an apexx report (suite \"apexx\", status, "
                   "benchmarks) nor a baseline file (kind \"%s\")",
                   path, BENCH_BASELINE_KIND);
+}
+
+static double schema_minor(const doc *d) {
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(d->json, "schema_version"), "minor");
+  return cJSON_IsNumber(m) ? m->valuedouble : 0.0;
 }
 
 /* Dotted path lookup: "benchmarks.tile_ops.tilepack.rows.cpu.p50_ms". */
@@ -147,15 +225,80 @@ static const char *row_status(const cJSON *root, const char *path) {
   return cJSON_IsString(status) ? status->valuestring : NULL;
 }
 
+/* ---- samples of a metric ------------------------------------------------- */
+typedef struct sampled {
+  double value;   /* the statistic compared: median of the repetitions */
+  int n;          /* repetitions, 0 when none */
+  double *reps;   /* per-repetition medians (malloc'd), NULL when none */
+  double spread;  /* absolute noise estimate, NAN when none */
+  int spread_mad; /* spread is 1.4826*MAD (else p95 - p50 of a 1.0 row) */
+} sampled;
+
+static void sampled_free(sampled *s) {
+  free(s->reps);
+  s->reps = NULL;
+  s->n = 0;
+}
+
+/* The repetitions object of a row (or of a baseline metric) into s. */
+static void read_repetitions(const cJSON *reps, sampled *s) {
+  const cJSON *medians = cJSON_GetObjectItemCaseSensitive(reps, "medians_ms");
+  int n = cJSON_GetArraySize(medians);
+  if (!cJSON_IsArray(medians) || n < 1) return;
+  double *v = malloc((size_t)n * sizeof *v);
+  if (!v) return;
+  int k = 0;
+  const cJSON *item;
+  cJSON_ArrayForEach(item, medians) {
+    if (cJSON_IsNumber(item)) v[k++] = item->valuedouble;
+  }
+  bench_summary sum;
+  if (k < 1 || bench_summary_compute(v, k, &sum) != 0) {
+    free(v);
+    return;
+  }
+  s->reps = v;
+  s->n = k;
+  s->value = sum.median;
+  s->spread = MAD_TO_SIGMA * sum.mad;
+  s->spread_mad = 1;
+}
+
+/* A metric of a report: the number at path, and for a row's p50_ms its
+ * repetitions (1.1) or its p95 - p50 (1.0). 0, or -1 when absent. */
+static int sampled_from_report(const cJSON *report, const char *path, sampled *s) {
+  memset(s, 0, sizeof *s);
+  s->spread = NAN;
+  const cJSON *v = lookup(report, path);
+  if (!cJSON_IsNumber(v)) return -1;
+  s->value = v->valuedouble;
+  if (!ends_with(path, ".p50_ms")) return 0;
+  char *row_path = row_path_of(path);
+  const cJSON *row = row_path ? lookup(report, row_path) : NULL;
+  free(row_path);
+  read_repetitions(cJSON_GetObjectItemCaseSensitive(row, "repetitions"), s);
+  if (s->n == 0) {
+    const cJSON *p95 = cJSON_GetObjectItemCaseSensitive(row, "p95_ms");
+    if (cJSON_IsNumber(p95) && p95->valuedouble >= s->value) {
+      s->spread = p95->valuedouble - s->value;
+    }
+  }
+  return 0;
+}
+
 /* ---- the metrics of a baseline ------------------------------------------ */
 typedef struct check {
   char *path;
   metric_kind kind;
-  double baseline; /* NAN for a row marker */
+  sampled base;
   double max_ratio, max_abs_ms; /* NAN: use the command line's */
   int baseline_row_skipped;
-  const char *status; /* pass, fail, missing, skipped, new, absent */
-  double current, allowed;
+  /* results */
+  const char *verdict; /* regressed, improved, unchanged, missing, failed,
+                          skipped, new, absent */
+  sampled cur;
+  double p_value, band; /* band: absolute, NAN when unknown */
+  double allowed;
 } check;
 
 typedef struct check_list {
@@ -163,8 +306,7 @@ typedef struct check_list {
   check *items;
 } check_list;
 
-static check *add_check(check_list *l, const char *path, metric_kind kind,
-                        double value) {
+static check *add_check(check_list *l, const char *path, metric_kind kind) {
   if (l->count == l->cap) {
     int cap = l->cap ? l->cap * 2 : 64;
     check *grown = realloc(l->items, (size_t)cap * sizeof *grown);
@@ -172,34 +314,37 @@ static check *add_check(check_list *l, const char *path, metric_kind kind,
     l->items = grown;
     l->cap = cap;
   }
-  check *c = &l->items[l->count++];
+  check *c = &l->items[l->count];
   memset(c, 0, sizeof *c);
   c->path = strdup(path);
+  if (!c->path) return NULL;
+  l->count++;
   c->kind = kind;
-  c->baseline = value;
+  c->base.value = c->base.spread = NAN;
+  c->cur.value = c->cur.spread = NAN;
   c->max_ratio = c->max_abs_ms = NAN;
-  c->current = c->allowed = NAN;
+  c->p_value = c->band = c->allowed = NAN;
   return c;
 }
 
 static void free_checks(check_list *l) {
-  for (int i = 0; i < l->count; i++) free(l->items[i].path);
+  for (int i = 0; i < l->count; i++) {
+    free(l->items[i].path);
+    sampled_free(&l->items[i].base);
+    sampled_free(&l->items[i].cur);
+  }
   free(l->items);
 }
 
-/* Metric names taken from a report's ok rows: p50_ms, p95_ms, the entry's
- * throughput and gb_per_s unless --metrics names others. */
+/* Metric names taken from a report's ok rows: p50_ms (the time) unless
+ * --metrics names others ("throughput" names the entry's). */
 typedef struct metric_names {
   int count;
   const char *names[BENCH_MAX_LIST];
 } metric_names;
 
 static int wanted(const metric_names *m, const char *name, const char *throughput) {
-  if (m->count == 0) {
-    return strcmp(name, "p50_ms") == 0 || strcmp(name, "p95_ms") == 0 ||
-           strcmp(name, "gb_per_s") == 0 ||
-           (throughput && strcmp(name, throughput) == 0);
-  }
+  if (m->count == 0) return strcmp(name, "p50_ms") == 0;
   for (int i = 0; i < m->count; i++) {
     if (strcmp(m->names[i], name) == 0) return 1;
     if (strcmp(m->names[i], "throughput") == 0 && throughput &&
@@ -225,19 +370,19 @@ static int checks_from_report(const cJSON *report, const metric_names *m,
         snprintf(path, sizeof path, "benchmarks.%s.%s.rows.%s", section->string,
                  entry->string, row->string);
         if (!cJSON_IsString(status) || strcmp(status->valuestring, "ok") != 0) {
-          check *c = add_check(out, path, KIND_ROW, NAN);
+          check *c = add_check(out, path, KIND_ROW);
           if (!c) return -1;
           c->baseline_row_skipped = 1;
           continue;
         }
         cJSON_ArrayForEach(metric, row) {
           if (!wanted(m, metric->string, throughput)) continue;
+          if (!cJSON_IsNumber(metric)) continue; /* null: nothing to hold to */
           snprintf(path, sizeof path, "benchmarks.%s.%s.rows.%s.%s",
                    section->string, entry->string, row->string, metric->string);
-          if (!cJSON_IsNumber(metric)) continue; /* null: nothing to hold to */
-          if (!add_check(out, path, kind_of_path(path), metric->valuedouble)) {
-            return -1;
-          }
+          check *c = add_check(out, path, kind_of_path(path));
+          if (!c) return -1;
+          sampled_from_report(report, path, &c->base);
         }
       }
     }
@@ -261,10 +406,15 @@ static int checks_from_baseline(const doc *d, check_list *out) {
                       i, path->valuestring);
     }
     check *c = add_check(out, path->valuestring,
-                         skipped_row ? KIND_ROW : kind_of_path(path->valuestring),
-                         skipped_row ? NAN : value->valuedouble);
+                         skipped_row ? KIND_ROW : kind_of_path(path->valuestring));
     if (!c) return unusable("out of memory");
     c->baseline_row_skipped = skipped_row;
+    if (!skipped_row) {
+      c->base.value = value->valuedouble;
+      read_repetitions(cJSON_GetObjectItemCaseSensitive(item, "repetitions"),
+                       &c->base);
+      if (c->base.n > 0) c->base.value = value->valuedouble;
+    }
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(item, "max_ratio");
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(item, "max_abs_ms");
     if (cJSON_IsNumber(r)) c->max_ratio = r->valuedouble;
@@ -275,89 +425,337 @@ static int checks_from_baseline(const doc *d, check_list *out) {
 }
 
 /* ---- evaluation ------------------------------------------------------------ */
-static void evaluate(check *c, const cJSON *current, double max_ratio,
-                     double max_abs_ms) {
-  double r = isnan(c->max_ratio) ? max_ratio : c->max_ratio;
-  double a = isnan(c->max_abs_ms) ? max_abs_ms : c->max_abs_ms;
+typedef struct rule {
+  double max_ratio, max_abs_ms, alpha;
+} rule;
+
+static int is_failure(const char *verdict) {
+  return strcmp(verdict, "regressed") == 0 || strcmp(verdict, "missing") == 0 ||
+         strcmp(verdict, "failed") == 0;
+}
+
+static void evaluate_time(check *c, double r, double a, double alpha) {
+  double b = c->base.value, v = c->cur.value;
+  c->allowed = b * (1.0 + r) + a;
+  int worse_practically = v > c->allowed;
+  int better_practically = v * (1.0 + r) + a < b;
+  if (c->base.n >= 2 && c->cur.n >= 2) {
+    c->p_value = bench_mann_whitney_p(c->cur.reps, c->cur.n, c->base.reps, c->base.n);
+    c->band = fmax(c->base.spread, c->cur.spread);
+    int significant = c->p_value < alpha;
+    c->verdict = significant && worse_practically    ? "regressed"
+                 : significant && better_practically ? "improved"
+                                                     : "unchanged";
+    return;
+  }
+  /* no test possible: the practical rule beyond the known spread */
+  double spread = NAN;
+  int mad = 0;
+  if (isfinite(c->base.spread)) {
+    spread = c->base.spread;
+    mad = c->base.spread_mad;
+  }
+  if (isfinite(c->cur.spread) && (!isfinite(spread) || c->cur.spread > spread)) {
+    spread = c->cur.spread;
+    mad = c->cur.spread_mad;
+  }
+  c->band = isfinite(spread) ? (mad ? MAD_BANDS * spread : spread) : NAN;
+  double diff = v - b;
+  int beyond = !isfinite(c->band) || fabs(diff) > c->band;
+  c->verdict = worse_practically && beyond    ? "regressed"
+               : better_practically && beyond ? "improved"
+                                              : "unchanged";
+}
+
+static void evaluate(check *c, const cJSON *current, const rule *ru) {
+  double r = isnan(c->max_ratio) ? ru->max_ratio : c->max_ratio;
+  double a = isnan(c->max_abs_ms) ? ru->max_abs_ms : c->max_abs_ms;
   c->max_ratio = r;
   c->max_abs_ms = a;
   const char *cur_row = row_status(current, c->path);
   if (c->kind == KIND_ROW) {
     /* the baseline's row was skipped: nothing to hold the current row to */
     if (!cur_row) {
-      c->status = "absent";
+      c->verdict = "absent";
     } else if (strcmp(cur_row, "skipped") == 0) {
-      c->status = "skipped";
+      c->verdict = "skipped";
     } else if (strcmp(cur_row, "ok") == 0) {
-      c->status = "new";
+      c->verdict = "new";
     } else {
-      c->status = "fail";
+      c->verdict = "failed";
     }
     return;
   }
-  const cJSON *v = lookup(current, c->path);
-  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
-    c->status = (c->baseline_row_skipped && cur_row &&
-                 strcmp(cur_row, "skipped") == 0)
-                    ? "skipped"
-                    : "missing";
+  if (cur_row && strcmp(cur_row, "failed") == 0) {
+    c->verdict = "failed";
     return;
   }
-  c->current = v->valuedouble;
+  if (sampled_from_report(current, c->path, &c->cur) != 0) {
+    c->verdict = (c->baseline_row_skipped && cur_row &&
+                  strcmp(cur_row, "skipped") == 0)
+                     ? "skipped"
+                     : "missing";
+    return;
+  }
+  double b = c->base.value, v = c->cur.value;
   switch (c->kind) {
   case KIND_TIME:
-    c->allowed = c->baseline * (1.0 + r) + a;
-    c->status = c->current <= c->allowed ? "pass" : "fail";
+    evaluate_time(c, r, a, ru->alpha);
     break;
   case KIND_RATE:
-    c->allowed = c->baseline / (1.0 + r);
-    c->status = c->current >= c->allowed ? "pass" : "fail";
+    c->allowed = b / (1.0 + r);
+    c->verdict = v < c->allowed ? "regressed" : v > b * (1.0 + r) ? "improved"
+                                                                 : "unchanged";
     break;
   default:
-    c->allowed = c->baseline * (1.0 + r);
-    c->status = c->current <= c->allowed ? "pass" : "fail";
+    c->allowed = b * (1.0 + r);
+    c->verdict = v > c->allowed ? "regressed" : v * (1.0 + r) < b ? "improved"
+                                                                 : "unchanged";
     break;
   }
 }
 
-static int is_failure(const char *status) {
-  return strcmp(status, "fail") == 0 || strcmp(status, "missing") == 0;
+/* ---- mismatch and staleness ------------------------------------------------ */
+typedef struct text_list {
+  int count;
+  char items[16][512];
+} text_list;
+
+static void add_text(text_list *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void add_text(text_list *t, const char *fmt, ...) {
+  if (t->count == 16) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t->items[t->count++], sizeof t->items[0], fmt, ap);
+  va_end(ap);
 }
 
-static void print_number(const char *key, double v) {
-  if (isfinite(v)) {
-    printf(" %s=%.6g", key, v);
-  } else {
-    printf(" %s=n/a", key);
+/* Where a document keeps a machine key: a report's environment, a
+ * baseline file's source. */
+static const cJSON *machine_item(const doc *d, const char *key) {
+  const char *holder = d->kind == DOC_REPORT ? "environment" : "source";
+  return cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(d->json, holder), key);
+}
+
+static void differ(text_list *t, const char *what, const char *key,
+                   const cJSON *b, const cJSON *c) {
+  if (!b || !c || cJSON_Compare(b, c, 1)) return;
+  char *bs = cJSON_PrintUnformatted(b), *cs = cJSON_PrintUnformatted(c);
+  add_text(t, "%s: %s baseline=%s current=%s", what, key, bs ? bs : "?",
+           cs ? cs : "?");
+  free(bs);
+  free(cs);
+}
+
+/* Differences that make timings incomparable (mismatches) and those that
+ * only qualify them (notes). */
+static void find_mismatches(const doc *base, const doc *cur, text_list *mismatch,
+                            text_list *notes) {
+  static const char *const profile[] = {"batch", "channels", "height", "width",
+                                        "tile_size", "kmax", "steps", "budget_b1",
+                                        "budget_b2", "budget_total", "seed", "ops"};
+  static const char *const settings[] = {"warmup", "iters", "repetitions"};
+  const cJSON *bc = cJSON_GetObjectItemCaseSensitive(base->json, "config");
+  const cJSON *cc = cJSON_GetObjectItemCaseSensitive(cur->json, "config");
+  for (size_t i = 0; i < sizeof profile / sizeof profile[0]; i++) {
+    differ(mismatch, "profile", profile[i], cJSON_GetObjectItemCaseSensitive(bc, profile[i]),
+           cJSON_GetObjectItemCaseSensitive(cc, profile[i]));
+  }
+  differ(mismatch, "dtype", "dtype", cJSON_GetObjectItemCaseSensitive(bc, "dtype"),
+         cJSON_GetObjectItemCaseSensitive(cc, "dtype"));
+  differ(mismatch, "backend set", "backends",
+         cJSON_GetObjectItemCaseSensitive(bc, "backends"),
+         cJSON_GetObjectItemCaseSensitive(cc, "backends"));
+  differ(mismatch, "machine", "cpu_model", machine_item(base, "cpu_model"),
+         machine_item(cur, "cpu_model"));
+  differ(mismatch, "machine", "cpu_cores", machine_item(base, "cpu_cores"),
+         machine_item(cur, "cpu_cores"));
+  const cJSON *bg = machine_item(base, "gpu"), *cg = machine_item(cur, "gpu");
+  if (bg && cg) {
+    differ(mismatch, "machine", "gpu.name",
+           cJSON_IsObject(bg) ? cJSON_GetObjectItemCaseSensitive(bg, "name") : bg,
+           cJSON_IsObject(cg) ? cJSON_GetObjectItemCaseSensitive(cg, "name") : cg);
+  }
+  /* a container's host name changes from run to run: a note */
+  differ(notes, "host", "host", machine_item(base, "host"), machine_item(cur, "host"));
+  for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+    differ(notes, "measurement", settings[i],
+           cJSON_GetObjectItemCaseSensitive(bc, settings[i]),
+           cJSON_GetObjectItemCaseSensitive(cc, settings[i]));
   }
 }
 
-/* Profiles that differ make timings incomparable: say so (not fatal). */
-static void note_config_differences(const cJSON *base_config,
-                                    const cJSON *cur_config) {
-  static const char *const keys[] = {"batch", "channels", "height", "width",
-                                     "tile_size", "kmax", "steps", "dtype",
-                                     "warmup", "iters"};
-  if (!cJSON_IsObject(base_config) || !cJSON_IsObject(cur_config)) return;
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(base_config, keys[i]);
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(cur_config, keys[i]);
-    if (b && c && !cJSON_Compare(b, c, 1)) {
+static int has_row(const check_list *l, const char *row_path) {
+  size_t len = strlen(row_path);
+  for (int i = 0; i < l->count; i++) {
+    if (strncmp(l->items[i].path, row_path, len) == 0 &&
+        (l->items[i].path[len] == '\0' || l->items[i].path[len] == '.')) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void find_staleness(const doc *base, const doc *cur, const check_list *l,
+                           text_list *stale) {
+  if (schema_minor(base) < 1) {
+    add_text(stale, "recorded with schema 1.%g (before repetitions: no noise "
+             "estimate)", schema_minor(base));
+  }
+  static const char *const versions[] = {"backend_abi_version", "library_version"};
+  for (size_t i = 0; i < 2; i++) {
+    const cJSON *b = machine_item(base, versions[i]);
+    const cJSON *c = machine_item(cur, versions[i]);
+    if (!c) continue;
+    if (!b) {
+      add_text(stale, "records no %s (current %s)", versions[i],
+               cJSON_IsString(c) ? c->valuestring : "");
+      if (cJSON_IsNumber(c)) {
+        snprintf(stale->items[stale->count - 1], sizeof stale->items[0],
+                 "records no %s (current %g)", versions[i], c->valuedouble);
+      }
+    } else if (!cJSON_Compare(b, c, 1)) {
       char *bs = cJSON_PrintUnformatted(b), *cs = cJSON_PrintUnformatted(c);
-      fprintf(stderr,
-              "apexx-bench compare: note: profiles differ: %s baseline=%s "
-              "current=%s\n",
-              keys[i], bs ? bs : "?", cs ? cs : "?");
+      add_text(stale, "%s %s, current %s", versions[i], bs ? bs : "?", cs ? cs : "?");
       free(bs);
       free(cs);
     }
   }
+  /* rows of the current suite the baseline does not know */
+  int missing = 0;
+  char first[512] = "";
+  const cJSON *section, *entry, *row;
+  char path[1024];
+  cJSON_ArrayForEach(section, cJSON_GetObjectItemCaseSensitive(cur->json, "benchmarks")) {
+    cJSON_ArrayForEach(entry, section) {
+      cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(entry, "rows")) {
+        snprintf(path, sizeof path, "benchmarks.%s.%s.rows.%s", section->string,
+                 entry->string, row->string);
+        if (!has_row(l, path)) {
+          if (!missing++) snprintf(first, sizeof first, "%.400s", path + 11);
+        }
+      }
+    }
+  }
+  if (missing) {
+    add_text(stale, "lacks %d row(s) of the current suite (first: %s)", missing,
+             first);
+  }
+}
+
+/* ---- output ---------------------------------------------------------------- */
+/* "tile_ops.tilepack / cpu / p50_ms" from a metric path. */
+static void short_name(const char *path, char *buf, size_t size) {
+  const char *p = strncmp(path, "benchmarks.", 11) == 0 ? path + 11 : path;
+  const char *rows = strstr(p, ".rows.");
+  if (!rows) {
+    snprintf(buf, size, "%s", p);
+    return;
+  }
+  const char *backend = rows + 6;
+  size_t blen = strcspn(backend, ".");
+  const char *metric = backend[blen] ? backend + blen + 1 : "row";
+  snprintf(buf, size, "%.*s / %.*s / %s", (int)(rows - p), p, (int)blen, backend,
+           metric);
+}
+
+static void format_value(char *buf, size_t size, double v, metric_kind k) {
+  if (!isfinite(v)) {
+    snprintf(buf, size, "-");
+  } else if (k == KIND_TIME) {
+    if (v < 1.0) {
+      snprintf(buf, size, "%.4g us", v * 1e3);
+    } else {
+      snprintf(buf, size, "%.4g ms", v);
+    }
+  } else {
+    snprintf(buf, size, "%.4g", v);
+  }
+}
+
+static double change_of(const check *c) {
+  return (isfinite(c->cur.value) && isfinite(c->base.value) && c->base.value > 0)
+             ? c->cur.value / c->base.value - 1.0
+             : NAN;
+}
+
+static const char *verdict_label(const char *v) {
+  return strcmp(v, "unchanged") == 0 ? "unchanged (noise)" : v;
+}
+
+typedef struct outcome {
+  int regressed, improved, unchanged, missing, failed, other;
+  int status_ok;
+  const char *required, *current_status;
+  text_list mismatch, notes, stale;
+} outcome;
+
+static char *render_markdown(const doc *base, const doc *cur, const check_list *l,
+                             const outcome *o, const rule *ru, int failed) {
+  size_t cap = 4096 + (size_t)l->count * 512, len = 0;
+  char *md = malloc(cap);
+  if (!md) return NULL;
+#define EMIT(...)                                                            \
+  do {                                                                       \
+    int w_ = snprintf(md + len, cap - len, __VA_ARGS__);                     \
+    if (w_ > 0) len += (size_t)w_ < cap - len ? (size_t)w_ : cap - len - 1;  \
+  } while (0)
+  EMIT("# apexx-bench compare\n\n");
+  EMIT("- verdict: **%s** (%d regressed, %d improved, %d unchanged, %d missing, "
+       "%d failed)\n", failed ? "fail" : "pass", o->regressed, o->improved,
+       o->unchanged, o->missing, o->failed);
+  EMIT("- baseline: `%s`\n- current: `%s`\n", base->path, cur->path);
+  EMIT("- status: `%s` (required `%s`)\n",
+       o->current_status ? o->current_status : "n/a", o->required);
+  EMIT("- rule: regressed when the Mann-Whitney U test on the per-repetition "
+       "medians gives p < %g and the median exceeds baseline x %g + %g ms\n",
+       ru->alpha, 1.0 + ru->max_ratio, ru->max_abs_ms);
+  for (int i = 0; i < o->stale.count; i++) {
+    EMIT("- **stale baseline**: %s\n", o->stale.items[i]);
+  }
+  for (int i = 0; i < o->mismatch.count; i++) {
+    EMIT("- mismatch (allowed): %s\n", o->mismatch.items[i]);
+  }
+  EMIT("\n| metric | baseline | current | change | verdict | p-value / noise band |\n");
+  EMIT("| --- | ---: | ---: | ---: | --- | --- |\n");
+  for (int i = 0; i < l->count; i++) {
+    const check *c = &l->items[i];
+    char name[512], bv[64], cv[64], ch[32] = "-", pv[96] = "-";
+    short_name(c->path, name, sizeof name);
+    format_value(bv, sizeof bv, c->base.value, c->kind);
+    format_value(cv, sizeof cv, c->cur.value, c->kind);
+    double change = change_of(c);
+    if (isfinite(change)) snprintf(ch, sizeof ch, "%+.1f%%", 100.0 * change);
+    if (isfinite(c->p_value) || isfinite(c->band)) {
+      char p[32] = "", band[48] = "";
+      if (isfinite(c->p_value)) snprintf(p, sizeof p, "p=%.3g", c->p_value);
+      if (isfinite(c->band) && c->base.value > 0) {
+        snprintf(band, sizeof band, "%s+/-%.1f%%", *p ? ", " : "",
+                 100.0 * c->band / c->base.value);
+      }
+      snprintf(pv, sizeof pv, "%s%s", p, band);
+    }
+    const char *v = verdict_label(c->verdict);
+    EMIT("| %s | %s | %s | %s | %s%s%s | %s |\n", name, bv, cv, ch,
+         is_failure(c->verdict) ? "**" : "", v, is_failure(c->verdict) ? "**" : "", pv);
+    if (len + 1024 >= cap) {
+      cap *= 2;
+      char *grown = realloc(md, cap);
+      if (!grown) {
+        free(md);
+        return NULL;
+      }
+      md = grown;
+    }
+  }
+#undef EMIT
+  return md;
 }
 
 static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
-                           const char *required, const char *current_status,
-                           int status_ok, int failed, double max_ratio,
-                           double max_abs_ms) {
+                           const outcome *o, const rule *ru, int failed) {
   cJSON *s = cJSON_CreateObject();
   cJSON *schema = cJSON_AddObjectToObject(s, "schema_version");
   cJSON_AddNumberToObject(schema, "major", BENCH_SCHEMA_MAJOR);
@@ -369,34 +767,52 @@ static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
   cJSON_AddStringToObject(s, "status", failed ? "fail" : "pass");
   cJSON_AddStringToObject(s, "baseline_file", base->path);
   cJSON_AddStringToObject(s, "current_file", cur->path);
-  cJSON_AddStringToObject(s, "required_status", required);
-  bench_json_string_or_null(s, "current_status", current_status);
-  cJSON_AddNumberToObject(s, "max_ratio", max_ratio);
-  cJSON_AddNumberToObject(s, "max_abs_ms", max_abs_ms);
+  cJSON_AddStringToObject(s, "required_status", o->required);
+  bench_json_string_or_null(s, "current_status", o->current_status);
+  cJSON_AddNumberToObject(s, "max_ratio", ru->max_ratio);
+  cJSON_AddNumberToObject(s, "max_abs_ms", ru->max_abs_ms);
+  cJSON_AddNumberToObject(s, "alpha", ru->alpha);
   cJSON_AddNumberToObject(s, "total_metrics", l->count);
-  cJSON_AddNumberToObject(s, "failed_metrics", failed - (status_ok ? 0 : 1));
+  cJSON_AddNumberToObject(s, "failed_metrics", failed - (o->status_ok ? 0 : 1));
+  cJSON *counts = cJSON_AddObjectToObject(s, "verdicts");
+  cJSON_AddNumberToObject(counts, "regressed", o->regressed);
+  cJSON_AddNumberToObject(counts, "improved", o->improved);
+  cJSON_AddNumberToObject(counts, "unchanged", o->unchanged);
+  cJSON_AddNumberToObject(counts, "missing", o->missing);
+  cJSON_AddNumberToObject(counts, "failed", o->failed);
+  cJSON *stale = cJSON_AddArrayToObject(s, "stale_baseline");
+  for (int i = 0; i < o->stale.count; i++) {
+    cJSON_AddItemToArray(stale, cJSON_CreateString(o->stale.items[i]));
+  }
+  cJSON *mm = cJSON_AddArrayToObject(s, "mismatches");
+  for (int i = 0; i < o->mismatch.count; i++) {
+    cJSON_AddItemToArray(mm, cJSON_CreateString(o->mismatch.items[i]));
+  }
   cJSON *checks = cJSON_AddArrayToObject(s, "checks");
   cJSON *st = cJSON_CreateObject();
   cJSON_AddStringToObject(st, "metric", "__status__");
-  cJSON_AddStringToObject(st, "status", status_ok ? "pass" : "fail");
-  cJSON_AddStringToObject(st, "expected", required);
-  bench_json_string_or_null(st, "current", current_status);
+  cJSON_AddStringToObject(st, "status", o->status_ok ? "pass" : "fail");
+  cJSON_AddStringToObject(st, "expected", o->required);
+  bench_json_string_or_null(st, "current", o->current_status);
   cJSON_AddItemToArray(checks, st);
   for (int i = 0; i < l->count; i++) {
     const check *c = &l->items[i];
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "metric", c->path);
     cJSON_AddStringToObject(j, "kind", kind_name(c->kind));
-    cJSON_AddStringToObject(j, "status", c->status);
+    cJSON_AddStringToObject(j, "status", is_failure(c->verdict) ? "fail" : "pass");
+    cJSON_AddStringToObject(j, "verdict", c->verdict);
     if (c->kind != KIND_ROW) {
-      bench_json_number(j, "baseline", c->baseline, "no baseline value");
+      bench_json_number(j, "baseline", c->base.value, "no baseline value");
       bench_json_number(j, "allowed", c->allowed, "no current value");
-      bench_json_number(j, "current", c->current, "missing from the current report");
-      double ratio = (isfinite(c->current) && c->baseline > 0)
-                         ? c->current / c->baseline - 1.0
-                         : NAN;
-      bench_json_number(j, "regression_ratio", ratio,
+      bench_json_number(j, "current", c->cur.value, "missing from the current report");
+      bench_json_number(j, "regression_ratio", change_of(c),
                         "baseline <= 0 or current missing");
+      bench_json_number(j, "p_value", c->p_value,
+                        "fewer than 2 repetitions on a side");
+      bench_json_number(j, "noise_band", c->band, "no spread recorded");
+      cJSON_AddNumberToObject(j, "baseline_repetitions", c->base.n);
+      cJSON_AddNumberToObject(j, "current_repetitions", c->cur.n);
       cJSON_AddNumberToObject(j, "max_ratio", c->max_ratio);
       if (c->kind == KIND_TIME) cJSON_AddNumberToObject(j, "max_abs_ms", c->max_abs_ms);
     }
@@ -441,8 +857,9 @@ static int emit_baseline(const char *report_path, const char *out_path,
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(d.json, report_keys[i]);
     if (v) cJSON_AddItemToObject(source, report_keys[i], cJSON_Duplicate(v, 1));
   }
-  static const char *const env_keys[] = {"host", "cpu_model", "cpu_cores", "gpu"};
-  for (size_t i = 0; i < 4; i++) {
+  static const char *const env_keys[] = {"host", "cpu_model", "cpu_cores", "gpu",
+                                         "library_version", "backend_abi_version"};
+  for (size_t i = 0; i < sizeof env_keys / sizeof env_keys[0]; i++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(env, env_keys[i]);
     if (v) cJSON_AddItemToObject(source, env_keys[i], cJSON_Duplicate(v, 1));
   }
@@ -462,7 +879,15 @@ static int emit_baseline(const char *report_path, const char *out_path,
       const cJSON *reason = cJSON_GetObjectItemCaseSensitive(row, "reason");
       if (cJSON_IsString(reason)) cJSON_AddStringToObject(item, "reason", reason->valuestring);
     } else {
-      cJSON_AddNumberToObject(item, "value", c->baseline);
+      cJSON_AddNumberToObject(item, "value", c->base.value);
+      if (c->base.n > 0) {
+        cJSON *reps = cJSON_AddObjectToObject(item, "repetitions");
+        cJSON_AddNumberToObject(reps, "n", c->base.n);
+        cJSON *med = cJSON_AddArrayToObject(reps, "medians_ms");
+        for (int k = 0; k < c->base.n; k++) {
+          cJSON_AddItemToArray(med, cJSON_CreateNumber(c->base.reps[k]));
+        }
+      }
       if (isfinite(max_ratio)) cJSON_AddNumberToObject(item, "max_ratio", max_ratio);
       if (isfinite(max_abs_ms) && c->kind == KIND_TIME) {
         cJSON_AddNumberToObject(item, "max_abs_ms", max_abs_ms);
@@ -476,50 +901,77 @@ static int emit_baseline(const char *report_path, const char *out_path,
   free_checks(&l);
   if (!text) return unusable("out of memory");
   rc = BENCH_EXIT_OK;
-  if (out_path) {
-    char err[1024];
-    if (bench_write_atomic(out_path, text, err, sizeof err) != 0) {
-      fprintf(stderr, "apexx-bench compare: --emit-baseline: %s\n", err);
-      rc = BENCH_EXIT_USAGE;
-    }
-  } else {
-    fputs(text, stdout);
+  char err[1024];
+  if (bench_write_atomic(out_path ? out_path : "-", text, err, sizeof err) != 0) {
+    fprintf(stderr, "apexx-bench compare: --emit-baseline: %s\n", err);
+    rc = BENCH_EXIT_USAGE;
   }
   free(text);
   return rc;
 }
 
 /* ---- command line ---------------------------------------------------------- */
-enum { C_MAX_RATIO = 300, C_MAX_ABS_MS, C_OUTPUT_JSON, C_EMIT, C_METRICS, C_QUIET, C_HELP };
+enum {
+  C_MAX_RATIO = 300,
+  C_MAX_ABS_MS,
+  C_ALPHA,
+  C_ALLOW_MISMATCH,
+  C_OUTPUT_JSON,
+  C_OUTPUT_MD,
+  C_EMIT,
+  C_METRICS,
+  C_QUIET,
+  C_HELP
+};
 
 static const struct option compare_flags[] = {
     {"max-ratio", required_argument, NULL, C_MAX_RATIO},
     {"max-abs-ms", required_argument, NULL, C_MAX_ABS_MS},
+    {"alpha", required_argument, NULL, C_ALPHA},
+    {"allow-mismatch", no_argument, NULL, C_ALLOW_MISMATCH},
     {"output-json", required_argument, NULL, C_OUTPUT_JSON},
     {"output", required_argument, NULL, C_OUTPUT_JSON},
+    {"output-md", required_argument, NULL, C_OUTPUT_MD},
     {"emit-baseline", no_argument, NULL, C_EMIT},
     {"metrics", required_argument, NULL, C_METRICS},
     {"quiet", no_argument, NULL, C_QUIET},
     {"help", no_argument, NULL, C_HELP},
     {NULL, 0, NULL, 0}};
 
-static int parse_tolerance(const char *flag, const char *value, double *out) {
+static int parse_tolerance(const char *flag, const char *value, double hi,
+                           double *out) {
   char *end = NULL;
   errno = 0;
   double v = strtod(value, &end);
-  if (*value == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v) || v < 0) {
-    fprintf(stderr, "apexx-bench compare: --%s: [%s] must be a finite number >= 0\n",
-            flag, value);
+  if (*value == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v) || v < 0 ||
+      v > hi) {
+    fprintf(stderr, "apexx-bench compare: --%s: [%s] must be a finite number in "
+                    "[0, %g]\n", flag, value, hi);
     return 1;
   }
   *out = v;
   return 0;
 }
 
+static int write_output(const char *flag, const char *path, char *text) {
+  char err[1024];
+  int rc = 0;
+  if (!text) {
+    fprintf(stderr, "apexx-bench compare: %s: out of memory\n", flag);
+    return BENCH_EXIT_USAGE;
+  }
+  if (bench_write_atomic(path, text, err, sizeof err) != 0) {
+    fprintf(stderr, "apexx-bench compare: %s: %s\n", flag, err);
+    rc = BENCH_EXIT_USAGE;
+  }
+  free(text);
+  return rc;
+}
+
 int bench_compare_main(int argc, char **argv) {
-  double max_ratio = NAN, max_abs_ms = NAN;
-  const char *output = NULL;
-  int emit = 0, quiet = 0;
+  rule ru = {NAN, NAN, DEFAULT_ALPHA};
+  const char *output = NULL, *output_md = NULL;
+  int emit = 0, quiet = 0, allow_mismatch = 0;
   metric_names m = {0, {NULL}};
   opterr = 0;
   optind = 1;
@@ -529,19 +981,30 @@ int bench_compare_main(int argc, char **argv) {
     if (c == -1) break;
     switch (c) {
     case C_MAX_RATIO:
-      if (parse_tolerance("max-ratio", optarg, &max_ratio)) return BENCH_EXIT_USAGE;
+      if (parse_tolerance("max-ratio", optarg, 1e6, &ru.max_ratio)) return BENCH_EXIT_USAGE;
       break;
     case C_MAX_ABS_MS:
-      if (parse_tolerance("max-abs-ms", optarg, &max_abs_ms)) return BENCH_EXIT_USAGE;
+      if (parse_tolerance("max-abs-ms", optarg, 1e9, &ru.max_abs_ms)) return BENCH_EXIT_USAGE;
+      break;
+    case C_ALPHA:
+      if (parse_tolerance("alpha", optarg, 1.0, &ru.alpha)) return BENCH_EXIT_USAGE;
+      break;
+    case C_ALLOW_MISMATCH:
+      allow_mismatch = 1;
       break;
     case 'o':
     case C_OUTPUT_JSON:
+    case C_OUTPUT_MD:
       if (*optarg == '\0') {
         fprintf(stderr, "apexx-bench compare: %s: [] is an empty path\n",
                 argv[optind - 1]);
         return BENCH_EXIT_USAGE;
       }
-      output = optarg;
+      if (c == C_OUTPUT_MD) {
+        output_md = optarg;
+      } else {
+        output = optarg;
+      }
       break;
     case C_EMIT:
       emit = 1;
@@ -587,15 +1050,15 @@ int bench_compare_main(int argc, char **argv) {
                       "REPORT (got %d arguments)\n", positional);
       return BENCH_EXIT_USAGE;
     }
-    return emit_baseline(argv[optind], output, &m, max_ratio, max_abs_ms);
+    return emit_baseline(argv[optind], output, &m, ru.max_ratio, ru.max_abs_ms);
   }
   if (positional != 2) {
     fprintf(stderr, "apexx-bench compare: needs BASELINE and CURRENT (got %d "
                     "arguments; see --help)\n", positional);
     return BENCH_EXIT_USAGE;
   }
-  if (isnan(max_ratio)) max_ratio = DEFAULT_MAX_RATIO;
-  if (isnan(max_abs_ms)) max_abs_ms = DEFAULT_MAX_ABS_MS;
+  if (isnan(ru.max_ratio)) ru.max_ratio = DEFAULT_MAX_RATIO;
+  if (isnan(ru.max_abs_ms)) ru.max_abs_ms = DEFAULT_MAX_ABS_MS;
 
   doc base = {NULL, NULL, DOC_REPORT}, cur = {NULL, NULL, DOC_REPORT};
   int rc = load_doc(argv[optind], &base);
@@ -604,14 +1067,30 @@ int bench_compare_main(int argc, char **argv) {
     rc = unusable("[%s] is a baseline file; CURRENT must be a report", cur.path);
   }
   check_list l = {0, 0, NULL};
-  const char *required = "ok";
+  outcome o;
+  memset(&o, 0, sizeof o);
+  o.required = "ok";
   if (rc == 0) {
     if (base.kind == DOC_REPORT) {
       if (checks_from_report(base.json, &m, &l) != 0) rc = unusable("out of memory");
     } else {
       rc = checks_from_baseline(&base, &l);
       const cJSON *req = cJSON_GetObjectItemCaseSensitive(base.json, "required_status");
-      if (cJSON_IsString(req)) required = req->valuestring;
+      if (cJSON_IsString(req)) o.required = req->valuestring;
+    }
+  }
+  if (rc == 0) {
+    find_mismatches(&base, &cur, &o.mismatch, &o.notes);
+    for (int i = 0; i < o.notes.count; i++) {
+      fprintf(stderr, "apexx-bench compare: note: %s\n", o.notes.items[i]);
+    }
+    for (int i = 0; i < o.mismatch.count; i++) {
+      fprintf(stderr, "apexx-bench compare: %s: %s\n",
+              allow_mismatch ? "mismatch (allowed)" : "mismatch", o.mismatch.items[i]);
+    }
+    if (o.mismatch.count && !allow_mismatch) {
+      rc = unusable("the reports are not comparable (%d mismatch(es) above); "
+                    "pass --allow-mismatch to compare anyway", o.mismatch.count);
     }
   }
   if (rc != 0) {
@@ -620,52 +1099,75 @@ int bench_compare_main(int argc, char **argv) {
     cJSON_Delete(cur.json);
     return rc;
   }
-  note_config_differences(cJSON_GetObjectItemCaseSensitive(base.json, "config"),
-                          cJSON_GetObjectItemCaseSensitive(cur.json, "config"));
+  find_staleness(&base, &cur, &l, &o.stale);
 
   const cJSON *cs = cJSON_GetObjectItemCaseSensitive(cur.json, "status");
-  const char *current_status = cJSON_IsString(cs) ? cs->valuestring : NULL;
-  int status_ok = current_status && strcmp(current_status, required) == 0;
-  int failed = status_ok ? 0 : 1;
+  o.current_status = cJSON_IsString(cs) ? cs->valuestring : NULL;
+  o.status_ok = o.current_status && strcmp(o.current_status, o.required) == 0;
+  int failed = o.status_ok ? 0 : 1;
   if (!quiet) {
     printf("check metric=__status__ status=%s expected=%s current=%s\n",
-           status_ok ? "pass" : "fail", required,
-           current_status ? current_status : "n/a");
+           o.status_ok ? "pass" : "fail", o.required,
+           o.current_status ? o.current_status : "n/a");
   }
   for (int i = 0; i < l.count; i++) {
     check *c = &l.items[i];
-    evaluate(c, cur.json, max_ratio, max_abs_ms);
-    if (is_failure(c->status)) failed++;
-    if (quiet && !is_failure(c->status)) continue;
-    printf("check metric=%s kind=%s status=%s", c->path, kind_name(c->kind), c->status);
+    evaluate(c, cur.json, &ru);
+    const char *v = c->verdict;
+    if (is_failure(v)) failed++;
+    if (strcmp(v, "regressed") == 0) o.regressed++;
+    else if (strcmp(v, "improved") == 0) o.improved++;
+    else if (strcmp(v, "unchanged") == 0) o.unchanged++;
+    else if (strcmp(v, "missing") == 0) o.missing++;
+    else if (strcmp(v, "failed") == 0) o.failed++;
+    else o.other++;
+    if (quiet && !is_failure(v)) continue;
+    printf("check metric=%s kind=%s status=%s verdict=%s", c->path,
+           kind_name(c->kind), is_failure(v) ? "fail" : "pass", v);
     if (c->kind != KIND_ROW) {
-      print_number("baseline", c->baseline);
-      print_number(c->kind == KIND_RATE ? "allowed_min" : "allowed_max", c->allowed);
-      print_number("current", c->current);
-      if (isfinite(c->current) && c->baseline > 0) {
-        printf(" change=%+.1f%%", 100.0 * (c->current / c->baseline - 1.0));
+      printf(" baseline=%.6g", c->base.value);
+      if (isfinite(c->allowed)) {
+        printf(" %s=%.6g", c->kind == KIND_RATE ? "allowed_min" : "allowed_max",
+               c->allowed);
+      }
+      if (isfinite(c->cur.value)) printf(" current=%.6g", c->cur.value);
+      double change = change_of(c);
+      if (isfinite(change)) printf(" change=%+.1f%%", 100.0 * change);
+      if (isfinite(c->p_value)) printf(" p=%.3g", c->p_value);
+      if (isfinite(c->band) && c->base.value > 0) {
+        printf(" noise=+/-%.1f%%", 100.0 * c->band / c->base.value);
       }
     }
     printf("\n");
   }
-  printf("compare status=%s metrics=%d failed=%d max_ratio=%g max_abs_ms=%g "
+  for (int i = 0; i < o.stale.count; i++) {
+    printf("compare baseline_stale: %s\n", o.stale.items[i]);
+  }
+  if (o.stale.count) {
+    printf("compare note: the baseline is stale; record a new one (make "
+           "bench-baseline, or apexx-bench compare --emit-baseline REPORT -o "
+           "FILE)\n");
+  }
+  printf("compare status=%s metrics=%d failed=%d regressed=%d improved=%d "
+         "unchanged=%d missing=%d max_ratio=%g max_abs_ms=%g alpha=%g "
          "baseline=%s current=%s\n",
-         failed ? "fail" : "pass", l.count, failed, max_ratio, max_abs_ms,
-         base.path, cur.path);
+         failed ? "fail" : "pass", l.count, failed, o.regressed, o.improved,
+         o.unchanged, o.missing, ru.max_ratio, ru.max_abs_ms, ru.alpha, base.path,
+         cur.path);
+  fflush(stdout);
 
   rc = failed ? BENCH_EXIT_FAILED : BENCH_EXIT_OK;
   if (output) {
-    cJSON *summary = summary_json(&base, &cur, &l, required, current_status,
-                                  status_ok, failed, max_ratio, max_abs_ms);
-    char *text = bench_report_print(summary);
-    cJSON_Delete(summary);
-    char err[1024];
-    if (!text || bench_write_atomic(output, text, err, sizeof err) != 0) {
-      fprintf(stderr, "apexx-bench compare: --output-json: %s\n",
-              text ? err : "out of memory");
+    cJSON *summary = summary_json(&base, &cur, &l, &o, &ru, failed);
+    if (write_output("--output-json", output, bench_report_print(summary)) != 0) {
       rc = BENCH_EXIT_USAGE;
     }
-    free(text);
+    cJSON_Delete(summary);
+  }
+  if (output_md &&
+      write_output("--output-md", output_md,
+                   render_markdown(&base, &cur, &l, &o, &ru, failed)) != 0) {
+    rc = BENCH_EXIT_USAGE;
   }
   free_checks(&l);
   cJSON_Delete(base.json);

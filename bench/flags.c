@@ -26,6 +26,8 @@ enum {
   FLAG_SEED,
   FLAG_WARMUP,
   FLAG_ITERS,
+  FLAG_REPETITIONS,
+  FLAG_HISTORY,
   FLAG_OPS,
   FLAG_BACKENDS,
   FLAG_CONFIG,
@@ -55,6 +57,8 @@ static const struct option long_flags[] = {
     {"seed", required_argument, NULL, FLAG_SEED},
     {"warmup", required_argument, NULL, FLAG_WARMUP},
     {"iters", required_argument, NULL, FLAG_ITERS},
+    {"repetitions", required_argument, NULL, FLAG_REPETITIONS},
+    {"history", required_argument, NULL, FLAG_HISTORY},
     {"ops", required_argument, NULL, FLAG_OPS},
     {"backends", required_argument, NULL, FLAG_BACKENDS},
     {"config", required_argument, NULL, FLAG_CONFIG},
@@ -74,6 +78,7 @@ static const struct option long_flags[] = {
 #define MAX_ELEMENTS (INT64_C(1) << 31)
 #define MAX_DIM (INT64_C(1) << 24)
 #define MAX_ITERS 1000000
+#define MAX_REPETITIONS 1000
 /* JSON numbers are doubles: seeds above 2^53 would not survive the report. */
 #define MAX_SEED ((UINT64_C(1) << 53) - 1)
 
@@ -95,6 +100,9 @@ static void defaults(bench_options *opts) {
   opts->seed = 123;
   opts->warmup = 10;
   opts->iters = 50;
+  /* five repetitions: the smallest count whose Mann-Whitney test can reach
+   * p < 0.05 on a shift (two-sided exact p = 2/252 = 0.008 at best) */
+  opts->repetitions = BENCH_DEFAULT_REPETITIONS;
 }
 
 static int bad(const char *flag, const char *value, const char *why) {
@@ -251,7 +259,9 @@ void bench_print_usage(FILE *to) {
   fprintf(to,
           "usage: apexx-bench [flags]\n"
           "       apexx-bench compare BASELINE CURRENT [--max-ratio R] "
-          "[--max-abs-ms A] [--output-json F] [--quiet]\n"
+          "[--max-abs-ms A] [--alpha P] [--allow-mismatch]\n"
+          "               [--output-json F] [--output-md F] [--quiet]\n"
+          "       apexx-bench history DIR [REPORT...]\n"
           "       apexx-bench compare --emit-baseline REPORT [-o FILE] "
           "[--metrics LIST] [--max-ratio R] [--max-abs-ms A]\n"
           "\n"
@@ -261,7 +271,9 @@ void bench_print_usage(FILE *to) {
           "  --tile-size N (8)  --kmax N (32)  --steps N (256)\n"
           "  --budget-b1 X (16)  --budget-b2 X (8)  --budget-total X (32)\n"
           "  --dtype fp16|bf16|fp32|fp8 (fp16)  --seed N (123)\n"
-          "  --warmup N (10)  --iters N (50)\n"
+          "  --warmup N (10)  --iters N (50)  --repetitions N (5): the timed "
+          "loop of\n"
+          "                    each row, repeated N times independently\n"
           "Selection:\n"
           "  --ops LIST        entries or sections, comma-separated (all)\n"
           "  --backends LIST   backends to measure (every configured one)\n"
@@ -270,6 +282,9 @@ void bench_print_usage(FILE *to) {
           "Output:\n"
           "  --output-json F   report JSON (stdout when absent)\n"
           "  --output-md F     Markdown summary\n"
+          "                    ('-' is standard output for either)\n"
+          "  --history DIR     append the run's summary to the history store "
+          "DIR\n"
           "  --quiet           no progress, no 'wrote_*' lines\n"
           "End-to-end (end_to_end_infer):\n"
           "  --ff-weights F    FF weights (safetensors, FFModule names); "
@@ -351,6 +366,14 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
       rc = parse_int(name, optarg, 1, MAX_ITERS, &v);
       opts->iters = (int)v;
       break;
+    case FLAG_REPETITIONS:
+      rc = parse_int(name, optarg, 1, MAX_REPETITIONS, &v);
+      opts->repetitions = (int)v;
+      break;
+    case FLAG_HISTORY:
+      if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");
+      opts->history_dir = optarg;
+      break;
     case FLAG_OPS:
       rc = parse_list(name, optarg, opts->ops, &opts->op_count);
       for (int i = 0; rc == 0 && i < opts->op_count; i++) {
@@ -417,6 +440,11 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
     fprintf(stderr, "apexx-bench: unexpected argument [%s] (see --help)\n",
             argv[optind]);
     return 1;
+  }
+  if ((int64_t)opts->iters * opts->repetitions > MAX_ITERS) {
+    char value[32];
+    snprintf(value, sizeof value, "%d", opts->repetitions);
+    return bad("repetitions", value, "makes iters*repetitions exceed 1000000");
   }
   return check_profile(opts) != 0 ? 1 : 0;
 }

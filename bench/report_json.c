@@ -6,6 +6,8 @@
 
 #include "bench.h"
 
+#include <apexx/backend.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -171,6 +173,7 @@ static cJSON *environment(apx_context *ctx, const bench_options *opts) {
   cJSON_AddStringToObject(env, "cpu_model", buf);
   cJSON_AddNumberToObject(env, "cpu_cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
   cJSON_AddStringToObject(env, "library_version", apx_version());
+  cJSON_AddNumberToObject(env, "backend_abi_version", APX_BACKEND_ABI_VERSION);
 
   int cuda = first_ok_cuda_backend(ctx);
   struct apx_device_info dev;
@@ -237,6 +240,7 @@ static cJSON *config_object(apx_context *ctx, const bench_options *opts) {
   cJSON_AddNumberToObject(config, "seed", (double)opts->seed);
   cJSON_AddNumberToObject(config, "warmup", opts->warmup);
   cJSON_AddNumberToObject(config, "iters", opts->iters);
+  cJSON_AddNumberToObject(config, "repetitions", opts->repetitions);
   cJSON *ops = cJSON_AddArrayToObject(config, "ops");
   for (int i = 0; i < opts->op_count; i++) {
     cJSON_AddItemToArray(ops, cJSON_CreateString(opts->ops[i]));
@@ -334,29 +338,127 @@ char *bench_report_print(const cJSON *report) {
 
 /* ---- files ------------------------------------------------------------- */
 
-int bench_write_temp(const char *path, const char *text,
-                     bench_pending_file *pending, char *err, size_t err_size) {
-  pending->tmp_path = pending->final_path = NULL;
+/* Write all of text to fd; 0, or -1 with errno set. */
+static int write_all(int fd, const char *text) {
+  size_t len = strlen(text), done = 0;
+  while (done < len) {
+    ssize_t w = write(fd, text + done, len - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    done += (size_t)w;
+  }
+  return 0;
+}
+
+static const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISLNK(mode)) return "a symlink";
+  return "a regular file";
+}
+
+/* The ".NAME.tmp." prefix of path's temporary files, split into the
+ * directory and the prefix; caller frees both. */
+static int temp_prefix(const char *path, char **dir, char **prefix) {
   char *dir_copy = strdup(path), *base_copy = strdup(path);
-  if (!dir_copy || !base_copy) {
-    free(dir_copy);
-    free(base_copy);
-    snprintf(err, err_size, "%s: out of memory", path);
-    return -1;
+  *dir = *prefix = NULL;
+  if (dir_copy && base_copy) {
+    *dir = strdup(dirname(dir_copy));
+    size_t len = strlen(path) + 16;
+    *prefix = malloc(len);
+    if (*prefix) snprintf(*prefix, len, ".%s.tmp.", basename(base_copy));
   }
-  size_t tmp_len = strlen(path) + 32;
-  char *tmp = malloc(tmp_len);
-  if (!tmp) {
-    free(dir_copy);
-    free(base_copy);
-    snprintf(err, err_size, "%s: out of memory", path);
-    return -1;
-  }
-  /* same directory as the target, so rename() stays atomic */
-  snprintf(tmp, tmp_len, "%s/.%s.tmp.XXXXXX", dirname(dir_copy),
-           basename(base_copy));
   free(dir_copy);
   free(base_copy);
+  if (!*dir || !*prefix) {
+    free(*dir);
+    free(*prefix);
+    return -1;
+  }
+  return 0;
+}
+
+int bench_clean_stale_temps(const char *path, double max_age_s) {
+  if (strcmp(path, "-") == 0) return 0;
+  char *dir, *prefix;
+  if (temp_prefix(path, &dir, &prefix) != 0) return 0;
+  int removed = 0;
+  DIR *d = opendir(dir);
+  size_t plen = strlen(prefix);
+  time_t now = time(NULL);
+  struct dirent *ent;
+  while (d && (ent = readdir(d))) {
+    /* mkstemp's suffix: exactly six characters */
+    if (strncmp(ent->d_name, prefix, plen) != 0 || strlen(ent->d_name) != plen + 6) {
+      continue;
+    }
+    size_t flen = strlen(dir) + strlen(ent->d_name) + 2;
+    char *full = malloc(flen);
+    if (!full) break;
+    snprintf(full, flen, "%s/%s", dir, ent->d_name);
+    struct stat st;
+    /* only our own regular files */
+    if (lstat(full, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        difftime(now, st.st_mtime) >= max_age_s && unlink(full) == 0) {
+      removed++;
+    }
+    free(full);
+  }
+  if (d) closedir(d);
+  free(dir);
+  free(prefix);
+  return removed;
+}
+
+int bench_write_temp(const char *path, const char *text,
+                     bench_pending_file *pending, char *err, size_t err_size) {
+  memset(pending, 0, sizeof *pending);
+  if (strcmp(path, "-") == 0) {
+    pending->mode = BENCH_WRITE_STDOUT;
+    pending->text = strdup(text);
+    pending->final_path = strdup(path);
+    if (!pending->text || !pending->final_path) goto oom;
+    return 0;
+  }
+  struct stat lst;
+  if (lstat(path, &lst) == 0 && !S_ISREG(lst.st_mode)) {
+    /* never replace what is not a regular file */
+    struct stat st;
+    int followed = stat(path, &st) == 0;
+    if (S_ISLNK(lst.st_mode) && !followed) {
+      snprintf(err, err_size, "[%s] is a symlink to a missing file (%s); refusing "
+               "to create its target", path, strerror(errno));
+      return -1;
+    }
+    if (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode)) {
+      snprintf(err, err_size, "[%s] is %s%s; give a file path", path,
+               S_ISLNK(lst.st_mode) ? "a symlink to " : "", file_kind(st.st_mode));
+      return -1;
+    }
+    pending->mode = BENCH_WRITE_IN_PLACE;
+    pending->text = strdup(text);
+    pending->final_path = strdup(path);
+    if (!pending->text || !pending->final_path) goto oom;
+    return 0;
+  }
+  char *dir, *prefix;
+  if (temp_prefix(path, &dir, &prefix) != 0) goto oom;
+  size_t tmp_len = strlen(dir) + strlen(prefix) + 16;
+  char *tmp = malloc(tmp_len);
+  if (!tmp) {
+    free(dir);
+    free(prefix);
+    goto oom;
+  }
+  /* same directory as the target, so rename() stays atomic */
+  snprintf(tmp, tmp_len, "%s/%sXXXXXX", dir, prefix);
+  free(dir);
+  free(prefix);
   int fd = mkstemp(tmp);
   if (fd < 0) {
     snprintf(err, err_size, "cannot create a temporary file beside [%s]: %s",
@@ -364,18 +466,12 @@ int bench_write_temp(const char *path, const char *text,
     free(tmp);
     return -1;
   }
-  size_t len = strlen(text), done = 0;
-  while (done < len) {
-    ssize_t w = write(fd, text + done, len - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      snprintf(err, err_size, "cannot write [%s]: %s", tmp, strerror(errno));
-      close(fd);
-      unlink(tmp);
-      free(tmp);
-      return -1;
-    }
-    done += (size_t)w;
+  if (write_all(fd, text) != 0) {
+    snprintf(err, err_size, "cannot write [%s]: %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    free(tmp);
+    return -1;
   }
   /* mkstemp makes 0600; a report is an ordinary file (0644 minus umask) */
   mode_t mask = umask(0);
@@ -386,36 +482,93 @@ int bench_write_temp(const char *path, const char *text,
     free(tmp);
     return -1;
   }
+  pending->mode = BENCH_WRITE_RENAME;
   pending->tmp_path = tmp;
   pending->final_path = strdup(path);
+  if (!pending->final_path) {
+    bench_discard_temp(pending);
+    goto oom;
+  }
+  return 0;
+oom:
+  bench_discard_temp(pending);
+  snprintf(err, err_size, "%s: out of memory", path);
+  return -1;
+}
+
+/* In place: open the existing target (no O_CREAT, so a symlink that went
+ * dangling is not followed into a new file; O_NONBLOCK so a FIFO without a
+ * reader is an error rather than a hang), truncate regular targets. */
+static int write_in_place(const char *path, const char *text, char *err,
+                          size_t err_size) {
+  int fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(err, err_size, "cannot open [%s] for writing in place: %s%s", path,
+             strerror(errno),
+             errno == ENXIO ? " (a FIFO with no reader)" : "");
+    return -1;
+  }
+  struct stat st;
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0) {
+    snprintf(err, err_size, "cannot truncate [%s]: %s", path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (write_all(fd, text) != 0) {
+    snprintf(err, err_size, "cannot write [%s]: %s", path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (close(fd) != 0) {
+    snprintf(err, err_size, "cannot finish [%s]: %s", path, strerror(errno));
+    return -1;
+  }
   return 0;
 }
 
 int bench_commit_temp(bench_pending_file *pending, char *err, size_t err_size) {
-  if (!pending->tmp_path) return 0;
   int rc = 0;
-  if (!pending->final_path || rename(pending->tmp_path, pending->final_path) != 0) {
-    snprintf(err, err_size, "cannot rename [%s] to [%s]: %s", pending->tmp_path,
-             pending->final_path ? pending->final_path : "?", strerror(errno));
-    unlink(pending->tmp_path);
-    rc = -1;
-  }
-  if (rc == 0) {
+  switch (pending->mode) {
+  case BENCH_WRITE_NONE:
+    return 0;
+  case BENCH_WRITE_STDOUT:
+    if (fputs(pending->text, stdout) == EOF || fflush(stdout) != 0) {
+      snprintf(err, err_size, "cannot write standard output: %s", strerror(errno));
+      rc = -1;
+    }
+    break;
+  case BENCH_WRITE_IN_PLACE:
+    rc = write_in_place(pending->final_path, pending->text, err, err_size);
+    break;
+  case BENCH_WRITE_RENAME:
+    if (rename(pending->tmp_path, pending->final_path) != 0) {
+      snprintf(err, err_size, "cannot rename [%s] to [%s]: %s", pending->tmp_path,
+               pending->final_path, strerror(errno));
+      unlink(pending->tmp_path);
+      rc = -1;
+      break;
+    }
     /* make the rename itself durable: fsync the directory (best effort; some
      * file systems refuse fsync on a directory) */
-    char *dir_copy = strdup(pending->final_path);
-    if (dir_copy) {
-      int dir_fd = open(dirname(dir_copy), O_RDONLY | O_DIRECTORY);
-      if (dir_fd >= 0) {
-        (void)fsync(dir_fd);
-        close(dir_fd);
+    {
+      char *dir_copy = strdup(pending->final_path);
+      if (dir_copy) {
+        int dir_fd = open(dirname(dir_copy), O_RDONLY | O_DIRECTORY);
+        if (dir_fd >= 0) {
+          (void)fsync(dir_fd);
+          close(dir_fd);
+        }
+        free(dir_copy);
       }
-      free(dir_copy);
     }
+    break;
   }
   free(pending->tmp_path);
   free(pending->final_path);
-  pending->tmp_path = pending->final_path = NULL;
+  free(pending->text);
+  memset(pending, 0, sizeof *pending);
   return rc;
 }
 
@@ -423,7 +576,8 @@ void bench_discard_temp(bench_pending_file *pending) {
   if (pending->tmp_path) unlink(pending->tmp_path);
   free(pending->tmp_path);
   free(pending->final_path);
-  pending->tmp_path = pending->final_path = NULL;
+  free(pending->text);
+  memset(pending, 0, sizeof *pending);
 }
 
 int bench_write_atomic(const char *path, const char *text, char *err,

@@ -807,13 +807,19 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
     return NULL;
   }
 
-  double *samples = calloc((size_t)o->iters, sizeof *samples);
-  if (!samples) {
+  int reps = o->repetitions > 0 ? o->repetitions : 1;
+  int n_samples = o->iters * reps;
+  double *samples = calloc((size_t)n_samples, sizeof *samples);
+  double *rep_medians = calloc((size_t)reps * 2, sizeof *rep_medians);
+  double *rep_mins = rep_medians ? rep_medians + reps : NULL;
+  if (!samples || !rep_medians) {
+    free(samples);
+    free(rep_medians);
     free_device_tensors(ctx, &dev);
-    return row_failed(rs, "out of memory for %d samples", o->iters);
+    return row_failed(rs, "out of memory for %d samples", n_samples);
   }
   cJSON *row = NULL;
-  int total = o->warmup + o->iters;
+  int total = o->warmup + n_samples;
   for (int i = 0; i < o->warmup; i++) {
     progress(rs, e, b->name, i + 1, total);
     st = invoke(ctx, e, o, dev.t, &call, NULL);
@@ -829,7 +835,9 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
    * timed on the host's monotonic clock around the call and a sync */
   int host_clock = 0;
   char timer_reason[512] = "";
-  for (int i = 0; i < o->iters; i++) {
+  /* repetitions: the timed loop again, independently; each keeps its own
+   * median, and the compare's test runs on those medians */
+  for (int i = 0; i < n_samples; i++) {
     progress(rs, e, b->name, o->warmup + i + 1, total);
     apx_timer *timer = NULL;
     struct timespec t0 = {0, 0}, t1 = {0, 0};
@@ -882,7 +890,15 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
   rs->rows_measured++;
 
   bench_stats stats;
-  bench_stats_compute(samples, o->iters, &stats);
+  bench_stats_compute(samples, n_samples, &stats);
+  for (int r = 0; r < reps; r++) {
+    bench_stats one;
+    bench_stats_compute(samples + (size_t)r * (size_t)o->iters, o->iters, &one);
+    rep_medians[r] = one.p50_ms;
+    rep_mins[r] = one.min_ms;
+  }
+  bench_summary summary;
+  bench_summary_compute(rep_medians, reps, &summary);
   row = cJSON_CreateObject();
   cJSON_AddStringToObject(row, "status", "ok");
   cJSON_AddNullToObject(row, "reason");
@@ -893,6 +909,19 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
   bench_json_number(row, "max_ms", stats.max_ms, NULL);
   cJSON_AddNumberToObject(row, "iters", o->iters);
   cJSON_AddNumberToObject(row, "warmup", o->warmup);
+  /* schema 1.1: the per-repetition medians and their summary */
+  cJSON *rj = cJSON_AddObjectToObject(row, "repetitions");
+  cJSON_AddNumberToObject(rj, "n", reps);
+  bench_json_number(rj, "min_ms", summary.min, NULL);
+  bench_json_number(rj, "median_ms", summary.median, NULL);
+  bench_json_number(rj, "p95_ms", summary.p95, NULL);
+  bench_json_number(rj, "mad_ms", summary.mad, NULL);
+  cJSON *medians = cJSON_AddArrayToObject(rj, "medians_ms");
+  cJSON *mins = cJSON_AddArrayToObject(rj, "mins_ms");
+  for (int r = 0; r < reps; r++) {
+    cJSON_AddItemToArray(medians, cJSON_CreateNumber(rep_medians[r]));
+    cJSON_AddItemToArray(mins, cJSON_CreateNumber(rep_mins[r]));
+  }
   cJSON_AddStringToObject(row, "timer", host_clock ? "host_clock" : "backend");
   if (host_clock) cJSON_AddStringToObject(row, "timer_reason", timer_reason);
   double seconds = stats.p50_ms / 1000.0;
@@ -973,6 +1002,7 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
 done:
   if (!row) row = row_failed(rs, "internal: no result");
   free(samples);
+  free(rep_medians);
   free_device_tensors(ctx, &dev);
   return row;
 }

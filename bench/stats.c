@@ -35,6 +35,108 @@ int bench_stats_compute(const double *samples_ms, int n, bench_stats *out) {
   return 0;
 }
 
+int bench_summary_compute(const double *values, int n, bench_summary *out) {
+  memset(out, 0, sizeof *out);
+  if (n < 1) return -1;
+  double *sorted = malloc((size_t)n * sizeof *sorted);
+  if (!sorted) return -1;
+  memcpy(sorted, values, (size_t)n * sizeof *sorted);
+  qsort(sorted, (size_t)n, sizeof *sorted, compare_double);
+  out->n = n;
+  out->min = sorted[0];
+  out->median = (n % 2 == 1) ? sorted[n / 2]
+                             : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  out->p95 = sorted[(int)floor(0.95 * (double)(n - 1))];
+  for (int i = 0; i < n; i++) sorted[i] = fabs(sorted[i] - out->median);
+  qsort(sorted, (size_t)n, sizeof *sorted, compare_double);
+  out->mad = (n % 2 == 1) ? sorted[n / 2]
+                          : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  free(sorted);
+  return 0;
+}
+
+/* Exact null distribution of U for sizes (m, n) without ties:
+ * f(m, n, u) = f(m-1, n, u-n) + f(m, n-1, u), f(0, n, 0) = f(m, 0, 0) = 1;
+ * returns P(U <= u) and P(U >= u) through lo and hi. -1 on no memory. */
+static int exact_u_tails(int m, int n, double u, double *lo, double *hi) {
+  int umax = m * n;
+  size_t stride = (size_t)umax + 1;
+  double *f = calloc((size_t)(m + 1) * (size_t)(n + 1) * stride, sizeof *f);
+  if (!f) return -1;
+#define F(i, j, k) f[((size_t)(i) * (size_t)(n + 1) + (size_t)(j)) * stride + (size_t)(k)]
+  for (int i = 0; i <= m; i++) {
+    for (int j = 0; j <= n; j++) {
+      if (i == 0 || j == 0) {
+        F(i, j, 0) = 1.0;
+        continue;
+      }
+      for (int k = 0; k <= i * j; k++) {
+        double v = F(i, j - 1, k);
+        if (k >= j) v += F(i - 1, j, k - j);
+        F(i, j, k) = v;
+      }
+    }
+  }
+  double total = 0.0, below = 0.0, above = 0.0;
+  for (int k = 0; k <= umax; k++) {
+    double c = F(m, n, k);
+    total += c;
+    if ((double)k <= u + 1e-9) below += c;
+    if ((double)k >= u - 1e-9) above += c;
+  }
+#undef F
+  free(f);
+  *lo = below / total;
+  *hi = above / total;
+  return 0;
+}
+
+double bench_mann_whitney_p(const double *a, int na, const double *b, int nb) {
+  if (na < 1 || nb < 1) return NAN;
+  /* U of a: pairs where a is larger, ties count one half */
+  double u = 0.0;
+  int ties = 0;
+  for (int i = 0; i < na; i++) {
+    for (int j = 0; j < nb; j++) {
+      if (a[i] > b[j]) {
+        u += 1.0;
+      } else if (a[i] == b[j]) {
+        u += 0.5;
+        ties = 1;
+      }
+    }
+  }
+  double lo, hi;
+  if (!ties && na + nb <= 60 && exact_u_tails(na, nb, u, &lo, &hi) == 0) {
+    double p = 2.0 * (lo < hi ? lo : hi);
+    return p > 1.0 ? 1.0 : p;
+  }
+  /* normal approximation; the tie correction needs the tie group sizes */
+  int n = na + nb;
+  double *all = malloc((size_t)n * sizeof *all);
+  if (!all) return NAN;
+  memcpy(all, a, (size_t)na * sizeof *all);
+  memcpy(all + na, b, (size_t)nb * sizeof *all);
+  qsort(all, (size_t)n, sizeof *all, compare_double);
+  double tie_sum = 0.0;
+  for (int i = 0; i < n;) {
+    int j = i;
+    while (j < n && all[j] == all[i]) j++;
+    double t = (double)(j - i);
+    tie_sum += t * t * t - t;
+    i = j;
+  }
+  free(all);
+  double mean = 0.5 * na * nb;
+  double var = (double)na * nb / 12.0 *
+               ((n + 1.0) - tie_sum / ((double)n * (n - 1.0)));
+  if (!(var > 0)) return 1.0;
+  double z = (fabs(u - mean) - 0.5) / sqrt(var);
+  if (z < 0) z = 0;
+  double p = erfc(z / sqrt(2.0));
+  return p > 1.0 ? 1.0 : p;
+}
+
 double bench_parity_tolerance(apx_dtype dtype) {
   switch (dtype) {
   case APX_DTYPE_F32:

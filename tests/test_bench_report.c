@@ -88,7 +88,7 @@ END_TEST
 START_TEST(top_level_schema) {
   cJSON *r = load_report();
   ck_assert_int_eq((int)bt_get(r, "schema_version.major")->valuedouble, 1);
-  ck_assert_int_eq((int)bt_get(r, "schema_version.minor")->valuedouble, 0);
+  ck_assert_int_eq((int)bt_get(r, "schema_version.minor")->valuedouble, 1);
   ck_assert_str_eq(bt_get(r, "suite")->valuestring, "apexx");
   const cJSON *ts = bt_get(r, "timestamp_utc");
   ck_assert(is_string(ts));
@@ -130,11 +130,11 @@ START_TEST(environment_and_config) {
   static const struct {
     const char *key;
     double value;
-  } expect[] = {{"batch", 1},        {"channels", 8},     {"height", 16},
-                {"width", 16},       {"tile_size", 8},    {"kmax", 2},
+  } expect[] = {{"batch", 1},        {"channels", 8},     {"height", 32},
+                {"width", 32},       {"tile_size", 8},    {"kmax", 2},
                 {"steps", 8},        {"budget_b1", 16},   {"budget_b2", 8},
                 {"budget_total", 32}, {"seed", 123},      {"warmup", 1},
-                {"iters", 3}};
+                {"iters", 3},        {"repetitions", 5}};
   for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
     char path[64];
     snprintf(path, sizeof path, "config.%s", expect[i].key);

@@ -1,0 +1,588 @@
+/* apexx-bench history (apexx-bench(1) "HISTORY"):
+ *   apexx-bench history DIR [REPORT...] [--output F]
+ *   apexx-bench [run flags] --history DIR
+ * The store is plain files in DIR: history.jsonl holds one line per run
+ * (appended with O_APPEND, never rewritten), keyed by commit and machine:
+ *   {"commit", "machine", "timestamp_utc", "profile", "rows": {
+ *      "<section>.<entry>/<backend>": {"median_ms", "min_ms", "p95_ms",
+ *      "mad_ms", "n", "medians_ms": [...]}}}
+ * After each append, and on `history DIR` alone, DIR/index.html is
+ * rendered (atomically): a self-contained page with one inline SVG chart
+ * per op and backend, one series per machine, the median time of each run
+ * in run order (labelled by commit), the noise band (median +/- 1.4826*MAD
+ * of the per-repetition medians), and a red ring on a run that regressed
+ * against the previous run of its machine (the compare rule: Mann-Whitney
+ * p < 0.05 and more than 5% slower). */
+#include "bench.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HISTORY_FILE "history.jsonl"
+#define CHART_FILE "index.html"
+#define REGRESSION_ALPHA 0.05
+#define REGRESSION_RATIO 1.05
+
+/* ---- growing text buffer ------------------------------------------------- */
+typedef struct sbuf {
+  char *s;
+  size_t len, cap;
+  int oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+  if (b->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+    va_end(ap);
+    if (w < 0) return;
+    if (b->s && (size_t)w < b->cap - b->len) {
+      b->len += (size_t)w;
+      return;
+    }
+    size_t cap = (b->cap ? b->cap * 2 : 8192) + (size_t)w;
+    char *grown = realloc(b->s, cap);
+    if (!grown) {
+      b->oom = 1;
+      return;
+    }
+    b->s = grown;
+    b->cap = cap;
+  }
+}
+
+/* text with &, <, >, " escaped */
+static void sb_escaped(sbuf *b, const char *text) {
+  for (const char *p = text; *p; p++) {
+    switch (*p) {
+    case '&':
+      sb_printf(b, "&amp;");
+      break;
+    case '<':
+      sb_printf(b, "&lt;");
+      break;
+    case '>':
+      sb_printf(b, "&gt;");
+      break;
+    case '"':
+      sb_printf(b, "&quot;");
+      break;
+    default:
+      sb_printf(b, "%c", *p);
+    }
+  }
+}
+
+/* ---- one run's summary ---------------------------------------------------- */
+static const cJSON *get(const cJSON *o, const char *k) {
+  return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+/* "AMD EPYC x2" (+ " / GPU name"): the machine key of a report. */
+static void machine_key(const cJSON *report, char *buf, size_t size) {
+  const cJSON *env = get(report, "environment");
+  const cJSON *model = get(env, "cpu_model"), *cores = get(env, "cpu_cores");
+  const cJSON *gpu_name = get(get(env, "gpu"), "name");
+  snprintf(buf, size, "%s x%d%s%s",
+           cJSON_IsString(model) ? model->valuestring : "unknown cpu",
+           cJSON_IsNumber(cores) ? (int)cores->valuedouble : 0,
+           cJSON_IsString(gpu_name) ? " / " : "",
+           cJSON_IsString(gpu_name) ? gpu_name->valuestring : "");
+}
+
+static cJSON *run_summary(const cJSON *report) {
+  cJSON *s = cJSON_CreateObject();
+  const cJSON *sha = get(get(report, "producer"), "git_sha");
+  cJSON_AddStringToObject(s, "commit", cJSON_IsString(sha) ? sha->valuestring : "unknown");
+  char machine[512];
+  machine_key(report, machine, sizeof machine);
+  cJSON_AddStringToObject(s, "machine", machine);
+  const cJSON *host = get(get(report, "environment"), "host");
+  if (cJSON_IsString(host)) cJSON_AddStringToObject(s, "host", host->valuestring);
+  const cJSON *stamp = get(report, "timestamp_utc");
+  cJSON_AddStringToObject(s, "timestamp_utc",
+                          cJSON_IsString(stamp) ? stamp->valuestring : "");
+  const cJSON *config = get(report, "config");
+  char profile[256];
+  snprintf(profile, sizeof profile, "b%g c%g %gx%g t%g k%g s%g %s",
+           cJSON_GetNumberValue(get(config, "batch")),
+           cJSON_GetNumberValue(get(config, "channels")),
+           cJSON_GetNumberValue(get(config, "height")),
+           cJSON_GetNumberValue(get(config, "width")),
+           cJSON_GetNumberValue(get(config, "tile_size")),
+           cJSON_GetNumberValue(get(config, "kmax")),
+           cJSON_GetNumberValue(get(config, "steps")),
+           cJSON_IsString(get(config, "dtype")) ? get(config, "dtype")->valuestring : "?");
+  cJSON_AddStringToObject(s, "profile", profile);
+  cJSON_AddStringToObject(s, "status", cJSON_IsString(get(report, "status"))
+                                           ? get(report, "status")->valuestring
+                                           : "unknown");
+  cJSON *rows = cJSON_AddObjectToObject(s, "rows");
+  const cJSON *section, *entry, *row;
+  cJSON_ArrayForEach(section, get(report, "benchmarks")) {
+    cJSON_ArrayForEach(entry, section) {
+      cJSON_ArrayForEach(row, get(entry, "rows")) {
+        const cJSON *st = get(row, "status");
+        const cJSON *p50 = get(row, "p50_ms");
+        if (!cJSON_IsString(st) || strcmp(st->valuestring, "ok") != 0 ||
+            !cJSON_IsNumber(p50)) {
+          continue;
+        }
+        char key[512];
+        snprintf(key, sizeof key, "%s.%s/%s", section->string, entry->string,
+                 row->string);
+        cJSON *r = cJSON_AddObjectToObject(rows, key);
+        const cJSON *reps = get(row, "repetitions");
+        const cJSON *med = get(reps, "medians_ms");
+        int n = cJSON_IsArray(med) ? cJSON_GetArraySize(med) : 0;
+        double *v = n > 0 ? malloc((size_t)n * sizeof *v) : NULL;
+        bench_summary sum;
+        int k = 0;
+        const cJSON *item;
+        if (v) {
+          cJSON_ArrayForEach(item, med) {
+            if (cJSON_IsNumber(item)) v[k++] = item->valuedouble;
+          }
+        }
+        if (k > 0 && bench_summary_compute(v, k, &sum) == 0) {
+          cJSON_AddNumberToObject(r, "median_ms", sum.median);
+          cJSON_AddNumberToObject(r, "min_ms", sum.min);
+          cJSON_AddNumberToObject(r, "p95_ms", sum.p95);
+          cJSON_AddNumberToObject(r, "mad_ms", sum.mad);
+          cJSON_AddNumberToObject(r, "n", k);
+          cJSON_AddItemToObject(r, "medians_ms", cJSON_Duplicate(med, 1));
+        } else {
+          /* a 1.0 report: one value, no spread */
+          cJSON_AddNumberToObject(r, "median_ms", p50->valuedouble);
+          cJSON_AddNumberToObject(r, "n", 1);
+        }
+        free(v);
+      }
+    }
+  }
+  return s;
+}
+
+/* ---- the store ------------------------------------------------------------- */
+static char *join(const char *dir, const char *name) {
+  size_t len = strlen(dir) + strlen(name) + 2;
+  char *p = malloc(len);
+  if (p) snprintf(p, len, "%s/%s", dir, name);
+  return p;
+}
+
+static int ensure_dir(const char *dir, char *err, size_t err_size) {
+  struct stat st;
+  if (stat(dir, &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      snprintf(err, err_size, "[%s] is not a directory", dir);
+      return -1;
+    }
+    return 0;
+  }
+  if (mkdir(dir, 0777) != 0) {
+    snprintf(err, err_size, "cannot create the history directory [%s]: %s", dir,
+             strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static int append_line(const char *dir, const cJSON *summary, char *err,
+                       size_t err_size) {
+  char *path = join(dir, HISTORY_FILE);
+  char *line = cJSON_PrintUnformatted(summary);
+  int rc = -1;
+  if (!path || !line) {
+    snprintf(err, err_size, "out of memory");
+    goto out;
+  }
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0666);
+  if (fd < 0) {
+    snprintf(err, err_size, "cannot open [%s] for appending: %s", path, strerror(errno));
+    goto out;
+  }
+  size_t len = strlen(line);
+  line[len] = '\n'; /* one write: a whole line or nothing visible to readers */
+  ssize_t w = write(fd, line, len + 1);
+  line[len] = '\0';
+  if (w != (ssize_t)(len + 1) || fsync(fd) != 0) {
+    snprintf(err, err_size, "cannot append to [%s]: %s", path,
+             w < 0 ? strerror(errno) : "short write");
+    close(fd);
+    goto out;
+  }
+  if (close(fd) != 0) {
+    snprintf(err, err_size, "cannot finish [%s]: %s", path, strerror(errno));
+    goto out;
+  }
+  rc = 0;
+out:
+  free(path);
+  free(line);
+  return rc;
+}
+
+/* Every line of the store as a JSON array (malformed lines are skipped
+ * with a warning naming the line). */
+static cJSON *load_store(const char *dir, char *err, size_t err_size) {
+  char *path = join(dir, HISTORY_FILE);
+  if (!path) return NULL;
+  cJSON *runs = cJSON_CreateArray();
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    free(path);
+    return runs; /* an empty store */
+  }
+  char *text = bench_read_file(path, err, err_size);
+  if (!text) {
+    free(path);
+    cJSON_Delete(runs);
+    return NULL;
+  }
+  int line_no = 0;
+  for (char *p = text; *p;) {
+    char *nl = strchr(p, '\n');
+    if (nl) *nl = '\0';
+    line_no++;
+    if (*p) {
+      cJSON *run = cJSON_Parse(p);
+      if (cJSON_IsObject(run) && cJSON_IsObject(get(run, "rows"))) {
+        cJSON_AddItemToArray(runs, run);
+      } else {
+        cJSON_Delete(run);
+        fprintf(stderr, "apexx-bench history: %s:%d: not a run summary; skipped\n",
+                path, line_no);
+      }
+    }
+    if (!nl) break;
+    p = nl + 1;
+  }
+  free(text);
+  free(path);
+  return runs;
+}
+
+/* ---- the chart --------------------------------------------------------------- */
+typedef struct point {
+  const cJSON *run;
+  double median, lo, hi;
+  int regressed;
+} point;
+
+static void read_medians(const cJSON *row, double **v, int *n) {
+  const cJSON *med = get(row, "medians_ms");
+  *n = 0;
+  *v = NULL;
+  int count = cJSON_IsArray(med) ? cJSON_GetArraySize(med) : 0;
+  if (count < 1) return;
+  *v = malloc((size_t)count * sizeof **v);
+  if (!*v) return;
+  const cJSON *item;
+  cJSON_ArrayForEach(item, med) {
+    if (cJSON_IsNumber(item)) (*v)[(*n)++] = item->valuedouble;
+  }
+}
+
+/* Did this run regress against the previous one of its machine? */
+static int regressed_against(const cJSON *prev_row, const cJSON *row) {
+  double *a, *b;
+  int na, nb;
+  read_medians(row, &a, &na);
+  read_medians(prev_row, &b, &nb);
+  double cur = cJSON_GetNumberValue(get(row, "median_ms"));
+  double base = cJSON_GetNumberValue(get(prev_row, "median_ms"));
+  int r = 0;
+  if (na >= 2 && nb >= 2 && isfinite(cur) && isfinite(base)) {
+    r = bench_mann_whitney_p(a, na, b, nb) < REGRESSION_ALPHA &&
+        cur > base * REGRESSION_RATIO;
+  }
+  free(a);
+  free(b);
+  return r;
+}
+
+#define CHART_W 640
+#define CHART_H 260
+#define PAD_L 70
+#define PAD_R 20
+#define PAD_T 30
+#define PAD_B 50
+
+static const char *const series_colors[] = {"#1f77b4", "#2ca02c", "#9467bd",
+                                            "#8c564b", "#e377c2", "#7f7f7f"};
+
+/* One SVG for a row key over every machine's runs. */
+static void render_chart(sbuf *b, const char *key, const cJSON *runs,
+                         const char **machines, int machine_count) {
+  int total = cJSON_GetArraySize(runs);
+  point *pts = calloc((size_t)total * (size_t)machine_count + 1, sizeof *pts);
+  int *counts = calloc((size_t)machine_count + 1, sizeof *counts);
+  if (!pts || !counts) {
+    free(pts);
+    free(counts);
+    b->oom = 1;
+    return;
+  }
+  double ymax = 0.0;
+  int xmax = 0;
+  for (int m = 0; m < machine_count; m++) {
+    const cJSON *run, *prev_row = NULL;
+    cJSON_ArrayForEach(run, runs) {
+      const cJSON *mk = get(run, "machine");
+      if (!cJSON_IsString(mk) || !cJSON_IsString(get(run, "commit")) ||
+          strcmp(mk->valuestring, machines[m]) != 0) {
+        continue;
+      }
+      const cJSON *row = get(get(run, "rows"), key);
+      if (!cJSON_IsObject(row) || !cJSON_IsNumber(get(row, "median_ms"))) continue;
+      point *p = &pts[m * total + counts[m]];
+      p->run = run;
+      p->median = get(row, "median_ms")->valuedouble;
+      double mad = cJSON_IsNumber(get(row, "mad_ms")) ? get(row, "mad_ms")->valuedouble : 0;
+      p->lo = fmax(0.0, p->median - 1.4826 * mad);
+      p->hi = p->median + 1.4826 * mad;
+      p->regressed = prev_row ? regressed_against(prev_row, row) : 0;
+      prev_row = row;
+      if (p->hi > ymax) ymax = p->hi;
+      counts[m]++;
+      if (counts[m] > xmax) xmax = counts[m];
+    }
+  }
+  if (ymax <= 0) ymax = 1e-3;
+  ymax *= 1.1;
+  double pw = CHART_W - PAD_L - PAD_R, ph = CHART_H - PAD_T - PAD_B;
+#define XS(i) (PAD_L + (xmax > 1 ? pw * (double)(i) / (double)(xmax - 1) : pw / 2))
+#define YS(v) (PAD_T + ph * (1.0 - (v) / ymax))
+  sb_printf(b, "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+               "height=\"%d\" viewBox=\"0 0 %d %d\" class=\"chart\" data-key=\"",
+            CHART_W, CHART_H, CHART_W, CHART_H);
+  sb_escaped(b, key);
+  sb_printf(b, "\">\n<title>");
+  sb_escaped(b, key);
+  sb_printf(b, " median time per run</title>\n");
+  sb_printf(b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n",
+            CHART_W, CHART_H);
+  sb_printf(b, "<text x=\"%d\" y=\"18\" font-size=\"14\" font-family=\"sans-serif\">",
+            PAD_L);
+  sb_escaped(b, key);
+  sb_printf(b, "</text>\n");
+  /* axes and y ticks (microseconds) */
+  sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n",
+            PAD_L, PAD_T, PAD_L, CHART_H - PAD_B);
+  sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n",
+            PAD_L, CHART_H - PAD_B, CHART_W - PAD_R, CHART_H - PAD_B);
+  for (int t = 0; t <= 4; t++) {
+    double v = ymax * t / 4.0;
+    sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                 "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" "
+                 "font-family=\"sans-serif\">%.3g us</text>\n",
+              PAD_L, YS(v), CHART_W - PAD_R, YS(v), PAD_L - 4, YS(v) + 3, v * 1e3);
+  }
+  for (int m = 0; m < machine_count; m++) {
+    const char *color = series_colors[m % 6];
+    point *p = &pts[m * total];
+    int n = counts[m];
+    if (n == 0) continue;
+    /* the noise band: upper edge forward, lower edge back */
+    sb_printf(b, "<polygon class=\"band\" fill=\"%s\" fill-opacity=\"0.18\" "
+                 "stroke=\"none\" points=\"", color);
+    for (int i = 0; i < n; i++) sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].hi));
+    for (int i = n - 1; i >= 0; i--) sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].lo));
+    sb_printf(b, "\"/>\n<polyline class=\"median\" fill=\"none\" stroke=\"%s\" "
+                 "stroke-width=\"2\" points=\"", color);
+    for (int i = 0; i < n; i++) sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].median));
+    sb_printf(b, "\"/>\n");
+    for (int i = 0; i < n; i++) {
+      const char *commit = get(p[i].run, "commit")->valuestring;
+      sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>",
+                XS(i), YS(p[i].median), color);
+      sb_escaped(b, commit);
+      sb_printf(b, " %.4g us%s</title></circle>\n", p[i].median * 1e3,
+                p[i].regressed ? " (regressed)" : "");
+      if (p[i].regressed) {
+        sb_printf(b, "<circle class=\"regression\" cx=\"%.1f\" cy=\"%.1f\" r=\"8\" "
+                     "fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>\n",
+                  XS(i), YS(p[i].median));
+      }
+      if (m == 0) {
+        sb_printf(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
+                     "font-family=\"monospace\" transform=\"rotate(-35 %.1f %d)\">%.7s"
+                     "</text>\n",
+                  XS(i), CHART_H - PAD_B + 14, XS(i), CHART_H - PAD_B + 14, commit);
+      }
+    }
+    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"%s\" "
+                 "font-family=\"sans-serif\">", CHART_W - PAD_R - 200,
+              PAD_T + 12 * (m + 1), color);
+    sb_escaped(b, machines[m]);
+    sb_printf(b, "</text>\n");
+  }
+#undef XS
+#undef YS
+  sb_printf(b, "</svg></figure>\n");
+  free(pts);
+  free(counts);
+}
+
+static int string_in(const char **list, int n, const char *s) {
+  for (int i = 0; i < n; i++) {
+    if (strcmp(list[i], s) == 0) return 1;
+  }
+  return 0;
+}
+
+static char *render_page(const cJSON *runs) {
+  sbuf b = {NULL, 0, 0, 0};
+  const char *machines[32];
+  int machine_count = 0;
+  const char **keys = NULL;
+  int key_count = 0, key_cap = 0;
+  const cJSON *run, *row;
+  cJSON_ArrayForEach(run, runs) {
+    const cJSON *m = get(run, "machine");
+    if (!cJSON_IsString(m) || !cJSON_IsString(get(run, "commit"))) continue;
+    if (!string_in(machines, machine_count, m->valuestring) && machine_count < 32) {
+      machines[machine_count++] = m->valuestring;
+    }
+    cJSON_ArrayForEach(row, get(run, "rows")) {
+      if (string_in(keys, key_count, row->string)) continue;
+      if (key_count == key_cap) {
+        key_cap = key_cap ? key_cap * 2 : 32;
+        const char **grown = realloc(keys, (size_t)key_cap * sizeof *grown);
+        if (!grown) {
+          free(keys);
+          free(b.s);
+          return NULL;
+        }
+        keys = grown;
+      }
+      keys[key_count++] = row->string;
+    }
+  }
+  sb_printf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+                "<title>apexx-bench history</title>\n<style>body{font-family:"
+                "sans-serif;margin:16px}figure{display:inline-block;margin:6px;"
+                "border:1px solid #ccc}</style></head><body>\n"
+                "<h1>apexx-bench history</h1>\n<p>%d run(s), %d machine(s), %d "
+                "row(s). Each chart: the median time of each run (per-repetition "
+                "medians' median) in run order, labelled by commit; the band is "
+                "median &plusmn; 1.4826&middot;MAD; a red ring marks a run that "
+                "regressed against the previous run of its machine (Mann-Whitney "
+                "p &lt; %.2g and more than %.0f%% slower).</p>\n",
+            cJSON_GetArraySize(runs), machine_count, key_count, REGRESSION_ALPHA,
+            (REGRESSION_RATIO - 1.0) * 100.0);
+  for (int k = 0; k < key_count; k++) {
+    render_chart(&b, keys[k], runs, machines, machine_count);
+  }
+  sb_printf(&b, "</body></html>\n");
+  free(keys);
+  if (b.oom) {
+    free(b.s);
+    return NULL;
+  }
+  return b.s;
+}
+
+static int render_store(const char *dir, const char *output, char *err,
+                        size_t err_size) {
+  cJSON *runs = load_store(dir, err, err_size);
+  if (!runs) return -1;
+  char *page = render_page(runs);
+  cJSON_Delete(runs);
+  if (!page) {
+    snprintf(err, err_size, "out of memory rendering the chart");
+    return -1;
+  }
+  char *path = output ? strdup(output) : join(dir, CHART_FILE);
+  int rc = path ? bench_write_atomic(path, page, err, err_size) : -1;
+  free(path);
+  free(page);
+  return rc;
+}
+
+int bench_history_append(const char *dir, const cJSON *report, char *err,
+                         size_t err_size) {
+  if (ensure_dir(dir, err, err_size) != 0) return -1;
+  cJSON *summary = run_summary(report);
+  int rc = append_line(dir, summary, err, err_size);
+  cJSON_Delete(summary);
+  if (rc == 0) rc = render_store(dir, NULL, err, err_size);
+  return rc;
+}
+
+int bench_history_main(int argc, char **argv) {
+  const char *dir = NULL, *output = NULL;
+  const char *reports[64];
+  int report_count = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--output") == 0 || strcmp(argv[i], "-o") == 0) {
+      if (i + 1 >= argc || !*argv[i + 1]) {
+        fprintf(stderr, "apexx-bench history: %s: needs a path\n", argv[i]);
+        return BENCH_EXIT_USAGE;
+      }
+      output = argv[++i];
+    } else if (strcmp(argv[i], "--help") == 0) {
+      printf("usage: apexx-bench history DIR [REPORT...] [--output F]\n"
+             "Append each REPORT's summary to DIR/history.jsonl (keyed by "
+             "commit and machine), then render DIR/index.html (or F; '-' is "
+             "standard output).\n");
+      return BENCH_EXIT_OK;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      fprintf(stderr, "apexx-bench history: unknown flag [%s]\n", argv[i]);
+      return BENCH_EXIT_USAGE;
+    } else if (!dir) {
+      dir = argv[i];
+    } else if (report_count < 64) {
+      reports[report_count++] = argv[i];
+    } else {
+      fprintf(stderr, "apexx-bench history: at most 64 reports at once\n");
+      return BENCH_EXIT_USAGE;
+    }
+  }
+  if (!dir || !*dir) {
+    fprintf(stderr, "apexx-bench history: needs DIR (see --help)\n");
+    return BENCH_EXIT_USAGE;
+  }
+  char err[1024];
+  if (ensure_dir(dir, err, sizeof err) != 0) {
+    fprintf(stderr, "apexx-bench history: %s\n", err);
+    return BENCH_EXIT_USAGE;
+  }
+  for (int i = 0; i < report_count; i++) {
+    char *text = bench_read_file(reports[i], err, sizeof err);
+    int readable = text != NULL;
+    cJSON *report = text ? cJSON_ParseWithOpts(text, NULL, 1) : NULL;
+    free(text);
+    const cJSON *suite = get(report, "suite");
+    if (!report || !cJSON_IsString(suite) || strcmp(suite->valuestring, "apexx") != 0 ||
+        !cJSON_IsObject(get(report, "benchmarks"))) {
+      fprintf(stderr, "apexx-bench history: [%s] is not an apexx report%s%s\n",
+              reports[i], readable ? "" : ": ", readable ? "" : err);
+      cJSON_Delete(report);
+      return BENCH_EXIT_USAGE;
+    }
+    cJSON *summary = run_summary(report);
+    int rc = append_line(dir, summary, err, sizeof err);
+    cJSON_Delete(summary);
+    cJSON_Delete(report);
+    if (rc != 0) {
+      fprintf(stderr, "apexx-bench history: %s\n", err);
+      return BENCH_EXIT_USAGE;
+    }
+  }
+  if (render_store(dir, output, err, sizeof err) != 0) {
+    fprintf(stderr, "apexx-bench history: %s\n", err);
+    return BENCH_EXIT_USAGE;
+  }
+  return BENCH_EXIT_OK;
+}
