@@ -284,10 +284,11 @@ static const apx_tensor *acquire(call_state *cs, PyObject *obj, const char *name
   int torch = 0;
 
   /* host buffers (NumPy ...): the buffer protocol, no capsule */
-  if (PyObject_CheckBuffer(obj) && !(torch = is_torch_tensor(obj))) {
+  if (PyObject_CheckBuffer(obj)) { /* torch tensors have no buffer protocol */
     int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, &h->view, flags) < 0) {
-      if (writable && PyErr_ExceptionMatches(PyExc_BufferError)) {
+      if (writable && (PyErr_ExceptionMatches(PyExc_BufferError) ||
+                       PyErr_ExceptionMatches(PyExc_ValueError))) {
         PyErr_Clear();
         return invalid_tensor("%s: %s is read-only", cs->op, name);
       }
@@ -318,22 +319,29 @@ static const apx_tensor *acquire(call_state *cs, PyObject *obj, const char *name
   }
 
   /* DLPack */
-  PyObject *capsule = NULL;
-  if (torch && !cs->stream_obj && g_torch_to_dlpack) {
-    /* torch on its current stream: no handshake needed, skip __dlpack__'s
-     * Python-level checks (autograd tensors are detached first) */
+  PyObject *capsule = NULL, *detached = NULL;
+  h->obj = obj; /* held from here on: call_release cleans up on error */
+  Py_INCREF(obj);
+  cs->nheld++;
+  torch = is_torch_tensor(obj);
+  if (torch) {
+    /* an autograd tensor is read through a detached alias (same memory) */
     PyObject *rg = PyObject_GetAttr(obj, g_str_requires_grad);
     if (!rg) return NULL;
     int needs_detach = PyObject_IsTrue(rg);
     Py_DECREF(rg);
+    if (needs_detach < 0) return NULL;
     if (needs_detach) {
-      PyObject *d = PyObject_CallMethodNoArgs(obj, g_str_detach);
-      if (!d) return NULL;
-      capsule = PyObject_CallOneArg(g_torch_to_dlpack, d);
-      Py_DECREF(d);
-    } else {
-      capsule = PyObject_CallOneArg(g_torch_to_dlpack, obj);
+      detached = PyObject_CallMethodNoArgs(obj, g_str_detach);
+      if (!detached) return NULL;
+      Py_SETREF(h->obj, detached);
+      obj = detached;
     }
+  }
+  if (torch && !cs->stream_obj && g_torch_to_dlpack) {
+    /* torch on its current stream: no handshake needed, skip __dlpack__'s
+     * Python-level checks */
+    capsule = PyObject_CallOneArg(g_torch_to_dlpack, obj);
     if (!capsule) return NULL;
   } else {
     PyObject *devt = PyObject_CallMethodNoArgs(obj, g_str_dlpack_device);
@@ -374,10 +382,7 @@ static const apx_tensor *acquire(call_state *cs, PyObject *obj, const char *name
     }
     if (!capsule) return NULL;
   }
-  h->obj = obj;
-  Py_INCREF(obj);
   h->capsule = capsule;
-  cs->nheld++;
   DLManagedTensor *m = PyCapsule_IsValid(capsule, "dltensor")
                            ? (DLManagedTensor *)PyCapsule_GetPointer(capsule, "dltensor")
                            : NULL;

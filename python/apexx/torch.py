@@ -43,22 +43,22 @@ def _ctx():
 
 
 # ---- eager kernels (real tensors; outputs allocated here) ----------------------------
-def _tilepack_impl(features, idx, tile):
+def _tilepack_impl(features, idx, tile=8):
     out = features.new_empty((features.shape[0], idx.shape[1], features.shape[1], tile, tile))
     _ctx().tilepack(features, idx, tile, out=out)
     return out
 
 
-def _tileunpack_impl(base, packed, idx, origins, levels, mode, blend_alpha,
-                     assume_priority_sorted):
+def _tileunpack_impl(base, packed, idx=None, origins=None, levels=None, mode="override",
+                     blend_alpha=0.5, assume_priority_sorted=True):
     out = base.new_empty(base.shape)
     _ctx().tileunpack(base, packed, idx, origins, levels, mode, blend_alpha,
                       assume_priority_sorted, out=out)
     return out
 
 
-def _fused_impl(features, idx, tile, value_scale, value_bias, gate_scale, gate_bias,
-                require_unique):
+def _fused_impl(features, idx, tile=8, value_scale=1.0, value_bias=0.0, gate_scale=1.0,
+                gate_bias=0.0, require_unique=True):
     out = features.new_empty(features.shape)
     _ctx().fused_pack_op_unpack(features, idx, tile, value_scale, value_bias, gate_scale,
                                 gate_bias, require_unique, out=out)
@@ -71,7 +71,8 @@ def _alpha_shape(boundary):
     return (boundary.shape[0], 1, boundary.shape[2], boundary.shape[3])
 
 
-def _alpha_impl(boundary, uncertainty, boundary_log_weight, uncertainty_log_weight, bias):
+def _alpha_impl(boundary, uncertainty, boundary_log_weight=1.0, uncertainty_log_weight=1.0,
+                bias=0.0):
     out = boundary.new_empty(_alpha_shape(boundary))
     _ctx().fusiongate_alpha(boundary, uncertainty, boundary_log_weight,
                             uncertainty_log_weight, bias, out=out)
@@ -90,8 +91,8 @@ def _final_shape(tokens, direction):
     return (tokens.shape[0], tokens.shape[2])
 
 
-def _scan_impl(tokens, decay, input_gain, output_gain, state_bias, init_state, merge_gate,
-               clamp_value, direction, merge):
+def _scan_impl(tokens, decay, input_gain, output_gain, state_bias, init_state=None,
+               merge_gate=None, clamp_value=1e4, direction="forward", merge="avg"):
     out = tokens.new_empty(tokens.shape)
     final = tokens.new_empty(_final_shape(tokens, direction))
     _ctx().tilessm_scan(tokens, decay, input_gain, output_gain, state_bias, init_state,
@@ -124,21 +125,22 @@ def _gather_backward_impl(grad_out, dim, index, src_shape):
 
 
 # ---- fake (meta) implementations: shapes and dtypes only ---------------------------
-def _tilepack_fake(features, idx, tile):
+def _tilepack_fake(features, idx, tile=8):
     return features.new_empty((features.shape[0], idx.shape[1], features.shape[1], tile, tile))
 
 
-def _tileunpack_fake(base, packed, idx, origins, levels, mode, blend_alpha,
-                     assume_priority_sorted):
+def _tileunpack_fake(base, packed, idx=None, origins=None, levels=None, mode="override",
+                     blend_alpha=0.5, assume_priority_sorted=True):
     return base.new_empty(base.shape)
 
 
-def _fused_fake(features, idx, tile, value_scale, value_bias, gate_scale, gate_bias,
-                require_unique):
+def _fused_fake(features, idx, tile=8, value_scale=1.0, value_bias=0.0, gate_scale=1.0,
+                gate_bias=0.0, require_unique=True):
     return features.new_empty(features.shape)
 
 
-def _alpha_fake(boundary, uncertainty, boundary_log_weight, uncertainty_log_weight, bias):
+def _alpha_fake(boundary, uncertainty, boundary_log_weight=1.0, uncertainty_log_weight=1.0,
+                bias=0.0):
     return boundary.new_empty(_alpha_shape(boundary))
 
 
@@ -146,8 +148,8 @@ def _fuse_fake(base, detail, alpha):
     return base.new_empty(base.shape)
 
 
-def _scan_fake(tokens, decay, input_gain, output_gain, state_bias, init_state, merge_gate,
-               clamp_value, direction, merge):
+def _scan_fake(tokens, decay, input_gain, output_gain, state_bias, init_state=None,
+               merge_gate=None, clamp_value=1e4, direction="forward", merge="avg"):
     return tokens.new_empty(tokens.shape), tokens.new_empty(_final_shape(tokens, direction))
 
 

@@ -1,1 +1,137 @@
-# placeholder
+"""torch CPU tensors (skipped where torch is not installed): DLPack inputs
+and torch outputs for f32/f16/bf16, autograd tensors, the apexx.torch
+operators (fake kernels, autograd of gather and scatter_add, torch.compile
+where available)."""
+import unittest
+
+import numpy as np
+
+import apexx
+import reference as ref
+from apexx_test import TestCase, assert_close
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def _np(t):
+    return t.detach().float().numpy() if t.dtype == torch.bfloat16 else t.detach().numpy()
+
+
+@unittest.skipIf(torch is None, "torch is not installed for this Python (Debian: python3-torch)")
+class TorchCpu(TestCase):
+    def setUp(self):
+        super().setUp()
+        self.gen = torch.Generator().manual_seed(int(self.rng.integers(1 << 31)))
+
+    def randn(self, *shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=self.gen).to(dtype)
+
+    def test_tilepack_dtypes(self):
+        for dt in (torch.float32, torch.float16, torch.bfloat16):
+            f = self.randn(2, 3, 16, 16, dtype=dt)
+            idx = torch.randint(0, 4, (2, 3), generator=self.gen)
+            got = self.ctx.tilepack(f, idx, 8)
+            self.assertIsInstance(got, torch.Tensor)
+            self.assertEqual((got.dtype, got.device), (dt, f.device))
+            want = ref.tilepack(_np(f), idx.numpy(), 8)
+            np.testing.assert_array_equal(_np(got), want)
+            out = torch.empty_like(got)
+            self.assertIs(self.ctx.tilepack(f, idx.int(), 8, out=out), out)
+            np.testing.assert_array_equal(_np(out), want)
+
+    def test_ops_against_reference(self):
+        f = self.randn(1, 4, 8, 8)
+        idx = torch.tensor([[3, 0]])
+        want, mag = ref.fused(f.numpy(), idx.numpy(), 4, 2.0, 0.5, 1.0, -0.1)
+        got = self.ctx.fused_pack_op_unpack(f, idx, 4, 2.0, 0.5, 1.0, -0.1)
+        assert_close(self, got.numpy(), want, mag, np.float32)
+        bf = self.randn(1, 4, 8, 8, dtype=torch.bfloat16)
+        packed = self.ctx.tilepack(bf, idx, 4)
+        base = torch.zeros_like(bf)
+        self.ctx.tileunpack(base, packed, idx=idx, out=base)
+        np.testing.assert_array_equal(_np(self.ctx.tilepack(base, idx, 4)), _np(packed))
+        src = self.randn(5, 3)
+        index = torch.randint(0, 5, (4, 3), generator=self.gen)
+        np.testing.assert_array_equal(self.ctx.gather(src, 0, index).numpy(),
+                                      torch.gather(src, 0, index).numpy())
+        s = self.randn(5, 3)
+        assert_close(self, self.ctx.scatter_add(s, 0, index, src[:4].contiguous()).numpy(),
+                     *ref.scatter_add(s.numpy(), 0, index.numpy(), src[:4].numpy()), np.float32)
+
+    def test_requires_grad_and_rejections(self):
+        f = self.randn(1, 2, 8, 8).requires_grad_()
+        got = self.ctx.tilepack(f, torch.tensor([[1]]), 4)
+        self.assertFalse(got.requires_grad)
+        with self.assertRaisesApexx(apexx.InvalidArgument, "features", "not contiguous"):
+            self.ctx.tilepack(self.randn(1, 2, 8, 8).transpose(2, 3), torch.tensor([[1]]), 4)
+        with self.assertRaisesApexx(apexx.InvalidArgument, "features", "float64"):
+            self.ctx.tilepack(self.randn(1, 2, 8, 8).double(), torch.tensor([[1]]), 4)
+        with self.assertRaisesApexx(apexx.InvalidArgument, "idx", "int16"):
+            self.ctx.tilepack(self.randn(1, 2, 8, 8), torch.tensor([[1]], dtype=torch.int16), 4)
+        # a view with a storage offset (DLPack byte_offset / data pointer)
+        big = self.randn(2, 2, 8, 8)
+        np.testing.assert_array_equal(self.ctx.tilepack(big[1:], torch.tensor([[2]]), 4).numpy(),
+                                      ref.tilepack(big[1:].numpy(), np.array([[2]]), 4))
+
+
+@unittest.skipIf(torch is None, "torch is not installed for this Python (Debian: python3-torch)")
+class TorchOps(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import apexx.torch as at
+        cls.at = at
+
+    def test_registered(self):
+        print(f"  apexx.torch: {self.at.REGISTRATION} on torch {torch.__version__}")
+        f = torch.randn(1, 2, 8, 8)
+        idx = torch.tensor([[3, 1]])
+        got = torch.ops.apexx.tilepack(f, idx, 4)
+        np.testing.assert_array_equal(got.numpy(), ref.tilepack(f.numpy(), idx.numpy(), 4))
+        if "(meta," not in self.at.REGISTRATION:  # torch < 2.2: no AutogradMeta kernel
+            m = torch.ops.apexx.tilepack(f.to("meta"), idx.to("meta"), 4)
+            self.assertEqual((m.shape, m.device.type), ((1, 2, 2, 4, 4), "meta"))
+        y, s = self.at.tilessm_scan(torch.ones(1, 3, 2), *[torch.full((2,), 0.5)] * 4,
+                                    direction="bidirectional", merge="sum")
+        self.assertEqual((tuple(y.shape), tuple(s.shape)), ((1, 3, 2), (1, 2, 2)))
+        a = self.at.fusiongate_alpha(torch.rand(1, 1, 4, 4), torch.rand(1, 4, 4))
+        self.assertEqual(tuple(a.shape), (1, 1, 4, 4))
+
+    def test_gather_autograd(self):
+        src = torch.randn(3, 4, requires_grad=True)
+        index = torch.tensor([[0, 0, 2, 1], [2, 2, 2, 0]])
+        out = self.at.gather(src, 0, index)
+        np.testing.assert_array_equal(out.detach().numpy(), torch.gather(src, 0, index).detach().numpy())
+        g = torch.randn(2, 4)
+        out.backward(g)
+        src2 = src.detach().clone().requires_grad_()
+        torch.gather(src2, 0, index).backward(g)
+        torch.testing.assert_close(src.grad, src2.grad)
+
+    def test_scatter_add_autograd(self):
+        self_ = torch.randn(3, 2, requires_grad=True)
+        src = torch.randn(3, 2, requires_grad=True)
+        index = torch.tensor([[0, 2], [0, 0], [1, 1]])
+        out = self.at.scatter_add(self_, 0, index, src)
+        a2, s2 = self_.detach().clone().requires_grad_(), src.detach().clone().requires_grad_()
+        ref_out = torch.scatter_add(a2, 0, index, s2)
+        torch.testing.assert_close(out, ref_out)
+        g = torch.arange(6.0).view(3, 2)
+        out.backward(g)
+        ref_out.backward(g)
+        torch.testing.assert_close(self_.grad, a2.grad)
+        torch.testing.assert_close(src.grad, s2.grad)
+        torch.testing.assert_close(src.grad, torch.tensor([[0.0, 5.0], [0.0, 1.0], [2.0, 3.0]]))
+
+    def test_compile(self):
+        if not hasattr(torch, "compile"):
+            self.skipTest(f"torch {torch.__version__} has no torch.compile")
+
+        def f(x, idx):
+            return self.at.tilepack(x * 2, idx, 4) + 1
+
+        x, idx = torch.randn(1, 2, 8, 8), torch.tensor([[1, 2]])
+        cf = torch.compile(f, backend="aot_eager", fullgraph=True)
+        torch.testing.assert_close(cf(x, idx), f(x, idx))
