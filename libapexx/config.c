@@ -140,6 +140,9 @@ static int handle_apexx_key(parse_state *ps, const char *key, const char *value)
     int n = parse_list(value, cfg->order, APX_MAX_BACKENDS, bad, sizeof bad);
     if (n < 0) return fail_at(ps, "order lists more than 16 backends, at [%s]%s", bad, "");
     cfg->order_count = n;
+  } else if (strcmp(key, "trusted_owner_uids") == 0) {
+    /* kept as an entry; honoured for the backend libraries only when the
+     * file itself is owned by root (apx__config_load checks) */
   } else if (strcmp(key, "validate") == 0) {
     if (strcmp(value, "device") == 0)
       cfg->validate = APX_VALIDATE_DEVICE;
@@ -258,7 +261,55 @@ static char *counting_reader(char *str, int num, void *stream) {
   return r;
 }
 
-const char *apx__unsafe_file_reason(const char *path) {
+/* uid listed in "1001, 1002" (commas or blanks); a malformed item never
+ * matches. */
+static int uid_listed(const char *list, uid_t uid) {
+  for (const char *p = list; p && *p;) {
+    while (*p == ',' || isspace((unsigned char)*p)) p++;
+    if (!*p) break;
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(p, &end, 10);
+    if (end == p) return 0;
+    if (errno == 0 && (*end == '\0' || *end == ',' || isspace((unsigned char)*end)) &&
+        (uid_t)v == uid && v == (unsigned long)(uid_t)v)
+      return 1;
+    p = end;
+    while (*p && *p != ',' && !isspace((unsigned char)*p)) p++;
+  }
+  return 0;
+}
+
+/* path (resolved) lies under a directory of $APEXX_TRUSTED_DIRS (absolute
+ * paths separated by ':'; read with secure_getenv). */
+static int in_trusted_dir(const char *path) {
+  const char *dirs = apx__getenv("APEXX_TRUSTED_DIRS");
+  if (!dirs || !*dirs) return 0;
+  char *real = realpath(path, NULL);
+  if (!real) return 0;
+  int found = 0;
+  for (const char *p = dirs; *p && !found;) {
+    size_t len = strcspn(p, ":");
+    char dir[4096];
+    if (len > 0 && len < sizeof dir && p[0] == '/') {
+      memcpy(dir, p, len);
+      dir[len] = '\0';
+      char *real_dir = realpath(dir, NULL);
+      if (real_dir) {
+        size_t dl = strlen(real_dir);
+        found = strncmp(real, real_dir, dl) == 0 &&
+                (real[dl] == '/' || (dl == 1 && real_dir[0] == '/'));
+        free(real_dir);
+      }
+    }
+    p += len;
+    if (*p == ':') p++;
+  }
+  free(real);
+  return found;
+}
+
+const char *apx__unsafe_file_reason_trusting(const char *path, const char *trusted_uids) {
   static __thread char reason[600];
   struct stat st;
   if (stat(path, &st) != 0) return NULL; /* absence is reported elsewhere */
@@ -266,13 +317,20 @@ const char *apx__unsafe_file_reason(const char *path) {
     snprintf(reason, sizeof reason, "[%s] is world-writable", path);
     return reason;
   }
-  if (st.st_uid != 0 && st.st_uid != geteuid()) {
+  if (st.st_uid != 0 && st.st_uid != geteuid() && !uid_listed(trusted_uids, st.st_uid) &&
+      !in_trusted_dir(path)) {
     snprintf(reason, sizeof reason,
-             "[%s] is owned by uid [%u], neither root nor the current user", path,
-             (unsigned)st.st_uid);
+             "[%s] is owned by uid [%u], neither root nor the current user (to trust "
+             "it, list its directory in APEXX_TRUSTED_DIRS or the uid in [apexx] "
+             "trusted_owner_uids of a root-owned configuration)",
+             path, (unsigned)st.st_uid);
     return reason;
   }
   return NULL;
+}
+
+const char *apx__unsafe_file_reason(const char *path) {
+  return apx__unsafe_file_reason_trusting(path, NULL);
 }
 
 static void set_builtin_default(apx__config *cfg) {
@@ -340,6 +398,12 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
       return apx__error(APX_ERR_CONFIG, "%s:%d: malformed line (expected [section], "
                         "key = value, or a comment)", path, rc);
     if (rc < 0) return apx__error(APX_ERR_CONFIG, "%s: cannot read", path);
+    struct stat cfg_stat;
+    if (apx__config_get(cfg, "apexx", "trusted_owner_uids") &&
+        (stat(path, &cfg_stat) != 0 || cfg_stat.st_uid != 0))
+      return apx__error(APX_ERR_CONFIG,
+                        "%s: [apexx] trusted_owner_uids is honoured only in a "
+                        "configuration owned by root", path);
     if (cfg->order_count == 0) /* no order key: configuration order */
       for (int i = 0; i < cfg->backend_count; i++)
         cfg->order[cfg->order_count++] = apx__strdup(cfg->backends[i].name);

@@ -71,6 +71,10 @@ const char *apx__config_get(const apx__config *cfg, const char *section,
 /* Refuse a file other users can write: NULL when safe, else a sentence
  * (static storage per thread). */
 const char *apx__unsafe_file_reason(const char *path);
+/* The same, also trusting owners listed in trusted_uids ("1001, 1002", the
+ * [apexx] trusted_owner_uids key; NULL for none). Both trust files under a
+ * directory of $APEXX_TRUSTED_DIRS; world-writable files stay refused. */
+const char *apx__unsafe_file_reason_trusting(const char *path, const char *trusted_uids);
 
 /* ---- backends and the context (libapexx/loader.c, libapexx/context.c) ---- */
 typedef struct apx__backend {

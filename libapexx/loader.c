@@ -67,7 +67,8 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
               strerror(errno));
     return;
   }
-  const char *unsafe = apx__unsafe_file_reason(b->path);
+  const char *unsafe = apx__unsafe_file_reason_trusting(
+      b->path, apx__config_get(&ctx->config, "apexx", "trusted_owner_uids"));
   if (unsafe) {
     set_state(b, APX_BACKEND_LOAD_FAILED, "refused to load: %s (other users could edit it)",
               unsafe);

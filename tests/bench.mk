@@ -43,3 +43,18 @@ TESTS += tests/test_bench_rows
 tests_test_bench_rows_SOURCES = tests/test_bench_rows.c $(BENCH_TEST_SOURCES)
 tests_test_bench_rows_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
 tests_test_bench_rows_LDADD = $(BENCH_TEST_LDADD)
+
+# Output paths (safe writes), the history store and chart, and ownership
+# trust of configurations and backend libraries (libapexx/config.c).
+check_PROGRAMS += tests/test_safe_write tests/test_bench_history \
+	tests/test_config_trust
+TESTS += tests/test_safe_write tests/test_bench_history tests/test_config_trust
+tests_test_safe_write_SOURCES = tests/test_safe_write.c $(BENCH_TEST_SOURCES)
+tests_test_safe_write_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
+tests_test_safe_write_LDADD = $(BENCH_TEST_LDADD)
+tests_test_bench_history_SOURCES = tests/test_bench_history.c $(BENCH_TEST_SOURCES)
+tests_test_bench_history_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
+tests_test_bench_history_LDADD = $(BENCH_TEST_LDADD)
+tests_test_config_trust_SOURCES = tests/test_config_trust.c
+tests_test_config_trust_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
+tests_test_config_trust_LDADD = $(APX_TEST_LIBS)

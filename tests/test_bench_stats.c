@@ -220,6 +220,80 @@ START_TEST(fills_round_to_the_dtype) {
 }
 END_TEST
 
+/* The exact two-sided Mann-Whitney p-value, checked against brute force:
+ * every way of choosing which 5 of the 10 pooled values form the first
+ * sample (C(10,5) = 252), counting those whose U is at least as extreme. */
+static double brute_force_p(const double *a, const double *b) {
+  double pool[10];
+  memcpy(pool, a, 5 * sizeof *pool);
+  memcpy(pool + 5, b, 5 * sizeof *pool);
+  double u_obs = 0;
+  for (int i = 0; i < 5; i++)
+    for (int j = 0; j < 5; j++) u_obs += a[i] > b[j];
+  int lo = 0, hi = 0, total = 0;
+  for (int mask = 0; mask < 1024; mask++) {
+    if (__builtin_popcount((unsigned)mask) != 5) continue;
+    double u = 0;
+    for (int i = 0; i < 10; i++) {
+      if (!(mask & (1 << i))) continue;
+      for (int j = 0; j < 10; j++) {
+        if (!(mask & (1 << j))) u += pool[i] > pool[j];
+      }
+    }
+    total++;
+    lo += u <= u_obs;
+    hi += u >= u_obs;
+  }
+  double p = 2.0 * (lo < hi ? lo : hi) / total;
+  return p > 1 ? 1 : p;
+}
+
+START_TEST(mann_whitney_exact_and_approximate) {
+  bench_rng rng = {2024};
+  for (int t = 0; t < 50; t++) {
+    double a[5], b[5];
+    double shift = (t % 5) * 0.5;
+    for (int i = 0; i < 5; i++) {
+      a[i] = bench_rng_uniform(&rng) + shift;
+      b[i] = bench_rng_uniform(&rng);
+    }
+    double p = bench_mann_whitney_p(a, 5, b, 5);
+    ck_assert_msg(fabs(p - brute_force_p(a, b)) < 1e-12, "case %d: %g vs %g", t, p,
+                  brute_force_p(a, b));
+  }
+  /* complete separation, 5 against 5: 2/252 */
+  double lo[5] = {1, 2, 3, 4, 5}, hi[5] = {6, 7, 8, 9, 10};
+  ck_assert(fabs(bench_mann_whitney_p(hi, 5, lo, 5) - 2.0 / 252.0) < 1e-15);
+  /* identical samples (all ties): nothing to see */
+  ck_assert(bench_mann_whitney_p(lo, 5, lo, 5) == 1.0);
+  ck_assert(isnan(bench_mann_whitney_p(lo, 0, lo, 5)));
+  /* normal approximation (40 + 40, ties): separated samples are
+   * significant, interleaved ones are not */
+  double x[40], y[40];
+  for (int i = 0; i < 40; i++) {
+    x[i] = 100 + i % 10;
+    y[i] = 120 + i % 10;
+  }
+  ck_assert(bench_mann_whitney_p(y, 40, x, 40) < 1e-6);
+  for (int i = 0; i < 40; i++) y[i] = 100 + (i + 5) % 10;
+  ck_assert(bench_mann_whitney_p(y, 40, x, 40) > 0.5);
+}
+END_TEST
+
+START_TEST(summary_min_median_p95_mad) {
+  double v[] = {5, 1, 4, 2, 3, 100};
+  bench_summary s;
+  ck_assert_int_eq(bench_summary_compute(v, 6, &s), 0);
+  ck_assert_int_eq(s.n, 6);
+  ck_assert(s.min == 1);
+  ck_assert(s.median == 3.5);
+  ck_assert(s.p95 == 5); /* sorted[floor(0.95*5)] = sorted[4] */
+  /* |v - 3.5| = 1.5 2.5 0.5 1.5 0.5 96.5 -> median 1.5 */
+  ck_assert(s.mad == 1.5);
+  ck_assert_int_eq(bench_summary_compute(v, 0, &s), -1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("bench_stats");
   TCase *tc = tcase_create("units");
@@ -231,6 +305,8 @@ int main(void) {
   tcase_add_test(tc, normal_and_uniform_moments);
   tcase_add_test(tc, tile_ids_sorted_distinct_reproducible);
   tcase_add_test(tc, fills_round_to_the_dtype);
+  tcase_add_test(tc, mann_whitney_exact_and_approximate);
+  tcase_add_test(tc, summary_min_median_p95_mad);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

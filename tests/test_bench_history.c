@@ -1,0 +1,218 @@
+/* apexx-bench history: reports appended to DIR/history.jsonl keyed by
+ * commit and machine, and DIR/index.html rendered with one SVG chart per op
+ * and backend (median per run, the noise band, regressions marked); a run
+ * with --history appends itself; bad input exits 1. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_bench_util.h"
+
+#define REPS 5
+
+/* A 1.1 report of commit sha whose tilepack/cpu repetitions are centre
+ * times (1 + 0.01*(k-2)), k = 0..4, and whose gather/cpu row is at 3 ms. */
+static cJSON *make_report(const char *sha, const char *cpu_model, double centre) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON *sv = cJSON_AddObjectToObject(r, "schema_version");
+  cJSON_AddNumberToObject(sv, "major", 1);
+  cJSON_AddNumberToObject(sv, "minor", 1);
+  cJSON_AddStringToObject(r, "suite", "apexx");
+  cJSON_AddStringToObject(r, "timestamp_utc", "2026-01-01T00:00:00Z");
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(r, "producer"), "git_sha", sha);
+  cJSON *env = cJSON_AddObjectToObject(r, "environment");
+  cJSON_AddStringToObject(env, "cpu_model", cpu_model);
+  cJSON_AddNumberToObject(env, "cpu_cores", 2);
+  cJSON_AddStringToObject(r, "status", "ok");
+  cJSON *bench = cJSON_AddObjectToObject(r, "benchmarks");
+  static const char *const names[2][2] = {{"tile_ops", "tilepack"}, {"indexing", "gather"}};
+  for (int e = 0; e < 2; e++) {
+    cJSON *section = cJSON_GetObjectItem(bench, names[e][0]);
+    if (!section) section = cJSON_AddObjectToObject(bench, names[e][0]);
+    cJSON *rows = cJSON_AddObjectToObject(cJSON_AddObjectToObject(section, names[e][1]),
+                                          "rows");
+    cJSON *cpu = cJSON_AddObjectToObject(rows, "cpu");
+    double c = e == 0 ? centre : 3.0;
+    cJSON_AddStringToObject(cpu, "status", "ok");
+    cJSON_AddNumberToObject(cpu, "p50_ms", c);
+    cJSON *med = cJSON_AddArrayToObject(cJSON_AddObjectToObject(cpu, "repetitions"),
+                                        "medians_ms");
+    for (int k = 0; k < REPS; k++) {
+      cJSON_AddItemToArray(med, cJSON_CreateNumber(c * (1 + 0.01 * (k - 2))));
+    }
+    cJSON *cuda = cJSON_AddObjectToObject(rows, "cuda");
+    cJSON_AddStringToObject(cuda, "status", "skipped");
+  }
+  return r;
+}
+
+static char *dir;
+
+static void setup(void) { dir = bt_tmpdir(); }
+static void teardown(void) {
+  bt_rm_rf(dir);
+  free(dir);
+}
+
+static char *save(const char *name, cJSON *json) {
+  char *path = bt_path(dir, name);
+  bt_save_json(path, json);
+  cJSON_Delete(json);
+  return path;
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+START_TEST(append_and_chart) {
+  char *a = save("a.json", make_report("aaaaaaa1111", "Test CPU", 2.0));
+  char *b = save("b.json", make_report("bbbbbbb2222", "Test CPU", 2.02));
+  char *c = save("c.json", make_report("ccccccc3333", "Test CPU", 2.4)); /* +19% */
+  char *other = save("o.json", make_report("ddddddd4444", "Other CPU", 1.0));
+  char *store = bt_path(dir, "hist");
+  const char *argv[] = {"history", store, a, b, NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  bt_result_free(&r);
+  /* a later call appends */
+  const char *argv2[] = {"history", store, c, other, NULL};
+  bt_run(&r, NULL, argv2);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  bt_result_free(&r);
+
+  char *lines_path = bt_path(store, "history.jsonl");
+  char *lines = bt_read(lines_path);
+  ck_assert_ptr_nonnull(lines);
+  ck_assert_int_eq(count(lines, "\n"), 4);
+  /* keyed by commit and machine, in append order */
+  char *pa = strstr(lines, "\"commit\":\"aaaaaaa1111\"");
+  char *pc = strstr(lines, "\"commit\":\"ccccccc3333\"");
+  ck_assert(pa && pc && pa < pc);
+  ck_assert_int_eq(count(lines, "\"machine\":\"Test CPU x2\""), 3);
+  ck_assert_int_eq(count(lines, "\"machine\":\"Other CPU x2\""), 1);
+  /* the first line parses and holds the row's summary */
+  char *nl = strchr(lines, '\n');
+  *nl = '\0';
+  cJSON *first = cJSON_Parse(lines);
+  ck_assert_ptr_nonnull(first);
+  const cJSON *row = bt_get(first, "rows");
+  row = cJSON_GetObjectItem(row, "tile_ops.tilepack/cpu");
+  ck_assert_ptr_nonnull(row);
+  ck_assert(fabs(cJSON_GetObjectItem(row, "median_ms")->valuedouble - 2.0) < 1e-12);
+  ck_assert_int_eq((int)cJSON_GetObjectItem(row, "n")->valuedouble, REPS);
+  /* MAD of 0.98c..1.02c in steps of 0.01c is 0.01c */
+  ck_assert(fabs(cJSON_GetObjectItem(row, "mad_ms")->valuedouble - 0.02) < 1e-9);
+  ck_assert_ptr_null(cJSON_GetObjectItem(bt_get(first, "rows"), "tile_ops.tilepack/cuda"));
+  cJSON_Delete(first);
+
+  char *html_path = bt_path(store, "index.html");
+  char *html = bt_read(html_path);
+  ck_assert_ptr_nonnull(html);
+  ck_assert_ptr_nonnull(strstr(html, "<!DOCTYPE html>"));
+  ck_assert_ptr_nonnull(strstr(html, "4 run(s), 2 machine(s), 2 row(s)"));
+  /* one chart per op and backend, self-contained (no script, no link) */
+  ck_assert_int_eq(count(html, "<svg "), 2);
+  ck_assert_ptr_nonnull(strstr(html, "data-key=\"tile_ops.tilepack/cpu\""));
+  ck_assert_ptr_nonnull(strstr(html, "data-key=\"indexing.gather/cpu\""));
+  ck_assert_ptr_null(strstr(html, "<script"));
+  ck_assert_ptr_null(strstr(html, "http://www.w3.org/2000/svg\" href"));
+  /* per chart: a band and a median line for each machine */
+  ck_assert_int_eq(count(html, "class=\"band\""), 4);
+  ck_assert_int_eq(count(html, "class=\"median\""), 4);
+  /* commits label the runs; only c regressed (tilepack, +19% on tight
+   * repetitions); gather stayed flat */
+  ck_assert_ptr_nonnull(strstr(html, ">ccccccc</text>"));
+  ck_assert_int_eq(count(html, "class=\"regression\""), 1);
+  char *tilepack = strstr(html, "data-key=\"tile_ops.tilepack/cpu\"");
+  char *gather = strstr(html, "data-key=\"indexing.gather/cpu\"");
+  char *ring = strstr(html, "class=\"regression\"");
+  ck_assert(tilepack < ring && (gather < tilepack || ring < gather));
+  ck_assert_ptr_nonnull(strstr(html, "ccccccc3333 2400 us (regressed)"));
+  free(html);
+  free(html_path);
+  free(lines);
+  free(lines_path);
+  free(store);
+  free(a);
+  free(b);
+  free(c);
+  free(other);
+}
+END_TEST
+
+START_TEST(output_flag_and_bad_input) {
+  char *a = save("a.json", make_report("aaaaaaa1111", "Test CPU", 2.0));
+  char *store = bt_path(dir, "hist");
+  const char *argv[] = {"history", store, a, "--output", "-", NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  ck_assert_ptr_nonnull(strstr(r.out, "<svg "));
+  bt_result_free(&r);
+  char *bad = bt_path(dir, "bad.json");
+  bt_write(bad, "{\"suite\": \"something else\"}");
+  const char *argv2[] = {"history", store, bad, NULL};
+  bt_run(&r, NULL, argv2);
+  ck_assert_int_eq(r.status, 1);
+  ck_assert_ptr_nonnull(strstr(r.err, "is not an apexx report"));
+  bt_result_free(&r);
+  /* the store is a file: refused */
+  const char *argv3[] = {"history", a, NULL};
+  bt_run(&r, NULL, argv3);
+  ck_assert_int_eq(r.status, 1);
+  ck_assert_ptr_nonnull(strstr(r.err, "is not a directory"));
+  bt_result_free(&r);
+  free(a);
+  free(bad);
+  free(store);
+}
+END_TEST
+
+START_TEST(run_with_history_flag_appends) {
+  char *store = bt_path(dir, "hist");
+  const char *argv[] = {"--channels", "8", "--height", "16", "--width", "16", "--kmax",
+                        "2", "--steps", "8", "--iters", "2", "--warmup", "0",
+                        "--repetitions", "3", "--quiet", "--ops", "tilepack",
+                        "--backends", "cpu", "--output-json", "/dev/null",
+                        "--history", store, NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  bt_result_free(&r);
+  char *lines_path = bt_path(store, "history.jsonl");
+  char *lines = bt_read(lines_path);
+  ck_assert_ptr_nonnull(lines);
+  ck_assert_int_eq(count(lines, "\n"), 1);
+  ck_assert_ptr_nonnull(strstr(lines, "\"tile_ops.tilepack/cpu\""));
+  ck_assert_ptr_nonnull(strstr(lines, "\"n\":3"));
+  char *html_path = bt_path(store, "index.html");
+  ck_assert(bt_exists(html_path));
+  free(html_path);
+  free(lines);
+  free(lines_path);
+  free(store);
+}
+END_TEST
+
+int main(void) {
+  bt_bench();
+  Suite *s = suite_create("bench_history");
+  TCase *tc = tcase_create("history");
+  tcase_set_timeout(tc, 60);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, append_and_chart);
+  tcase_add_test(tc, output_flag_and_bad_input);
+  tcase_add_test(tc, run_with_history_flag_appends);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
