@@ -354,7 +354,7 @@ static apx_status fill_stats(cuda_state *st, cudaStream_t s, const cuda_ff_frame
 
 struct graph_key {
   cuda_ff_frame f;
-  const void *weights;
+  cuda_ff_level level[2]; /* the weights' device pointers and gate scalars */
   double cost_heavy, cost_cheap;
   int enable_nesting;
   int validate;
@@ -458,7 +458,7 @@ static apx_status run_graph(cuda_state *st, int dev, cudaStream_t s, const apx_f
   graph_key key;
   memset(&key, 0, sizeof key);
   key.f = *f;
-  key.weights = w;
+  memcpy(key.level, w->level, sizeof key.level);
   key.cost_heavy = a->cost_heavy;
   key.cost_cheap = a->cost_cheap;
   key.enable_nesting = a->enable_nesting;

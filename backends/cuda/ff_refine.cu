@@ -413,7 +413,9 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   dim3 gt((unsigned)K, (unsigned)f->B, (unsigned)((f->C + 7) / 8));
   ff_tokens_kernel<T><<<gt, 256, 0, s>>>(Xt, g, sc->tok);
   CUDA_LAUNCHED(st, "ff_infer: tokens launch");
-  unsigned sf_threads = f->C >= 256 ? 256 : 128;
+  /* a thread an output of the C -> 2C layer where it fits */
+  int64_t sf = (2 * f->C + 31) / 32 * 32;
+  unsigned sf_threads = (unsigned)(sf < 64 ? 64 : sf > 512 ? 512 : sf);
   ff_scan_film_kernel<T><<<dim3((unsigned)K, (unsigned)f->B), sf_threads,
                            2 * sizeof(float) * (size_t)f->C, s>>>(g, lv, sc->tok, sc->film);
   CUDA_LAUNCHED(st, "ff_infer: scan/FiLM launch");

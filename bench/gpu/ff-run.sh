@@ -1,17 +1,34 @@
 #!/usr/bin/env bash
 # One GPU run of the cuda backend's FF path, from the configured and built
 # tree (bash .gpu/remote-build bash bench/gpu/ff-run.sh): the card, the FF
-# suite (tests/test_cuda_ff, no fork) and the frame timing
-# (bench/gpu/ff_time), into $OUT/ff-report.txt (default OUT=/tmp/out).
+# suite (tests/test_cuda_ff, no fork; FF_TESTS=0 skips it) and the frame timing
+# (bench/gpu/ff_time; FF_NCU=1 adds ncu's per-kernel durations of one frame,
+# FF_NSYS=1 nsys's kernel table), into
+# $OUT/ff-report.txt (default OUT=/tmp/out).
 set -uo pipefail
 export APEXX_CONFIG=${APEXX_CONFIG:-$PWD/conf/apexx.ini}
+export APEXX_BACKEND_DIR=${APEXX_BACKEND_DIR:-$PWD/backends/.libs}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 rep="$OUT/ff-report.txt"
 {
   echo "== card"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  echo "== tests/test_cuda_ff"
-  CK_FORK=no timeout 500 ./tests/test_cuda_ff; echo "exit $?"
+  if [ "${FF_TESTS:-1}" = 1 ]; then
+    echo "== tests/test_cuda_ff"
+    CK_FORK=no timeout 500 ./tests/test_cuda_ff; echo "exit $?"
+  fi
   echo "== bench/gpu/ff_time"
   timeout 120 ./bench/gpu/ff_time ${FF_TIME_ITERS:-200}; echo "exit $?"
+  if [ -n "${FF_NCU:-}" ] && command -v ncu >/dev/null; then
+    echo "== ncu: the first frame's kernels (bench/gpu/ff_time 1), duration each"
+    timeout 240 ncu --metrics gpu__time_duration.sum --launch-count 11 -k regex:ff_ \
+      ./bench/gpu/ff_time 1 2>&1 | grep -E "ff_[a-z_]+kernel|gpu__time_duration|==ERR" |
+      sed -E 's/^ +//; s/\(int, int, int\)//'
+  fi
+  if [ -n "${FF_NSYS:-}" ] && command -v nsys >/dev/null; then
+    echo "== nsys: kernels of bench/gpu/ff_time 50"
+    timeout 180 nsys profile -o /tmp/ff-nsys --force-overwrite true --stats=false \
+      ./bench/gpu/ff_time 50 >/dev/null 2>&1
+    timeout 120 nsys stats -q --report cuda_gpu_kern_sum --format column /tmp/ff-nsys.nsys-rep
+  fi
 } 2>&1 | tee "$rep"
