@@ -26,6 +26,10 @@
  * (exit 1) unless --allow-mismatch. A baseline recorded before schema 1.1,
  * by another library or backend ABI version, or without rows the current
  * report has, is flagged stale (a note, not a failure).
+ * --confirm SUMMARY (an earlier compare's --output-json): a time that
+ * regressed now but not in that compare is "unconfirmed" (not a failure);
+ * make bench-check chains its attempts this way, so a row fails only when
+ * it regressed in every run.
  * Unusable input (exit 1): unreadable, malformed JSON, duplicate keys,
  * wrong schema major, a non-finite number, a negative time. */
 #include "bench.h"
@@ -427,7 +431,21 @@ static int checks_from_baseline(const doc *d, check_list *out) {
 /* ---- evaluation ------------------------------------------------------------ */
 typedef struct rule {
   double max_ratio, max_abs_ms, alpha;
+  const cJSON *confirm; /* --confirm: an earlier compare's checks, or NULL */
 } rule;
+
+/* Was metric regressed in the earlier compare of --confirm? */
+static int regressed_before(const rule *ru, const char *metric) {
+  const cJSON *check;
+  cJSON_ArrayForEach(check, cJSON_GetObjectItemCaseSensitive(ru->confirm, "checks")) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(check, "metric");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(check, "verdict");
+    if (cJSON_IsString(m) && cJSON_IsString(v) && strcmp(m->valuestring, metric) == 0) {
+      return strcmp(v->valuestring, "regressed") == 0;
+    }
+  }
+  return 0;
+}
 
 static int is_failure(const char *verdict) {
   return strcmp(verdict, "regressed") == 0 || strcmp(verdict, "missing") == 0 ||
@@ -501,6 +519,10 @@ static void evaluate(check *c, const cJSON *current, const rule *ru) {
   switch (c->kind) {
   case KIND_TIME:
     evaluate_time(c, r, a, ru->alpha);
+    if (ru->confirm && strcmp(c->verdict, "regressed") == 0 &&
+        !regressed_before(ru, c->path)) {
+      c->verdict = "unconfirmed"; /* not regressed in the earlier run */
+    }
     break;
   case KIND_RATE:
     c->allowed = b / (1.0 + r);
@@ -686,7 +708,7 @@ static const char *verdict_label(const char *v) {
 }
 
 typedef struct outcome {
-  int regressed, improved, unchanged, missing, failed, other;
+  int regressed, improved, unchanged, missing, failed, unconfirmed, other;
   int status_ok;
   const char *required, *current_status;
   text_list mismatch, notes, stale;
@@ -780,6 +802,7 @@ static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
   cJSON_AddNumberToObject(counts, "unchanged", o->unchanged);
   cJSON_AddNumberToObject(counts, "missing", o->missing);
   cJSON_AddNumberToObject(counts, "failed", o->failed);
+  cJSON_AddNumberToObject(counts, "unconfirmed", o->unconfirmed);
   cJSON *stale = cJSON_AddArrayToObject(s, "stale_baseline");
   for (int i = 0; i < o->stale.count; i++) {
     cJSON_AddItemToArray(stale, cJSON_CreateString(o->stale.items[i]));
@@ -918,6 +941,7 @@ enum {
   C_ALLOW_MISMATCH,
   C_OUTPUT_JSON,
   C_OUTPUT_MD,
+  C_CONFIRM,
   C_EMIT,
   C_METRICS,
   C_QUIET,
@@ -932,6 +956,7 @@ static const struct option compare_flags[] = {
     {"output-json", required_argument, NULL, C_OUTPUT_JSON},
     {"output", required_argument, NULL, C_OUTPUT_JSON},
     {"output-md", required_argument, NULL, C_OUTPUT_MD},
+    {"confirm", required_argument, NULL, C_CONFIRM},
     {"emit-baseline", no_argument, NULL, C_EMIT},
     {"metrics", required_argument, NULL, C_METRICS},
     {"quiet", no_argument, NULL, C_QUIET},
@@ -969,8 +994,8 @@ static int write_output(const char *flag, const char *path, char *text) {
 }
 
 int bench_compare_main(int argc, char **argv) {
-  rule ru = {NAN, NAN, DEFAULT_ALPHA};
-  const char *output = NULL, *output_md = NULL;
+  rule ru = {NAN, NAN, DEFAULT_ALPHA, NULL};
+  const char *output = NULL, *output_md = NULL, *confirm_path = NULL;
   int emit = 0, quiet = 0, allow_mismatch = 0;
   metric_names m = {0, {NULL}};
   opterr = 0;
@@ -991,6 +1016,9 @@ int bench_compare_main(int argc, char **argv) {
       break;
     case C_ALLOW_MISMATCH:
       allow_mismatch = 1;
+      break;
+    case C_CONFIRM:
+      confirm_path = optarg;
       break;
     case 'o':
     case C_OUTPUT_JSON:
@@ -1066,6 +1094,22 @@ int bench_compare_main(int argc, char **argv) {
   if (rc == 0 && cur.kind != DOC_REPORT) {
     rc = unusable("[%s] is a baseline file; CURRENT must be a report", cur.path);
   }
+  cJSON *confirm = NULL;
+  if (rc == 0 && confirm_path) {
+    char err[1024];
+    char *text = bench_read_file(confirm_path, err, sizeof err);
+    int readable = text != NULL;
+    confirm = text ? cJSON_ParseWithOpts(text, NULL, 1) : NULL;
+    free(text);
+    const cJSON *suite = cJSON_GetObjectItemCaseSensitive(confirm, "suite");
+    if (!cJSON_IsString(suite) || strcmp(suite->valuestring, "apexx-compare") != 0 ||
+        !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(confirm, "checks"))) {
+      rc = unusable("--confirm: [%s] is not a compare summary (--output-json of an "
+                    "earlier compare)%s%s", confirm_path, readable ? "" : ": ",
+                    readable ? "" : err);
+    }
+    ru.confirm = confirm;
+  }
   check_list l = {0, 0, NULL};
   outcome o;
   memset(&o, 0, sizeof o);
@@ -1097,6 +1141,7 @@ int bench_compare_main(int argc, char **argv) {
     free_checks(&l);
     cJSON_Delete(base.json);
     cJSON_Delete(cur.json);
+    cJSON_Delete(confirm);
     return rc;
   }
   find_staleness(&base, &cur, &l, &o.stale);
@@ -1120,6 +1165,7 @@ int bench_compare_main(int argc, char **argv) {
     else if (strcmp(v, "unchanged") == 0) o.unchanged++;
     else if (strcmp(v, "missing") == 0) o.missing++;
     else if (strcmp(v, "failed") == 0) o.failed++;
+    else if (strcmp(v, "unconfirmed") == 0) o.unconfirmed++;
     else o.other++;
     if (quiet && !is_failure(v)) continue;
     printf("check metric=%s kind=%s status=%s verdict=%s", c->path,
@@ -1154,6 +1200,10 @@ int bench_compare_main(int argc, char **argv) {
          failed ? "fail" : "pass", l.count, failed, o.regressed, o.improved,
          o.unchanged, o.missing, ru.max_ratio, ru.max_abs_ms, ru.alpha, base.path,
          cur.path);
+  if (confirm_path) {
+    printf("compare confirm=%s unconfirmed=%d (regressed now, not in the earlier "
+           "run)\n", confirm_path, o.unconfirmed);
+  }
   fflush(stdout);
 
   rc = failed ? BENCH_EXIT_FAILED : BENCH_EXIT_OK;
@@ -1172,5 +1222,6 @@ int bench_compare_main(int argc, char **argv) {
   free_checks(&l);
   cJSON_Delete(base.json);
   cJSON_Delete(cur.json);
+  cJSON_Delete(confirm);
   return rc;
 }

@@ -438,6 +438,35 @@ START_TEST(summary_json_records_each_check) {
 }
 END_TEST
 
+START_TEST(confirm_needs_the_earlier_regression) {
+  char *base = save("base.json", make_report(1, 2.0, 0.02));
+  char *cur = save("cur.json", make_report(1, 2.4, 0.02));
+  char *first = bt_path(dir, "first.json"), *second = bt_path(dir, "second.json");
+  bt_result r;
+  /* an earlier compare without the regression: now "unconfirmed", a pass */
+  ck_assert_int_eq(compare(&r, base, base, "--output-json", first, NULL, NULL), 0);
+  bt_result_free(&r);
+  ck_assert_int_eq(compare(&r, base, cur, "--confirm", first, NULL, NULL), 0);
+  ck_assert_ptr_nonnull(strstr(r.out, "verdict=unconfirmed"));
+  ck_assert_ptr_nonnull(strstr(r.out, "unconfirmed=1"));
+  bt_result_free(&r);
+  /* an earlier compare with it: confirmed, a failure */
+  ck_assert_int_eq(compare(&r, base, cur, "--output-json", second, NULL, NULL), 2);
+  bt_result_free(&r);
+  ck_assert_int_eq(compare(&r, base, cur, "--confirm", second, NULL, NULL), 2);
+  ck_assert_ptr_nonnull(strstr(r.out, "verdict=regressed"));
+  bt_result_free(&r);
+  /* not a compare summary */
+  ck_assert_int_eq(compare(&r, base, cur, "--confirm", base, NULL, NULL), 1);
+  ck_assert_ptr_nonnull(strstr(r.err, "not a compare summary"));
+  bt_result_free(&r);
+  free(base);
+  free(cur);
+  free(first);
+  free(second);
+}
+END_TEST
+
 int main(void) {
   bt_bench();
   Suite *s = suite_create("bench_compare");
@@ -455,6 +484,7 @@ int main(void) {
   tcase_add_test(tc, unusable_input_exits_1);
   tcase_add_test(tc, emitted_baseline_keeps_repetitions);
   tcase_add_test(tc, summary_json_records_each_check);
+  tcase_add_test(tc, confirm_needs_the_earlier_regression);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
