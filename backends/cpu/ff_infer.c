@@ -174,6 +174,22 @@ static inline float v4_tree(const ff_v4 *a) {
   return (v[0] + v[1]) + (v[2] + v[3]);
 }
 
+/* Eight fp32 lanes (GCC vector extensions: two SSE registers in the
+ * baseline instantiation, one AVX register in the AVX2 one; elementwise
+ * IEEE either way, and -ffp-contract=off keeps a*b+c two roundings). The
+ * hot elementwise loops are written with them so that they vectorise at
+ * any optimisation level. */
+typedef float ff_v8 __attribute__((vector_size(32)));
+typedef int32_t ff_i8 __attribute__((vector_size(32)));
+/* unaligned, aliasing view for loads and stores (macros, not functions:
+ * a function returning an AVX-sized vector changes the baseline ABI) */
+typedef float ff_v8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define V8_LOAD(p) (*(const ff_v8u *)(const void *)(p))
+#define V8_STORE(p, v) (*(ff_v8u *)(void *)(p) = (v))
+#define V8_SET(x) ((ff_v8){(x), (x), (x), (x), (x), (x), (x), (x)})
+/* g < 0 ? +0 : g lanewise (NaN and -0 pass through) */
+#define V8_RELU(g) ((ff_v8)((ff_i8)(g) & ~((g) < V8_SET(0.0f))))
+
 static inline __attribute__((always_inline)) float sum_f32(const float *v, int64_t n) {
   ff_v4 a[8] = {{0}};
   int64_t i = 0;
@@ -272,10 +288,14 @@ film_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, const float *m
   /* h = mlp0 x + b: each output accumulates c ascending (weights stored
    * transposed so the inner loop runs over outputs) */
   memcpy(h, lv->mlp0_bias, (size_t)C * sizeof(float));
+  const int64_t C8 = C - C % 8;
   for (int64_t c = 0; c < C; c++) {
     const float *wr = lv->mlp0_t + c * C;
     const float xc = x[c];
-    for (int64_t j = 0; j < C; j++)
+    const ff_v8 xv = V8_SET(xc);
+    for (int64_t j = 0; j < C8; j += 8)
+      V8_STORE(h + j, V8_LOAD(h + j) + V8_LOAD(wr + j) * xv);
+    for (int64_t j = C8; j < C; j++)
       h[j] += wr[j] * xc;
   }
   for (int64_t j = 0; j < C; j++)
@@ -286,10 +306,15 @@ film_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, const float *m
   for (int64_t c = 0; c < C; c++) {
     const float *wr = lv->mlp2_t + c * 2 * C;
     const float hc = h[c];
-    for (int64_t j = 0; j < C; j++)
+    const ff_v8 hv = V8_SET(hc);
+    for (int64_t j = 0; j < C8; j += 8) {
+      V8_STORE(gamma + j, V8_LOAD(gamma + j) + V8_LOAD(wr + j) * hv);
+      V8_STORE(beta + j, V8_LOAD(beta + j) + V8_LOAD(wr + C + j) * hv);
+    }
+    for (int64_t j = C8; j < C; j++) {
       gamma[j] += wr[j] * hc;
-    for (int64_t j = 0; j < C; j++)
       beta[j] += wr[C + j] * hc;
+    }
   }
   for (int64_t j = 0; j < C; j++) {
     gamma[j] = cpu_ff_rnd(dt, tanhf(gamma[j]));
@@ -409,15 +434,23 @@ refine_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, c
   const int64_t C = channels, N = t * t, tp = t + 2, P = tp * tp;
   float *mpad = scratch, *d = scratch + C * P, *p = d + C * N;
 
-  /* 5. FiLM apply into a zero-bordered copy (the depthwise conv's padding) */
-  memset(mpad, 0, (size_t)(C * P) * sizeof(float));
+  const int64_t t8 = t - t % 8;
+  /* 5. FiLM apply into a zero-bordered copy (the depthwise conv's padding):
+   * only the border is cleared, the interior is written */
   for (int64_t c = 0; c < C; c++) {
     const float scale = 1.0f + gamma[c], shift = beta[c];
+    const ff_v8 sv = V8_SET(scale), hv = V8_SET(shift);
+    float *base = mpad + c * P;
+    memset(base, 0, (size_t)tp * sizeof(float));
+    memset(base + (t + 1) * tp, 0, (size_t)tp * sizeof(float));
     for (int64_t y = 0; y < t; y++) {
       const float *src = tile + c * N + y * t;
-      float *dst = mpad + c * P + (y + 1) * tp + 1;
-#pragma GCC ivdep
-      for (int64_t x = 0; x < t; x++)
+      float *dst = base + (y + 1) * tp + 1;
+      dst[-1] = 0.0f;
+      dst[t] = 0.0f;
+      for (int64_t x = 0; x < t8; x += 8)
+        V8_STORE(dst + x, sv * V8_LOAD(src + x) + hv);
+      for (int64_t x = t8; x < t; x++)
         dst[x] = scale * src[x] + shift;
     }
   }
@@ -426,11 +459,26 @@ refine_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, c
     const float *w = lv->dw_weight + c * 9;
     const float bias = lv->dw_bias[c], w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4],
                 w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8];
+    const ff_v8 bv = V8_SET(bias), v0 = V8_SET(w0), v1 = V8_SET(w1), v2 = V8_SET(w2),
+                v3 = V8_SET(w3), v4 = V8_SET(w4), v5 = V8_SET(w5), v6 = V8_SET(w6),
+                v7 = V8_SET(w7), vw8 = V8_SET(w8);
     for (int64_t y = 0; y < t; y++) {
       const float *m0 = mpad + c * P + y * tp, *m1 = m0 + tp, *m2 = m1 + tp;
       float *drow = d + c * N + y * t;
-#pragma GCC ivdep
-      for (int64_t x = 0; x < t; x++) {
+      for (int64_t x = 0; x < t8; x += 8) {
+        ff_v8 acc = bv;
+        acc = acc + v0 * V8_LOAD(m0 + x);
+        acc = acc + v1 * V8_LOAD(m0 + x + 1);
+        acc = acc + v2 * V8_LOAD(m0 + x + 2);
+        acc = acc + v3 * V8_LOAD(m1 + x);
+        acc = acc + v4 * V8_LOAD(m1 + x + 1);
+        acc = acc + v5 * V8_LOAD(m1 + x + 2);
+        acc = acc + v6 * V8_LOAD(m2 + x);
+        acc = acc + v7 * V8_LOAD(m2 + x + 1);
+        acc = acc + vw8 * V8_LOAD(m2 + x + 2);
+        V8_STORE(drow + x, acc);
+      }
+      for (int64_t x = t8; x < t; x++) {
         float acc = bias;
         acc = acc + w0 * m0[x];
         acc = acc + w1 * m0[x + 1];
@@ -457,26 +505,29 @@ refine_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, c
   const float mean = sum_f32(p, count) / (float)count;
   const float var = sum_sq_dev_f32(p, count, mean) / (float)count;
   const float sd = sqrtf(var + 1e-5f);
-  /* 6d. r = rnd(n_a * relu(n_g) + m): the product over the tile's
-   * contiguous t*t values, then m added row by row */
+  /* 6d. r = rnd(n_a * relu(n_g) + m), row by row (r may be the tile: the
+   * tile was read in step 5) */
+  const ff_v8 meanv = V8_SET(mean), sdv = V8_SET(sd);
   for (int64_t c = 0; c < C; c++) {
     const float wa = lv->norm_weight[c], ba = lv->norm_bias[c];
     const float wg = lv->norm_weight[C + c], bg = lv->norm_bias[C + c];
+    const ff_v8 wav = V8_SET(wa), bav = V8_SET(ba), wgv = V8_SET(wg), bgv = V8_SET(bg);
     const float *pa = p + c * N, *pg = p + (C + c) * N;
     float *out = r + c * N;
-#pragma GCC ivdep
-    for (int64_t i = 0; i < N; i++) {
-      float na = ((pa[i] - mean) / sd) * wa + ba;
-      float ng = ((pg[i] - mean) / sd) * wg + bg;
-      ng = ng < 0.0f ? 0.0f : ng;
-      out[i] = na * ng;
-    }
     for (int64_t y = 0; y < t; y++) {
       const float *m = mpad + c * P + (y + 1) * tp + 1;
-      float *o = out + y * t;
-#pragma GCC ivdep
-      for (int64_t x = 0; x < t; x++)
-        o[x] = o[x] + m[x];
+      const int64_t o = y * t;
+      for (int64_t x = 0; x < t8; x += 8) {
+        ff_v8 na = ((V8_LOAD(pa + o + x) - meanv) / sdv) * wav + bav;
+        ff_v8 ng = ((V8_LOAD(pg + o + x) - meanv) / sdv) * wgv + bgv;
+        V8_STORE(out + o + x, na * V8_RELU(ng) + V8_LOAD(m + x));
+      }
+      for (int64_t x = t8; x < t; x++) {
+        float na = ((pa[o + x] - mean) / sd) * wa + ba;
+        float ng = ((pg[o + x] - mean) / sd) * wg + bg;
+        ng = ng < 0.0f ? 0.0f : ng;
+        out[o + x] = na * ng + m[x];
+      }
     }
     if (dt != APX_DTYPE_F32)
       for (int64_t i = 0; i < N; i++)
