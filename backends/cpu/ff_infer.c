@@ -335,15 +335,21 @@ __attribute__((target("avx2"))) static void film_avx2(const cpu_ff_level *lv, ap
 }
 #endif
 
-void cpu_ff_film(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, const float *mixed,
-                 float *work, float *gamma, float *beta) {
+static void film_run(const cpu_ff_level *lv, apx_dtype dt, int simd, int64_t channels,
+                     const float *mixed, float *work, float *gamma, float *beta) {
 #if FF_HAVE_X86
-  if (ff_simd()) {
+  if (simd) {
     film_avx2(lv, dt, channels, mixed, work, gamma, beta);
     return;
   }
 #endif
+  (void)simd;
   film_base(lv, dt, channels, mixed, work, gamma, beta);
+}
+
+void cpu_ff_film(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, const float *mixed,
+                 float *work, float *gamma, float *beta) {
+  film_run(lv, dt, ff_simd(), channels, mixed, work, gamma, beta);
 }
 
 /* 1x1 conv, the reading copy: p[o][j] = fma chain of pw[o][c] * d[c][j] over
@@ -629,85 +635,106 @@ typedef struct ff_call {
   int threads;
 } ff_call;
 
-/* Steps 1-7 of level `li` with tile size t on the batch rows' tiles:
- * ids[b*ids_stride + k] for k < counts[b] (pack order) index the tile grid
- * of X; each tile's r is written at its pixels of `out` (frame dtype). */
-static apx_status level_tiles(const ff_call *fc, int li, const void *X, void *out,
-                              const int64_t *ids, int64_t ids_stride, const int64_t *counts,
-                              int64_t t) {
+/* One level's tiles over the call's batch rows: tile i is (b, id) =
+ * (tiles[2i], tiles[2i+1]), rows' tiles consecutive in pack order (first[b]
+ * .. first[b+1]); slot[b*grid + id] is the tile's index, -1 for a cell not
+ * selected. P [total][C][t*t] holds the packed X (fp32 copies of frame
+ * values), then the refine block's r in place. */
+typedef struct ff_level_run {
+  int64_t t, N, grid_w, total;
+  int64_t *tiles, *first;
+  int32_t *slot;
+  float *P, *tok, *mixed, *gamma, *beta;
+} ff_level_run;
+
+/* n fp32 values of dt from p + i (exact) into dst; f32 inline (a tile row
+ * is a few dozen bytes: a libc memcpy call per row costs more than it). */
+static inline void load_short(apx_dtype dt, const void *p, int64_t i, int64_t n, float *dst) {
+  if (dt == APX_DTYPE_F32) {
+    const float *s = (const float *)p + i;
+    for (int64_t k = 0; k < n; k++)
+      dst[k] = s[k];
+  } else {
+    load_row(dt, p, i, n, dst);
+  }
+}
+
+/* Steps 1-2 of level 0: pack dense's tiles and their token means. */
+static void pack_dense(const ff_call *fc, const void *dense, ff_level_run *lr) {
+  const apx_dtype dt = fc->dt;
+  const int64_t C = fc->C, H = fc->H, W = fc->W, t = lr->t, N = lr->N;
+  CPU_OMP_FOR(fc->threads, lr->total * C * N)
+  for (int64_t i = 0; i < lr->total; i++) {
+    const int64_t b = lr->tiles[2 * i], id = lr->tiles[2 * i + 1];
+    const int64_t y0 = (id / lr->grid_w) * t, x0 = (id % lr->grid_w) * t;
+    float *P = lr->P + (size_t)i * (size_t)(C * N);
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t y = 0; y < t; y++)
+        load_short(dt, dense, ((b * C + c) * H + y0 + y) * W + x0, t, P + c * N + y * t);
+    cpu_ff_tokens(dt, P, C, N, lr->tok + i * C);
+  }
+}
+
+/* Steps 1-2 of level 1: its X is heavy_l0 = fuse(dense, U0, alpha0), which
+ * is computed here at the L1 tiles' pixels only (from dense and level 0's
+ * r), never as a whole map. An L1 tile row lies in one L0 cell (t1 = t0/2,
+ * validated by the core). */
+static void pack_heavy_l0(const ff_call *fc, const void *dense, const ff_level_run *l0,
+                          const float *alpha0, ff_level_run *lr) {
+  const apx_dtype dt = fc->dt;
+  const int64_t C = fc->C, H = fc->H, W = fc->W, t = lr->t, N = lr->N, t0 = l0->t;
+  const int64_t grid0 = (H / t0) * l0->grid_w;
+  CPU_OMP_FOR(fc->threads, lr->total * C * N)
+  for (int64_t i = 0; i < lr->total; i++) {
+    const int64_t b = lr->tiles[2 * i], id = lr->tiles[2 * i + 1];
+    const int64_t y0 = (id / lr->grid_w) * t, x0 = (id % lr->grid_w) * t;
+    float *P = lr->P + (size_t)i * (size_t)(C * N);
+    for (int64_t y = 0; y < t; y++) {
+      const int64_t Y = y0 + y;
+      const int32_t s0 = l0->slot[b * grid0 + (Y / t0) * l0->grid_w + x0 / t0];
+      const float *a = alpha0 + (b * H + Y) * W + x0;
+      for (int64_t c = 0; c < C; c++) {
+        float *h = P + c * N + y * t;
+        load_short(dt, dense, ((b * C + c) * H + Y) * W + x0, t, h);
+        if (s0 < 0) {
+          for (int64_t x = 0; x < t; x++)
+            h[x] = cpu_ff_fuse(dt, h[x], h[x], a[x]);
+        } else {
+          const float *u =
+              l0->P + ((size_t)s0 * (size_t)C + (size_t)c) * (size_t)l0->N + (Y % t0) * t0 + x0 % t0;
+          for (int64_t x = 0; x < t; x++)
+            h[x] = cpu_ff_fuse(dt, h[x], u[x], a[x]);
+        }
+      }
+    }
+    cpu_ff_tokens(dt, P, C, N, lr->tok + i * C);
+  }
+}
+
+/* Steps 3-6 of level li on packed tiles: the scan per batch row, then per
+ * tile its FiLM parameters and the refine block (r in place of the tile).
+ * thread_buf holds per_thread floats per thread. */
+static void level_refine(const ff_call *fc, int li, ff_level_run *lr, float *thread_buf,
+                         size_t per_thread) {
   const cpu_ff_level *lv = &fc->prep->level[li];
   const apx_dtype dt = fc->dt;
-  const int64_t B = fc->B, C = fc->C, H = fc->H, W = fc->W, N = t * t, grid_w = W / t;
-  int64_t total = 0;
-  for (int64_t b = 0; b < B; b++)
-    total += counts[b];
-  if (total == 0)
-    return APX_OK;
-
+  const int64_t B = fc->B, C = fc->C, N = lr->N, t = lr->t;
   const size_t scratch = cpu_ff_refine_scratch(C, t);
-  const size_t per_thread = scratch + (size_t)(C * N) + 3 * (size_t)C;
-  int64_t *tiles = malloc((size_t)total * 2 * sizeof(int64_t) + (size_t)(B + 1) * sizeof(int64_t));
-  float *packed = malloc(((size_t)total * (size_t)(C * N) + 4 * (size_t)total * (size_t)C +
-                          (size_t)fc->threads * per_thread) *
-                         sizeof(float));
-  if (!tiles || !packed) {
-    free(tiles);
-    free(packed);
-    return fc->st->svc->set_error(APX_ERR_NO_MEMORY, "ff_infer: out of memory (level %d tiles)",
-                                  li);
-  }
-  float *tok = packed + (size_t)total * (size_t)(C * N);
-  float *mixed = tok + total * C, *gamma = mixed + total * C, *beta = gamma + total * C;
-  float *thread_buf = beta + total * C;
-  int64_t *first = tiles + 2 * total; /* [B+1]: each row's first tile */
-  int64_t j = 0;
-  for (int64_t b = 0; b < B; b++) {
-    first[b] = j;
-    for (int64_t k = 0; k < counts[b]; k++, j++) {
-      tiles[2 * j] = b;
-      tiles[2 * j + 1] = ids[b * ids_stride + k];
-    }
-  }
-  first[B] = j;
-  const int threads = fc->threads;
-
-  /* 1-2. pack (exact fp32 copies) and token means, per tile */
-  CPU_OMP_FOR(threads, total * C * N)
-  for (int64_t i = 0; i < total; i++) {
-    const int64_t b = tiles[2 * i], id = tiles[2 * i + 1];
-    const int64_t y0 = (id / grid_w) * t, x0 = (id % grid_w) * t;
-    float *P = packed + (size_t)i * (size_t)(C * N);
-    for (int64_t c = 0; c < C; c++)
-      for (int64_t y = 0; y < t; y++)
-        load_row(dt, X, ((b * C + c) * H + y0 + y) * W + x0, t, P + c * N + y * t);
-    cpu_ff_tokens(dt, P, C, N, tok + i * C);
-  }
   /* 3. scan and merge, per batch row */
-  CPU_OMP_FOR(threads, total * C * 64)
+  CPU_OMP_FOR(fc->threads, lr->total * C * 64)
   for (int64_t b = 0; b < B; b++)
-    if (counts[b] > 0)
-      cpu_ff_scan_merge(lv, dt, tok + first[b] * C, counts[b], C, mixed + first[b] * C);
-  /* 4. FiLM parameters, per token */
-  CPU_OMP_FOR(threads, total * C * C * 3)
-  for (int64_t i = 0; i < total; i++) {
-    float *work = thread_buf + (size_t)ff_thread() * per_thread + scratch + (size_t)(C * N);
-    cpu_ff_film(lv, dt, C, mixed + i * C, work, gamma + i * C, beta + i * C);
+    if (lr->first[b + 1] > lr->first[b])
+      cpu_ff_scan_merge(lv, dt, lr->tok + lr->first[b] * C, lr->first[b + 1] - lr->first[b], C,
+                        lr->mixed + lr->first[b] * C);
+  /* 4-6. FiLM parameters, FiLM apply and refine, per tile */
+  CPU_OMP_FOR(fc->threads, lr->total * C * N * C)
+  for (int64_t i = 0; i < lr->total; i++) {
+    float *buf = thread_buf + (size_t)ff_thread() * per_thread;
+    float *P = lr->P + (size_t)i * (size_t)(C * N);
+    film_run(lv, dt, fc->simd, C, lr->mixed + i * C, buf + scratch, lr->gamma + i * C,
+                     lr->beta + i * C);
+    cpu_ff_refine(lv, dt, C, t, P, lr->gamma + i * C, lr->beta + i * C, buf, fc->simd, P);
   }
-  /* 5-7. FiLM apply, refine, unpack (override: ids are unique in a row) */
-  CPU_OMP_FOR(threads, total * C * N * C)
-  for (int64_t i = 0; i < total; i++) {
-    float *buf = thread_buf + (size_t)ff_thread() * per_thread, *r = buf + scratch;
-    const int64_t b = tiles[2 * i], id = tiles[2 * i + 1];
-    const int64_t y0 = (id / grid_w) * t, x0 = (id % grid_w) * t;
-    cpu_ff_refine(lv, dt, C, t, packed + (size_t)i * (size_t)(C * N), gamma + i * C, beta + i * C,
-                  buf, fc->simd, r);
-    for (int64_t c = 0; c < C; c++)
-      for (int64_t y = 0; y < t; y++)
-        store_row(dt, out, ((b * C + c) * H + y0 + y) * W + x0, t, r + c * N + y * t);
-  }
-  free(tiles);
-  free(packed);
-  return APX_OK;
 }
 
 /* Step 8's alpha of level li for every pixel of batch rows where want[b]
@@ -717,14 +744,13 @@ static void level_alpha(const ff_call *fc, int li, const apx_tensor *boundary,
                         const apx_tensor *uncertainty, const int64_t *want, float *alpha) {
   const cpu_ff_level *lv = &fc->prep->level[li];
   const apx_dtype dt = fc->dt;
-  const int64_t HW = fc->H * fc->W, rows = fc->B * fc->H;
+  const int64_t rows = fc->B * fc->H;
   CPU_OMP_FOR(fc->threads, rows * fc->W * 16)
   for (int64_t row = 0; row < rows; row++) {
     const int64_t b = row / fc->H;
     if (want && !want[b])
       continue;
     const int64_t i0 = row * fc->W;
-    (void)HW;
     for (int64_t i = i0; i < i0 + fc->W; i++) {
       float bp = boundary ? cpu_ff_proxy(dt, load_any(boundary->dtype, boundary->data, i)) : 1.0f;
       float up =
@@ -734,148 +760,111 @@ static void level_alpha(const ff_call *fc, int li, const apx_tensor *boundary,
   }
 }
 
-/* heavy = rnd(x + rnd(alpha * rnd(u - x))) over n elements (alpha per
- * element); f32 needs no rounding and vectorises. */
-static void fuse_row(apx_dtype dt, const float *x, const float *u, const float *a, float *h,
-                     int64_t n) {
-  if (dt == APX_DTYPE_F32)
-    for (int64_t i = 0; i < n; i++)
-      h[i] = x[i] + a[i] * (u[i] - x[i]);
-  else
-    for (int64_t i = 0; i < n; i++)
-      h[i] = cpu_ff_fuse(dt, x[i], u[i], a[i]);
-}
-
-/* d = rnd(h - x) */
-static void diff_row(apx_dtype dt, const float *h, const float *x, float *d, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    d[i] = h[i] - x[i];
-  if (dt != APX_DTYPE_F32)
-    for (int64_t i = 0; i < n; i++)
-      d[i] = cpu_ff_rnd(dt, d[i]);
-}
-
-/* The unpacked map U of a row: X's row, with the selected tiles' pixels
- * (mask over the row's tile grid, tile size t) taken from `tiles`. */
-static void unpacked_row(apx_dtype dt, const float *x, const void *tiles, int64_t at,
-                         const unsigned char *mask_row, int64_t t, int64_t W, float *u) {
-  memcpy(u, x, (size_t)W * sizeof(float));
-  for (int64_t tx = 0; tx < W / t; tx++)
-    if (mask_row[tx])
-      load_row(dt, tiles, at + tx * t, t, u + tx * t);
-}
-
-/* One row of a whole-map pass in f32, straight on the frames (no rounding
- * to do): level 0 (last = 0) turns detail's row into fuse(dense, U0);
- * level 1 with L1 tiles turns heavy's into fuse(heavy_l0, U1) and detail's
- * into heavy - heavy_l0; level 1 without copies heavy_l0 and takes dense
- * off it. Instantiated for the baseline and for AVX2 (the same bits). */
+/* One run of n pixels of a row of the final pass, on fp32 values of the
+ * frame dtype: x = dense, u0 = U0 (level 0's r, or x outside the L0
+ * tiles), u1 = U1 (level 1's r, or NULL outside the L1 tiles: U1 = X1 =
+ * heavy_l0 there). heavy_l0 = fuse(x, u0, a0); with L1 tiles in the batch
+ * row heavy = fuse(heavy_l0, U1, a1) and detail = rnd(heavy - heavy_l0),
+ * without heavy = heavy_l0 and detail = rnd(heavy_l0 - x). */
 static inline __attribute__((always_inline)) void
-map_row_f32_body(int last, int with_l1, const float *dense, float *heavy, float *detail,
-                 const unsigned char *mask_row, int64_t t, int64_t W, const float *a) {
-  if (last && !with_l1) {
-    for (int64_t i = 0; i < W; i++) {
-      heavy[i] = detail[i];
-      detail[i] = detail[i] - dense[i];
+final_run_body(apx_dtype dt, int with_l1, const float *x, const float *u0, const float *u1,
+               const float *a0, const float *a1, float *heavy, float *detail, int64_t n) {
+  int64_t i = 0;
+  if (dt == APX_DTYPE_F32) {
+    /* no rounding to do: the same operations, 8 lanes at a time */
+    for (; i + 8 <= n; i += 8) {
+      const ff_v8 xv = V8_LOAD(x + i), h0 = xv + V8_LOAD(a0 + i) * (V8_LOAD(u0 + i) - xv);
+      if (with_l1) {
+        const ff_v8 uv = u1 ? (ff_v8)V8_LOAD(u1 + i) : h0, h = h0 + V8_LOAD(a1 + i) * (uv - h0);
+        V8_STORE(heavy + i, h);
+        V8_STORE(detail + i, h - h0);
+      } else {
+        V8_STORE(heavy + i, h0);
+        V8_STORE(detail + i, h0 - xv);
+      }
     }
-    return;
   }
-  for (int64_t x0 = 0; x0 < W; x0 += t) {
-    const int selected = mask_row[x0 / t];
-    if (!last) {
-      if (selected)
-        for (int64_t i = x0; i < x0 + t; i++)
-          detail[i] = dense[i] + a[i] * (detail[i] - dense[i]);
-      else
-        for (int64_t i = x0; i < x0 + t; i++)
-          detail[i] = dense[i] + a[i] * (dense[i] - dense[i]);
-    } else if (selected) {
-      for (int64_t i = x0; i < x0 + t; i++) {
-        const float x = detail[i], h = x + a[i] * (heavy[i] - x);
-        heavy[i] = h;
-        detail[i] = h - x;
-      }
+  for (; i < n; i++) {
+    const float h0 = cpu_ff_fuse(dt, x[i], u0[i], a0[i]);
+    if (with_l1) {
+      const float h = cpu_ff_fuse(dt, h0, u1 ? u1[i] : h0, a1[i]);
+      heavy[i] = h;
+      detail[i] = cpu_ff_rnd(dt, h - h0);
     } else {
-      for (int64_t i = x0; i < x0 + t; i++) {
-        const float x = detail[i], h = x + a[i] * (x - x);
-        heavy[i] = h;
-        detail[i] = h - x;
-      }
+      heavy[i] = h0;
+      detail[i] = cpu_ff_rnd(dt, h0 - x[i]);
     }
   }
 }
 
-static void map_row_f32_base(int last, int with_l1, const float *dense, float *heavy,
-                             float *detail, const unsigned char *mask_row, int64_t t, int64_t W,
-                             const float *a) {
-  map_row_f32_body(last, with_l1, dense, heavy, detail, mask_row, t, W, a);
+static void final_run_base(apx_dtype dt, int with_l1, const float *x, const float *u0,
+                           const float *u1, const float *a0, const float *a1, float *heavy,
+                           float *detail, int64_t n) {
+  final_run_body(dt, with_l1, x, u0, u1, a0, a1, heavy, detail, n);
 }
 
 #if FF_HAVE_X86
 __attribute__((target("avx2"))) static void
-map_row_f32_avx2(int last, int with_l1, const float *dense, float *heavy, float *detail,
-                 const unsigned char *mask_row, int64_t t, int64_t W, const float *a) {
-  map_row_f32_body(last, with_l1, dense, heavy, detail, mask_row, t, W, a);
+final_run_avx2(apx_dtype dt, int with_l1, const float *x, const float *u0, const float *u1,
+               const float *a0, const float *a1, float *heavy, float *detail, int64_t n) {
+  final_run_body(dt, with_l1, x, u0, u1, a0, a1, heavy, detail, n);
 }
 #endif
 
-/* The whole-map passes. Level 0 (last = 0): detail holds each L0 tile's r
- * at its pixels and becomes heavy_l0 = fuse(dense, U0). Level 1 (last = 1),
- * per batch row: with L1 tiles, heavy (holding their r) becomes fuse(heavy_l0,
- * U1) and detail = heavy - heavy_l0; without, heavy = heavy_l0 and detail
- * = heavy_l0 - dense. */
-static apx_status map_pass(const ff_call *fc, int last, const void *dense, void *heavy,
-                           void *detail, const unsigned char *mask, int64_t t,
-                           const int64_t *l1_count, const float *alpha) {
+/* Steps 7-9 of both levels and the outputs in one pass over the map, row by
+ * row (b, c, y): U0 and U1 read from the levels' r, heavy_l0 formed on the
+ * fly, heavy and detail written once. f32 rows are computed straight on the
+ * frames; f16 and bf16 rows through fp32 row buffers (row_buf: 3W floats a
+ * thread). */
+static void final_pass(const ff_call *fc, const void *dense, void *heavy, void *detail,
+                       const ff_level_run *l0, const ff_level_run *l1, const int64_t *l1_count,
+                       const float *alpha0, const float *alpha1, float *row_buf) {
   const apx_dtype dt = fc->dt;
-  const int64_t B = fc->B, C = fc->C, H = fc->H, W = fc->W, grid_w = W / t;
-  const int64_t grid = (H / t) * grid_w, rows = B * C * H;
-  float *buf = NULL;
-  if (dt != APX_DTYPE_F32) {
-    buf = malloc((size_t)fc->threads * 3 * (size_t)W * sizeof(float));
-    if (!buf)
-      return fc->st->svc->set_error(APX_ERR_NO_MEMORY, "ff_infer: out of memory (map pass)");
-  }
+  const int64_t C = fc->C, H = fc->H, W = fc->W, rows = fc->B * C * H;
+  const int64_t t0 = l0->t, t1 = l1->t, grid0 = (H / t0) * l0->grid_w,
+                grid1 = (H / t1) * l1->grid_w;
   CPU_OMP_FOR_CHUNKED(fc->threads, rows * W, 16)
   for (int64_t row = 0; row < rows; row++) {
-    const int64_t b = row / (C * H), y = row % H, at = row * W;
-    const float *a = alpha + (b * H + y) * W;
-    const unsigned char *mask_row = mask + b * grid + (y / t) * grid_w;
-    const int with_l1 = last && l1_count[b] > 0;
+    const int64_t b = row / (C * H), c = row / H % C, y = row % H, at = row * W;
+    const float *a0 = alpha0 + (b * H + y) * W, *a1 = alpha1 + (b * H + y) * W;
+    const int with_l1 = l1_count[b] > 0;
+    const int32_t *s0 = l0->slot + b * grid0 + (y / t0) * l0->grid_w;
+    const int32_t *s1 = l1->slot + b * grid1 + (y / t1) * l1->grid_w;
+    const float *x;
+    float *h, *d;
     if (dt == APX_DTYPE_F32) {
-      float *hr = (float *)heavy + at, *dr = (float *)detail + at;
-      const float *xr = (const float *)dense + at;
+      x = (const float *)dense + at;
+      h = (float *)heavy + at;
+      d = (float *)detail + at;
+    } else {
+      float *xb = row_buf + (size_t)ff_thread() * 3 * (size_t)W;
+      load_row(dt, dense, at, W, xb);
+      x = xb;
+      h = xb + W;
+      d = h + W;
+    }
+    /* runs of t1 pixels: each lies in one L0 cell and one L1 cell */
+    for (int64_t x0 = 0; x0 < W; x0 += t1) {
+      const int32_t k0 = s0[x0 / t0], k1 = with_l1 ? s1[x0 / t1] : -1;
+      const float *u0 =
+          k0 < 0 ? x + x0
+                 : l0->P + ((size_t)k0 * (size_t)C + (size_t)c) * (size_t)l0->N +
+                       (y % t0) * t0 + x0 % t0;
+      const float *u1 =
+          k1 < 0 ? NULL
+                 : l1->P + ((size_t)k1 * (size_t)C + (size_t)c) * (size_t)l1->N + (y % t1) * t1;
 #if FF_HAVE_X86
       if (fc->simd)
-        map_row_f32_avx2(last, with_l1, xr, hr, dr, mask_row, t, W, a);
+        final_run_avx2(dt, with_l1, x + x0, u0, u1, a0 + x0, a1 + x0, h + x0, d + x0, t1);
       else
 #endif
-        map_row_f32_base(last, with_l1, xr, hr, dr, mask_row, t, W, a);
-      continue;
+        final_run_base(dt, with_l1, x + x0, u0, u1, a0 + x0, a1 + x0, h + x0, d + x0, t1);
     }
-    float *x = buf + (size_t)ff_thread() * 3 * (size_t)W, *u = x + W, *h = u + W;
-    if (!last) {
-      load_row(dt, dense, at, W, x);
-      unpacked_row(dt, x, detail, at, mask_row, t, W, u);
-      fuse_row(dt, x, u, a, h, W);
-      store_row(dt, detail, at, W, h);
-    } else if (with_l1) {
-      load_row(dt, detail, at, W, x);
-      unpacked_row(dt, x, heavy, at, mask_row, t, W, u);
-      fuse_row(dt, x, u, a, h, W);
+    if (dt != APX_DTYPE_F32) {
       store_row(dt, heavy, at, W, h);
-      diff_row(dt, h, x, u, W);
-      store_row(dt, detail, at, W, u);
-    } else {
-      load_row(dt, detail, at, W, h);
-      load_row(dt, dense, at, W, x);
-      store_row(dt, heavy, at, W, h);
-      diff_row(dt, h, x, u, W);
-      store_row(dt, detail, at, W, u);
+      store_row(dt, detail, at, W, d);
     }
   }
-  free(buf);
-  return APX_OK;
 }
 
 static apx_status make_prepared(void *state, const apx_ff_params *params, apx_dtype dtype,
@@ -940,10 +929,9 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
   const int64_t B = fc.B, H = fc.H, W = fc.W, t0 = args->tile_l0, t1 = args->tile_l1;
   const int64_t k0 = args->kmax_l0, k1 = args->kmax_l1;
   const int64_t grid0 = (H / t0) * (W / t0), grid1 = (H / t1) * (W / t1);
-  /* route arrays, masks and both levels' alpha in one block */
+  /* the route's arrays in one block */
   size_t ints = (size_t)(2 * B + 2 * B * k0 + B * k1);
-  size_t bytes = ints * sizeof(int64_t) + (size_t)(2 * B) * sizeof(double) +
-                 (size_t)(2 * B * H * W) * sizeof(float) + (size_t)(B * (grid0 + grid1));
+  size_t bytes = ints * sizeof(int64_t) + (size_t)(2 * B) * sizeof(double);
   char *block = malloc(bytes ? bytes : 1);
   if (!block)
     return svc->set_error(APX_ERR_NO_MEMORY, "ff_infer: out of memory (routing)");
@@ -955,58 +943,104 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
   route.l1_hilbert = route.l0_hilbert + B * k0;
   route.b1_spent = (double *)(route.l1_hilbert + B * k1);
   route.b2_spent = route.b1_spent + B;
-  float *alpha0 = (float *)(route.b2_spent + B), *alpha1 = alpha0 + B * H * W;
-  unsigned char *mask0 = (unsigned char *)(alpha1 + B * H * W), *mask1 = mask0 + B * grid0;
   st = svc->ff_route(args, &route);
   if (st != APX_OK) {
     free(block);
     return st;
   }
-  memset(mask0, 0, (size_t)(B * (grid0 + grid1)));
+  void *heavy = args->heavy->data, *detail = args->detail->data;
+  const int64_t HW = H * W, C = fc.C, N0 = t0 * t0, N1 = t1 * t1;
+  int64_t total0 = 0, total1 = 0;
   for (int64_t b = 0; b < B; b++) {
-    for (int64_t k = 0; k < route.l0_count[b]; k++)
-      mask0[b * grid0 + route.l0_hilbert[b * k0 + k]] = 1;
-    for (int64_t k = 0; k < route.l1_count[b]; k++)
-      mask1[b * grid1 + route.l1_hilbert[b * k1 + k]] = 1;
+    total0 += route.l0_count[b];
+    total1 += route.l1_count[b];
+  }
+  /* the levels' tiles, slots, alpha maps, packed tiles and per-tile and
+   * per-thread work in one block */
+  const size_t per_thread = cpu_ff_refine_scratch(C, t0 > t1 ? t0 : t1) + 3 * (size_t)C;
+  const size_t n_i64 = (size_t)(2 * total0 + 2 * total1 + 2 * (B + 1));
+  const size_t n_i32 = (size_t)(B * (grid0 + grid1)) + 1; /* + 1: keeps the floats aligned */
+  const size_t n_f32 = (size_t)(2 * B * HW) + (size_t)(total0 * C * N0 + total1 * C * N1) +
+                       4 * (size_t)((total0 + total1) * C) + (size_t)fc.threads * per_thread +
+                       (size_t)fc.threads * 3 * (size_t)W;
+  int64_t *work = malloc(n_i64 * sizeof(int64_t) + n_i32 * sizeof(int32_t) + n_f32 * sizeof(float));
+  if (!work) {
+    free(block);
+    return svc->set_error(APX_ERR_NO_MEMORY, "ff_infer: out of memory (tiles)");
+  }
+  ff_level_run lr[2] = {{.t = t0, .N = N0, .grid_w = W / t0, .total = total0},
+                        {.t = t1, .N = N1, .grid_w = W / t1, .total = total1}};
+  lr[0].tiles = work;
+  lr[0].first = lr[0].tiles + 2 * total0;
+  lr[1].tiles = lr[0].first + B + 1;
+  lr[1].first = lr[1].tiles + 2 * total1;
+  lr[0].slot = (int32_t *)(lr[1].first + B + 1);
+  lr[1].slot = lr[0].slot + B * grid0;
+  float *alpha0 = (float *)(lr[0].slot + n_i32), *alpha1 = alpha0 + B * HW;
+  lr[0].P = alpha1 + B * HW;
+  lr[1].P = lr[0].P + total0 * C * N0;
+  float *cur = lr[1].P + total1 * C * N1;
+  for (int l = 0; l < 2; l++) {
+    lr[l].tok = cur;
+    lr[l].mixed = lr[l].tok + lr[l].total * C;
+    lr[l].gamma = lr[l].mixed + lr[l].total * C;
+    lr[l].beta = lr[l].gamma + lr[l].total * C;
+    cur = lr[l].beta + lr[l].total * C;
+  }
+  float *thread_buf = cur, *row_buf = thread_buf + (size_t)fc.threads * per_thread;
+  const int64_t *ids[2] = {route.l0_hilbert, route.l1_hilbert}, kmax[2] = {k0, k1};
+  const int64_t *counts[2] = {route.l0_count, route.l1_count}, grids[2] = {grid0, grid1};
+  for (int l = 0; l < 2; l++) {
+    int64_t j = 0;
+    memset(lr[l].slot, 0xff, (size_t)(B * grids[l]) * sizeof(int32_t)); /* -1 */
+    for (int64_t b = 0; b < B; b++) {
+      lr[l].first[b] = j;
+      for (int64_t k = 0; k < counts[l][b]; k++, j++) {
+        const int64_t id = ids[l][b * kmax[l] + k];
+        lr[l].tiles[2 * j] = b;
+        lr[l].tiles[2 * j + 1] = id;
+        lr[l].slot[b * grids[l] + id] = (int32_t)j;
+      }
+    }
+    lr[l].first[B] = j;
   }
 
-  void *heavy = args->heavy->data, *detail = args->detail->data;
-  /* level 0 on dense: tiles' r into detail, then detail = heavy_l0 */
-  st = level_tiles(&fc, 0, dense->data, detail, route.l0_hilbert, k0, route.l0_count, t0);
-  if (st == APX_OK) {
-    level_alpha(&fc, 0, args->boundary, args->uncertainty, NULL, alpha0);
-    st = map_pass(&fc, 0, dense->data, heavy, detail, mask0, t0, NULL, alpha0);
+  /* level 0 on dense (r in place of the packed tiles) */
+  level_alpha(&fc, 0, args->boundary, args->uncertainty, NULL, alpha0);
+  if (total0 > 0) {
+    pack_dense(&fc, dense->data, &lr[0]);
+    level_refine(&fc, 0, &lr[0], thread_buf, per_thread);
   }
-  /* level 1 on heavy_l0: tiles' r into heavy, then heavy and detail */
-  if (st == APX_OK)
-    st = level_tiles(&fc, 1, detail, heavy, route.l1_hilbert, k1, route.l1_count, t1);
-  if (st == APX_OK) {
+  /* level 1 on heavy_l0, formed at its tiles' pixels */
+  if (total1 > 0) {
     level_alpha(&fc, 1, args->boundary, args->uncertainty, route.l1_count, alpha1);
-    st = map_pass(&fc, 1, dense->data, heavy, detail, mask1, t1, route.l1_count, alpha1);
+    pack_heavy_l0(&fc, dense->data, &lr[0], alpha0, &lr[1]);
+    level_refine(&fc, 1, &lr[1], thread_buf, per_thread);
   }
-  if (st == APX_OK) {
-    /* alpha of level 1 where a row has L1 tiles, else of level 0 */
-    for (int64_t b = 0; b < B; b++)
-      store_row(fc.dt, args->alpha->data, b * H * W, H * W,
-                (route.l1_count[b] > 0 ? alpha1 : alpha0) + b * H * W);
-    apx_ff_stats *stats = args->stats;
-    if (stats) {
-      for (int64_t b = 0; b < B; b++) {
-        if (stats->selected_l0)
-          stats->selected_l0[b] = route.l0_count[b];
-        if (stats->selected_l1)
-          stats->selected_l1[b] = route.l1_count[b];
-        if (stats->budget_b1_spent)
-          stats->budget_b1_spent[b] = route.b1_spent[b];
-        if (stats->budget_b2_spent)
-          stats->budget_b2_spent[b] = route.b2_spent[b];
-      }
-      if (stats->l0_ids)
-        memcpy(stats->l0_ids, route.l0_greedy, (size_t)(B * k0) * sizeof(int64_t));
-      if (stats->l1_ids)
-        memcpy(stats->l1_ids, route.l1_hilbert, (size_t)(B * k1) * sizeof(int64_t));
+  final_pass(&fc, dense->data, heavy, detail, &lr[0], &lr[1], route.l1_count, alpha0, alpha1,
+             row_buf);
+  /* alpha of level 1 where a row has L1 tiles, else of level 0 */
+  for (int64_t b = 0; b < B; b++)
+    store_row(fc.dt, args->alpha->data, b * HW, HW,
+              (route.l1_count[b] > 0 ? alpha1 : alpha0) + b * HW);
+  apx_ff_stats *stats = args->stats;
+  if (stats) {
+    for (int64_t b = 0; b < B; b++) {
+      if (stats->selected_l0)
+        stats->selected_l0[b] = route.l0_count[b];
+      if (stats->selected_l1)
+        stats->selected_l1[b] = route.l1_count[b];
+      if (stats->budget_b1_spent)
+        stats->budget_b1_spent[b] = route.b1_spent[b];
+      if (stats->budget_b2_spent)
+        stats->budget_b2_spent[b] = route.b2_spent[b];
     }
+    if (stats->l0_ids)
+      memcpy(stats->l0_ids, route.l0_greedy, (size_t)(B * k0) * sizeof(int64_t));
+    if (stats->l1_ids)
+      memcpy(stats->l1_ids, route.l1_hilbert, (size_t)(B * k1) * sizeof(int64_t));
   }
+  free(work);
   free(block);
-  return st;
+  return APX_OK;
 }
