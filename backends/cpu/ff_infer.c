@@ -649,10 +649,13 @@ typedef struct ff_level_run {
 
 /* n fp32 values of dt from p + i (exact) into dst; f32 inline (a tile row
  * is a few dozen bytes: a libc memcpy call per row costs more than it). */
-static inline void load_short(apx_dtype dt, const void *p, int64_t i, int64_t n, float *dst) {
+static inline __attribute__((always_inline)) void load_short(apx_dtype dt, const void *p, int64_t i, int64_t n, float *dst) {
   if (dt == APX_DTYPE_F32) {
     const float *s = (const float *)p + i;
-    for (int64_t k = 0; k < n; k++)
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+      V8_STORE(dst + k, V8_LOAD(s + k));
+    for (; k < n; k++)
       dst[k] = s[k];
   } else {
     load_row(dt, p, i, n, dst);
@@ -675,6 +678,58 @@ static void pack_dense(const ff_call *fc, const void *dense, ff_level_run *lr) {
   }
 }
 
+/* out = fuse(x, u, a) over n values (f32: no rounding, 8 lanes at a time) */
+static inline __attribute__((always_inline)) void fuse_run(apx_dtype dt, const float *x,
+                                                           const float *u, const float *a,
+                                                           float *out, int64_t n) {
+  int64_t i = 0;
+  if (dt == APX_DTYPE_F32)
+    for (; i + 8 <= n; i += 8) {
+      const ff_v8 xv = V8_LOAD(x + i);
+      V8_STORE(out + i, xv + V8_LOAD(a + i) * (V8_LOAD(u + i) - xv));
+    }
+  for (; i < n; i++)
+    out[i] = cpu_ff_fuse(dt, x[i], u[i], a[i]);
+}
+
+/* One L1 tile's pack (see pack_heavy_l0), instantiated for the baseline and
+ * for AVX2 (the same bits). */
+static inline __attribute__((always_inline)) void
+pack_l1_tile_body(apx_dtype dt, const void *dense, int64_t b, int64_t C, int64_t H, int64_t W,
+                  int64_t y0, int64_t x0, int64_t t, const ff_level_run *l0, int64_t grid0,
+                  const float *alpha0, float *P) {
+  const int64_t N = t * t, t0 = l0->t;
+  for (int64_t y = 0; y < t; y++) {
+    const int64_t Y = y0 + y;
+    const int32_t s0 = l0->slot[b * grid0 + (Y / t0) * l0->grid_w + x0 / t0];
+    const float *a = alpha0 + (b * H + Y) * W + x0;
+    for (int64_t c = 0; c < C; c++) {
+      float *h = P + c * N + y * t;
+      load_short(dt, dense, ((b * C + c) * H + Y) * W + x0, t, h);
+      const float *u = s0 < 0 ? h
+                              : l0->P + ((size_t)s0 * (size_t)C + (size_t)c) * (size_t)l0->N +
+                                    (Y % t0) * t0 + x0 % t0;
+      fuse_run(dt, h, u, a, h, t);
+    }
+  }
+}
+
+static void pack_l1_tile_base(apx_dtype dt, const void *dense, int64_t b, int64_t C, int64_t H,
+                              int64_t W, int64_t y0, int64_t x0, int64_t t,
+                              const ff_level_run *l0, int64_t grid0, const float *alpha0,
+                              float *P) {
+  pack_l1_tile_body(dt, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
+}
+
+#if FF_HAVE_X86
+__attribute__((target("avx2"))) static void
+pack_l1_tile_avx2(apx_dtype dt, const void *dense, int64_t b, int64_t C, int64_t H, int64_t W,
+                  int64_t y0, int64_t x0, int64_t t, const ff_level_run *l0, int64_t grid0,
+                  const float *alpha0, float *P) {
+  pack_l1_tile_body(dt, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
+}
+#endif
+
 /* Steps 1-2 of level 1: its X is heavy_l0 = fuse(dense, U0, alpha0), which
  * is computed here at the L1 tiles' pixels only (from dense and level 0's
  * r), never as a whole map. An L1 tile row lies in one L0 cell (t1 = t0/2,
@@ -682,31 +737,19 @@ static void pack_dense(const ff_call *fc, const void *dense, ff_level_run *lr) {
 static void pack_heavy_l0(const ff_call *fc, const void *dense, const ff_level_run *l0,
                           const float *alpha0, ff_level_run *lr) {
   const apx_dtype dt = fc->dt;
-  const int64_t C = fc->C, H = fc->H, W = fc->W, t = lr->t, N = lr->N, t0 = l0->t;
-  const int64_t grid0 = (H / t0) * l0->grid_w;
+  const int64_t C = fc->C, H = fc->H, W = fc->W, t = lr->t, N = lr->N;
+  const int64_t grid0 = (H / l0->t) * l0->grid_w;
   CPU_OMP_FOR(fc->threads, lr->total * C * N)
   for (int64_t i = 0; i < lr->total; i++) {
     const int64_t b = lr->tiles[2 * i], id = lr->tiles[2 * i + 1];
     const int64_t y0 = (id / lr->grid_w) * t, x0 = (id % lr->grid_w) * t;
     float *P = lr->P + (size_t)i * (size_t)(C * N);
-    for (int64_t y = 0; y < t; y++) {
-      const int64_t Y = y0 + y;
-      const int32_t s0 = l0->slot[b * grid0 + (Y / t0) * l0->grid_w + x0 / t0];
-      const float *a = alpha0 + (b * H + Y) * W + x0;
-      for (int64_t c = 0; c < C; c++) {
-        float *h = P + c * N + y * t;
-        load_short(dt, dense, ((b * C + c) * H + Y) * W + x0, t, h);
-        if (s0 < 0) {
-          for (int64_t x = 0; x < t; x++)
-            h[x] = cpu_ff_fuse(dt, h[x], h[x], a[x]);
-        } else {
-          const float *u =
-              l0->P + ((size_t)s0 * (size_t)C + (size_t)c) * (size_t)l0->N + (Y % t0) * t0 + x0 % t0;
-          for (int64_t x = 0; x < t; x++)
-            h[x] = cpu_ff_fuse(dt, h[x], u[x], a[x]);
-        }
-      }
-    }
+#if FF_HAVE_X86
+    if (fc->simd)
+      pack_l1_tile_avx2(dt, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
+    else
+#endif
+      pack_l1_tile_base(dt, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
     cpu_ff_tokens(dt, P, C, N, lr->tok + i * C);
   }
 }
@@ -760,54 +803,72 @@ static void level_alpha(const ff_call *fc, int li, const apx_tensor *boundary,
   }
 }
 
-/* One run of n pixels of a row of the final pass, on fp32 values of the
- * frame dtype: x = dense, u0 = U0 (level 0's r, or x outside the L0
- * tiles), u1 = U1 (level 1's r, or NULL outside the L1 tiles: U1 = X1 =
- * heavy_l0 there). heavy_l0 = fuse(x, u0, a0); with L1 tiles in the batch
- * row heavy = fuse(heavy_l0, U1, a1) and detail = rnd(heavy - heavy_l0),
- * without heavy = heavy_l0 and detail = rnd(heavy_l0 - x). */
+/* One row (b, c, y) of the final pass on fp32 values of the frame dtype, in
+ * runs of t1 pixels (each in one L0 cell and one L1 cell): x = dense, U0 =
+ * level 0's r (r0: the row of the tile at slot s0[cell], or x outside the
+ * L0 tiles), U1 = level 1's r (likewise; X1 = heavy_l0 outside the L1
+ * tiles). heavy_l0 = fuse(x, U0, a0); with L1 tiles in the batch row heavy
+ * = fuse(heavy_l0, U1, a1) and detail = rnd(heavy - heavy_l0), without
+ * heavy = heavy_l0 and detail = rnd(heavy_l0 - x). r0 and r1 point at the
+ * row's channel c, row y % t of tile slot 0; tile slot k is k * tile_stride
+ * floats on. */
+typedef struct ff_row_src {
+  const int32_t *s0, *s1; /* the row's cells of each grid (s1 NULL: no L1 tiles) */
+  const float *r0, *r1;
+  size_t stride0, stride1;
+  int64_t t0, t1;
+} ff_row_src;
+
 static inline __attribute__((always_inline)) void
-final_run_body(apx_dtype dt, int with_l1, const float *x, const float *u0, const float *u1,
-               const float *a0, const float *a1, float *heavy, float *detail, int64_t n) {
-  int64_t i = 0;
-  if (dt == APX_DTYPE_F32) {
-    /* no rounding to do: the same operations, 8 lanes at a time */
-    for (; i + 8 <= n; i += 8) {
-      const ff_v8 xv = V8_LOAD(x + i), h0 = xv + V8_LOAD(a0 + i) * (V8_LOAD(u0 + i) - xv);
-      if (with_l1) {
-        const ff_v8 uv = u1 ? (ff_v8)V8_LOAD(u1 + i) : h0, h = h0 + V8_LOAD(a1 + i) * (uv - h0);
-        V8_STORE(heavy + i, h);
-        V8_STORE(detail + i, h - h0);
-      } else {
-        V8_STORE(heavy + i, h0);
-        V8_STORE(detail + i, h0 - xv);
+final_row_body(apx_dtype dt, const ff_row_src *rs, const float *x, const float *a0,
+               const float *a1, float *heavy, float *detail, int64_t W) {
+  const int64_t t0 = rs->t0, t1 = rs->t1;
+  for (int64_t x0 = 0; x0 < W; x0 += t1) {
+    const int32_t k0 = rs->s0[x0 / t0], k1 = rs->s1 ? rs->s1[x0 / t1] : -1;
+    const float *u0 = k0 < 0 ? x + x0 : rs->r0 + (size_t)k0 * rs->stride0 + x0 % t0;
+    const float *u1 = k1 < 0 ? NULL : rs->r1 + (size_t)k1 * rs->stride1;
+    const float *xr = x + x0, *a0r = a0 + x0, *a1r = a1 + x0;
+    float *h = heavy + x0, *d = detail + x0;
+    int64_t i = 0;
+    if (dt == APX_DTYPE_F32) {
+      /* no rounding to do: the same operations, 8 lanes at a time */
+      for (; i + 8 <= t1; i += 8) {
+        const ff_v8 xv = V8_LOAD(xr + i), h0 = xv + V8_LOAD(a0r + i) * (V8_LOAD(u0 + i) - xv);
+        if (rs->s1) {
+          const ff_v8 uv = u1 ? (ff_v8)V8_LOAD(u1 + i) : h0;
+          const ff_v8 hv = h0 + V8_LOAD(a1r + i) * (uv - h0);
+          V8_STORE(h + i, hv);
+          V8_STORE(d + i, hv - h0);
+        } else {
+          V8_STORE(h + i, h0);
+          V8_STORE(d + i, h0 - xv);
+        }
       }
     }
-  }
-  for (; i < n; i++) {
-    const float h0 = cpu_ff_fuse(dt, x[i], u0[i], a0[i]);
-    if (with_l1) {
-      const float h = cpu_ff_fuse(dt, h0, u1 ? u1[i] : h0, a1[i]);
-      heavy[i] = h;
-      detail[i] = cpu_ff_rnd(dt, h - h0);
-    } else {
-      heavy[i] = h0;
-      detail[i] = cpu_ff_rnd(dt, h0 - x[i]);
+    for (; i < t1; i++) {
+      const float h0 = cpu_ff_fuse(dt, xr[i], u0[i], a0r[i]);
+      if (rs->s1) {
+        const float hv = cpu_ff_fuse(dt, h0, u1 ? u1[i] : h0, a1r[i]);
+        h[i] = hv;
+        d[i] = cpu_ff_rnd(dt, hv - h0);
+      } else {
+        h[i] = h0;
+        d[i] = cpu_ff_rnd(dt, h0 - xr[i]);
+      }
     }
   }
 }
 
-static void final_run_base(apx_dtype dt, int with_l1, const float *x, const float *u0,
-                           const float *u1, const float *a0, const float *a1, float *heavy,
-                           float *detail, int64_t n) {
-  final_run_body(dt, with_l1, x, u0, u1, a0, a1, heavy, detail, n);
+static void final_row_base(apx_dtype dt, const ff_row_src *rs, const float *x, const float *a0,
+                           const float *a1, float *heavy, float *detail, int64_t W) {
+  final_row_body(dt, rs, x, a0, a1, heavy, detail, W);
 }
 
 #if FF_HAVE_X86
 __attribute__((target("avx2"))) static void
-final_run_avx2(apx_dtype dt, int with_l1, const float *x, const float *u0, const float *u1,
-               const float *a0, const float *a1, float *heavy, float *detail, int64_t n) {
-  final_run_body(dt, with_l1, x, u0, u1, a0, a1, heavy, detail, n);
+final_row_avx2(apx_dtype dt, const ff_row_src *rs, const float *x, const float *a0,
+               const float *a1, float *heavy, float *detail, int64_t W) {
+  final_row_body(dt, rs, x, a0, a1, heavy, detail, W);
 }
 #endif
 
@@ -827,9 +888,15 @@ static void final_pass(const ff_call *fc, const void *dense, void *heavy, void *
   for (int64_t row = 0; row < rows; row++) {
     const int64_t b = row / (C * H), c = row / H % C, y = row % H, at = row * W;
     const float *a0 = alpha0 + (b * H + y) * W, *a1 = alpha1 + (b * H + y) * W;
-    const int with_l1 = l1_count[b] > 0;
-    const int32_t *s0 = l0->slot + b * grid0 + (y / t0) * l0->grid_w;
-    const int32_t *s1 = l1->slot + b * grid1 + (y / t1) * l1->grid_w;
+    const ff_row_src rs = {
+        .s0 = l0->slot + b * grid0 + (y / t0) * l0->grid_w,
+        .s1 = l1_count[b] > 0 ? l1->slot + b * grid1 + (y / t1) * l1->grid_w : NULL,
+        .r0 = l0->P + c * l0->N + (y % t0) * t0,
+        .r1 = l1->P + c * l1->N + (y % t1) * t1,
+        .stride0 = (size_t)(C * l0->N),
+        .stride1 = (size_t)(C * l1->N),
+        .t0 = t0,
+        .t1 = t1};
     const float *x;
     float *h, *d;
     if (dt == APX_DTYPE_F32) {
@@ -843,23 +910,12 @@ static void final_pass(const ff_call *fc, const void *dense, void *heavy, void *
       h = xb + W;
       d = h + W;
     }
-    /* runs of t1 pixels: each lies in one L0 cell and one L1 cell */
-    for (int64_t x0 = 0; x0 < W; x0 += t1) {
-      const int32_t k0 = s0[x0 / t0], k1 = with_l1 ? s1[x0 / t1] : -1;
-      const float *u0 =
-          k0 < 0 ? x + x0
-                 : l0->P + ((size_t)k0 * (size_t)C + (size_t)c) * (size_t)l0->N +
-                       (y % t0) * t0 + x0 % t0;
-      const float *u1 =
-          k1 < 0 ? NULL
-                 : l1->P + ((size_t)k1 * (size_t)C + (size_t)c) * (size_t)l1->N + (y % t1) * t1;
 #if FF_HAVE_X86
-      if (fc->simd)
-        final_run_avx2(dt, with_l1, x + x0, u0, u1, a0 + x0, a1 + x0, h + x0, d + x0, t1);
-      else
+    if (fc->simd)
+      final_row_avx2(dt, &rs, x, a0, a1, h, d, W);
+    else
 #endif
-        final_run_base(dt, with_l1, x + x0, u0, u1, a0 + x0, a1 + x0, h + x0, d + x0, t1);
-    }
+      final_row_base(dt, &rs, x, a0, a1, h, d, W);
     if (dt != APX_DTYPE_F32) {
       store_row(dt, heavy, at, W, h);
       store_row(dt, detail, at, W, d);
