@@ -26,6 +26,10 @@
  * (exit 1) unless --allow-mismatch. A baseline recorded before schema 1.1,
  * by another library or backend ABI version, or without rows the current
  * report has, is flagged stale (a note, not a failure).
+ * --relative: times are judged against baseline*g, g the median over the
+ * rows of current/baseline (the machine's speed now against then: a shared
+ * machine slows every row at once); a row's own slowdown still shows, a
+ * slowdown of the whole suite is reported as g, not as regressions.
  * --confirm SUMMARY (an earlier compare's --output-json): a time that
  * regressed now but not in that compare is "unconfirmed" (not a failure);
  * make bench-check chains its attempts this way, so a row fails only when
@@ -302,6 +306,7 @@ typedef struct check {
                           skipped, new, absent */
   sampled cur;
   double p_value, band; /* band: absolute, NAN when unknown */
+  double relative;      /* the speed factor the verdict used (1: none) */
   double allowed;
 } check;
 
@@ -432,6 +437,7 @@ static int checks_from_baseline(const doc *d, check_list *out) {
 typedef struct rule {
   double max_ratio, max_abs_ms, alpha;
   const cJSON *confirm; /* --confirm: an earlier compare's checks, or NULL */
+  double scale;         /* --relative: the suite's speed factor, else 1 */
 } rule;
 
 /* Was metric regressed in the earlier compare of --confirm? */
@@ -452,14 +458,21 @@ static int is_failure(const char *verdict) {
          strcmp(verdict, "failed") == 0;
 }
 
-static void evaluate_time(check *c, double r, double a, double alpha) {
-  double b = c->base.value, v = c->cur.value;
+static void evaluate_time(check *c, double r, double a, double alpha, double g) {
+  /* relative to the suite's speed factor g: the baseline as if measured at
+   * the current machine speed */
+  double b = c->base.value * g, v = c->cur.value;
   c->allowed = b * (1.0 + r) + a;
   int worse_practically = v > c->allowed;
   int better_practically = v * (1.0 + r) + a < b;
   if (c->base.n >= 2 && c->cur.n >= 2) {
-    c->p_value = bench_mann_whitney_p(c->cur.reps, c->cur.n, c->base.reps, c->base.n);
-    c->band = fmax(c->base.spread, c->cur.spread);
+    double *scaled = malloc((size_t)c->base.n * sizeof *scaled);
+    if (scaled) {
+      for (int i = 0; i < c->base.n; i++) scaled[i] = c->base.reps[i] * g;
+      c->p_value = bench_mann_whitney_p(c->cur.reps, c->cur.n, scaled, c->base.n);
+      free(scaled);
+    }
+    c->band = fmax(c->base.spread * g, c->cur.spread);
     int significant = c->p_value < alpha;
     c->verdict = significant && worse_practically    ? "regressed"
                  : significant && better_practically ? "improved"
@@ -470,7 +483,7 @@ static void evaluate_time(check *c, double r, double a, double alpha) {
   double spread = NAN;
   int mad = 0;
   if (isfinite(c->base.spread)) {
-    spread = c->base.spread;
+    spread = c->base.spread * g;
     mad = c->base.spread_mad;
   }
   if (isfinite(c->cur.spread) && (!isfinite(spread) || c->cur.spread > spread)) {
@@ -516,9 +529,10 @@ static void evaluate(check *c, const cJSON *current, const rule *ru) {
     return;
   }
   double b = c->base.value, v = c->cur.value;
+  c->relative = ru->scale;
   switch (c->kind) {
   case KIND_TIME:
-    evaluate_time(c, r, a, ru->alpha);
+    evaluate_time(c, r, a, ru->alpha, ru->scale);
     if (ru->confirm && strcmp(c->verdict, "regressed") == 0 &&
         !regressed_before(ru, c->path)) {
       c->verdict = "unconfirmed"; /* not regressed in the earlier run */
@@ -535,6 +549,36 @@ static void evaluate(check *c, const cJSON *current, const rule *ru) {
                                                                  : "unchanged";
     break;
   }
+}
+
+static int compare_doubles(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* --relative: the median over the rows of current/baseline time (rows
+ * with repetitions on both sides); 1 when fewer than three rows have it. */
+static double suite_speed_factor(const check_list *l, const cJSON *current, int *rows) {
+  double *ratios = malloc((size_t)(l->count + 1) * sizeof *ratios);
+  int n = 0;
+  for (int i = 0; ratios && i < l->count; i++) {
+    const check *c = &l->items[i];
+    if (c->kind != KIND_TIME || c->base.n < 2 || !(c->base.value > 0)) continue;
+    sampled cur;
+    if (sampled_from_report(current, c->path, &cur) == 0 && cur.n >= 2 &&
+        cur.value > 0) {
+      ratios[n++] = cur.value / c->base.value;
+    }
+    sampled_free(&cur);
+  }
+  double g = 1.0;
+  if (n >= 3) {
+    qsort(ratios, (size_t)n, sizeof *ratios, compare_doubles);
+    g = n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+  }
+  free(ratios);
+  *rows = n;
+  return g;
 }
 
 /* ---- mismatch and staleness ------------------------------------------------ */
@@ -734,6 +778,12 @@ static char *render_markdown(const doc *base, const doc *cur, const check_list *
   EMIT("- rule: regressed when the Mann-Whitney U test on the per-repetition "
        "medians gives p < %g and the median exceeds baseline x %g + %g ms\n",
        ru->alpha, 1.0 + ru->max_ratio, ru->max_abs_ms);
+  if (ru->scale != 1.0) {
+    EMIT("- relative: the suite runs %.3gx the baseline's times here (median over "
+         "the rows); each row is judged against its baseline time x %.3g, and "
+         "change shows the raw ratio (relative change in parentheses)\n",
+         ru->scale, ru->scale);
+  }
   for (int i = 0; i < o->stale.count; i++) {
     EMIT("- **stale baseline**: %s\n", o->stale.items[i]);
   }
@@ -749,7 +799,12 @@ static char *render_markdown(const doc *base, const doc *cur, const check_list *
     format_value(bv, sizeof bv, c->base.value, c->kind);
     format_value(cv, sizeof cv, c->cur.value, c->kind);
     double change = change_of(c);
-    if (isfinite(change)) snprintf(ch, sizeof ch, "%+.1f%%", 100.0 * change);
+    if (isfinite(change) && c->relative != 1.0) {
+      snprintf(ch, sizeof ch, "%+.1f%% (%+.1f%%)", 100.0 * change,
+               100.0 * ((change + 1.0) / c->relative - 1.0));
+    } else if (isfinite(change)) {
+      snprintf(ch, sizeof ch, "%+.1f%%", 100.0 * change);
+    }
     if (isfinite(c->p_value) || isfinite(c->band)) {
       char p[32] = "", band[48] = "";
       if (isfinite(c->p_value)) snprintf(p, sizeof p, "p=%.3g", c->p_value);
@@ -794,6 +849,7 @@ static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
   cJSON_AddNumberToObject(s, "max_ratio", ru->max_ratio);
   cJSON_AddNumberToObject(s, "max_abs_ms", ru->max_abs_ms);
   cJSON_AddNumberToObject(s, "alpha", ru->alpha);
+  cJSON_AddNumberToObject(s, "speed_factor", ru->scale);
   cJSON_AddNumberToObject(s, "total_metrics", l->count);
   cJSON_AddNumberToObject(s, "failed_metrics", failed - (o->status_ok ? 0 : 1));
   cJSON *counts = cJSON_AddObjectToObject(s, "verdicts");
@@ -942,6 +998,7 @@ enum {
   C_OUTPUT_JSON,
   C_OUTPUT_MD,
   C_CONFIRM,
+  C_RELATIVE,
   C_EMIT,
   C_METRICS,
   C_QUIET,
@@ -957,6 +1014,7 @@ static const struct option compare_flags[] = {
     {"output", required_argument, NULL, C_OUTPUT_JSON},
     {"output-md", required_argument, NULL, C_OUTPUT_MD},
     {"confirm", required_argument, NULL, C_CONFIRM},
+    {"relative", no_argument, NULL, C_RELATIVE},
     {"emit-baseline", no_argument, NULL, C_EMIT},
     {"metrics", required_argument, NULL, C_METRICS},
     {"quiet", no_argument, NULL, C_QUIET},
@@ -994,7 +1052,8 @@ static int write_output(const char *flag, const char *path, char *text) {
 }
 
 int bench_compare_main(int argc, char **argv) {
-  rule ru = {NAN, NAN, DEFAULT_ALPHA, NULL};
+  rule ru = {NAN, NAN, DEFAULT_ALPHA, NULL, 1.0};
+  int relative = 0;
   const char *output = NULL, *output_md = NULL, *confirm_path = NULL;
   int emit = 0, quiet = 0, allow_mismatch = 0;
   metric_names m = {0, {NULL}};
@@ -1019,6 +1078,9 @@ int bench_compare_main(int argc, char **argv) {
       break;
     case C_CONFIRM:
       confirm_path = optarg;
+      break;
+    case C_RELATIVE:
+      relative = 1;
       break;
     case 'o':
     case C_OUTPUT_JSON:
@@ -1145,6 +1207,13 @@ int bench_compare_main(int argc, char **argv) {
     return rc;
   }
   find_staleness(&base, &cur, &l, &o.stale);
+  int speed_rows = 0;
+  if (relative) {
+    ru.scale = suite_speed_factor(&l, cur.json, &speed_rows);
+    printf("compare relative: suite speed factor %.4g (current/baseline, median "
+           "over %d rows); times are judged against the baseline times %.4g\n",
+           ru.scale, speed_rows, ru.scale);
+  }
 
   const cJSON *cs = cJSON_GetObjectItemCaseSensitive(cur.json, "status");
   o.current_status = cJSON_IsString(cs) ? cs->valuestring : NULL;
@@ -1179,6 +1248,9 @@ int bench_compare_main(int argc, char **argv) {
       if (isfinite(c->cur.value)) printf(" current=%.6g", c->cur.value);
       double change = change_of(c);
       if (isfinite(change)) printf(" change=%+.1f%%", 100.0 * change);
+      if (c->relative != 1.0 && isfinite(change)) {
+        printf(" relative_change=%+.1f%%", 100.0 * ((change + 1.0) / c->relative - 1.0));
+      }
       if (isfinite(c->p_value)) printf(" p=%.3g", c->p_value);
       if (isfinite(c->band) && c->base.value > 0) {
         printf(" noise=+/-%.1f%%", 100.0 * c->band / c->base.value);

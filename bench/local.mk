@@ -44,8 +44,10 @@ EXTRA_DIST += bench/baselines/cpu-ci.json bench/results/README.md \
 # regressed when the Mann-Whitney test on the per-repetition medians gives
 # p < 0.05 and the median grew by more than BENCH_MAX_RATIO plus
 # BENCH_MAX_ABS_MS), print the Markdown table, say when the baseline is
-# stale. A machine shared with other jobs slows every row at once for
-# seconds at a time; a regression must therefore reproduce: the suite runs
+# stale (BENCH_COMPARE_FLAGS adds compare flags, e.g. --relative). A
+# machine shared with other jobs slows rows for seconds at a time (on the
+# 2-core development VM by up to 2x while other builds run); a regression
+# must therefore reproduce: the suite runs
 # again (at most BENCH_ATTEMPTS runs) while the compare finds one, each
 # compare confirming against the previous (--confirm), and the check fails
 # (exit 2) only when a row regressed in every run. Unusable input or a
@@ -56,6 +58,7 @@ BENCH_MAX_RATIO = 0.15
 BENCH_MAX_ABS_MS = 0.0005
 BENCH_REPETITIONS = 7
 BENCH_ATTEMPTS = 3
+BENCH_COMPARE_FLAGS =
 BENCH_CHECK_FLAGS = --backends cpu --channels 32 --height 64 --width 64 \
 	--kmax 16 --steps 64 --warmup 3 --iters 20 --seed 123 \
 	--repetitions $(BENCH_REPETITIONS)
@@ -68,7 +71,7 @@ bench-check: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
 	    --output-json bench-check-current.json --output-md bench-check-current.md \
 	    || exit $$?; \
 	  rc=0; ./bench/apexx-bench$(EXEEXT) compare '$(BENCH_BASELINE)' \
-	    bench-check-current.json --quiet $$confirm \
+	    bench-check-current.json --quiet $$confirm $(BENCH_COMPARE_FLAGS) \
 	    --max-ratio $(BENCH_MAX_RATIO) --max-abs-ms $(BENCH_MAX_ABS_MS) \
 	    --output-json bench-check-compare.json --output-md - || rc=$$?; \
 	  if test $$rc -ne 2 || test $$attempt -ge $(BENCH_ATTEMPTS); then \

@@ -467,6 +467,47 @@ START_TEST(confirm_needs_the_earlier_regression) {
 }
 END_TEST
 
+/* Rows tilepack, tileunpack and gather scaled by the three factors. */
+static cJSON *three_rows(double fa, double fb, double fc) {
+  cJSON *r = make_report(1, 2.0 * fa, 0.02);
+  cJSON *ops = (cJSON *)bt_get(r, "benchmarks.tile_ops");
+  static const char *const names[] = {"tileunpack", "gather"};
+  double f[] = {fb, fc};
+  for (int i = 0; i < 2; i++) {
+    cJSON *other = make_report(1, 2.0 * f[i], 0.02);
+    cJSON *entry = cJSON_DetachItemFromObject(
+        (cJSON *)bt_get(other, "benchmarks.tile_ops"), "tilepack");
+    cJSON_AddItemToObject(ops, names[i], entry);
+    cJSON_Delete(other);
+  }
+  return r;
+}
+
+START_TEST(relative_judges_against_the_suite_speed) {
+  char *base = save("base.json", three_rows(1, 1, 1));
+  char *slower = save("slower.json", three_rows(1.5, 1.5, 1.5));
+  char *one = save("one.json", three_rows(1.8, 1.5, 1.5));
+  bt_result r;
+  /* the whole suite 50% slower: three regressions in absolute terms */
+  ck_assert_int_eq(compare(&r, base, slower, NULL, NULL, NULL, NULL), 2);
+  ck_assert_ptr_nonnull(strstr(r.out, "regressed=3"));
+  bt_result_free(&r);
+  /* relative: the speed factor, no regression */
+  ck_assert_int_eq(compare(&r, base, slower, "--relative", NULL, NULL, NULL), 0);
+  ck_assert_ptr_nonnull(strstr(r.out, "suite speed factor 1.5 "));
+  ck_assert_ptr_nonnull(strstr(r.out, "regressed=0"));
+  bt_result_free(&r);
+  /* one row 20% slower than the rest: caught */
+  ck_assert_int_eq(compare(&r, base, one, "--relative", NULL, NULL, NULL), 2);
+  ck_assert_ptr_nonnull(strstr(r.out, "regressed=1"));
+  ck_assert_ptr_nonnull(strstr(r.out, "change=+80.0% relative_change=+20.0%"));
+  bt_result_free(&r);
+  free(base);
+  free(slower);
+  free(one);
+}
+END_TEST
+
 int main(void) {
   bt_bench();
   Suite *s = suite_create("bench_compare");
@@ -485,6 +526,7 @@ int main(void) {
   tcase_add_test(tc, emitted_baseline_keeps_repetitions);
   tcase_add_test(tc, summary_json_records_each_check);
   tcase_add_test(tc, confirm_needs_the_earlier_regression);
+  tcase_add_test(tc, relative_judges_against_the_suite_speed);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
