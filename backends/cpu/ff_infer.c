@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -633,7 +634,13 @@ typedef struct ff_call {
   int64_t B, C, H, W;
   int simd;
   int threads;
+  const apx_tensor *boundary, *uncertainty; /* proxies, NULL when absent */
 } ff_call;
+
+/* Tiles of a batch row still to pack, per level: the thread that packs the
+ * last one runs the row's scan (no barrier between the pack and the scan). */
+typedef _Atomic int64_t ff_counter;
+_Static_assert(sizeof(ff_counter) == sizeof(int64_t), "ff_counter lives in an int64 block");
 
 /* One level's tiles over the call's batch rows: tile i is (b, id) =
  * (tiles[2i], tiles[2i+1]), rows' tiles consecutive in pack order (first[b]
@@ -662,20 +669,17 @@ static inline __attribute__((always_inline)) void load_short(apx_dtype dt, const
   }
 }
 
-/* Steps 1-2 of level 0: pack dense's tiles and their token means. */
-static void pack_dense(const ff_call *fc, const void *dense, ff_level_run *lr) {
+/* Steps 1-2 of level 0 for tile i: pack dense's pixels, the token mean. */
+static void pack0_tile(const ff_call *fc, const void *dense, ff_level_run *lr, int64_t i) {
   const apx_dtype dt = fc->dt;
   const int64_t C = fc->C, H = fc->H, W = fc->W, t = lr->t, N = lr->N;
-  CPU_OMP_FOR(fc->threads, lr->total * C * N)
-  for (int64_t i = 0; i < lr->total; i++) {
-    const int64_t b = lr->tiles[2 * i], id = lr->tiles[2 * i + 1];
-    const int64_t y0 = (id / lr->grid_w) * t, x0 = (id % lr->grid_w) * t;
-    float *P = lr->P + (size_t)i * (size_t)(C * N);
-    for (int64_t c = 0; c < C; c++)
-      for (int64_t y = 0; y < t; y++)
-        load_short(dt, dense, ((b * C + c) * H + y0 + y) * W + x0, t, P + c * N + y * t);
-    cpu_ff_tokens(dt, P, C, N, lr->tok + i * C);
-  }
+  const int64_t b = lr->tiles[2 * i], id = lr->tiles[2 * i + 1];
+  const int64_t y0 = (id / lr->grid_w) * t, x0 = (id % lr->grid_w) * t;
+  float *P = lr->P + (size_t)i * (size_t)(C * N);
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t y = 0; y < t; y++)
+      load_short(dt, dense, ((b * C + c) * H + y0 + y) * W + x0, t, P + c * N + y * t);
+  cpu_ff_tokens(dt, P, C, N, lr->tok + i * C);
 }
 
 /* out = fuse(x, u, a) over n values (f32: no rounding, 8 lanes at a time) */
@@ -730,76 +734,58 @@ pack_l1_tile_avx2(apx_dtype dt, const void *dense, int64_t b, int64_t C, int64_t
 }
 #endif
 
-/* Steps 1-2 of level 1: its X is heavy_l0 = fuse(dense, U0, alpha0), which
- * is computed here at the L1 tiles' pixels only (from dense and level 0's
- * r), never as a whole map. An L1 tile row lies in one L0 cell (t1 = t0/2,
- * validated by the core). */
-static void pack_heavy_l0(const ff_call *fc, const void *dense, const ff_level_run *l0,
-                          const float *alpha0, ff_level_run *lr) {
+/* Steps 1-2 of level 1 for tile i: its X is heavy_l0 = fuse(dense, U0,
+ * alpha0), which is computed here at the L1 tiles' pixels only (from dense
+ * and level 0's r), never as a whole map. An L1 tile row lies in one L0
+ * cell (t1 = t0/2, validated by the core). */
+static void pack1_tile(const ff_call *fc, const void *dense, const ff_level_run *l0,
+                       const float *alpha0, ff_level_run *lr, int64_t i) {
   const apx_dtype dt = fc->dt;
   const int64_t C = fc->C, H = fc->H, W = fc->W, t = lr->t, N = lr->N;
   const int64_t grid0 = (H / l0->t) * l0->grid_w;
-  CPU_OMP_FOR(fc->threads, lr->total * C * N)
-  for (int64_t i = 0; i < lr->total; i++) {
-    const int64_t b = lr->tiles[2 * i], id = lr->tiles[2 * i + 1];
-    const int64_t y0 = (id / lr->grid_w) * t, x0 = (id % lr->grid_w) * t;
-    float *P = lr->P + (size_t)i * (size_t)(C * N);
+  const int64_t b = lr->tiles[2 * i], id = lr->tiles[2 * i + 1];
+  const int64_t y0 = (id / lr->grid_w) * t, x0 = (id % lr->grid_w) * t;
+  float *P = lr->P + (size_t)i * (size_t)(C * N);
 #if FF_HAVE_X86
-    if (fc->simd)
-      pack_l1_tile_avx2(dt, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
-    else
+  if (fc->simd)
+    pack_l1_tile_avx2(dt, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
+  else
 #endif
-      pack_l1_tile_base(dt, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
-    cpu_ff_tokens(dt, P, C, N, lr->tok + i * C);
-  }
+    pack_l1_tile_base(dt, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
+  cpu_ff_tokens(dt, P, C, N, lr->tok + i * C);
 }
 
-/* Steps 3-6 of level li on packed tiles: the scan per batch row, then per
- * tile its FiLM parameters and the refine block (r in place of the tile).
- * thread_buf holds per_thread floats per thread. */
-static void level_refine(const ff_call *fc, int li, ff_level_run *lr, float *thread_buf,
-                         size_t per_thread) {
-  const cpu_ff_level *lv = &fc->prep->level[li];
-  const apx_dtype dt = fc->dt;
-  const int64_t B = fc->B, C = fc->C, N = lr->N, t = lr->t;
-  const size_t scratch = cpu_ff_refine_scratch(C, t);
-  /* 3. scan and merge, per batch row */
-  CPU_OMP_FOR(fc->threads, lr->total * C * 64)
-  for (int64_t b = 0; b < B; b++)
-    if (lr->first[b + 1] > lr->first[b])
-      cpu_ff_scan_merge(lv, dt, lr->tok + lr->first[b] * C, lr->first[b + 1] - lr->first[b], C,
-                        lr->mixed + lr->first[b] * C);
-  /* 4-6. FiLM parameters, FiLM apply and refine, per tile */
-  CPU_OMP_FOR(fc->threads, lr->total * C * N * C)
-  for (int64_t i = 0; i < lr->total; i++) {
-    float *buf = thread_buf + (size_t)ff_thread() * per_thread;
-    float *P = lr->P + (size_t)i * (size_t)(C * N);
-    film_run(lv, dt, fc->simd, C, lr->mixed + i * C, buf + scratch, lr->gamma + i * C,
-                     lr->beta + i * C);
-    cpu_ff_refine(lv, dt, C, t, P, lr->gamma + i * C, lr->beta + i * C, buf, fc->simd, P);
-  }
+/* Step 3 of level li for batch row b: the scan over its tokens. */
+static void scan_row(const ff_call *fc, int li, ff_level_run *lr, int64_t b) {
+  const int64_t C = fc->C, k = lr->first[b], K = lr->first[b + 1] - k;
+  if (K > 0)
+    cpu_ff_scan_merge(&fc->prep->level[li], fc->dt, lr->tok + k * C, K, C, lr->mixed + k * C);
 }
 
-/* Step 8's alpha of level li for every pixel of batch rows where want[b]
- * (all rows when want is NULL), into alpha [B][H*W] (fp32 holding frame
- * values). */
-static void level_alpha(const ff_call *fc, int li, const apx_tensor *boundary,
-                        const apx_tensor *uncertainty, const int64_t *want, float *alpha) {
+/* Steps 4-6 of level li for tile i: FiLM parameters, FiLM apply and the
+ * refine block, r in place of the tile. buf: the thread's scratch
+ * (cpu_ff_refine_scratch(C, t) + 3C floats). */
+static void refine_tile(const ff_call *fc, int li, ff_level_run *lr, int64_t i, float *buf) {
+  const cpu_ff_level *lv = &fc->prep->level[li];
+  const int64_t C = fc->C, N = lr->N, t = lr->t;
+  float *P = lr->P + (size_t)i * (size_t)(C * N);
+  film_run(lv, fc->dt, fc->simd, C, lr->mixed + i * C, buf + cpu_ff_refine_scratch(C, t),
+           lr->gamma + i * C, lr->beta + i * C);
+  cpu_ff_refine(lv, fc->dt, C, t, P, lr->gamma + i * C, lr->beta + i * C, buf, fc->simd, P);
+}
+
+/* Step 8's alpha of level li for row `row` (b*H + y) of the [B][H][W] map,
+ * into alpha (fp32 holding frame values). */
+static void alpha_row(const ff_call *fc, int li, const apx_tensor *boundary,
+                      const apx_tensor *uncertainty, int64_t row, float *alpha) {
   const cpu_ff_level *lv = &fc->prep->level[li];
   const apx_dtype dt = fc->dt;
-  const int64_t rows = fc->B * fc->H;
-  CPU_OMP_FOR(fc->threads, rows * fc->W * 16)
-  for (int64_t row = 0; row < rows; row++) {
-    const int64_t b = row / fc->H;
-    if (want && !want[b])
-      continue;
-    const int64_t i0 = row * fc->W;
-    for (int64_t i = i0; i < i0 + fc->W; i++) {
-      float bp = boundary ? cpu_ff_proxy(dt, load_any(boundary->dtype, boundary->data, i)) : 1.0f;
-      float up =
-          uncertainty ? cpu_ff_proxy(dt, load_any(uncertainty->dtype, uncertainty->data, i)) : 1.0f;
-      alpha[i] = cpu_ff_alpha(lv, dt, bp, up);
-    }
+  const int64_t i0 = row * fc->W;
+  for (int64_t i = i0; i < i0 + fc->W; i++) {
+    float bp = boundary ? cpu_ff_proxy(dt, load_any(boundary->dtype, boundary->data, i)) : 1.0f;
+    float up =
+        uncertainty ? cpu_ff_proxy(dt, load_any(uncertainty->dtype, uncertainty->data, i)) : 1.0f;
+    alpha[i] = cpu_ff_alpha(lv, dt, bp, up);
   }
 }
 
@@ -872,20 +858,19 @@ final_row_avx2(apx_dtype dt, const ff_row_src *rs, const float *x, const float *
 }
 #endif
 
-/* Steps 7-9 of both levels and the outputs in one pass over the map, row by
- * row (b, c, y): U0 and U1 read from the levels' r, heavy_l0 formed on the
- * fly, heavy and detail written once. f32 rows are computed straight on the
- * frames; f16 and bf16 rows through fp32 row buffers (row_buf: 3W floats a
- * thread). */
-static void final_pass(const ff_call *fc, const void *dense, void *heavy, void *detail,
-                       const ff_level_run *l0, const ff_level_run *l1, const int64_t *l1_count,
-                       const float *alpha0, const float *alpha1, float *row_buf) {
+/* Steps 7-9 of both levels and the outputs for row `row` (b, c, y) of the
+ * frame: U0 and U1 read from the levels' r, heavy_l0 formed on the fly,
+ * heavy and detail written once. f32 rows are computed straight on the
+ * frames; f16 and bf16 rows through fp32 row buffers (row_buf: the
+ * thread's 3W floats). */
+static void final_row(const ff_call *fc, const void *dense, void *heavy, void *detail,
+                      const ff_level_run *l0, const ff_level_run *l1, const int64_t *l1_count,
+                      const float *alpha0, const float *alpha1, int64_t row, float *row_buf) {
   const apx_dtype dt = fc->dt;
-  const int64_t C = fc->C, H = fc->H, W = fc->W, rows = fc->B * C * H;
+  const int64_t C = fc->C, H = fc->H, W = fc->W;
   const int64_t t0 = l0->t, t1 = l1->t, grid0 = (H / t0) * l0->grid_w,
                 grid1 = (H / t1) * l1->grid_w;
-  CPU_OMP_FOR_CHUNKED(fc->threads, rows * W, 16)
-  for (int64_t row = 0; row < rows; row++) {
+  {
     const int64_t b = row / (C * H), c = row / H % C, y = row % H, at = row * W;
     const float *a0 = alpha0 + (b * H + y) * W, *a1 = alpha1 + (b * H + y) * W;
     const ff_row_src rs = {
@@ -904,7 +889,7 @@ static void final_pass(const ff_call *fc, const void *dense, void *heavy, void *
       h = (float *)heavy + at;
       d = (float *)detail + at;
     } else {
-      float *xb = row_buf + (size_t)ff_thread() * 3 * (size_t)W;
+      float *xb = row_buf;
       load_row(dt, dense, at, W, xb);
       x = xb;
       h = xb + W;
@@ -920,6 +905,86 @@ static void final_pass(const ff_call *fc, const void *dense, void *heavy, void *
       store_row(dt, heavy, at, W, h);
       store_row(dt, detail, at, W, d);
     }
+  }
+}
+
+#ifdef _OPENMP
+#define FF_OMP_(x) _Pragma(#x)
+#else
+#define FF_OMP_(x)
+#endif
+
+/* The frame's tile and map work in one parallel region, four phases apart
+ * by barriers (a barrier on a machine shared with other processes costs a
+ * descheduled thread's whole wait, so there are as few as the data flow
+ * allows):
+ *   1. level 0's pack and tokens per tile (the last tile of a batch row
+ *      runs the row's scan), both levels' alpha maps per row;
+ *   2. level 0's FiLM and refine per tile, then the pack and tokens of its
+ *      L1 children (level 1 reads heavy_l0 only inside its parent tile;
+ *      the last child of a batch row runs the row's level 1 scan);
+ *   3. level 1's FiLM and refine per tile;
+ *   4. the final pass per row.
+ * Every value is computed by the same code whichever thread runs it, so
+ * the bits do not depend on the thread count. */
+static void run_frame(const ff_call *fc, const void *dense, void *heavy, void *detail,
+                      ff_level_run *lr, const int64_t *l1_count, float *alpha0, float *alpha1,
+                      ff_counter *remaining, float *thread_buf, size_t per_thread,
+                      float *row_buf) {
+  const int64_t B = fc->B, C = fc->C, H = fc->H, W = fc->W;
+  const int64_t total0 = lr[0].total, total1 = lr[1].total, map_rows = B * H;
+  const int64_t grid0 = (H / lr[0].t) * lr[0].grid_w, grid1 = (H / lr[1].t) * lr[1].grid_w;
+  const int64_t frame_rows = B * C * H, chunk = 16;
+  const int64_t frame_chunks = (frame_rows + chunk - 1) / chunk;
+  (void)grid0;
+  CPU_OMP_PARALLEL(fc->threads, frame_rows * W) {
+    const int me = ff_thread();
+    float *buf = thread_buf + (size_t)me * per_thread;
+    float *rbuf = row_buf + (size_t)me * 3 * (size_t)W;
+    /* 1. */
+    FF_OMP_(omp for schedule(dynamic, 1))
+    for (int64_t item = 0; item < total0 + 2 * map_rows; item++) {
+      if (item < total0) {
+        pack0_tile(fc, dense, &lr[0], item);
+        const int64_t b = lr[0].tiles[2 * item];
+        if (atomic_fetch_sub(&remaining[b], 1) == 1)
+          scan_row(fc, 0, &lr[0], b);
+      } else if (item < total0 + map_rows) {
+        alpha_row(fc, 0, fc->boundary, fc->uncertainty, item - total0, alpha0);
+      } else {
+        const int64_t row = item - total0 - map_rows;
+        if (l1_count[row / H] > 0)
+          alpha_row(fc, 1, fc->boundary, fc->uncertainty, row, alpha1);
+      }
+    }
+    /* 2. */
+    FF_OMP_(omp for schedule(dynamic, 1))
+    for (int64_t i = 0; i < total0; i++) {
+      refine_tile(fc, 0, &lr[0], i, buf);
+      if (total1 == 0)
+        continue;
+      /* the four L1 cells of this L0 cell (t1 = t0 / 2) */
+      const int64_t b = lr[0].tiles[2 * i], id = lr[0].tiles[2 * i + 1];
+      const int64_t ty = id / lr[0].grid_w, tx = id % lr[0].grid_w, gw1 = lr[1].grid_w;
+      for (int q = 0; q < 4; q++) {
+        const int64_t cell = (2 * ty + q / 2) * gw1 + 2 * tx + q % 2;
+        const int32_t k = lr[1].slot[b * grid1 + cell];
+        if (k < 0)
+          continue;
+        pack1_tile(fc, dense, &lr[0], alpha0, &lr[1], k);
+        if (atomic_fetch_sub(&remaining[B + b], 1) == 1)
+          scan_row(fc, 1, &lr[1], b);
+      }
+    }
+    /* 3. */
+    FF_OMP_(omp for schedule(dynamic, 1))
+    for (int64_t i = 0; i < total1; i++)
+      refine_tile(fc, 1, &lr[1], i, buf);
+    /* 4. */
+    FF_OMP_(omp for schedule(dynamic, 1) nowait)
+    for (int64_t k = 0; k < frame_chunks; k++)
+      for (int64_t row = k * chunk; row < frame_rows && row < (k + 1) * chunk; row++)
+        final_row(fc, dense, heavy, detail, &lr[0], &lr[1], l1_count, alpha0, alpha1, row, rbuf);
   }
 }
 
@@ -1014,7 +1079,7 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
   /* the levels' tiles, slots, alpha maps, packed tiles and per-tile and
    * per-thread work in one block */
   const size_t per_thread = cpu_ff_refine_scratch(C, t0 > t1 ? t0 : t1) + 3 * (size_t)C;
-  const size_t n_i64 = (size_t)(2 * total0 + 2 * total1 + 2 * (B + 1));
+  const size_t n_i64 = (size_t)(2 * total0 + 2 * total1 + 4 * B + 2);
   const size_t n_i32 = (size_t)(B * (grid0 + grid1)) + 1; /* + 1: keeps the floats aligned */
   const size_t n_f32 = (size_t)(2 * B * HW) + (size_t)(total0 * C * N0 + total1 * C * N1) +
                        4 * (size_t)((total0 + total1) * C) + (size_t)fc.threads * per_thread +
@@ -1030,7 +1095,8 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
   lr[0].first = lr[0].tiles + 2 * total0;
   lr[1].tiles = lr[0].first + B + 1;
   lr[1].first = lr[1].tiles + 2 * total1;
-  lr[0].slot = (int32_t *)(lr[1].first + B + 1);
+  ff_counter *remaining = (ff_counter *)(lr[1].first + B + 1); /* [2][B] */
+  lr[0].slot = (int32_t *)(remaining + 2 * B);
   lr[1].slot = lr[0].slot + B * grid0;
   float *alpha0 = (float *)(lr[0].slot + n_i32), *alpha1 = alpha0 + B * HW;
   lr[0].P = alpha1 + B * HW;
@@ -1059,22 +1125,14 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
       }
     }
     lr[l].first[B] = j;
+    for (int64_t b = 0; b < B; b++)
+      atomic_init(&remaining[l * B + b], (int64_t)counts[l][b]);
   }
 
-  /* level 0 on dense (r in place of the packed tiles) */
-  level_alpha(&fc, 0, args->boundary, args->uncertainty, NULL, alpha0);
-  if (total0 > 0) {
-    pack_dense(&fc, dense->data, &lr[0]);
-    level_refine(&fc, 0, &lr[0], thread_buf, per_thread);
-  }
-  /* level 1 on heavy_l0, formed at its tiles' pixels */
-  if (total1 > 0) {
-    level_alpha(&fc, 1, args->boundary, args->uncertainty, route.l1_count, alpha1);
-    pack_heavy_l0(&fc, dense->data, &lr[0], alpha0, &lr[1]);
-    level_refine(&fc, 1, &lr[1], thread_buf, per_thread);
-  }
-  final_pass(&fc, dense->data, heavy, detail, &lr[0], &lr[1], route.l1_count, alpha0, alpha1,
-             row_buf);
+  fc.boundary = args->boundary;
+  fc.uncertainty = args->uncertainty;
+  run_frame(&fc, dense->data, heavy, detail, lr, route.l1_count, alpha0, alpha1, remaining,
+            thread_buf, per_thread, row_buf);
   /* alpha of level 1 where a row has L1 tiles, else of level 0 */
   for (int64_t b = 0; b < B; b++)
     store_row(fc.dt, args->alpha->data, b * HW, HW,
