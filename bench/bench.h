@@ -155,7 +155,8 @@ cJSON *bench_report_begin(apx_context *ctx, const bench_options *opts);
 /* Render the whole report; caller frees. */
 char *bench_report_print(const cJSON *report);
 /* Safe writes of an output path:
- *   "-"                       standard output
+ *   "-", /dev/stdout, /dev/stderr (and /dev/fd/N, /proc/self/fd/N)
+ *                             the descriptor itself
  *   a new path, regular file  a temporary file in the same directory,
  *                             fsync, then rename (atomic)
  *   a symlink, a character or block device, a FIFO
@@ -179,6 +180,7 @@ typedef struct bench_pending_file {
   char *final_path;
   bench_write_mode mode;
   char *text; /* in-place and stdout targets: written at commit */
+  int fd;     /* BENCH_WRITE_STDOUT: 1 or 2 */
 } bench_pending_file;
 /* Temporary files of earlier writes to path (".NAME.tmp.XXXXXX" beside it)
  * that their writer left behind (a kill), older than max_age_s; removed.

@@ -418,8 +418,22 @@ int bench_clean_stale_temps(const char *path, double max_age_s) {
 int bench_write_temp(const char *path, const char *text,
                      bench_pending_file *pending, char *err, size_t err_size) {
   memset(pending, 0, sizeof *pending);
-  if (strcmp(path, "-") == 0) {
+  /* the standard streams by name: written to the descriptor itself (a
+   * reopen of /proc/self/fd/N would start at offset 0 of a redirected
+   * file, and truncating it would lose what was written before) */
+  static const struct {
+    const char *name;
+    int fd;
+  } streams[] = {{"-", 1},          {"/dev/stdout", 1},      {"/dev/fd/1", 1},
+                 {"/proc/self/fd/1", 1}, {"/dev/stderr", 2}, {"/dev/fd/2", 2},
+                 {"/proc/self/fd/2", 2}};
+  int stream_fd = -1;
+  for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
+    if (strcmp(path, streams[i].name) == 0) stream_fd = streams[i].fd;
+  }
+  if (stream_fd >= 0) {
     pending->mode = BENCH_WRITE_STDOUT;
+    pending->fd = stream_fd;
     pending->text = strdup(text);
     pending->final_path = strdup(path);
     if (!pending->text || !pending->final_path) goto oom;
@@ -534,8 +548,10 @@ int bench_commit_temp(bench_pending_file *pending, char *err, size_t err_size) {
   case BENCH_WRITE_NONE:
     return 0;
   case BENCH_WRITE_STDOUT:
-    if (fputs(pending->text, stdout) == EOF || fflush(stdout) != 0) {
-      snprintf(err, err_size, "cannot write standard output: %s", strerror(errno));
+    fflush(stdout);
+    if (write_all(pending->fd, pending->text) != 0) {
+      snprintf(err, err_size, "cannot write standard %s: %s",
+               pending->fd == 2 ? "error" : "output", strerror(errno));
       rc = -1;
     }
     break;

@@ -145,6 +145,30 @@ START_TEST(dev_null_stays_a_device) {
 }
 END_TEST
 
+START_TEST(dev_stdout_keeps_earlier_output) {
+  /* stdout is a regular file here (bt_run's capture): the table must follow
+   * the check lines, not overwrite or truncate them */
+  const char *argv[] = {"compare", report, report, "--output-md", "/dev/stdout", NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  char *verdict = strstr(r.out, "compare status=pass");
+  char *table = strstr(r.out, "# apexx-bench compare");
+  ck_assert(verdict && table && verdict < table);
+  bt_result_free(&r);
+  const char *argv2[] = {"compare", report, report, "--quiet", "--output-md", "/dev/stderr",
+                         NULL};
+  bt_run(&r, NULL, argv2);
+  ck_assert_int_eq(r.status, 0);
+  ck_assert_ptr_nonnull(strstr(r.err, "# apexx-bench compare"));
+  ck_assert_ptr_null(strstr(r.out, "# apexx-bench compare"));
+  bt_result_free(&r);
+  struct stat st;
+  ck_assert_int_eq(lstat("/dev/stdout", &st), 0);
+  ck_assert(S_ISLNK(st.st_mode));
+}
+END_TEST
+
 START_TEST(fifo_is_written_in_place) {
   char *fifo = bt_path(dir, "pipe");
   char *got = bt_path(dir, "got.txt");
@@ -302,6 +326,7 @@ int main(void) {
   tcase_add_test(tc, new_path_is_created);
   tcase_add_test(tc, symlink_is_written_through);
   tcase_add_test(tc, dev_null_stays_a_device);
+  tcase_add_test(tc, dev_stdout_keeps_earlier_output);
   tcase_add_test(tc, fifo_is_written_in_place);
   tcase_add_test(tc, directory_is_refused);
   tcase_add_test(tc, dash_is_stdout);
