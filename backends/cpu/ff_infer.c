@@ -159,16 +159,10 @@ void cpu_ff_prepared_free(cpu_ff_prepared *prepared) {
 /* ---- model pieces ------------------------------------------------------------ */
 
 /* fp32 sum of v[0..n) in a fixed order whatever the instruction set: 32
- * lanes (eight 4-wide accumulators, GCC vector extensions, which are
- * elementwise IEEE on every target), combined in a fixed tree, then the
- * tail in order. */
+ * lanes (lane l adds v[i + l] for i = 0, 32, 64 ...; GCC vector
+ * extensions, which are elementwise IEEE on every target), combined in a
+ * fixed tree (v4_tree over eight 4-lane groups), then the tail in order. */
 typedef float ff_v4 __attribute__((vector_size(16)));
-
-static inline ff_v4 v4_load(const float *p) {
-  ff_v4 v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
 
 static inline float v4_tree(const ff_v4 *a) {
   ff_v4 v = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
@@ -191,13 +185,28 @@ typedef float ff_v8u __attribute__((vector_size(32), aligned(4), may_alias));
 /* g < 0 ? +0 : g lanewise (NaN and -0 pass through) */
 #define V8_RELU(g) ((ff_v8)((ff_i8)(g) & ~((g) < V8_SET(0.0f))))
 
+/* The 32 lanes of sum_f32 as four 8-lane accumulators: lanes 0-7 of a[m]
+ * are the 4-lane accumulators 2m and 2m+1; v4_tree combines them. */
+static inline __attribute__((always_inline)) float v8x4_tree(const ff_v8 *a) {
+  ff_v4 q[8];
+  memcpy(q, a, sizeof q);
+  return v4_tree(q);
+}
+
 static inline __attribute__((always_inline)) float sum_f32(const float *v, int64_t n) {
-  ff_v4 a[8] = {{0}};
+  ff_v8 a[4], a0 = V8_SET(0.0f), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int l = 0; l < 8; l++)
-      a[l] += v4_load(v + i + 4 * l);
-  float s = v4_tree(a);
+  for (; i + 32 <= n; i += 32) {
+    a0 += V8_LOAD(v + i);
+    a1 += V8_LOAD(v + i + 8);
+    a2 += V8_LOAD(v + i + 16);
+    a3 += V8_LOAD(v + i + 24);
+  }
+  a[0] = a0;
+  a[1] = a1;
+  a[2] = a2;
+  a[3] = a3;
+  float s = v8x4_tree(a);
   for (; i < n; i++)
     s += v[i];
   return s;
@@ -206,15 +215,22 @@ static inline __attribute__((always_inline)) float sum_f32(const float *v, int64
 /* sum of (v - mean)^2 in the order of sum_f32 */
 static inline __attribute__((always_inline)) float sum_sq_dev_f32(const float *v, int64_t n,
                                                                       float mean) {
-  ff_v4 a[8] = {{0}};
-  const ff_v4 mu = {mean, mean, mean, mean};
+  ff_v8 a[4], a0 = V8_SET(0.0f), a1 = a0, a2 = a0, a3 = a0;
+  const ff_v8 mu = V8_SET(mean);
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int l = 0; l < 8; l++) {
-      ff_v4 d = v4_load(v + i + 4 * l) - mu;
-      a[l] += d * d;
-    }
-  float s = v4_tree(a);
+  for (; i + 32 <= n; i += 32) {
+    const ff_v8 d0 = V8_LOAD(v + i) - mu, d1 = V8_LOAD(v + i + 8) - mu;
+    const ff_v8 d2 = V8_LOAD(v + i + 16) - mu, d3 = V8_LOAD(v + i + 24) - mu;
+    a0 += d0 * d0;
+    a1 += d1 * d1;
+    a2 += d2 * d2;
+    a3 += d3 * d3;
+  }
+  a[0] = a0;
+  a[1] = a1;
+  a[2] = a2;
+  a[3] = a3;
+  float s = v8x4_tree(a);
   for (; i < n; i++) {
     float d = v[i] - mean;
     s += d * d;
@@ -676,9 +692,17 @@ static void pack0_tile(const ff_call *fc, const void *dense, ff_level_run *lr, i
   const int64_t b = lr->tiles[2 * i], id = lr->tiles[2 * i + 1];
   const int64_t y0 = (id / lr->grid_w) * t, x0 = (id % lr->grid_w) * t;
   float *P = lr->P + (size_t)i * (size_t)(C * N);
-  for (int64_t c = 0; c < C; c++)
+  const size_t esize = dt == APX_DTYPE_F32 ? 4 : 2;
+  for (int64_t c = 0; c < C; c++) {
+    /* the tile's rows are a stride apart that the hardware prefetchers do
+     * not follow across pages: ask for channel c + 2's rows now */
+    if (c + 2 < C)
+      for (int64_t y = 0; y < t; y++)
+        __builtin_prefetch((const char *)dense +
+                           (size_t)(((b * C + c + 2) * H + y0 + y) * W + x0) * esize);
     for (int64_t y = 0; y < t; y++)
       load_short(dt, dense, ((b * C + c) * H + y0 + y) * W + x0, t, P + c * N + y * t);
+  }
   cpu_ff_tokens(dt, P, C, N, lr->tok + i * C);
 }
 
