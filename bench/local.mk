@@ -97,3 +97,4 @@ CLEANFILES += bench-check-current.json bench-check-current.md \
 	bench-check-compare.json bench-check-compare-prev.json \
 	bench-baseline-report.json
 .PHONY: bench-check bench-baseline
+EXTRA_DIST += bench/peers/torch_ff.py
