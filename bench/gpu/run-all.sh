@@ -20,7 +20,7 @@
 # takes ~350 s: give "racecheck initcheck" a build without make check
 # (configure && make && make check TESTS=, then this script), ~560 s.
 # RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
-# bench peers (and nopdl, the suite with APEXX_CUDA_PDL=0, and the
+# bench peers ff python (and nopdl, the suite with APEXX_CUDA_PDL=0, and the
 # experiments l2, ncu, ncudiag, ncudeep and ncustall: not in the default). Exit
 # status: 0 when every step run passed or was skipped with a reason.
 set -uo pipefail
@@ -37,7 +37,7 @@ report="$OUT/gpu-report.txt"
 : >"$report"
 status=0
 say() { echo "$*" | tee -a "$report"; }
-RUN_STEPS=${RUN_STEPS:-tests memcheck racecheck initcheck bw bench peers}
+RUN_STEPS=${RUN_STEPS:-tests memcheck racecheck initcheck bw bench peers ff python}
 want() { case " $RUN_STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 export APEXX_CONFIG="$srcdir/conf/apexx.ini"
@@ -209,6 +209,40 @@ smsp__inst_executed.sum,smsp__inst_executed.max,sm__cycles_elapsed.max" \
   stall device "$APEXX_CONFIG"
   stall off "$off_ini"
   for f in "$work"/ncustall-*.log; do cp "$f" "$OUT/"; done
+fi
+
+# 3g. the end-to-end FF path: its GPU suite, under memcheck, the frame
+# timing (bench/gpu/ff_time, eager and graph replay) and apexx-bench's
+# end_to_end_infer rows at the seed profile (cuda beside cpu)
+if want ff; then
+  step test_cuda_ff 300 env CK_FORK=no ./tests/test_cuda_ff
+  tail -3 "$work/test_cuda_ff.log" | sed 's/^/    /' | tee -a "$report"
+  if command -v compute-sanitizer >/dev/null; then
+    step sanitizer-memcheck-ff 400 env CK_FORK=no ./libtool --mode=execute compute-sanitizer \
+      --tool memcheck --error-exitcode 1 --leak-check no ./tests/test_cuda_ff
+    grep -E 'ERROR SUMMARY|^[0-9]+%' "$work/sanitizer-memcheck-ff.log" | tail -2 \
+      | sed 's/^/    /' | tee -a "$report"
+  fi
+  step ff_time 120 ./bench/gpu/ff_time 200
+  sed 's/^/    /' "$work/ff_time.log" | tee -a "$report"
+  step bench-ff-seed 240 ./bench/apexx-bench --backends cuda,cpu --ops end_to_end_infer \
+    --output-json "$work/bench-ff-seed.json" --output-md "$work/bench-ff-seed.md"
+  grep -E '^\| ff_' "$work/bench-ff-seed.md" | tee -a "$report"
+  cp "$work/bench-ff-seed.md" "$OUT/bench-ff-seed.md"
+fi
+
+# 3h. the Python package on torch CUDA tensors (python/tests/gpu_run.sh
+# builds the extension for the Python that has torch into /tmp/apexx-py),
+# then the FF path in plain PyTorch beside apexx on the same inputs
+# (bench/peers/torch_ff.py: parity and frame times, f16)
+if want python; then
+  step python 400 env OUT="$work" bash "$srcdir/python/tests/gpu_run.sh"
+  sed 's/^/    /' "$work/python/summary.txt" | tee -a "$report"
+  pyt=$(sed -n 's/^== python: \([^ ]*\) .*/\1/p' "$work/python/summary.txt" | head -1)
+  step torch_ff 300 env PYTHONPATH=/tmp/apexx-py PYTHONUNBUFFERED=1 "${pyt:-python3}" \
+    "$srcdir/bench/peers/torch_ff.py" --device cuda --dtype f16 --iters 100 \
+    --json "$work/torch_ff.json"
+  sed 's/^/    /' "$work/torch_ff.log" | tee -a "$report"
 fi
 
 # 4. apexx-bench at the seed and the large profile (when built)
