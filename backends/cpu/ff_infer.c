@@ -733,6 +733,9 @@ pack_l1_tile_body(apx_dtype dt, const void *dense, int64_t b, int64_t C, int64_t
     const float *a = alpha0 + (b * H + Y) * W + x0;
     for (int64_t c = 0; c < C; c++) {
       float *h = P + c * N + y * t;
+      if (c + 4 < C) /* channels are a page or more apart: fetch ahead */
+        __builtin_prefetch((const char *)dense + (size_t)(((b * C + c + 4) * H + Y) * W + x0) *
+                                                     (dt == APX_DTYPE_F32 ? 4 : 2));
       load_short(dt, dense, ((b * C + c) * H + Y) * W + x0, t, h);
       const float *u = s0 < 0 ? h
                               : l0->P + ((size_t)s0 * (size_t)C + (size_t)c) * (size_t)l0->N +
