@@ -185,6 +185,49 @@ typedef float ff_v8u __attribute__((vector_size(32), aligned(4), may_alias));
 /* g < 0 ? +0 : g lanewise (NaN and -0 pass through) */
 #define V8_RELU(g) ((ff_v8)((ff_i8)(g) & ~((g) < V8_SET(0.0f))))
 
+/* rnd() on 8 lanes in place (GCC vector integer and float operations,
+ * the same bits as apx_round_f16 / apx_round_bf16 for every input):
+ * bf16: NaN quietened with its payload cut, else round to nearest even on
+ * the 16 dropped bits. f16: NaN quietened with its payload cut, inf kept;
+ * magnitudes below 2^-14 (f16 subnormals) rounded to a multiple of 2^-24
+ * by adding and taking off 0.5 (exact round to nearest even there), sign
+ * kept; the rest rounded to nearest even on the 13 dropped bits, a result
+ * of 2^16 or more being inf. */
+typedef uint32_t ff_u8 __attribute__((vector_size(32)));
+#define U8_SET(x) ((ff_u8){(x), (x), (x), (x), (x), (x), (x), (x)})
+
+static inline __attribute__((always_inline)) void v8_rnd(apx_dtype dt, ff_v8 *v) {
+  if (dt == APX_DTYPE_F32)
+    return;
+  const ff_u8 u = (ff_u8)*v, mag = u & U8_SET(0x7fffffffu), sign = u & U8_SET(0x80000000u);
+  const ff_u8 nan = (ff_u8)(mag > U8_SET(0x7f800000u));
+  ff_u8 r;
+  if (dt == APX_DTYPE_BF16) {
+    r = (u + U8_SET(0x7fffu) + ((u >> 16) & U8_SET(1u))) & U8_SET(0xffff0000u);
+    r = (r & ~nan) | (((u & U8_SET(0xffff0000u)) | U8_SET(0x400000u)) & nan);
+  } else {
+    ff_u8 n = (mag + U8_SET(0xfffu) + ((mag >> 13) & U8_SET(1u))) & U8_SET(0xffffe000u);
+    const ff_u8 over = (ff_u8)(n >= U8_SET(0x47800000u));
+    n = (over & U8_SET(0x7f800000u)) | (~over & n);
+    const ff_v8 half = V8_SET(0.5f);
+    const ff_u8 sub = (ff_u8)(((ff_v8)mag + half) - half);
+    const ff_u8 tiny = (ff_u8)(mag < U8_SET(0x38800000u));
+    const ff_u8 special = (ff_u8)(mag >= U8_SET(0x7f800000u));
+    r = (tiny & sub) | (~tiny & n);
+    r = (special & ((mag & U8_SET(0xffffe000u)) | (nan & U8_SET(0x400000u)))) | (~special & r);
+    r |= sign;
+  }
+  *v = (ff_v8)r;
+}
+
+/* rnd(a op b) lanewise for op in +, -, *: an expression through a local */
+#define V8_RND(dt, expr)                                                                         \
+  __extension__({                                                                                \
+    ff_v8 r_ = (expr);                                                                           \
+    v8_rnd((dt), &r_);                                                                           \
+    r_;                                                                                          \
+  })
+
 /* The 32 lanes of sum_f32 as four 8-lane accumulators: lanes 0-7 of a[m]
  * are the 4-lane accumulators 2m and 2m+1; v4_tree combines them. */
 static inline __attribute__((always_inline)) float v8x4_tree(const ff_v8 *a) {
@@ -552,9 +595,13 @@ refine_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, c
         out[o + x] = na * ng + m[x];
       }
     }
-    if (dt != APX_DTYPE_F32)
-      for (int64_t i = 0; i < N; i++)
+    if (dt != APX_DTYPE_F32) {
+      int64_t i = 0;
+      for (; i + 8 <= N; i += 8)
+        V8_STORE(out + i, V8_RND(dt, V8_LOAD(out + i)));
+      for (; i < N; i++)
         out[i] = cpu_ff_rnd(dt, out[i]);
+    }
   }
 }
 
@@ -706,16 +753,16 @@ static void pack0_tile(const ff_call *fc, const void *dense, ff_level_run *lr, i
   cpu_ff_tokens(dt, P, C, N, lr->tok + i * C);
 }
 
-/* out = fuse(x, u, a) over n values (f32: no rounding, 8 lanes at a time) */
+/* out = fuse(x, u, a) over n values, 8 lanes at a time */
 static inline __attribute__((always_inline)) void fuse_run(apx_dtype dt, const float *x,
                                                            const float *u, const float *a,
                                                            float *out, int64_t n) {
   int64_t i = 0;
-  if (dt == APX_DTYPE_F32)
-    for (; i + 8 <= n; i += 8) {
-      const ff_v8 xv = V8_LOAD(x + i);
-      V8_STORE(out + i, xv + V8_LOAD(a + i) * (V8_LOAD(u + i) - xv));
-    }
+  for (; i + 8 <= n; i += 8) {
+    const ff_v8 xv = V8_LOAD(x + i);
+    V8_STORE(out + i,
+             V8_RND(dt, xv + V8_RND(dt, V8_LOAD(a + i) * V8_RND(dt, V8_LOAD(u + i) - xv))));
+  }
   for (; i < n; i++)
     out[i] = cpu_ff_fuse(dt, x[i], u[i], a[i]);
 }
@@ -843,19 +890,20 @@ final_row_body(apx_dtype dt, const ff_row_src *rs, const float *x, const float *
     const float *xr = x + x0, *a0r = a0 + x0, *a1r = a1 + x0;
     float *h = heavy + x0, *d = detail + x0;
     int64_t i = 0;
-    if (dt == APX_DTYPE_F32) {
-      /* no rounding to do: the same operations, 8 lanes at a time */
-      for (; i + 8 <= t1; i += 8) {
-        const ff_v8 xv = V8_LOAD(xr + i), h0 = xv + V8_LOAD(a0r + i) * (V8_LOAD(u0 + i) - xv);
-        if (rs->s1) {
-          const ff_v8 uv = u1 ? (ff_v8)V8_LOAD(u1 + i) : h0;
-          const ff_v8 hv = h0 + V8_LOAD(a1r + i) * (uv - h0);
-          V8_STORE(h + i, hv);
-          V8_STORE(d + i, hv - h0);
-        } else {
-          V8_STORE(h + i, h0);
-          V8_STORE(d + i, h0 - xv);
-        }
+    /* 8 lanes at a time (rnd: v8_rnd, nothing for f32) */
+    for (; i + 8 <= t1; i += 8) {
+      const ff_v8 xv = V8_LOAD(xr + i);
+      const ff_v8 h0 =
+          V8_RND(dt, xv + V8_RND(dt, V8_LOAD(a0r + i) * V8_RND(dt, V8_LOAD(u0 + i) - xv)));
+      if (rs->s1) {
+        const ff_v8 uv = u1 ? (ff_v8)V8_LOAD(u1 + i) : h0;
+        const ff_v8 hv =
+            V8_RND(dt, h0 + V8_RND(dt, V8_LOAD(a1r + i) * V8_RND(dt, uv - h0)));
+        V8_STORE(h + i, hv);
+        V8_STORE(d + i, V8_RND(dt, hv - h0));
+      } else {
+        V8_STORE(h + i, h0);
+        V8_STORE(d + i, V8_RND(dt, h0 - xv));
       }
     }
     for (; i < t1; i++) {
