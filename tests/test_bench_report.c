@@ -527,6 +527,43 @@ START_TEST(tensorrt_reasons) {
 }
 END_TEST
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* schema 1.1: every ok row has the per-pass medians of --repetitions
+ * (default 5), and p50_ms is their median */
+START_TEST(rows_keep_their_repetitions) {
+  cJSON *r = load_report();
+  int rows = 0;
+  const cJSON *section, *entry, *row;
+  cJSON_ArrayForEach(section, bt_get(r, "benchmarks")) {
+    cJSON_ArrayForEach(entry, section) {
+      cJSON_ArrayForEach(row, cJSON_GetObjectItem(entry, "rows")) {
+        if (strcmp(cJSON_GetObjectItem(row, "status")->valuestring, "ok") != 0) continue;
+        const cJSON *reps = cJSON_GetObjectItem(row, "repetitions");
+        ck_assert_msg(cJSON_IsObject(reps), "%s.%s", entry->string, row->string);
+        const cJSON *med = cJSON_GetObjectItem(reps, "medians_ms");
+        ck_assert_int_eq(cJSON_GetArraySize(med), 5);
+        ck_assert_int_eq((int)cJSON_GetObjectItem(reps, "n")->valuedouble, 5);
+        double v[5];
+        for (int i = 0; i < 5; i++) v[i] = cJSON_GetArrayItem(med, i)->valuedouble;
+        qsort(v, 5, sizeof v[0], cmp_double);
+        ck_assert(cJSON_GetObjectItem(row, "p50_ms")->valuedouble == v[2]);
+        ck_assert(cJSON_GetObjectItem(reps, "median_ms")->valuedouble == v[2]);
+        ck_assert(cJSON_GetObjectItem(reps, "min_ms")->valuedouble == v[0]);
+        ck_assert(cJSON_GetObjectItem(reps, "mad_ms")->valuedouble >= 0);
+        ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(reps, "mins_ms")), 5);
+        rows++;
+      }
+    }
+  }
+  ck_assert_int_gt(rows, 5);
+  cJSON_Delete(r);
+}
+END_TEST
+
 int main(void) {
   bt_bench();
   report_dir = bt_tmpdir();
@@ -544,6 +581,7 @@ int main(void) {
   TCase *schema = tcase_create("schema");
   tcase_set_timeout(schema, 30);
   tcase_add_test(schema, run_exits_0_and_writes_both_files);
+  tcase_add_test(schema, rows_keep_their_repetitions);
   tcase_add_test(schema, top_level_schema);
   tcase_add_test(schema, environment_and_config);
   tcase_add_test(schema, backends_listed_with_state_and_reason);
