@@ -656,28 +656,82 @@ static inline float load_any(apx_dtype dt, const void *p, int64_t i) {
   return apx_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
+/* 8 f16 / bf16 values <-> 8 fp32 lanes with GCC vector operations (the
+ * same bits as apx_half.h, checked on every f16 and bf16 value): f16 to
+ * fp32 scales the shifted magnitude by 2^112 (exact for normal and
+ * subnormal values) and rebuilds inf and NaN (quiet); fp32 values of the
+ * dtype back to f16 take the exponent down by 112, subnormals scaled by
+ * 2^24, inf and NaN (payload cut, quiet); back to bf16 the top half, NaN
+ * quietened. */
+typedef uint16_t ff_h8 __attribute__((vector_size(16)));
+typedef uint16_t ff_h8u __attribute__((vector_size(16), aligned(2), may_alias));
+
+static inline __attribute__((always_inline)) void v8_from_half(apx_dtype dt, const uint16_t *src,
+                                                               float *dst) {
+  const ff_u8 h = __builtin_convertvector(*(const ff_h8u *)(const void *)src, ff_u8);
+  ff_u8 r;
+  if (dt == APX_DTYPE_BF16) {
+    r = h << 16;
+  } else {
+    const ff_u8 em = h & U8_SET(0x7fffu), man = h & U8_SET(0x3ffu);
+    const ff_u8 fin = (ff_u8)((ff_v8)(em << 13) * V8_SET(0x1p112f));
+    const ff_u8 special = (ff_u8)(em >= U8_SET(0x7c00u));
+    const ff_u8 quiet = (ff_u8)(man != U8_SET(0u)) & U8_SET(0x400000u);
+    r = (special & (U8_SET(0x7f800000u) | (man << 13) | quiet)) | (~special & fin);
+    r |= (h & U8_SET(0x8000u)) << 16;
+  }
+  V8_STORE(dst, (ff_v8)r);
+}
+
+static inline __attribute__((always_inline)) void v8_to_half(apx_dtype dt, const float *src,
+                                                             uint16_t *dst) {
+  const ff_u8 u = (ff_u8)V8_LOAD(src);
+  ff_u8 r;
+  if (dt == APX_DTYPE_BF16) {
+    const ff_u8 nan = (ff_u8)((u & U8_SET(0x7fffffffu)) > U8_SET(0x7f800000u)) & U8_SET(0x40u);
+    r = (u >> 16) | nan;
+  } else {
+    const ff_u8 mag = u & U8_SET(0x7fffffffu);
+    const ff_u8 normal = (mag >> 13) - U8_SET(112u << 10);
+    const ff_u8 sub = (ff_u8)__builtin_convertvector((ff_v8)mag * V8_SET(0x1p24f), ff_i8);
+    const ff_u8 nan = (ff_u8)(mag > U8_SET(0x7f800000u)) & U8_SET(0x200u);
+    const ff_u8 spec = U8_SET(0x7c00u) | ((mag >> 13) & U8_SET(0x3ffu)) | nan;
+    const ff_u8 tiny = (ff_u8)(mag < U8_SET(0x38800000u));
+    const ff_u8 special = (ff_u8)(mag >= U8_SET(0x7f800000u));
+    r = (tiny & sub) | (~tiny & ~special & normal) | (special & spec);
+    r |= (u >> 16) & U8_SET(0x8000u);
+  }
+  *(ff_h8u *)(void *)dst = __builtin_convertvector(r, ff_h8);
+}
+
 /* n elements from p + i into fp32 dst (exact) */
-static void load_row(apx_dtype dt, const void *p, int64_t i, int64_t n, float *dst) {
-  if (dt == APX_DTYPE_F32)
+static inline __attribute__((always_inline)) void load_row(apx_dtype dt, const void *p,
+                                                           int64_t i, int64_t n, float *dst) {
+  if (dt == APX_DTYPE_F32) {
     memcpy(dst, (const float *)p + i, (size_t)n * sizeof(float));
-  else if (dt == APX_DTYPE_F16)
-    for (int64_t k = 0; k < n; k++)
-      dst[k] = apx_f16_to_f32(((const uint16_t *)p)[i + k]);
-  else
-    for (int64_t k = 0; k < n; k++)
-      dst[k] = apx_bf16_to_f32(((const uint16_t *)p)[i + k]);
+    return;
+  }
+  const uint16_t *h = (const uint16_t *)p + i;
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    v8_from_half(dt, h + k, dst + k);
+  for (; k < n; k++)
+    dst[k] = dt == APX_DTYPE_F16 ? apx_f16_to_f32(h[k]) : apx_bf16_to_f32(h[k]);
 }
 
 /* n fp32 values (already values of dt) into p + i */
-static void store_row(apx_dtype dt, void *p, int64_t i, int64_t n, const float *src) {
-  if (dt == APX_DTYPE_F32)
+static inline __attribute__((always_inline)) void store_row(apx_dtype dt, void *p, int64_t i,
+                                                            int64_t n, const float *src) {
+  if (dt == APX_DTYPE_F32) {
     memcpy((float *)p + i, src, (size_t)n * sizeof(float));
-  else if (dt == APX_DTYPE_F16)
-    for (int64_t k = 0; k < n; k++)
-      ((uint16_t *)p)[i + k] = apx_f32_to_f16(src[k]);
-  else
-    for (int64_t k = 0; k < n; k++)
-      ((uint16_t *)p)[i + k] = apx_f32_to_bf16(src[k]);
+    return;
+  }
+  uint16_t *h = (uint16_t *)p + i;
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    v8_to_half(dt, src + k, h + k);
+  for (; k < n; k++)
+    h[k] = dt == APX_DTYPE_F16 ? apx_f32_to_f16(src[k]) : apx_f32_to_bf16(src[k]);
 }
 
 static inline int ff_thread(void) {
@@ -920,16 +974,34 @@ final_row_body(apx_dtype dt, const ff_row_src *rs, const float *x, const float *
   }
 }
 
-static void final_row_base(apx_dtype dt, const ff_row_src *rs, const float *x, const float *a0,
-                           const float *a1, float *heavy, float *detail, int64_t W) {
-  final_row_body(dt, rs, x, a0, a1, heavy, detail, W);
+/* The row at element `at` of the frames: f32 straight on them, f16 and
+ * bf16 through the fp32 row buffer rb (3W floats). */
+static inline __attribute__((always_inline)) void
+final_frame_row_body(apx_dtype dt, const ff_row_src *rs, const void *dense, void *heavy,
+                     void *detail, int64_t at, const float *a0, const float *a1, int64_t W,
+                     float *rb) {
+  if (dt == APX_DTYPE_F32) {
+    final_row_body(dt, rs, (const float *)dense + at, a0, a1, (float *)heavy + at,
+                   (float *)detail + at, W);
+    return;
+  }
+  load_row(dt, dense, at, W, rb);
+  final_row_body(dt, rs, rb, a0, a1, rb + W, rb + 2 * W, W);
+  store_row(dt, heavy, at, W, rb + W);
+  store_row(dt, detail, at, W, rb + 2 * W);
+}
+
+static void final_row_base(apx_dtype dt, const ff_row_src *rs, const void *dense, void *heavy,
+                           void *detail, int64_t at, const float *a0, const float *a1,
+                           int64_t W, float *rb) {
+  final_frame_row_body(dt, rs, dense, heavy, detail, at, a0, a1, W, rb);
 }
 
 #if FF_HAVE_X86
 __attribute__((target("avx2"))) static void
-final_row_avx2(apx_dtype dt, const ff_row_src *rs, const float *x, const float *a0,
-               const float *a1, float *heavy, float *detail, int64_t W) {
-  final_row_body(dt, rs, x, a0, a1, heavy, detail, W);
+final_row_avx2(apx_dtype dt, const ff_row_src *rs, const void *dense, void *heavy, void *detail,
+               int64_t at, const float *a0, const float *a1, int64_t W, float *rb) {
+  final_frame_row_body(dt, rs, dense, heavy, detail, at, a0, a1, W, rb);
 }
 #endif
 
@@ -957,29 +1029,12 @@ static void final_row(const ff_call *fc, const void *dense, void *heavy, void *d
         .stride1 = (size_t)(C * l1->N),
         .t0 = t0,
         .t1 = t1};
-    const float *x;
-    float *h, *d;
-    if (dt == APX_DTYPE_F32) {
-      x = (const float *)dense + at;
-      h = (float *)heavy + at;
-      d = (float *)detail + at;
-    } else {
-      float *xb = row_buf;
-      load_row(dt, dense, at, W, xb);
-      x = xb;
-      h = xb + W;
-      d = h + W;
-    }
 #if FF_HAVE_X86
     if (fc->simd)
-      final_row_avx2(dt, &rs, x, a0, a1, h, d, W);
+      final_row_avx2(dt, &rs, dense, heavy, detail, at, a0, a1, W, row_buf);
     else
 #endif
-      final_row_base(dt, &rs, x, a0, a1, h, d, W);
-    if (dt != APX_DTYPE_F32) {
-      store_row(dt, heavy, at, W, h);
-      store_row(dt, detail, at, W, d);
-    }
+      final_row_base(dt, &rs, dense, heavy, detail, at, a0, a1, W, row_buf);
   }
 }
 
