@@ -70,7 +70,9 @@ void cpu_ff_film(const cpu_ff_level *lv, apx_dtype dtype, int64_t channels, cons
  * FiLM apply, depthwise 3x3, 1x1 conv, GroupNorm, gated residual; r [C][t*t]
  * gets the rounded result. scratch holds cpu_ff_refine_scratch(C, t)
  * floats. simd: 0 runs the plain 1x1-conv loop (the reading copy), 1 the
- * vectorised kernel where the CPU has AVX2+FMA (the same bits). */
+ * vectorised kernel (the same bits), which needs a CPU with AVX2, FMA and
+ * F16C (the caller checks). r may be tile (it is read before r is
+ * written). */
 size_t cpu_ff_refine_scratch(int64_t channels, int64_t t);
 void cpu_ff_refine(const cpu_ff_level *lv, apx_dtype dtype, int64_t channels, int64_t t,
                    const float *tile, const float *gamma, const float *beta, float *scratch,

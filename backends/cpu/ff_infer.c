@@ -220,11 +220,28 @@ static inline __attribute__((always_inline)) void v8_rnd(apx_dtype dt, ff_v8 *v)
   *v = (ff_v8)r;
 }
 
-/* rnd(a op b) lanewise for op in +, -, *: an expression through a local */
-#define V8_RND(dt, expr)                                                                         \
+#if FF_HAVE_X86
+/* f16's rnd() with F16C (vcvtps2ph with round to nearest even, then
+ * vcvtph2ps: the same bits as apx_round_f16, NaN quietened with its payload
+ * cut). Only the AVX2 instantiations call it (hw = 1); not always_inline,
+ * so that the baseline ones compile (their hw is 0: the call is dead). */
+__attribute__((target("avx2,f16c"))) static inline void v8_rnd_f16c(ff_v8 *v) {
+  __m256 x;
+  memcpy(&x, v, sizeof x);
+  x = _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  memcpy(v, &x, sizeof x);
+}
+#define FF_RND8(dt, hw, p)                                                                       \
+  ((hw) && (dt) == APX_DTYPE_F16 ? v8_rnd_f16c(p) : v8_rnd((dt), (p)))
+#else
+#define FF_RND8(dt, hw, p) v8_rnd((dt), (p))
+#endif
+
+/* rnd(expr) lanewise: an expression through a local (hw: F16C may be used) */
+#define V8_RND(dt, hw, expr)                                                                     \
   __extension__({                                                                                \
     ff_v8 r_ = (expr);                                                                           \
-    v8_rnd((dt), &r_);                                                                           \
+    FF_RND8((dt), (hw), &r_);                                                                    \
     r_;                                                                                          \
   })
 
@@ -498,6 +515,7 @@ static inline __attribute__((always_inline)) void
 refine_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, const float *tile,
             const float *gamma, const float *beta, float *scratch, int simd, float *r) {
   const int64_t C = channels, N = t * t, tp = t + 2, P = tp * tp;
+  const int hw = simd; /* the AVX2 instantiation: F16C too */
   float *mpad = scratch, *d = scratch + C * P, *p = d + C * N;
 
   const int64_t t8 = t - t % 8;
@@ -598,7 +616,7 @@ refine_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, c
     if (dt != APX_DTYPE_F32) {
       int64_t i = 0;
       for (; i + 8 <= N; i += 8)
-        V8_STORE(out + i, V8_RND(dt, V8_LOAD(out + i)));
+        V8_STORE(out + i, V8_RND(dt, hw, V8_LOAD(out + i)));
       for (; i < N; i++)
         out[i] = cpu_ff_rnd(dt, out[i]);
     }
@@ -612,7 +630,7 @@ static void refine_base(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, 
 }
 
 #if FF_HAVE_X86
-__attribute__((target("avx2,fma"))) static void
+__attribute__((target("avx2,fma,f16c"))) static void
 refine_avx2(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, const float *tile,
             const float *gamma, const float *beta, float *scratch, float *r) {
   refine_body(lv, dt, channels, t, tile, gamma, beta, scratch, 1, r);
@@ -808,14 +826,14 @@ static void pack0_tile(const ff_call *fc, const void *dense, ff_level_run *lr, i
 }
 
 /* out = fuse(x, u, a) over n values, 8 lanes at a time */
-static inline __attribute__((always_inline)) void fuse_run(apx_dtype dt, const float *x,
+static inline __attribute__((always_inline)) void fuse_run(apx_dtype dt, int hw, const float *x,
                                                            const float *u, const float *a,
                                                            float *out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const ff_v8 xv = V8_LOAD(x + i);
     V8_STORE(out + i,
-             V8_RND(dt, xv + V8_RND(dt, V8_LOAD(a + i) * V8_RND(dt, V8_LOAD(u + i) - xv))));
+             V8_RND(dt, hw, xv + V8_RND(dt, hw, V8_LOAD(a + i) * V8_RND(dt, hw, V8_LOAD(u + i) - xv))));
   }
   for (; i < n; i++)
     out[i] = cpu_ff_fuse(dt, x[i], u[i], a[i]);
@@ -824,7 +842,7 @@ static inline __attribute__((always_inline)) void fuse_run(apx_dtype dt, const f
 /* One L1 tile's pack (see pack_heavy_l0), instantiated for the baseline and
  * for AVX2 (the same bits). */
 static inline __attribute__((always_inline)) void
-pack_l1_tile_body(apx_dtype dt, const void *dense, int64_t b, int64_t C, int64_t H, int64_t W,
+pack_l1_tile_body(apx_dtype dt, int hw, const void *dense, int64_t b, int64_t C, int64_t H, int64_t W,
                   int64_t y0, int64_t x0, int64_t t, const ff_level_run *l0, int64_t grid0,
                   const float *alpha0, float *P) {
   const int64_t N = t * t, t0 = l0->t;
@@ -841,7 +859,7 @@ pack_l1_tile_body(apx_dtype dt, const void *dense, int64_t b, int64_t C, int64_t
       const float *u = s0 < 0 ? h
                               : l0->P + ((size_t)s0 * (size_t)C + (size_t)c) * (size_t)l0->N +
                                     (Y % t0) * t0 + x0 % t0;
-      fuse_run(dt, h, u, a, h, t);
+      fuse_run(dt, hw, h, u, a, h, t);
     }
   }
 }
@@ -850,15 +868,15 @@ static void pack_l1_tile_base(apx_dtype dt, const void *dense, int64_t b, int64_
                               int64_t W, int64_t y0, int64_t x0, int64_t t,
                               const ff_level_run *l0, int64_t grid0, const float *alpha0,
                               float *P) {
-  pack_l1_tile_body(dt, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
+  pack_l1_tile_body(dt, 0, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
 }
 
 #if FF_HAVE_X86
-__attribute__((target("avx2"))) static void
+__attribute__((target("avx2,f16c"))) static void
 pack_l1_tile_avx2(apx_dtype dt, const void *dense, int64_t b, int64_t C, int64_t H, int64_t W,
                   int64_t y0, int64_t x0, int64_t t, const ff_level_run *l0, int64_t grid0,
                   const float *alpha0, float *P) {
-  pack_l1_tile_body(dt, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
+  pack_l1_tile_body(dt, 1, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
 }
 #endif
 
@@ -934,7 +952,7 @@ typedef struct ff_row_src {
 } ff_row_src;
 
 static inline __attribute__((always_inline)) void
-final_row_body(apx_dtype dt, const ff_row_src *rs, const float *x, const float *a0,
+final_row_body(apx_dtype dt, int hw, const ff_row_src *rs, const float *x, const float *a0,
                const float *a1, float *heavy, float *detail, int64_t W) {
   const int64_t t0 = rs->t0, t1 = rs->t1;
   for (int64_t x0 = 0; x0 < W; x0 += t1) {
@@ -948,16 +966,16 @@ final_row_body(apx_dtype dt, const ff_row_src *rs, const float *x, const float *
     for (; i + 8 <= t1; i += 8) {
       const ff_v8 xv = V8_LOAD(xr + i);
       const ff_v8 h0 =
-          V8_RND(dt, xv + V8_RND(dt, V8_LOAD(a0r + i) * V8_RND(dt, V8_LOAD(u0 + i) - xv)));
+          V8_RND(dt, hw, xv + V8_RND(dt, hw, V8_LOAD(a0r + i) * V8_RND(dt, hw, V8_LOAD(u0 + i) - xv)));
       if (rs->s1) {
         const ff_v8 uv = u1 ? (ff_v8)V8_LOAD(u1 + i) : h0;
         const ff_v8 hv =
-            V8_RND(dt, h0 + V8_RND(dt, V8_LOAD(a1r + i) * V8_RND(dt, uv - h0)));
+            V8_RND(dt, hw, h0 + V8_RND(dt, hw, V8_LOAD(a1r + i) * V8_RND(dt, hw, uv - h0)));
         V8_STORE(h + i, hv);
-        V8_STORE(d + i, V8_RND(dt, hv - h0));
+        V8_STORE(d + i, V8_RND(dt, hw, hv - h0));
       } else {
         V8_STORE(h + i, h0);
-        V8_STORE(d + i, V8_RND(dt, h0 - xv));
+        V8_STORE(d + i, V8_RND(dt, hw, h0 - xv));
       }
     }
     for (; i < t1; i++) {
@@ -977,16 +995,16 @@ final_row_body(apx_dtype dt, const ff_row_src *rs, const float *x, const float *
 /* The row at element `at` of the frames: f32 straight on them, f16 and
  * bf16 through the fp32 row buffer rb (3W floats). */
 static inline __attribute__((always_inline)) void
-final_frame_row_body(apx_dtype dt, const ff_row_src *rs, const void *dense, void *heavy,
+final_frame_row_body(apx_dtype dt, int hw, const ff_row_src *rs, const void *dense, void *heavy,
                      void *detail, int64_t at, const float *a0, const float *a1, int64_t W,
                      float *rb) {
   if (dt == APX_DTYPE_F32) {
-    final_row_body(dt, rs, (const float *)dense + at, a0, a1, (float *)heavy + at,
+    final_row_body(dt, hw, rs, (const float *)dense + at, a0, a1, (float *)heavy + at,
                    (float *)detail + at, W);
     return;
   }
   load_row(dt, dense, at, W, rb);
-  final_row_body(dt, rs, rb, a0, a1, rb + W, rb + 2 * W, W);
+  final_row_body(dt, hw, rs, rb, a0, a1, rb + W, rb + 2 * W, W);
   store_row(dt, heavy, at, W, rb + W);
   store_row(dt, detail, at, W, rb + 2 * W);
 }
@@ -994,14 +1012,14 @@ final_frame_row_body(apx_dtype dt, const ff_row_src *rs, const void *dense, void
 static void final_row_base(apx_dtype dt, const ff_row_src *rs, const void *dense, void *heavy,
                            void *detail, int64_t at, const float *a0, const float *a1,
                            int64_t W, float *rb) {
-  final_frame_row_body(dt, rs, dense, heavy, detail, at, a0, a1, W, rb);
+  final_frame_row_body(dt, 0, rs, dense, heavy, detail, at, a0, a1, W, rb);
 }
 
 #if FF_HAVE_X86
-__attribute__((target("avx2"))) static void
+__attribute__((target("avx2,f16c"))) static void
 final_row_avx2(apx_dtype dt, const ff_row_src *rs, const void *dense, void *heavy, void *detail,
                int64_t at, const float *a0, const float *a1, int64_t W, float *rb) {
-  final_frame_row_body(dt, rs, dense, heavy, detail, at, a0, a1, W, rb);
+  final_frame_row_body(dt, 1, rs, dense, heavy, detail, at, a0, a1, W, rb);
 }
 #endif
 
@@ -1135,6 +1153,8 @@ static void release_prepared(void *state, int device_index, void *prepared) {
   cpu_ff_prepared_free(prepared);
 }
 
+/* The AVX2 instantiations' requirement: AVX2 and F16C (the backend's AVX2
+ * level) and FMA. */
 static int ff_simd(void) {
 #if FF_HAVE_X86
   if (cpu_tile_simd_level() >= CPU_SIMD_AVX2) {
