@@ -26,6 +26,8 @@
  * (exit 1) unless --allow-mismatch. A baseline recorded before schema 1.1,
  * by another library or backend ABI version, or without rows the current
  * report has, is flagged stale (a note, not a failure).
+ * More than one CURRENT report (runs of one build): each time's
+ * repetitions are pooled over them (make bench-check's reruns).
  * --relative: times are judged against baseline*g, g the median over the
  * rows of current/baseline (the machine's speed now against then: a shared
  * machine slows every row at once); a row's own slowdown still shows, a
@@ -438,6 +440,8 @@ typedef struct rule {
   double max_ratio, max_abs_ms, alpha;
   const cJSON *confirm; /* --confirm: an earlier compare's checks, or NULL */
   double scale;         /* --relative: the suite's speed factor, else 1 */
+  const cJSON *more[8]; /* further CURRENT reports pooled with the first */
+  int more_count;
 } rule;
 
 /* Was metric regressed in the earlier compare of --confirm? */
@@ -521,7 +525,29 @@ static void evaluate(check *c, const cJSON *current, const rule *ru) {
     c->verdict = "failed";
     return;
   }
-  if (sampled_from_report(current, c->path, &c->cur) != 0) {
+  int found = sampled_from_report(current, c->path, &c->cur) == 0;
+  if (found && ru->more_count > 0) {
+    /* pooled: the repetitions of every CURRENT report of this metric */
+    for (int k = 0; k < ru->more_count; k++) {
+      sampled extra;
+      if (sampled_from_report(ru->more[k], c->path, &extra) != 0) continue;
+      if (extra.n > 0 && c->cur.n > 0) {
+        double *grown = realloc(c->cur.reps, (size_t)(c->cur.n + extra.n) * sizeof *grown);
+        if (grown) {
+          memcpy(grown + c->cur.n, extra.reps, (size_t)extra.n * sizeof *grown);
+          c->cur.reps = grown;
+          c->cur.n += extra.n;
+        }
+      }
+      sampled_free(&extra);
+    }
+    bench_summary sum;
+    if (c->cur.n > 0 && bench_summary_compute(c->cur.reps, c->cur.n, &sum) == 0) {
+      c->cur.value = sum.median;
+      c->cur.spread = MAD_TO_SIGMA * sum.mad;
+    }
+  }
+  if (!found) {
     c->verdict = (c->baseline_row_skipped && cur_row &&
                   strcmp(cur_row, "skipped") == 0)
                      ? "skipped"
@@ -758,6 +784,32 @@ typedef struct outcome {
   text_list mismatch, notes, stale;
 } outcome;
 
+/* Append to a growing buffer; -1 (buffer freed) when memory runs out. */
+static int md_printf(char **md, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int md_printf(char **md, size_t *len, size_t *cap, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(*md + *len, *cap - *len, fmt, ap);
+    va_end(ap);
+    if (w < 0) return 0;
+    if ((size_t)w < *cap - *len) {
+      *len += (size_t)w;
+      return 0;
+    }
+    size_t grown_cap = *cap * 2 + (size_t)w;
+    char *grown = realloc(*md, grown_cap);
+    if (!grown) {
+      free(*md);
+      *md = NULL;
+      return -1;
+    }
+    *md = grown;
+    *cap = grown_cap;
+  }
+}
+
 static char *render_markdown(const doc *base, const doc *cur, const check_list *l,
                              const outcome *o, const rule *ru, int failed) {
   size_t cap = 4096 + (size_t)l->count * 512, len = 0;
@@ -765,8 +817,7 @@ static char *render_markdown(const doc *base, const doc *cur, const check_list *
   if (!md) return NULL;
 #define EMIT(...)                                                            \
   do {                                                                       \
-    int w_ = snprintf(md + len, cap - len, __VA_ARGS__);                     \
-    if (w_ > 0) len += (size_t)w_ < cap - len ? (size_t)w_ : cap - len - 1;  \
+    if (md_printf(&md, &len, &cap, __VA_ARGS__) != 0) return NULL;           \
   } while (0)
   EMIT("# apexx-bench compare\n\n");
   EMIT("- verdict: **%s** (%d regressed, %d improved, %d unchanged, %d missing, "
@@ -1052,7 +1103,7 @@ static int write_output(const char *flag, const char *path, char *text) {
 }
 
 int bench_compare_main(int argc, char **argv) {
-  rule ru = {NAN, NAN, DEFAULT_ALPHA, NULL, 1.0};
+  rule ru = {NAN, NAN, DEFAULT_ALPHA, NULL, 1.0, {NULL}, 0};
   int relative = 0;
   const char *output = NULL, *output_md = NULL, *confirm_path = NULL;
   int emit = 0, quiet = 0, allow_mismatch = 0;
@@ -1142,9 +1193,9 @@ int bench_compare_main(int argc, char **argv) {
     }
     return emit_baseline(argv[optind], output, &m, ru.max_ratio, ru.max_abs_ms);
   }
-  if (positional != 2) {
-    fprintf(stderr, "apexx-bench compare: needs BASELINE and CURRENT (got %d "
-                    "arguments; see --help)\n", positional);
+  if (positional < 2 || positional > 10) {
+    fprintf(stderr, "apexx-bench compare: needs BASELINE and one to nine CURRENT "
+                    "reports (got %d arguments; see --help)\n", positional);
     return BENCH_EXIT_USAGE;
   }
   if (isnan(ru.max_ratio)) ru.max_ratio = DEFAULT_MAX_RATIO;
@@ -1156,6 +1207,30 @@ int bench_compare_main(int argc, char **argv) {
   if (rc == 0 && cur.kind != DOC_REPORT) {
     rc = unusable("[%s] is a baseline file; CURRENT must be a report", cur.path);
   }
+  /* further CURRENT reports: their repetitions are pooled with CURRENT's;
+   * each must be comparable with the first */
+  doc more[8];
+  int more_count = 0;
+  for (int k = optind + 2; rc == 0 && k < argc; k++) {
+    doc *m = &more[more_count];
+    rc = load_doc(argv[k], m);
+    if (rc == 0 && m->kind != DOC_REPORT) {
+      rc = unusable("[%s] is a baseline file; CURRENT must be a report", m->path);
+    }
+    if (m->json) more_count++;
+    if (rc == 0) {
+      text_list mm, notes;
+      memset(&mm, 0, sizeof mm);
+      memset(&notes, 0, sizeof notes);
+      find_mismatches(&cur, m, &mm, &notes);
+      if (mm.count) {
+        rc = unusable("[%s] and [%s] cannot be pooled: %s", cur.path, m->path,
+                      mm.items[0]);
+      }
+    }
+  }
+  for (int k = 0; k < more_count; k++) ru.more[k] = more[k].json;
+  ru.more_count = more_count;
   cJSON *confirm = NULL;
   if (rc == 0 && confirm_path) {
     char err[1024];
@@ -1204,6 +1279,7 @@ int bench_compare_main(int argc, char **argv) {
     cJSON_Delete(base.json);
     cJSON_Delete(cur.json);
     cJSON_Delete(confirm);
+    for (int k = 0; k < more_count; k++) cJSON_Delete(more[k].json);
     return rc;
   }
   find_staleness(&base, &cur, &l, &o.stale);
@@ -1295,5 +1371,6 @@ int bench_compare_main(int argc, char **argv) {
   cJSON_Delete(base.json);
   cJSON_Delete(cur.json);
   cJSON_Delete(confirm);
+  for (int k = 0; k < more_count; k++) cJSON_Delete(more[k].json);
   return rc;
 }

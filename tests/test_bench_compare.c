@@ -508,6 +508,54 @@ START_TEST(relative_judges_against_the_suite_speed) {
 }
 END_TEST
 
+START_TEST(several_currents_are_pooled) {
+  char *base = save("base.json", make_report(1, 2.0, 0.02));
+  char *slow = save("slow.json", make_report(1, 2.4, 0.02));
+  char *slow2 = save("slow2.json", make_report(1, 2.4, 0.02));
+  char *same = save("same.json", make_report(1, 2.0, 0.02));
+  cJSON *o = make_report(1, 2.0, 0.02);
+  cJSON_ReplaceItemInObject((cJSON *)bt_get(o, "config"), "channels", cJSON_CreateNumber(64));
+  char *other = save("other.json", o);
+  bt_result r;
+  /* one slow run among three: the pooled median is the usual one */
+  const char *argv[] = {"compare", base, slow, same, same, NULL};
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 0, "%s", r.out);
+  ck_assert_ptr_nonnull(strstr(r.out, "verdict=unchanged"));
+  bt_result_free(&r);
+  /* two slow runs of two: still a regression, on 14 repetitions */
+  const char *argv2[] = {"compare", base, slow, slow2, "--output-json", NULL, NULL};
+  char *summary = bt_path(dir, "s.json");
+  argv2[5] = summary;
+  bt_run(&r, NULL, argv2);
+  ck_assert_int_eq(r.status, 2);
+  bt_result_free(&r);
+  cJSON *sj = bt_load_json(summary);
+  const cJSON *check;
+  int found = 0;
+  cJSON_ArrayForEach(check, bt_get(sj, "checks")) {
+    if (strcmp(bt_get(check, "metric")->valuestring, TILEPACK) != 0) continue;
+    found = 1;
+    ck_assert_int_eq((int)bt_get(check, "current_repetitions")->valuedouble, 2 * REPS);
+    ck_assert_str_eq(bt_get(check, "verdict")->valuestring, "regressed");
+  }
+  ck_assert(found);
+  cJSON_Delete(sj);
+  /* runs of different profiles cannot be pooled */
+  const char *argv3[] = {"compare", base, same, other, NULL};
+  bt_run(&r, NULL, argv3);
+  ck_assert_int_eq(r.status, 1);
+  ck_assert_ptr_nonnull(strstr(r.err, "cannot be pooled"));
+  bt_result_free(&r);
+  free(base);
+  free(slow);
+  free(slow2);
+  free(same);
+  free(other);
+  free(summary);
+}
+END_TEST
+
 int main(void) {
   bt_bench();
   Suite *s = suite_create("bench_compare");
@@ -527,6 +575,7 @@ int main(void) {
   tcase_add_test(tc, summary_json_records_each_check);
   tcase_add_test(tc, confirm_needs_the_earlier_regression);
   tcase_add_test(tc, relative_judges_against_the_suite_speed);
+  tcase_add_test(tc, several_currents_are_pooled);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
