@@ -331,6 +331,10 @@ START_TEST(test_odd_shapes) {
     /* kmax_l1 smaller than 4 x parents; C 200 (two output passes) */
     ff_case f = {dt, 1, 200, 32, 32, 8, 16, 6, 16.0, 8.0, 1.0, 0.2, 1, 1, 0, 1};
     run_case(&f, "kmax_l1 6");
+    /* C 384: level 0's refine over 2 kernels (too much shared memory for one
+     * cluster a tile), level 1's in one */
+    ff_case g = {dt, 1, 384, 32, 32, 16, 4, 16, 16.0, 8.0, 1.0, 0.2, 1, 1, 1, 0};
+    run_case(&g, "C 384");
   }
 }
 END_TEST

@@ -16,13 +16,14 @@
 
 /* One level's weights on the device, fp32; the derived scan and gate
  * vectors already rounded to the frame's dtype (docs/ff_infer.md). The
- * matrices are stored input-major (w0t[c*C + o] = mlp0_weight[o, c]). */
+ * FiLM matrices are row-major (w0[o*C + c] = mlp0_weight[o, c]), the
+ * pointwise conv's input-major (pwt[c*2C + o] = pw_weight[o, c]). */
 struct cuda_ff_level {
   const float *decay[2], *ig[2], *og[2], *sb[2];
   const float *gate;                  /* merge gate g, [C] */
   const float *ln_w, *ln_b;           /* [C] */
-  const float *w0t, *b0;              /* [C*C], [C] */
-  const float *w2t, *b2;              /* [C*2C], [2C] */
+  const float *w0, *b0;               /* [C*C], [C] */
+  const float *w2, *b2;               /* [2C*C], [2C] */
   const float *dw, *dwb;              /* [C*9], [C] */
   const float *pwt, *pwb;             /* [C*2C], [2C] */
   const float *nw, *nb;               /* [2C] */
@@ -62,21 +63,25 @@ struct cuda_ff_frame {
   int64_t K0, P, K1; /* L0 tiles, parents, L1 tiles (the same in every row) */
   double delta, b1, b2;
   int split_on;      /* the split stage runs */
+  int dev;           /* device index */
+  int cw[2];         /* per level: pixels a block of the fused refine (16,
+                        32), 0: the two-kernel refine (cuda_ff_fused_width) */
   const void *dense, *util, *split, *bp, *up;
   apx_dtype util_dt, split_dt, bp_dt, up_dt;
   void *heavy, *detail, *alpha;
 };
 
-/* Launch the router: one block per batch row. */
+/* Launch the router: one block per batch row; with tok_all (and K0 > 0)
+ * more blocks write level 0's tokens of every tile, [B,G0,C]. */
 apx_status cuda_ff_route(cuda_state *st, int device_index, cudaStream_t s,
-                         const cuda_ff_frame *f, const cuda_ff_route_dev *r);
+                         const cuda_ff_frame *f, const cuda_ff_route_dev *r, float *tok_all);
 
 /* Scratch of one level's compute, in floats. */
 struct cuda_ff_level_scratch {
-  float *tok;      /* [B,K,C] */
+  float *tok;      /* [B,K,C], or [B,G0,C] by tile id (level 0, tok_all) */
   float *film;     /* [B,K,2C]: gamma, beta */
-  float *p;        /* [B,K,2C,t*t] the pointwise conv's output */
-  float *partials; /* [B,K,chunks,3] (count, mean, M2) */
+  float *p;        /* [B,K,2C,t*t] the pointwise conv's output (two-kernel refine) */
+  float *partials; /* [B,K,chunks,3] (count, mean, M2) (two-kernel refine) */
 };
 
 /* How a level stores its refined tiles. */
@@ -88,12 +93,19 @@ enum {
 };
 
 /* Run one level (tokens, scan + FiLM, refine, store) over K tiles per row
- * whose ids (Hilbert order) are ids[b*kstride + k] on a grid gw wide. */
+ * whose ids (Hilbert order) are ids[b*kstride + k] on a grid gw wide.
+ * tok_all: the tokens are already in sc->tok by tile id (the router's);
+ * outside: the scan's launch also does the outside pass (cuda_ff_outside). */
 apx_status cuda_ff_level_run(cuda_state *st, cudaStream_t s, const cuda_ff_frame *f,
                              const cuda_ff_prepared *w, int level, int store_mode,
                              const void *X, int64_t t, int64_t gw, const int *ids,
                              int64_t kstride, int64_t K, const int *tile_state,
-                             const cuda_ff_level_scratch *sc);
+                             const cuda_ff_level_scratch *sc, int tok_all, int outside);
+
+/* Pixels a block of the fused refine of a level takes (16 or 32: a
+ * cluster per tile, sm_90), or 0 where the level needs the two-kernel
+ * refine (more than 8 blocks a tile, shared memory, older devices). */
+int cuda_ff_fused_width(cuda_state *st, int dev, const cuda_ff_frame *f, int64_t t, int64_t K);
 
 /* Pixels outside every L0 tile, and alpha everywhere. */
 apx_status cuda_ff_outside(cuda_state *st, cudaStream_t s, const cuda_ff_frame *f,

@@ -35,7 +35,7 @@ static size_t put(std::vector<float> &img, size_t n) {
 }
 
 struct level_offsets {
-  size_t decay[2], ig[2], og[2], sb[2], gate, ln_w, ln_b, w0t, b0, w2t, b2, dw, dwb, pwt, pwb,
+  size_t decay[2], ig[2], og[2], sb[2], gate, ln_w, ln_b, w0, b0, w2, b2, dw, dwb, pwt, pwb,
       nw, nb;
 };
 
@@ -62,13 +62,9 @@ static void level_image(std::vector<float> &img, level_offsets &o, const apx_ff_
   };
   copy(o.ln_w, p.token_norm_weight, (size_t)C);
   copy(o.ln_b, p.token_norm_bias, (size_t)C);
-  o.w0t = put(img, (size_t)(C * C));
-  for (int64_t oo = 0; oo < C; oo++)
-    for (int64_t c = 0; c < C; c++) img[o.w0t + c * C + oo] = p.mlp0_weight[oo * C + c];
+  copy(o.w0, p.mlp0_weight, (size_t)(C * C));
   copy(o.b0, p.mlp0_bias, (size_t)C);
-  o.w2t = put(img, (size_t)(2 * C * C));
-  for (int64_t oo = 0; oo < 2 * C; oo++)
-    for (int64_t c = 0; c < C; c++) img[o.w2t + c * 2 * C + oo] = p.mlp2_weight[oo * C + c];
+  copy(o.w2, p.mlp2_weight, (size_t)(2 * C * C));
   copy(o.b2, p.mlp2_bias, (size_t)(2 * C));
   copy(o.dw, p.dw_weight, (size_t)(9 * C));
   copy(o.dwb, p.dw_bias, (size_t)C);
@@ -118,9 +114,9 @@ static apx_status ff_make(void *state, const apx_ff_params *params, apx_dtype dt
     lv.gate = base + o.gate;
     lv.ln_w = base + o.ln_w;
     lv.ln_b = base + o.ln_b;
-    lv.w0t = base + o.w0t;
+    lv.w0 = base + o.w0;
     lv.b0 = base + o.b0;
-    lv.w2t = base + o.w2t;
+    lv.w2 = base + o.w2;
     lv.b2 = base + o.b2;
     lv.dw = base + o.dw;
     lv.dwb = base + o.dwb;
@@ -237,16 +233,19 @@ static frame_layout layout_of(const cuda_ff_frame *f) {
   L.tiles = at;
   at += cuda_align_up(4 * B * (size_t)f->G0);
   const size_t kmax = (size_t)(f->K0 > f->K1 ? f->K0 : f->K1), C = (size_t)f->C;
+  const size_t ntok = (size_t)(f->K0 > 0 ? (f->G0 > f->K1 ? f->G0 : f->K1) : f->K1);
   L.tok = at;
-  at += cuda_align_up(4 * B * kmax * C);
+  at += cuda_align_up(4 * B * ntok * C);
   L.film = at;
   at += cuda_align_up(8 * B * kmax * C);
   const size_t tt0 = (size_t)(f->t0 * f->t0), tt1 = (size_t)(f->t1 * f->t1);
-  size_t p0 = B * (size_t)f->K0 * 2 * C * tt0, p1 = B * (size_t)f->K1 * 2 * C * tt1;
+  /* the two-kernel refine's pointwise output and chunk statistics */
+  size_t p0 = f->cw[0] ? 0 : B * (size_t)f->K0 * 2 * C * tt0;
+  size_t p1 = f->cw[1] ? 0 : B * (size_t)f->K1 * 2 * C * tt1;
   L.p = at;
   at += cuda_align_up(4 * (p0 > p1 ? p0 : p1));
-  size_t n0 = B * (size_t)f->K0 * ((tt0 + CUDA_FF_CHUNK - 1) / CUDA_FF_CHUNK);
-  size_t n1 = B * (size_t)f->K1 * ((tt1 + CUDA_FF_CHUNK - 1) / CUDA_FF_CHUNK);
+  size_t n0 = f->cw[0] ? 0 : B * (size_t)f->K0 * ((tt0 + CUDA_FF_CHUNK - 1) / CUDA_FF_CHUNK);
+  size_t n1 = f->cw[1] ? 0 : B * (size_t)f->K1 * ((tt1 + CUDA_FF_CHUNK - 1) / CUDA_FF_CHUNK);
   L.partials = at;
   at += cuda_align_up(12 * (n0 > n1 ? n0 : n1));
   L.total = at;
@@ -270,12 +269,13 @@ static cuda_ff_route_dev route_of(const cuda_ff_frame *f, const frame_layout &L,
   return r;
 }
 
-/* Routing (and nothing else): the first launch of every frame. */
+/* Routing and level 0's tokens of every tile: the first launch of every
+ * frame. */
 static apx_status launch_route(cuda_state *st, int dev, cudaStream_t s, const cuda_ff_frame *f,
                                const frame_layout &L, char *scratch) {
   if (f->B <= 0 || f->G0 <= 0) return APX_OK;
   cuda_ff_route_dev r = route_of(f, L, scratch);
-  return cuda_ff_route(st, dev, s, f, &r);
+  return cuda_ff_route(st, dev, s, f, &r, (float *)(scratch + L.tok));
 }
 
 /* Everything after the routing. */
@@ -284,7 +284,10 @@ static apx_status launch_compute(cuda_state *st, cudaStream_t s, const cuda_ff_f
                                  char *scratch) {
   if (f->B <= 0 || f->C <= 0 || f->H * f->W <= 0) return APX_OK;
   cuda_ff_route_dev r = route_of(f, L, scratch);
-  apx_status rc = cuda_ff_outside(st, s, f, w, r.tile_state);
+  apx_status rc = APX_OK;
+  /* the outside pass rides on level 0's scan launch where there is one */
+  const int l0 = f->K0 > 0 && f->B > 0;
+  if (!l0) rc = cuda_ff_outside(st, s, f, w, r.tile_state);
   if (rc != APX_OK) return rc;
   cuda_ff_level_scratch sc;
   sc.tok = (float *)(scratch + L.tok);
@@ -293,10 +296,10 @@ static apx_status launch_compute(cuda_state *st, cudaStream_t s, const cuda_ff_f
   sc.partials = (float *)(scratch + L.partials);
   rc = cuda_ff_level_run(st, s, f, w, 0, f->K1 > 0 ? CUDA_FF_STORE_L0 : CUDA_FF_STORE_SINGLE,
                          f->dense, f->t0, f->gw0, r.l0_hilbert, f->kmax0, f->K0, r.tile_state,
-                         &sc);
+                         &sc, 1, 1);
   if (rc != APX_OK) return rc;
   return cuda_ff_level_run(st, s, f, w, 1, CUDA_FF_STORE_L1, f->detail, f->t1, 2 * f->gw0,
-                           r.l1_hilbert, f->kmax1, f->K1, r.tile_state, &sc);
+                           r.l1_hilbert, f->kmax1, f->K1, r.tile_state, &sc, 0, 0);
 }
 
 /* validate = eager: the routing's NaN verdict, read after a wait. */
@@ -537,6 +540,9 @@ apx_status cuda_ff_infer(void *state, const apx_ff_infer_args *args, const apx_c
   const cuda_ff_prepared *w = (const cuda_ff_prepared *)prep;
   cuda_ff_frame f;
   frame_of(args, &f);
+  f.dev = dev;
+  f.cw[0] = cuda_ff_fused_width(st, dev, &f, f.t0, f.K0);
+  f.cw[1] = cuda_ff_fused_width(st, dev, &f, f.t1, f.K1);
   if (w->channels != f.C)
     return svc->set_error(APX_ERR_INVALID_ARG,
                           "ff_infer: weights have [%lld] channels, dense has [%lld]",

@@ -21,6 +21,8 @@
  * the sums run in fp32 in another order than the cpu backend's. */
 #include "cuda_ff.h"
 
+#include <cooperative_groups.h>
+
 template <typename T> static __device__ __forceinline__ float rnd(float v) {
   return cuda_dt<T>::to_f(cuda_dt<T>::from_f(v));
 }
@@ -69,7 +71,61 @@ static __device__ __forceinline__ float ff_fuse(float x, float u, float a) {
 struct ff_geom {
   int64_t B, C, H, W, t, gw, K, kstride;
   const int *ids;
+  int64_t tok_G; /* > 0: tok holds every tile of a row, [B,tok_G,C] by id;
+                    0: [B,K,C] by position */
 };
+
+/* ---- pixels outside every L0 tile; alpha everywhere ---------------------------- */
+
+#define FF_OUT_CPB 16 /* channels a work item */
+
+struct ff_outside_args {
+  const void *X;
+  void *heavy, *detail, *alpha;
+  int64_t C, H, W, t0, gw0, G0;
+  const int *tile_state;
+  const void *bp, *up;
+  int bp_dt, up_dt;
+  float wb0, wu0, gb0, wb1, wu1, gb1;
+  int two;
+};
+
+/* Block blk of nblk of row b: work items (channel group, pixel), pixels
+ * fastest. */
+template <typename T>
+static __device__ void ff_outside_body(const ff_outside_args &o, int64_t b, int64_t blk,
+                                       int64_t nblk) {
+  const int64_t HW = o.H * o.W, nz = (o.C + FF_OUT_CPB - 1) / FF_OUT_CPB;
+  const T *X = (const T *)o.X;
+  T *heavy = (T *)o.heavy, *detail = (T *)o.detail, *alpha = (T *)o.alpha;
+  for (int64_t it = blk * blockDim.x + threadIdx.x; it < HW * nz; it += nblk * blockDim.x) {
+    const int64_t z = it / HW, i = it % HW;
+    const int64_t y = i / o.W, x = i % o.W, pix = b * HW + i;
+    const float bpv = ff_proxy<T>(o.bp, o.bp_dt, pix), upv = ff_proxy<T>(o.up, o.up_dt, pix);
+    const float a0 = ff_alpha<T>(bpv, upv, o.wb0, o.wu0, o.gb0);
+    const float a1 = o.two ? ff_alpha<T>(bpv, upv, o.wb1, o.wu1, o.gb1) : a0;
+    if (z == 0) alpha[pix] = cuda_dt<T>::from_f(a1);
+    if (o.tile_state[b * o.G0 + (y / o.t0) * o.gw0 + x / o.t0] != CUDA_FF_TILE_OUT) continue;
+    const int64_t c0 = z * FF_OUT_CPB;
+    const int64_t c1 = c0 + FF_OUT_CPB < o.C ? c0 + FF_OUT_CPB : o.C;
+    for (int64_t c = c0; c < c1; c++) {
+      const int64_t off = (b * o.C + c) * HW + i;
+      const float xv = cuda_dt<T>::to_f(X[off]);
+      const float h0 = ff_fuse<T>(xv, xv, a0);
+      float h = h0, base = xv;
+      if (o.two) {
+        h = ff_fuse<T>(h0, h0, a1);
+        base = h0;
+      }
+      heavy[off] = cuda_dt<T>::from_f(h);
+      detail[off] = cuda_dt<T>::from_f(rnd<T>(__fsub_rn(h, base)));
+    }
+  }
+}
+
+template <typename T> __global__ void ff_outside_kernel(ff_outside_args o) {
+  ff_outside_body<T>(o, blockIdx.y, blockIdx.x, gridDim.x);
+}
 
 /* ---- tokens ------------------------------------------------------------------- */
 
@@ -96,41 +152,55 @@ static __device__ __forceinline__ float ff_sanitise_tok(float x, float lim) {
   return fminf(fmaxf(x, -lim), lim); /* +-inf clamp to +-lim */
 }
 
+/* Blocks x >= K of a row (level 0 only) do the outside pass instead. */
 template <typename T>
 __global__ void ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *__restrict__ tok,
-                                    float *__restrict__ film) {
+                                    float *__restrict__ film, ff_outside_args o, int n_out) {
+  if ((int64_t)blockIdx.x >= g.K) {
+    ff_outside_body<T>(o, blockIdx.y, blockIdx.x - g.K, n_out);
+    return;
+  }
   extern __shared__ float ff_sf_sh[];
   float *xs = ff_sf_sh;       /* [C] normalised token */
   float *hs = xs + g.C;       /* [C] hidden */
   __shared__ float sh32[32];
   const int64_t k = blockIdx.x, b = blockIdx.y, C = g.C, K = g.K;
   const float lim = rnd<T>(1e4f);
-  const float *row = tok + b * K * C;
+  const int *ids = g.ids + b * g.kstride;
+  /* token j of the row, channel c */
+  auto token = [&](int64_t j, int64_t c) -> float {
+    return g.tok_G ? tok[(b * g.tok_G + ids[j]) * C + c] : tok[(b * K + j) * C + c];
+  };
+  /* a thread a (direction, channel): forward into xs, backward into hs */
+  for (int64_t e = threadIdx.x; e < 2 * C; e += blockDim.x) {
+    const int dir = e >= C;
+    const int64_t c = e - dir * C;
+    const float d = fminf(fmaxf(lv.decay[dir][c], 1e-6f), 1.0f - 1e-6f);
+    const float om = __fsub_rn(1.0f, d), ig = lv.ig[dir][c], sb = lv.sb[dir][c];
+    float s = 0.0f;
+    if (dir == 0) {
+#pragma unroll 8
+      for (int64_t j = 0; j <= k; j++) {
+        float x = ff_sanitise_tok<T>(token(j, c), lim);
+        float drv = __fadd_rn(__fmul_rn(ig, x), sb);
+        s = __fadd_rn(__fmul_rn(d, s), __fmul_rn(om, drv));
+      }
+    } else {
+#pragma unroll 8
+      for (int64_t j = K - 1; j >= k; j--) {
+        float x = ff_sanitise_tok<T>(token(j, c), lim);
+        float drv = __fadd_rn(__fmul_rn(ig, x), sb);
+        s = __fadd_rn(__fmul_rn(d, s), __fmul_rn(om, drv));
+      }
+    }
+    (dir ? hs : xs)[c] = rnd<T>(__fmul_rn(lv.og[dir][c], s));
+  }
+  __syncthreads();
   float lsum = 0.0f;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    float y[2];
-    for (int dir = 0; dir < 2; dir++) {
-      const float d = fminf(fmaxf(lv.decay[dir][c], 1e-6f), 1.0f - 1e-6f);
-      const float om = __fsub_rn(1.0f, d), ig = lv.ig[dir][c], sb = lv.sb[dir][c];
-      float s = 0.0f;
-      if (dir == 0) {
-        for (int64_t j = 0; j <= k; j++) {
-          float x = ff_sanitise_tok<T>(row[j * C + c], lim);
-          float drv = __fadd_rn(__fmul_rn(ig, x), sb);
-          s = __fadd_rn(__fmul_rn(d, s), __fmul_rn(om, drv));
-        }
-      } else {
-        for (int64_t j = K - 1; j >= k; j--) {
-          float x = ff_sanitise_tok<T>(row[j * C + c], lim);
-          float drv = __fadd_rn(__fmul_rn(ig, x), sb);
-          s = __fadd_rn(__fmul_rn(d, s), __fmul_rn(om, drv));
-        }
-      }
-      y[dir] = rnd<T>(__fmul_rn(lv.og[dir][c], s));
-    }
     const float gg = lv.gate[c];
-    float m = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(gg, y[0])),
-                               rnd<T>(__fmul_rn(rnd<T>(__fsub_rn(1.0f, gg)), y[1]))));
+    float m = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(gg, xs[c])),
+                               rnd<T>(__fmul_rn(rnd<T>(__fsub_rn(1.0f, gg)), hs[c]))));
     /* FiLM input: NaN -> 0, +-inf -> +-1e4, clamp */
     m = m != m ? 0.0f : fminf(fmaxf(m, -1e4f), 1e4f);
     xs[c] = m;
@@ -147,17 +217,50 @@ __global__ void ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *__
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
     xs[c] = (xs[c] - mean) * rstd * lv.ln_w[c] + lv.ln_b[c];
   __syncthreads();
-  for (int64_t o = threadIdx.x; o < C; o += blockDim.x) {
-    float acc = lv.b0[o];
-    for (int64_t c = 0; c < C; c++) acc = fmaf(lv.w0t[c * C + o], xs[c], acc);
-    hs[o] = acc * ff_sigmoid(acc);
+  /* the two linear layers: a warp an output (row-major weights, lanes over
+   * the inputs, coalesced), four outputs at a time */
+  const int Ci = (int)C, lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+  const int nw = blockDim.x >> 5;
+  for (int o0 = wid * 4; o0 < Ci; o0 += nw * 4) {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+    for (int c = lane; c < Ci; c += 32) {
+      const float xv = xs[c];
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        if (o0 + i < Ci) acc[i] = fmaf(__ldg(lv.w0 + (int64_t)(o0 + i) * Ci + c), xv, acc[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      float v = acc[i];
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0 && o0 + i < Ci) {
+        v += lv.b0[o0 + i];
+        hs[o0 + i] = v * ff_sigmoid(v);
+      }
+    }
   }
   __syncthreads();
   float *out = film + (b * K + k) * 2 * C;
-  for (int64_t j = threadIdx.x; j < 2 * C; j += blockDim.x) {
-    float acc = lv.b2[j];
-    for (int64_t c = 0; c < C; c++) acc = fmaf(lv.w2t[c * 2 * C + j], hs[c], acc);
-    out[j] = j < C ? rnd<T>(tanhf(acc)) : rnd<T>(acc);
+  for (int o0 = wid * 4; o0 < 2 * Ci; o0 += nw * 4) {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+    for (int c = lane; c < Ci; c += 32) {
+      const float hv = hs[c];
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        if (o0 + i < 2 * Ci) acc[i] = fmaf(__ldg(lv.w2 + (int64_t)(o0 + i) * Ci + c), hv, acc[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      float v = acc[i];
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      const int j = o0 + i;
+      if (lane == 0 && j < 2 * Ci) {
+        v += lv.b2[j];
+        out[j] = j < Ci ? rnd<T>(tanhf(v)) : rnd<T>(v);
+      }
+    }
   }
 }
 
@@ -352,52 +455,326 @@ ff_store_kernel(ff_geom g, cuda_ff_level lv, const float *__restrict__ film,
   }
 }
 
-/* ---- pixels outside every L0 tile; alpha everywhere ---------------------------- */
+/* ---- the whole refine of a tile in one cluster (sm_90) --------------------------- */
 
-#define FF_OUT_CPB 16 /* channels a thread */
+/* A cluster per tile, a block per FF_CW consecutive pixels of it (the
+ * tile's row-major order): the tile's input rows around them (fp32) in
+ * shared memory, FiLM and the depthwise 3x3, the pointwise conv (fp32 FMA,
+ * a register tile of CW/4 outputs x 4 pixels a thread) into shared memory,
+ * the tile's GroupNorm mean and variance (two passes, each block's sum
+ * exchanged through distributed shared memory), then GroupNorm, ReGLU, the
+ * residual, the fusion gate and the stores. The pointwise output never
+ * leaves the chip. */
+#define FF_FUSED_THREADS 256
 
-template <typename T>
-__global__ void ff_outside_kernel(const T *__restrict__ X, T *__restrict__ heavy,
-                                  T *__restrict__ detail, T *__restrict__ alpha, int64_t C,
-                                  int64_t H, int64_t W, int64_t t0, int64_t gw0, int64_t G0,
-                                  const int *__restrict__ tile_state, const void *bp, int bp_dt,
-                                  const void *up, int up_dt, float wb0, float wu0, float gb0,
-                                  float wb1, float wu1, float gb1, int two) {
-  const int64_t b = blockIdx.y;
-  const int64_t HW = H * W;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < HW;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t y = i / W, x = i % W, pix = b * HW + i;
-    const float bpv = ff_proxy<T>(bp, bp_dt, pix), upv = ff_proxy<T>(up, up_dt, pix);
-    const float a0 = ff_alpha<T>(bpv, upv, wb0, wu0, gb0);
-    const float a1 = two ? ff_alpha<T>(bpv, upv, wb1, wu1, gb1) : a0;
-    if (blockIdx.z == 0) alpha[pix] = cuda_dt<T>::from_f(a1);
-    if (tile_state[b * G0 + (y / t0) * gw0 + x / t0] != CUDA_FF_TILE_OUT) continue;
-    const int64_t c0 = (int64_t)blockIdx.z * FF_OUT_CPB;
-    const int64_t c1 = c0 + FF_OUT_CPB < C ? c0 + FF_OUT_CPB : C;
-    for (int64_t c = c0; c < c1; c++) {
-      const int64_t off = (b * C + c) * HW + i;
-      const float xv = cuda_dt<T>::to_f(X[off]);
-      const float h0 = ff_fuse<T>(xv, xv, a0);
-      float h = h0, base = xv;
-      if (two) {
-        h = ff_fuse<T>(h0, h0, a1);
-        base = h0;
+/* rows of the tile a block of cw pixels reads (its own and the halo) */
+static __host__ __device__ inline int ff_fused_rows(int t, int cw) {
+  const int own = cw % t == 0 ? cw / t : (cw - 1) / t + 2;
+  return own + 2 < t ? own + 2 : t;
+}
+
+/* input channels of the pointwise weights staged in shared memory at once */
+#define FF_KC 8
+
+/* floats of the fused kernel's dynamic shared memory */
+static __host__ __device__ inline int64_t ff_fused_floats(int64_t C, int t, int cw) {
+  const int64_t xs = (C * ff_fused_rows(t, cw) * t + 3) & ~(int64_t)3;
+  return xs + 3 * C * cw + FF_KC * 2 * C + 16 * C;
+}
+
+template <typename T, int CW>
+__global__ void __launch_bounds__(FF_FUSED_THREADS)
+ff_fused_kernel(const T *__restrict__ X, ff_geom g, cuda_ff_level lv,
+                const float *__restrict__ film, ff_store_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  constexpr int TP = 4, NPG = CW / TP, NOG = FF_FUSED_THREADS / NPG, TO = NPG;
+  extern __shared__ float4 ff_fused_sh4[];
+  float *sm = (float *)ff_fused_sh4;
+  __shared__ float sh32[32];
+  __shared__ float cred[2];
+  __shared__ float alp[2][CW];
+  const int C = (int)g.C, t = (int)g.t, tt = t * t, R = ff_fused_rows(t, CW), C2 = 2 * C;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int S = (int)cl.num_blocks(), rank = (int)cl.block_rank();
+  const int64_t k = blockIdx.y, b = blockIdx.z;
+  const int id = g.ids[b * g.kstride + k];
+  const int ty = id / (int)g.gw, tx = id % (int)g.gw;
+  const int p0 = rank * CW, nv = tt - p0 < CW ? tt - p0 : CW;
+  const int row0 = p0 / t - 1 > 0 ? p0 / t - 1 : 0;
+  const int row1 = (p0 + nv - 1) / t + 1 < t - 1 ? (p0 + nv - 1) / t + 1 : t - 1;
+  const int nrt = (row1 - row0 + 1) * t;
+  float *xs = sm;                          /* [C][R*t]: X at rows row0..row1 of the tile */
+  float *ds = xs + ((C * R * t + 3) & ~3); /* [C][CW]: depthwise output */
+  float *ps = ds + C * CW;                 /* [2C][CW]: pointwise output */
+  float *ws = ps + C2 * CW;                /* [FF_KC][2C]: pointwise weights */
+  float *dwt = ws + FF_KC * C2;            /* [C][9] depthwise weights */
+  float *dwb = dwt + 9 * C, *ga = dwb + C, *be = ga + C; /* [C] each */
+  float *nw = be + C, *nb = nw + C2;       /* [2C] each */
+  const float *gam = film + (b * g.K + k) * 2 * C, *bet = gam + C;
+  const int64_t HW = g.H * g.W;
+  const int64_t y0 = (int64_t)ty * t, x0 = (int64_t)tx * t;
+  const T *xb = X + b * g.C * HW + y0 * g.W + x0;
+  /* the per-channel parameters and the input rows, every load issued
+   * before the first use */
+  for (int e = tid; e < 9 * C; e += nt) dwt[e] = lv.dw[e];
+  for (int e = tid; e < C2; e += nt) {
+    nw[e] = lv.nw[e];
+    nb[e] = lv.nb[e];
+  }
+  for (int c = tid; c < C; c += nt) {
+    dwb[c] = lv.dwb[c];
+    ga[c] = 1.0f + gam[c];
+    be[c] = bet[c];
+  }
+#pragma unroll 8
+  for (int e = tid; e < C * nrt; e += nt) {
+    const int c = e / nrt, q = e - c * nrt;
+    xs[c * R * t + q] = cuda_dt<T>::to_f(xb[(int64_t)c * HW + (int64_t)(row0 + q / t) * g.W + q % t]);
+  }
+  const int stm = a.mode == CUDA_FF_STORE_L0 ? a.tile_state[b * a.G0 + id] : CUDA_FF_TILE_L0;
+  if (tid < nv) { /* the gate of each pixel: level 0's and level 1's */
+    const int px = p0 + tid;
+    const int64_t pix = b * HW + (y0 + px / t) * g.W + x0 + px % t;
+    const float bpv = ff_proxy<T>(a.bp, a.bp_dt, pix), upv = ff_proxy<T>(a.up, a.up_dt, pix);
+    alp[0][tid] = ff_alpha<T>(bpv, upv, a.wb0, a.wu0, a.gb0);
+    alp[1][tid] = ff_alpha<T>(bpv, upv, a.wb1, a.wu1, a.gb1);
+  }
+  __syncthreads();
+  /* depthwise 3x3 of m = (1 + gamma) X + beta, zero outside the tile */
+  for (int e = tid; e < C * CW; e += nt) {
+    const int c = e / CW, q = e - c * CW;
+    float d = 0.0f;
+    if (q < nv) {
+      const int px = p0 + q, y = px / t, x = px % t;
+      const float gc = ga[c], bc = be[c];
+      const float *xr = xs + c * R * t, *wc = dwt + 9 * c;
+      d = dwb[c];
+#pragma unroll
+      for (int i = 0; i < 3; i++) {
+        const int yy = y + i - 1;
+        if (yy < 0 || yy >= t) continue;
+#pragma unroll
+        for (int j = 0; j < 3; j++) {
+          const int xx = x + j - 1;
+          if (xx < 0 || xx >= t) continue;
+          const float m = fmaf(gc, xr[(yy - row0) * t + xx], bc);
+          d = fmaf(wc[i * 3 + j], m, d);
+        }
       }
-      heavy[off] = cuda_dt<T>::from_f(h);
-      detail[off] = cuda_dt<T>::from_f(rnd<T>(__fsub_rn(h, base)));
+    }
+    ds[e] = d;
+  }
+  /* pointwise C -> 2C, the weights staged FF_KC input channels at a time */
+  const int og = tid / NPG, pg = tid % NPG;
+  const bool vec = (C2 & 3) == 0;
+  for (int o0 = 0; o0 < C2; o0 += NOG * TO) {
+    const int ob = o0 + og * TO;
+    const bool mine = ob < C2, full = vec && ob + TO <= C2;
+    float acc[TO][TP];
+#pragma unroll
+    for (int i = 0; i < TO; i++) {
+      const float bias = ob + i < C2 ? lv.pwb[ob + i] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < TP; j++) acc[i][j] = bias;
+    }
+    for (int c0 = 0; c0 < C; c0 += FF_KC) {
+      const int kc = C - c0 < FF_KC ? C - c0 : FF_KC;
+      const float *src = lv.pwt + (int64_t)c0 * C2;
+      __syncthreads(); /* ds written; the previous chunk consumed */
+      if (vec) {
+        for (int e = tid; e < kc * C2 / 4; e += nt)
+          ((float4 *)ws)[e] = __ldg((const float4 *)src + e);
+      } else {
+        for (int e = tid; e < kc * C2; e += nt) ws[e] = __ldg(src + e);
+      }
+      __syncthreads();
+      if (!mine) continue;
+#pragma unroll 2
+      for (int cc = 0; cc < kc; cc++) {
+        const float4 dv = *(const float4 *)&ds[(c0 + cc) * CW + pg * TP];
+        const float *wr = ws + cc * C2 + ob;
+        float w[TO];
+        if (full) {
+#pragma unroll
+          for (int i = 0; i < TO; i += 4) {
+            const float4 w4 = *(const float4 *)(wr + i);
+            w[i] = w4.x;
+            w[i + 1] = w4.y;
+            w[i + 2] = w4.z;
+            w[i + 3] = w4.w;
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < TO; i++) w[i] = ob + i < C2 ? wr[i] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < TO; i++) {
+          acc[i][0] = fmaf(w[i], dv.x, acc[i][0]);
+          acc[i][1] = fmaf(w[i], dv.y, acc[i][1]);
+          acc[i][2] = fmaf(w[i], dv.z, acc[i][2]);
+          acc[i][3] = fmaf(w[i], dv.w, acc[i][3]);
+        }
+      }
+    }
+    if (mine) {
+#pragma unroll
+      for (int i = 0; i < TO; i++)
+        if (ob + i < C2)
+          *(float4 *)&ps[(ob + i) * CW + pg * TP] =
+              make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
     }
   }
+  __syncthreads();
+  /* GroupNorm over the tile: the mean, then the mean of the squared
+   * deviations; each block's sum through the cluster, added in rank order */
+  const float n_all = (float)C2 * (float)tt;
+  float s = 0.0f;
+  for (int e = tid; e < C2 * nv; e += nt) {
+    const int o = e / nv, q = e - o * nv;
+    s += ps[o * CW + q];
+  }
+  s = ff_block_sum(s, sh32);
+  if (tid == 0) cred[0] = s;
+  cl.sync();
+  float tot = 0.0f;
+  for (int i = 0; i < S; i++) tot += *cl.map_shared_rank(&cred[0], i);
+  const float mean = tot / n_all;
+  float m2 = 0.0f;
+  for (int e = tid; e < C2 * nv; e += nt) {
+    const int o = e / nv, q = e - o * nv;
+    const float dv = ps[o * CW + q] - mean;
+    m2 += dv * dv;
+  }
+  m2 = ff_block_sum(m2, sh32);
+  if (tid == 0) cred[1] = m2;
+  cl.sync();
+  tot = 0.0f;
+  for (int i = 0; i < S; i++) tot += *cl.map_shared_rank(&cred[1], i);
+  const float rstd = 1.0f / sqrtf(tot / n_all + 1e-5f);
+  /* ReGLU, residual, fusion gate, stores */
+  T *heavy = (T *)a.heavy, *detail = (T *)a.detail;
+  for (int e = tid; e < C * nv; e += nt) {
+    const int c = e / nv, q = e - c * nv, px = p0 + q, y = px / t, x = px % t;
+    const int64_t off = ((b * g.C + c) * g.H + y0 + y) * g.W + x0 + x;
+    const float na = (ps[c * CW + q] - mean) * rstd * nw[c] + nb[c];
+    const float nbv = (ps[(C + c) * CW + q] - mean) * rstd * nw[C + c] + nb[C + c];
+    const float xv = xs[c * R * t + (y - row0) * t + x];
+    const float m = fmaf(ga[c], xv, be[c]);
+    const float r = rnd<T>(fmaf(na, fmaxf(nbv, 0.0f), m));
+    const float h = ff_fuse<T>(xv, r, alp[0][q]);
+    if (a.mode == CUDA_FF_STORE_L0) {
+      if (stm == CUDA_FF_TILE_PARENT) {
+        detail[off] = cuda_dt<T>::from_f(h); /* level 1's input */
+      } else {
+        const float h1 = ff_fuse<T>(h, h, alp[1][q]);
+        heavy[off] = cuda_dt<T>::from_f(h1);
+        detail[off] = cuda_dt<T>::from_f(rnd<T>(__fsub_rn(h1, h)));
+      }
+    } else {
+      heavy[off] = cuda_dt<T>::from_f(h);
+      detail[off] = cuda_dt<T>::from_f(rnd<T>(__fsub_rn(h, xv)));
+    }
+  }
+  cl.sync(); /* no block leaves while another may read its cred */
+#else
+  (void)X; (void)g; (void)lv; (void)film; (void)a;
+  __trap();
+#endif
 }
 
 /* ---- host side ------------------------------------------------------------------- */
+
+static size_t fused_smem(int64_t C, int64_t t, int cw) {
+  return sizeof(float) * (size_t)ff_fused_floats(C, (int)t, cw);
+}
+
+int cuda_ff_fused_width(cuda_state *st, int dev, const cuda_ff_frame *f, int64_t t, int64_t K) {
+  if (st->dev[dev].cc_major < 9 || K <= 0 || t <= 0) return 0;
+  int optin = 0;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const int64_t tt = t * t, sms = st->dev[dev].sm_count > 0 ? st->dev[dev].sm_count : 132;
+  /* 16-pixel blocks where 32-pixel ones would leave SMs idle */
+  int cw = f->B * K * ((tt + 31) / 32) < sms && (tt + 15) / 16 <= 8 ? 16 : 32;
+  if ((tt + cw - 1) / cw > 8) return 0; /* a portable cluster: at most 8 blocks */
+  /* static shared memory: sh32, cred, alp */
+  if (fused_smem(f->C, t, cw) + sizeof(float) * (34 + 2 * 32) > (size_t)optin) return 0;
+  return cw;
+}
+
+template <typename T, int CW>
+static apx_status launch_fused(cuda_state *st, int dev, cudaStream_t s, const T *X,
+                               const ff_geom &g, const cuda_ff_level &lv, const float *film,
+                               const ff_store_args &a) {
+  const size_t smem = fused_smem(g.C, g.t, CW);
+  /* the largest dynamic shared memory set so far, a device */
+  static int smem_set[CUDA_MAX_DEVICES];
+  if (smem > 40 * 1024 && (int)smem > __atomic_load_n(&smem_set[dev], __ATOMIC_ACQUIRE)) {
+    CUDA_TRY(st, cudaFuncSetAttribute(ff_fused_kernel<T, CW>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+             "ff_infer: refine shared memory");
+    __atomic_store_n(&smem_set[dev], (int)smem, __ATOMIC_RELEASE);
+  }
+  const int64_t tt = g.t * g.t;
+  const unsigned S = (unsigned)((tt + CW - 1) / CW);
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = S;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg =
+      cuda_launch_config(dim3(S, (unsigned)g.K, (unsigned)g.B), dim3(FF_FUSED_THREADS), smem, s, &attr);
+  CUDA_TRY(st, cudaLaunchKernelEx(&cfg, ff_fused_kernel<T, CW>, X, g, lv, film, a),
+           "ff_infer: refine launch");
+  return APX_OK;
+}
+
+static ff_outside_args outside_args(const cuda_ff_frame *f, const cuda_ff_prepared *w,
+                                    const int *tile_state) {
+  ff_outside_args o;
+  memset(&o, 0, sizeof o);
+  const cuda_ff_level &l0 = w->level[0], &l1 = w->level[1];
+  o.X = f->dense;
+  o.heavy = f->heavy;
+  o.detail = f->detail;
+  o.alpha = f->alpha;
+  o.C = f->C;
+  o.H = f->H;
+  o.W = f->W;
+  o.t0 = f->t0;
+  o.gw0 = f->gw0;
+  o.G0 = f->G0;
+  o.tile_state = tile_state;
+  o.bp = f->bp;
+  o.up = f->up;
+  o.bp_dt = (int)f->bp_dt;
+  o.up_dt = (int)f->up_dt;
+  o.wb0 = l0.wb;
+  o.wu0 = l0.wu;
+  o.gb0 = l0.gb;
+  o.wb1 = l1.wb;
+  o.wu1 = l1.wu;
+  o.gb1 = l1.gb;
+  o.two = f->K1 > 0 ? 1 : 0;
+  return o;
+}
+
+/* blocks of a row's outside pass: 256 work items a block, at most 4096 */
+static unsigned outside_blocks(const cuda_ff_frame *f) {
+  int64_t n = (f->H * f->W + 255) / 256 * ((f->C + FF_OUT_CPB - 1) / FF_OUT_CPB);
+  return (unsigned)(n < 1 ? 1 : n > 4096 ? 4096 : n);
+}
 
 template <typename T>
 static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_frame *f,
                               const cuda_ff_prepared *w, int level, int store_mode,
                               const void *X, int64_t t, int64_t gw, const int *ids,
                               int64_t kstride, int64_t K, const int *tile_state,
-                              const cuda_ff_level_scratch *sc) {
+                              const cuda_ff_level_scratch *sc, int tok_all, int outside) {
   ff_geom g;
   g.B = f->B;
   g.C = f->C;
@@ -408,26 +785,22 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   g.K = K;
   g.kstride = kstride;
   g.ids = ids;
+  g.tok_G = tok_all ? f->G0 : 0;
   const cuda_ff_level &lv = w->level[level];
   const T *Xt = (const T *)X;
-  dim3 gt((unsigned)K, (unsigned)f->B, (unsigned)((f->C + 7) / 8));
-  ff_tokens_kernel<T><<<gt, 256, 0, s>>>(Xt, g, sc->tok);
-  CUDA_LAUNCHED(st, "ff_infer: tokens launch");
+  if (!tok_all) {
+    dim3 gt((unsigned)K, (unsigned)f->B, (unsigned)((f->C + 7) / 8));
+    ff_tokens_kernel<T><<<gt, 256, 0, s>>>(Xt, g, sc->tok);
+    CUDA_LAUNCHED(st, "ff_infer: tokens launch");
+  }
   /* a thread an output of the C -> 2C layer where it fits */
   int64_t sf = (2 * f->C + 31) / 32 * 32;
   unsigned sf_threads = (unsigned)(sf < 64 ? 64 : sf > 512 ? 512 : sf);
-  ff_scan_film_kernel<T><<<dim3((unsigned)K, (unsigned)f->B), sf_threads,
-                           2 * sizeof(float) * (size_t)f->C, s>>>(g, lv, sc->tok, sc->film);
+  const unsigned n_out = outside ? outside_blocks(f) : 0;
+  ff_scan_film_kernel<T><<<dim3((unsigned)K + n_out, (unsigned)f->B), sf_threads,
+                           2 * sizeof(float) * (size_t)f->C, s>>>(
+      g, lv, sc->tok, sc->film, outside_args(f, w, tile_state), (int)n_out);
   CUDA_LAUNCHED(st, "ff_infer: scan/FiLM launch");
-  const int64_t tt = t * t, nch = (tt + CUDA_FF_CHUNK - 1) / CUDA_FF_CHUNK;
-  size_t smem = sizeof(float) * (size_t)f->C * CUDA_FF_CHUNK;
-  if (smem > 48 * 1024)
-    CUDA_TRY(st, cudaFuncSetAttribute(ff_conv_kernel<T>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-             "ff_infer: refine shared memory");
-  dim3 gc((unsigned)nch, (unsigned)K, (unsigned)f->B);
-  ff_conv_kernel<T><<<gc, 256, smem, s>>>(Xt, g, lv, sc->film, sc->p, sc->partials);
-  CUDA_LAUNCHED(st, "ff_infer: refine launch");
   ff_store_args a;
   memset(&a, 0, sizeof a);
   a.X = X;
@@ -447,6 +820,18 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   a.tile_state = tile_state;
   a.G0 = f->G0;
   a.gw0 = f->gw0;
+  const int cw = f->cw[level];
+  if (cw == 32) return launch_fused<T, 32>(st, f->dev, s, Xt, g, lv, sc->film, a);
+  if (cw == 16) return launch_fused<T, 16>(st, f->dev, s, Xt, g, lv, sc->film, a);
+  const int64_t tt = t * t, nch = (tt + CUDA_FF_CHUNK - 1) / CUDA_FF_CHUNK;
+  size_t smem = sizeof(float) * (size_t)f->C * CUDA_FF_CHUNK;
+  if (smem > 40 * 1024) /* with the static shared memory, over the default 48 KiB */
+    CUDA_TRY(st, cudaFuncSetAttribute(ff_conv_kernel<T>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+             "ff_infer: refine shared memory");
+  dim3 gc((unsigned)nch, (unsigned)K, (unsigned)f->B);
+  ff_conv_kernel<T><<<gc, 256, smem, s>>>(Xt, g, lv, sc->film, sc->p, sc->partials);
+  CUDA_LAUNCHED(st, "ff_infer: refine launch");
   ff_store_kernel<T><<<gc, 256, 0, s>>>(g, lv, sc->film, sc->p, sc->partials, a);
   CUDA_LAUNCHED(st, "ff_infer: store launch");
   return APX_OK;
@@ -456,34 +841,26 @@ apx_status cuda_ff_level_run(cuda_state *st, cudaStream_t s, const cuda_ff_frame
                              const cuda_ff_prepared *w, int level, int store_mode,
                              const void *X, int64_t t, int64_t gw, const int *ids,
                              int64_t kstride, int64_t K, const int *tile_state,
-                             const cuda_ff_level_scratch *sc) {
+                             const cuda_ff_level_scratch *sc, int tok_all, int outside) {
   if (K <= 0 || f->B <= 0) return APX_OK;
   switch (f->dt) {
   case APX_DTYPE_F16:
     return level_run_t<__half>(st, s, f, w, level, store_mode, X, t, gw, ids, kstride, K,
-                               tile_state, sc);
+                               tile_state, sc, tok_all, outside);
   case APX_DTYPE_BF16:
     return level_run_t<__nv_bfloat16>(st, s, f, w, level, store_mode, X, t, gw, ids, kstride,
-                                      K, tile_state, sc);
+                                      K, tile_state, sc, tok_all, outside);
   default:
     return level_run_t<float>(st, s, f, w, level, store_mode, X, t, gw, ids, kstride, K,
-                              tile_state, sc);
+                              tile_state, sc, tok_all, outside);
   }
 }
 
 template <typename T>
 static apx_status outside_t(cuda_state *st, cudaStream_t s, const cuda_ff_frame *f,
                             const cuda_ff_prepared *w, const int *tile_state) {
-  const int64_t HW = f->H * f->W;
-  int64_t bx = (HW + 255) / 256;
-  if (bx > 65535) bx = 65535;
-  dim3 grid((unsigned)(bx < 1 ? 1 : bx), (unsigned)f->B,
-            (unsigned)((f->C + FF_OUT_CPB - 1) / FF_OUT_CPB));
-  const cuda_ff_level &l0 = w->level[0], &l1 = w->level[1];
-  ff_outside_kernel<T><<<grid, 256, 0, s>>>(
-      (const T *)f->dense, (T *)f->heavy, (T *)f->detail, (T *)f->alpha, f->C, f->H, f->W, f->t0,
-      f->gw0, f->G0, tile_state, f->bp, (int)f->bp_dt, f->up, (int)f->up_dt, l0.wb, l0.wu, l0.gb,
-      l1.wb, l1.wu, l1.gb, f->K1 > 0 ? 1 : 0);
+  ff_outside_kernel<T><<<dim3(outside_blocks(f), (unsigned)f->B), 256, 0, s>>>(
+      outside_args(f, w, tile_state));
   CUDA_LAUNCHED(st, "ff_infer: outside launch");
   return APX_OK;
 }

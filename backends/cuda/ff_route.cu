@@ -11,19 +11,19 @@
 #include "cuda_ff.h"
 
 /* spec/ops.md 1: the Hilbert index of (x, y) on an n x n grid, n a power
- * of two (masked reflection). */
-static __device__ unsigned long long ff_hilbert_d(unsigned long long x, unsigned long long y,
-                                                  unsigned long long n) {
-  unsigned long long d = 0;
-  for (unsigned long long s = n / 2; s > 0; s /= 2) {
-    unsigned long long rx = (x & s) != 0, ry = (y & s) != 0;
+ * of two (masked reflection); n <= 32768 here (G0 <= CUDA_FF_MAX_G0, the L1
+ * grid twice as wide), so the index fits 32 bits. */
+static __device__ unsigned ff_hilbert_d(unsigned x, unsigned y, unsigned n) {
+  unsigned d = 0;
+  for (unsigned s = n / 2; s > 0; s /= 2) {
+    unsigned rx = (x & s) != 0, ry = (y & s) != 0;
     d += s * s * ((3 * rx) ^ ry);
     if (ry == 0) {
       if (rx == 1) {
         x = (s - 1) - (x & (s - 1));
         y = (s - 1) - (y & (s - 1));
       }
-      unsigned long long t = x;
+      unsigned t = x;
       x = y;
       y = t;
     }
@@ -31,8 +31,8 @@ static __device__ unsigned long long ff_hilbert_d(unsigned long long x, unsigned
   return d;
 }
 
-static __device__ unsigned long long ff_pow2_at_least(unsigned long long v) {
-  unsigned long long n = 1;
+static __device__ unsigned ff_pow2_at_least(unsigned v) {
+  unsigned n = 1;
   while (n < v) n *= 2;
   return n;
 }
@@ -54,6 +54,10 @@ struct ff_route_params {
   int util_dt, split_dt;
   cuda_ff_route_dev r;
   cuda_error_record *record; /* validate = device: publish NaN here */
+  /* level 0's tokens of every tile (blocks 1.. of each row) */
+  const void *X;
+  float *tok_all; /* [B,G0,C]; NULL: none */
+  int64_t C, H, W, t0;
 };
 
 static __device__ void ff_publish_nan(cuda_error_record *record, const char *arg, int64_t B,
@@ -74,14 +78,42 @@ static __device__ void ff_publish_nan(cuda_error_record *record, const char *arg
   cuda_check_publish(record, d, r);
 }
 
+/* Level 0's token of tile id, channel c of every tile of the row: a warp
+ * a (tile, channel), the mean of its t0 x t0 values, rounded. */
+template <typename T>
+static __device__ void ff_tokens_all(const ff_route_params &p, int64_t b, int64_t blk) {
+  const int64_t item = blk * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (item >= p.G0 * p.C) return;
+  const int64_t id = item / p.C, c = item % p.C, t = p.t0;
+  const int64_t ty = id / p.gw0, tx = id % p.gw0;
+  const T *base = (const T *)p.X + ((b * p.C + c) * p.H + ty * t) * p.W + tx * t;
+  const int tt = (int)(t * t), ti = (int)t;
+  float s = 0.0f;
+#pragma unroll 4
+  for (int e = lane; e < tt; e += 32) s += cuda_dt<T>::to_f(base[(int64_t)(e / ti) * p.W + e % ti]);
+  for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (lane == 0)
+    p.tok_all[(b * p.G0 + id) * p.C + c] =
+        cuda_dt<T>::to_f(cuda_dt<T>::from_f(__fdiv_rn(s, (float)tt)));
+}
+
+/* Block 0 of row blockIdx.y routes the row; the others compute level 0's
+ * tokens of every tile (their means do not depend on the routing). */
+template <typename T>
 __global__ void ff_route_kernel(ff_route_params p) {
+  if (blockIdx.x > 0) {
+    ff_tokens_all<T>(p, blockIdx.y, blockIdx.x - 1);
+    return;
+  }
   extern __shared__ double ff_route_sh[];
   double *score = ff_route_sh;                    /* [G0] */
   double *score2 = score + p.G0;                  /* [K0] split scores */
   int *sel = (int *)(score2 + p.K0);              /* [K0] greedy order */
   int *child = sel + p.K0;                        /* [4P] */
+  unsigned *key = (unsigned *)(child + 4 * p.P);  /* [max(K0, 4P)] Hilbert keys */
   __shared__ unsigned long long s_nan[2];
-  const int64_t b = blockIdx.x;
+  const int64_t b = blockIdx.y;
   const int tid = threadIdx.x, nt = blockDim.x;
   const int G0 = (int)p.G0, K0 = (int)p.K0, P = (int)p.P;
   if (tid < 2) s_nan[tid] = ~0ULL;
@@ -128,17 +160,19 @@ __global__ void ff_route_kernel(ff_route_params p) {
   __syncthreads();
   for (int q = tid; q < (int)p.kmax0; q += nt)
     p.r.l0_greedy[b * p.kmax0 + q] = q < K0 ? (int64_t)sel[q] : -1;
-  /* L0 ids in Hilbert order on the L0 grid */
-  const unsigned long long n0 =
-      ff_pow2_at_least((unsigned long long)(p.gh0 > p.gw0 ? p.gh0 : p.gw0));
+  /* L0 ids in Hilbert order on the L0 grid: each key once, then ranks */
+  const int gw0 = (int)p.gw0;
+  const unsigned n0 = ff_pow2_at_least((unsigned)(p.gh0 > p.gw0 ? p.gh0 : p.gw0));
   for (int q = tid; q < K0; q += nt) {
-    int id = sel[q];
-    unsigned long long key = ff_hilbert_d(id % p.gw0, id / p.gw0, n0);
+    const int id = sel[q];
+    key[q] = ff_hilbert_d((unsigned)(id % gw0), (unsigned)(id / gw0), n0);
+  }
+  __syncthreads();
+  for (int q = tid; q < K0; q += nt) {
+    const int id = sel[q];
+    const unsigned kq = key[q];
     int rank = 0;
-    for (int j = 0; j < K0; j++) {
-      int o = sel[j];
-      rank += ff_hilbert_d(o % p.gw0, o / p.gw0, n0) < key;
-    }
+    for (int j = 0; j < K0; j++) rank += key[j] < kq;
     p.r.l0_hilbert[b * p.kmax0 + rank] = id;
     if (p.split_on) {
       double v = (double)cuda_load_any(p.split, p.split_dt, b * p.G0 + id);
@@ -167,16 +201,18 @@ __global__ void ff_route_kernel(ff_route_params p) {
   }
   __syncthreads();
   const int K1 = 4 * P;
-  const int64_t gw1 = 2 * p.gw0, gh1 = 2 * p.gh0;
-  const unsigned long long n1 = ff_pow2_at_least((unsigned long long)(gh1 > gw1 ? gh1 : gw1));
+  const int gw1 = 2 * gw0, gh1 = 2 * (int)p.gh0;
+  const unsigned n1 = ff_pow2_at_least((unsigned)(gh1 > gw1 ? gh1 : gw1));
   for (int q = tid; q < K1; q += nt) {
-    int id = child[q];
-    unsigned long long key = ff_hilbert_d(id % gw1, id / gw1, n1);
+    const int id = child[q];
+    key[q] = ff_hilbert_d((unsigned)(id % gw1), (unsigned)(id / gw1), n1);
+  }
+  __syncthreads();
+  for (int q = tid; q < K1; q += nt) {
+    const int id = child[q];
+    const unsigned kq = key[q];
     int rank = 0;
-    for (int j = 0; j < K1; j++) {
-      int o = child[j];
-      rank += ff_hilbert_d(o % gw1, o / gw1, n1) < key;
-    }
+    for (int j = 0; j < K1; j++) rank += key[j] < kq;
     p.r.l1_hilbert[b * p.kmax1 + rank] = id;
     p.r.l1_ids[b * p.kmax1 + rank] = id;
   }
@@ -184,11 +220,25 @@ __global__ void ff_route_kernel(ff_route_params p) {
 }
 
 size_t cuda_ff_route_smem(const cuda_ff_frame *f) {
-  return sizeof(double) * (size_t)(f->G0 + f->K0) + sizeof(int) * (size_t)(f->K0 + 4 * f->P);
+  const int64_t nk = f->K0 > 4 * f->P ? f->K0 : 4 * f->P;
+  return sizeof(double) * (size_t)(f->G0 + f->K0) +
+         sizeof(int) * (size_t)(f->K0 + 4 * f->P + nk);
+}
+
+template <typename T>
+static apx_status route_t(cuda_state *st, cudaStream_t s, const ff_route_params &p,
+                         size_t smem, unsigned threads, unsigned tok_blocks) {
+  if (smem > 48 * 1024)
+    CUDA_TRY(st, cudaFuncSetAttribute(ff_route_kernel<T>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+             "ff_infer: routing shared memory");
+  ff_route_kernel<T><<<dim3(1 + tok_blocks, (unsigned)p.B), threads, smem, s>>>(p);
+  CUDA_LAUNCHED(st, "ff_infer: routing launch");
+  return APX_OK;
 }
 
 apx_status cuda_ff_route(cuda_state *st, int device_index, cudaStream_t s,
-                         const cuda_ff_frame *f, const cuda_ff_route_dev *r) {
+                         const cuda_ff_frame *f, const cuda_ff_route_dev *r, float *tok_all) {
   ff_route_params p;
   memset(&p, 0, sizeof p);
   p.B = f->B;
@@ -209,13 +259,21 @@ apx_status cuda_ff_route(cuda_state *st, int device_index, cudaStream_t s,
   p.split_dt = (int)f->split_dt;
   p.r = *r;
   p.record = st->validate_mode == APX_VALIDATE_DEVICE ? st->dev[device_index].record : NULL;
-  size_t smem = cuda_ff_route_smem(f);
-  if (smem > 48 * 1024)
-    CUDA_TRY(st, cudaFuncSetAttribute(ff_route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)smem),
-             "ff_infer: routing shared memory");
-  unsigned threads = f->G0 >= 1024 ? 1024 : f->G0 >= 256 ? 256 : 64;
-  ff_route_kernel<<<(unsigned)f->B, threads, smem, s>>>(p);
-  CUDA_LAUNCHED(st, "ff_infer: routing launch");
-  return APX_OK;
+  p.X = f->dense;
+  p.C = f->C;
+  p.H = f->H;
+  p.W = f->W;
+  p.t0 = f->t0;
+  const unsigned threads = f->G0 >= 1024 ? 1024 : 256;
+  unsigned tok_blocks = 0;
+  if (tok_all && f->K0 > 0 && f->C > 0) {
+    p.tok_all = tok_all;
+    tok_blocks = (unsigned)((f->G0 * f->C + threads / 32 - 1) / (threads / 32));
+  }
+  const size_t smem = cuda_ff_route_smem(f);
+  switch (f->dt) {
+  case APX_DTYPE_F16: return route_t<__half>(st, s, p, smem, threads, tok_blocks);
+  case APX_DTYPE_BF16: return route_t<__nv_bfloat16>(st, s, p, smem, threads, tok_blocks);
+  default: return route_t<float>(st, s, p, smem, threads, tok_blocks);
+  }
 }

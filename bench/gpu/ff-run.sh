@@ -21,7 +21,7 @@ rep="$OUT/ff-report.txt"
   timeout 120 ./bench/gpu/ff_time ${FF_TIME_ITERS:-200}; echo "exit $?"
   if [ -n "${FF_NCU:-}" ] && command -v ncu >/dev/null; then
     echo "== ncu: the first frame's kernels (bench/gpu/ff_time 1), duration each"
-    timeout 240 ncu --metrics gpu__time_duration.sum --launch-count 11 -k regex:ff_ \
+    timeout 240 ncu --metrics gpu__time_duration.sum --launch-count ${FF_NCU_KERNELS:-7} -k regex:ff_ \
       ./bench/gpu/ff_time 1 2>&1 | grep -E "ff_[a-z_]+kernel|gpu__time_duration|==ERR" |
       sed -E 's/^ +//; s/\(int, int, int\)//'
   fi
