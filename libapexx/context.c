@@ -16,7 +16,16 @@ APX_API apx_status apx_open(apx_context **out, const char *config_path) {
   if (!ctx) return apx__error(APX_ERR_NO_MEMORY, "apx_open: out of memory");
   pthread_mutex_init(&ctx->lock, NULL);
   ctx->log_level = apx__log_level_from_env();
-  apx_status st = apx__config_load(&ctx->config, config_path);
+  /* a configuration in a directory others can write (no sticky bit) could
+   * be replaced by them: refused like a world-writable file */
+  const char *env_config = apx__getenv("APEXX_CONFIG");
+  const char *cfg_path = config_path ? config_path
+                         : env_config && *env_config ? env_config
+                                                     : APEXX_SYSCONF_INI;
+  const char *unsafe_dir = apx__unsafe_dir_reason(cfg_path);
+  apx_status st = unsafe_dir ? apx__error(APX_ERR_CONFIG, "%s: refused: %s (other users could "
+                                          "replace it)", cfg_path, unsafe_dir)
+                             : apx__config_load(&ctx->config, config_path);
   if (st != APX_OK) {
     /* keep the message: freeing does not touch the thread's error */
     apx__config_free(&ctx->config);
@@ -32,6 +41,11 @@ APX_API apx_status apx_open(apx_context **out, const char *config_path) {
       apx__log(ctx, APX_LOG_WARN, "%s", line);
     free(copy);
   }
+  const char *bad_level = apx__log_env_unknown();
+  if (bad_level)
+    apx__log(ctx, APX_LOG_WARN,
+             "APEXX_LOG = [%s] is not a level (off, error, warn, info, debug); using warn",
+             bad_level);
   ctx->backend_count = ctx->config.backend_count;
   for (int i = 0; i < ctx->backend_count; i++) {
     apx__backend *b = &ctx->backends[i];

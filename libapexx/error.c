@@ -172,7 +172,10 @@ APX_API int apx_op_from_name(const char *name) {
 APX_API int64_t apx_tensor_numel(const apx_tensor *t) {
   if (!t || t->ndim < 0 || t->ndim > APX_MAX_DIMS) return 0;
   int64_t n = 1;
-  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 0) return -1;
+    if (__builtin_mul_overflow(n, t->shape[i], &n)) return -1;
+  }
   return n;
 }
 

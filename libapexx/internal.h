@@ -76,6 +76,23 @@ const char *apx__unsafe_file_reason(const char *path);
  * directory of $APEXX_TRUSTED_DIRS; world-writable files stay refused. */
 const char *apx__unsafe_file_reason_trusting(const char *path, const char *trusted_uids);
 
+/* ---- opening shared objects (libapexx/trust.c) ---- */
+/* A directory above path (resolved) that others can write without the
+ * sticky bit: NULL when none, else a sentence (static storage per thread). */
+const char *apx__unsafe_dir_reason(const char *path);
+/* 0 when fd holds an ELF shared object of this machine whose program
+ * headers and PT_LOAD/PT_DYNAMIC file ranges lie inside file_size; else -1
+ * with the reason. */
+int apx__elf_check(int fd, uint64_t file_size, char *reason, size_t reason_size);
+/* Not empty, and no ".." component in a relative name. */
+int apx__library_name_ok(const char *name);
+/* dlopen(path, flags) after opening it once and checking the descriptor: a
+ * regular file, not writable by others (nor a directory above it), owner
+ * trusted, ELF headers inside the file; maps /proc/self/fd/N. NULL with the
+ * reason (and *not_found for a missing file) on refusal or failure. */
+void *apx__dlopen_checked(const char *path, int flags, const char *trusted_uids,
+                          int *not_found, char *reason, size_t reason_size);
+
 /* ---- backends and the context (libapexx/loader.c, libapexx/context.c) ---- */
 typedef struct apx__backend {
   apx__backend_config *config;
@@ -124,6 +141,8 @@ void apx__log(apx_context *ctx, apx_log_level level, const char *fmt, ...)
 void apx__vlog(apx_context *ctx, apx_log_level level, const char *prefix,
                const char *fmt, va_list ap);
 apx_log_level apx__log_level_from_env(void);
+/* $APEXX_LOG when it is set but names no level (it then means warn), else NULL. */
+const char *apx__log_env_unknown(void);
 
 /* ---- tile orders (libapexx/tile_order.c) ---- */
 /* spec/ops.md 1: the Hilbert index of cell (x = column, y = row) on an n x n

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "ff_internal.h"
 #include "internal.h"
@@ -46,10 +45,22 @@ static apx_status svc_set_error(apx_status status, const char *fmt, ...) {
   return status;
 }
 
+/* Relative names (a bare file name or a sub/path) resolve in backend_dir
+ * only: never against the working directory, never through the dynamic
+ * linker's search path. NULL for a name with a ".." component. */
+static void *svc_open_library(void *core, const char *path, int flags, char *reason,
+                              size_t reason_size) {
+  apx__backend *b = core;
+  int not_found;
+  if (!path || !reason || reason_size == 0) return NULL;
+  return apx__dlopen_checked(path, flags,
+                             apx__config_get(&b->ctx->config, "apexx", "trusted_owner_uids"),
+                             &not_found, reason, reason_size);
+}
+
 static char *resolve_path(const apx__config *cfg, const char *library) {
-  /* a bare name resolves in backend_dir only, never through the dynamic
-   * linker's search path */
-  if (strchr(library, '/')) return apx__strdup(library);
+  if (!apx__library_name_ok(library)) return NULL;
+  if (library[0] == '/') return apx__strdup(library);
   return apx__strdupf("%s/%s", cfg->backend_dir, library);
 }
 
@@ -57,31 +68,31 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
   apx__backend_config *bc = b->config;
   b->ctx = ctx;
   b->path = resolve_path(&ctx->config, bc->library);
+  if (!b->path) {
+    set_state(b, APX_BACKEND_LOAD_FAILED,
+              apx__library_name_ok(bc->library)
+                  ? "out of memory resolving library [%s]"
+                  : "library = [%s] has a \"..\" component (names resolve in backend_dir)",
+              bc->library);
+    return;
+  }
   if (bc->enabled == APX__ENABLED_NO) {
     set_state(b, APX_BACKEND_DISABLED, "disabled in the configuration (enabled = no)");
     return;
   }
-  struct stat file_stat;
-  if (stat(b->path, &file_stat) != 0) {
-    set_state(b, APX_BACKEND_NOT_FOUND, "library %s not found (%s)", b->path,
-              strerror(errno));
-    return;
-  }
-  const char *unsafe = apx__unsafe_file_reason_trusting(
-      b->path, apx__config_get(&ctx->config, "apexx", "trusted_owner_uids"));
-  if (unsafe) {
-    set_state(b, APX_BACKEND_LOAD_FAILED, "refused to load: %s (other users could edit it)",
-              unsafe);
-    return;
-  }
-  dlerror();
   /* RTLD_NODELETE: apx_close must not unmap code that is still running
    * elsewhere (idle OpenMP worker threads of the cpu kernels, a static CUDA
    * runtime's helper threads); a later apx_open reuses the mapping. */
-  b->handle = dlopen(b->path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  char why[sizeof b->reason];
+  int not_found = 0;
+  b->handle = apx__dlopen_checked(b->path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE,
+                                  apx__config_get(&ctx->config, "apexx", "trusted_owner_uids"),
+                                  &not_found, why, sizeof why);
   if (!b->handle) {
-    const char *err = dlerror(); /* copied at once: dlerror text is fleeting */
-    set_state(b, APX_BACKEND_LOAD_FAILED, "dlopen failed: %s", err ? err : "unknown error");
+    if (not_found)
+      set_state(b, APX_BACKEND_NOT_FOUND, "library %s %s", b->path, why);
+    else
+      set_state(b, APX_BACKEND_LOAD_FAILED, "%s: %s", b->path, why);
     return;
   }
   dlerror();
@@ -144,6 +155,7 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
   b->services.ff_params = apx__ff_params;
   b->services.ff_cached = apx__ff_cached;
   b->services.ff_route = apx__ff_route;
+  b->services.open_library = svc_open_library;
   apx__clear_error();
   apx_status st = t->init(&b->services, &b->state_ptr);
   if (st != APX_OK) {

@@ -5,6 +5,7 @@ libapexx_libapexx_la_SOURCES = \
 	libapexx/log.c \
 	libapexx/config.c \
 	libapexx/loader.c \
+	libapexx/trust.c \
 	libapexx/context.c \
 	libapexx/dispatch.c \
 	libapexx/validate.c \

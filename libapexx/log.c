@@ -7,13 +7,22 @@
 
 #include "internal.h"
 
+static const char *const level_names[] = {"off", "error", "warn", "info", "debug"};
+
 apx_log_level apx__log_level_from_env(void) {
   const char *v = apx__getenv("APEXX_LOG");
   if (!v || !*v) return APX_LOG_WARN;
-  static const char *names[] = {"off", "error", "warn", "info", "debug"};
   for (int i = 0; i < 5; i++)
-    if (strcasecmp(v, names[i]) == 0) return (apx_log_level)i;
+    if (strcasecmp(v, level_names[i]) == 0) return (apx_log_level)i;
   return APX_LOG_WARN;
+}
+
+const char *apx__log_env_unknown(void) {
+  const char *v = apx__getenv("APEXX_LOG");
+  if (!v || !*v) return NULL;
+  for (int i = 0; i < 5; i++)
+    if (strcasecmp(v, level_names[i]) == 0) return NULL;
+  return v;
 }
 
 static const char *level_name(apx_log_level level) {

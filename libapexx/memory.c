@@ -139,6 +139,9 @@ APX_API apx_status apx_tensor_copy(apx_context *ctx, const apx_tensor *dst,
 APX_API apx_status apx_sync(apx_context *ctx, const apx_call *call) {
   apx__clear_error();
   if (!ctx) return apx__error(APX_ERR_INVALID_ARG, "apx_sync: ctx = [NULL]");
+  if (call && call->backend && !apx__backend_find(ctx, call->backend))
+    return apx__error(APX_ERR_INVALID_ARG, "apx_sync: backend = [%s] is not configured",
+                      call->backend);
   apx_status first = APX_OK;
   char message[1024] = "";
   for (int i = 0; i < ctx->backend_count; i++) {
@@ -234,11 +237,16 @@ APX_API apx_status apx_timer_begin(apx_context *ctx, const char *backend, const 
 
 APX_API apx_status apx_timer_end(apx_context *ctx, apx_timer *timer, double *elapsed_ms) {
   apx__clear_error();
-  if (!ctx || !timer || !elapsed_ms)
-    return apx__error(APX_ERR_INVALID_ARG, "apx_timer_end: NULL argument");
+  if (!timer) return apx__error(APX_ERR_INVALID_ARG, "apx_timer_end: timer = [NULL]");
+  /* the timer is freed on every path: the caller cannot free it */
   apx__backend *b = timer->backend;
-  apx_status st = b->table->timer_end(b->state_ptr, timer->handle, elapsed_ms);
+  double ignored;
+  apx_status st = b->table->timer_end(b->state_ptr, timer->handle,
+                                      elapsed_ms ? elapsed_ms : &ignored);
   free(timer);
+  if (!ctx || !elapsed_ms)
+    return apx__error(APX_ERR_INVALID_ARG, "apx_timer_end: %s = [NULL] (the timer is freed)",
+                      !ctx ? "ctx" : "elapsed_ms");
   return st;
 }
 
@@ -268,6 +276,9 @@ APX_API apx_status apx_device_info(apx_context *ctx, apx_device device, int inde
   if (!ctx || !info) return apx__error(APX_ERR_INVALID_ARG, "apx_device_info: NULL argument");
   memset(info, 0, sizeof *info);
   if (device == APX_DEVICE_HOST) {
+    if (index != 0)
+      return apx__error(APX_ERR_INVALID_ARG,
+                        "apx_device_info: index = [%d] for host (the host is device 0)", index);
     host_cpu_name(info->name, sizeof info->name);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0) info->total_memory_bytes = (uint64_t)pages * (uint64_t)page;

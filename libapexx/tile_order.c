@@ -29,7 +29,7 @@ static int compare_entries(const void *pa, const void *pb) {
  * the result fits uint64. */
 static uint64_t power_of_two_at_least(uint64_t extent) {
   uint64_t n = 1;
-  while (n < extent)
+  while (n < extent && n <= UINT64_MAX / 2)
     n <<= 1;
   return n;
 }
@@ -39,9 +39,9 @@ static uint64_t power_of_two_at_least(uint64_t extent) {
  * OR-ing bit pairs; n may reach 2^63, hence 128 bits. */
 void apx__hilbert_key(uint64_t x, uint64_t y, uint64_t n, uint64_t *hi, uint64_t *lo) {
   *hi = *lo = 0;
-  int level = 0;
-  while ((n >> (level + 1)) != 0)
-    level++; /* n = 2^level */
+  if (n == 0)
+    return;
+  int level = __builtin_ctzll(n); /* n = 2^level, level <= 63 */
   for (int j = level - 1; j >= 0; j--) {
     uint64_t s = (uint64_t)1 << j;
     uint64_t rx = (x & s) != 0, ry = (y & s) != 0;
@@ -92,8 +92,10 @@ static void mode_key(apx_order_mode mode, int64_t id, uint64_t grid_h, uint64_t 
 }
 
 APX_API apx_status apx_tile_order(apx_context *ctx, const apx_tile_order_args *args) {
-  (void)ctx; /* a pure host computation: no backend, no context state */
   apx__clear_error();
+  /* a pure host computation, but like every call it needs a context */
+  if (!ctx)
+    return apx__error(APX_ERR_INVALID_ARG, "tile_order: ctx = [NULL]");
   apx_status st = apx__validate_tile_order(args);
   if (st != APX_OK)
     return st;

@@ -112,10 +112,13 @@ static const char *double_text(char *buf, size_t size, double x) {
   return buf;
 }
 
+/* Only called on tensors check_tensor accepted (count and bytes fit), so
+ * the checked product never saturates there. */
 static int64_t numel_of(const apx_tensor *t) {
   int64_t n = 1;
   for (int d = 0; d < t->ndim; d++)
-    n *= t->shape[d];
+    if (__builtin_mul_overflow(n, t->shape[d], &n))
+      return INT64_MAX;
   return n;
 }
 
@@ -318,18 +321,23 @@ static apx_status require_no_overlap(const vstate *v, const char *out_name, cons
  * is written). */
 #define RANGE_BLOCK 8192
 #define RANGE_PARALLEL_MIN (1 << 20)
+#ifdef _OPENMP
+#define OMP_(directive) _Pragma(directive)
+#else
+#define OMP_(directive) /* built without OpenMP (--disable-openmp) */
+#endif
 
 #define FIRST_OUT_OF_RANGE_(name, type, utype)                                 \
   static int64_t name(const type *p, int64_t n, int64_t lo, uint64_t span) {   \
     int64_t blocks = (n + RANGE_BLOCK - 1) / RANGE_BLOCK, first_bad_block = -1; \
-    _Pragma("omp parallel for schedule(static) if (n >= RANGE_PARALLEL_MIN)")  \
+    OMP_("omp parallel for schedule(static) if (n >= RANGE_PARALLEL_MIN)")     \
     for (int64_t blk = 0; blk < blocks; blk++) {                               \
       int64_t begin = blk * RANGE_BLOCK, end = begin + RANGE_BLOCK < n ? begin + RANGE_BLOCK : n; \
       utype bad = 0;                                                           \
       for (int64_t i = begin; i < end; i++)                                    \
         bad |= (utype)((utype)p[i] - (utype)lo) > (utype)span;                 \
       if (bad) {                                                               \
-        _Pragma("omp critical(apx_range)")                                     \
+        OMP_("omp critical(apx_range)")                                        \
         if (first_bad_block < 0 || blk < first_bad_block) first_bad_block = blk; \
       }                                                                        \
     }                                                                          \
@@ -502,7 +510,7 @@ static apx_status require_priority_keys_fit(const vstate *v, const apx_tensor *l
 /* spec/ops.md 4.A item 5: y0 >= 0, x0 >= 0, y0 + t <= H, x0 + t <= W. */
 static apx_status require_origins_in_bounds(const vstate *v, const apx_tensor *origins,
                                             int64_t tile, int64_t h, int64_t w) {
-  int64_t tiles = origins->shape[0] * origins->shape[1];
+  int64_t tiles = numel_of(origins) / 2; /* [B, N, 2] */
   for (int64_t i = 0; i < tiles; i++) {
     int64_t y0 = index_at(origins, 2 * i), x0 = index_at(origins, 2 * i + 1);
     if (y0 < 0 || x0 < 0 || y0 > h - tile || x0 > w - tile) {

@@ -30,3 +30,4 @@ include tests/ff_weights.mk
 include tests/ff_route.mk
 include tests/cpu_ff.mk
 include tests/cuda_ff.mk
+include tests/reliability.mk

@@ -276,6 +276,8 @@ END_TEST
  * tile, each parent's four children together. */
 START_TEST(test_orders_match_tile_order) {
   const int64_t shapes[3][3] = {{128, 128, 16}, {64, 160, 16}, {96, 32, 8}};
+  apx_context *order_ctx = tu_open();
+  ck_assert_ptr_nonnull(order_ctx);
   for (int s = 0; s < 3; s++) {
     routed c;
     make_call(&c, 2, shapes[s][0], shapes[s][1], shapes[s][2], APX_DTYPE_F32);
@@ -291,7 +293,7 @@ START_TEST(test_orders_match_tile_order) {
       apx_tensor ids = apx_tensor_host(c.l0_greedy + b * k0, APX_DTYPE_I64, 1, (int64_t[]){n0});
       apx_tensor out = tu_host1(APX_DTYPE_I64, n0);
       apx_tile_order_args order = {&ids, gh0, gw0, APX_ORDER_HILBERT, &out};
-      ck_assert_int_eq(apx_tile_order(NULL, &order), APX_OK);
+      ck_assert_int_eq(apx_tile_order(order_ctx, &order), APX_OK);
       for (int64_t k = 0; k < n0; k++)
         ck_assert_int_eq((int64_t)tu_get(&out, k), c.l0_hilbert[b * k0 + k]);
       tu_free(&out);
@@ -303,7 +305,7 @@ START_TEST(test_orders_match_tile_order) {
       ids = apx_tensor_host(shuffled, APX_DTYPE_I64, 1, (int64_t[]){n1});
       out = tu_host1(APX_DTYPE_I64, n1);
       order = (apx_tile_order_args){&ids, 2 * gh0, 2 * gw0, APX_ORDER_HILBERT, &out};
-      ck_assert_int_eq(apx_tile_order(NULL, &order), APX_OK);
+      ck_assert_int_eq(apx_tile_order(order_ctx, &order), APX_OK);
       for (int64_t k = 0; k < n1; k++)
         ck_assert_int_eq((int64_t)tu_get(&out, k), c.l1_hilbert[b * k1 + k]);
       tu_free(&out);
@@ -325,6 +327,7 @@ START_TEST(test_orders_match_tile_order) {
     check_all_rows(&c);
     free_call(&c);
   }
+  apx_close(order_ctx);
 }
 END_TEST
 

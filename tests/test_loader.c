@@ -53,7 +53,7 @@ START_TEST(each_defect_has_its_state_and_reason) {
   expect_state(ctx, "probe", APX_BACKEND_UNAVAILABLE, "fixture probe says no: widget missing");
   expect_state(ctx, "init", APX_BACKEND_INIT_FAILED, "fixture init failed: no widgets");
   expect_state(ctx, "missing", APX_BACKEND_NOT_FOUND, "fixture-missing.so not found");
-  expect_state(ctx, "garbage", APX_BACKEND_LOAD_FAILED, "dlopen failed:");
+  expect_state(ctx, "garbage", APX_BACKEND_LOAD_FAILED, "not a loadable shared object");
   expect_state(ctx, "off", APX_BACKEND_DISABLED, "enabled = no");
   apx_close(ctx);
 }

@@ -101,12 +101,14 @@ apx_status trt_init(const apx_core_services *svc, void **state) {
   }
   const char *plugins = svc->config_get(svc->core, "backend trt", "plugin_library");
   if (plugins && *plugins) {
-    void *p = dlopen(plugins, RTLD_NOW | RTLD_GLOBAL);
-    if (!p) {
-      const char *err = dlerror();
-      svc->log(svc->core, APX_LOG_WARN, "plugin_library %s not loaded: %s", plugins,
-               err ? err : "unknown error");
-    }
+    // the core's checks (ownership, writable by others, a truncated file)
+    // before RTLD_GLOBAL puts the library's symbols in front of everyone's
+    char why[600] = "the core is too old to check plugin libraries";
+    void *p = nullptr;
+    if (svc->size >= offsetof(apx_core_services, open_library) + sizeof svc->open_library &&
+        svc->open_library)
+      p = svc->open_library(svc->core, plugins, RTLD_NOW | RTLD_GLOBAL, why, sizeof why);
+    if (!p) svc->log(svc->core, APX_LOG_WARN, "plugin_library %s not loaded: %s", plugins, why);
   }
   *state = st;
   return APX_OK;

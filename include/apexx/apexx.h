@@ -90,7 +90,9 @@ APX_API const char *apx_dtype_name(apx_dtype dtype);
 APX_API size_t apx_dtype_size(apx_dtype dtype);
 /* "host" or "cuda"; NULL for an unknown value. */
 APX_API const char *apx_device_name(apx_device device);
-/* Number of elements (product of shape; 1 for ndim 0). */
+/* Number of elements (product of shape; 1 for ndim 0). -1 when a dimension
+ * is negative or the product overflows int64 (validation rejects both);
+ * 0 for NULL or an ndim outside [0, APX_MAX_DIMS]. */
 APX_API int64_t apx_tensor_numel(const apx_tensor *t);
 /* Describe a host tensor over caller memory (no allocation). */
 APX_API apx_tensor apx_tensor_host(void *data, apx_dtype dtype, int ndim,

@@ -180,6 +180,14 @@ typedef struct apx_core_services {
   /* Route a validated call whose utilities are host tensors (spec/ops.md
    * 9.2, float64, ties by id) into *route's arrays. */
   apx_status (*ff_route)(const apx_ff_infer_args *args, apx_ff_route *route);
+
+  /* ---- appended for plugin libraries (check `size` before use) ---- */
+  /* dlopen(path, flags) with the checks the core applies to backend
+   * modules (a regular file, neither it nor a directory above it writable
+   * by others, a trusted owner, ELF headers inside the file), on one open
+   * descriptor. NULL with the reason in reason[reason_size] on refusal. */
+  void *(*open_library)(void *core, const char *path, int flags, char *reason,
+                        size_t reason_size);
 } apx_core_services;
 
 /* One op function pointer type per op: (state, args, call). `call` is never

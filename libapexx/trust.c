@@ -1,0 +1,206 @@
+/* Opening the shared objects the core loads (backend modules, the trt
+ * backend's plugin_library): the file is opened once, every check reads the
+ * open descriptor, and dlopen maps that descriptor through
+ * /proc/self/fd/N, so nothing can swap the file between check and use.
+ * A module is refused when it is not a regular file, when others can
+ * write it or a directory above it (world-writable without the sticky
+ * bit), when its owner is not trusted (apx__unsafe_file_reason_trusting),
+ * or when its ELF headers do not fit the file (a truncated module would
+ * fault inside dlopen: SIGBUS on the pages past the end). */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#if UINTPTR_MAX > 0xffffffffu
+typedef Elf64_Ehdr ehdr_t;
+typedef Elf64_Phdr phdr_t;
+#define APX_ELF_CLASS ELFCLASS64
+#else
+typedef Elf32_Ehdr ehdr_t;
+typedef Elf32_Phdr phdr_t;
+#define APX_ELF_CLASS ELFCLASS32
+#endif
+
+const char *apx__unsafe_dir_reason(const char *path) {
+  static __thread char reason[600];
+  char *real = realpath(path, NULL);
+  if (!real) return NULL; /* absence is reported elsewhere */
+  const char *found = NULL;
+  /* every directory from the file's parent up to / */
+  for (char *slash = strrchr(real, '/'); slash && !found; slash = strrchr(real, '/')) {
+    if (slash == real)
+      slash[1] = '\0'; /* "/" itself */
+    else
+      *slash = '\0';
+    struct stat st;
+    if (stat(real, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & S_IWOTH) &&
+        !(st.st_mode & S_ISVTX)) {
+      snprintf(reason, sizeof reason,
+               "directory [%s] above [%s] is world-writable without the sticky bit", real, path);
+      found = reason;
+    }
+    if (slash == real) break;
+  }
+  free(real);
+  return found;
+}
+
+int apx__elf_check(int fd, uint64_t file_size, char *reason, size_t reason_size) {
+  ehdr_t eh;
+  if (file_size < sizeof eh || pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh) {
+    snprintf(reason, reason_size, "[%llu] bytes: too short for an ELF header",
+             (unsigned long long)file_size);
+    return -1;
+  }
+  if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+    snprintf(reason, reason_size, "not an ELF file (no ELF magic)");
+    return -1;
+  }
+  if (eh.e_ident[EI_CLASS] != APX_ELF_CLASS) {
+    snprintf(reason, reason_size, "ELF class [%u] is not this machine's [%u]",
+             (unsigned)eh.e_ident[EI_CLASS], (unsigned)APX_ELF_CLASS);
+    return -1;
+  }
+  if (eh.e_type != ET_DYN) {
+    snprintf(reason, reason_size, "ELF type [%u] is not a shared object", (unsigned)eh.e_type);
+    return -1;
+  }
+  if (eh.e_phentsize != sizeof(phdr_t) || eh.e_phnum == 0 || eh.e_phnum == PN_XNUM) {
+    snprintf(reason, reason_size, "program header table [%u entries of %u bytes] is malformed",
+             (unsigned)eh.e_phnum, (unsigned)eh.e_phentsize);
+    return -1;
+  }
+  uint64_t ph_bytes = (uint64_t)eh.e_phnum * sizeof(phdr_t), ph_end;
+  if (__builtin_add_overflow((uint64_t)eh.e_phoff, ph_bytes, &ph_end) || ph_end > file_size) {
+    snprintf(reason, reason_size,
+             "program headers [%llu, %llu) lie past the end of the file [%llu bytes] "
+             "(truncated?)",
+             (unsigned long long)eh.e_phoff, (unsigned long long)ph_end,
+             (unsigned long long)file_size);
+    return -1;
+  }
+  phdr_t *ph = malloc(ph_bytes);
+  if (!ph) {
+    snprintf(reason, reason_size, "out of memory reading program headers");
+    return -1;
+  }
+  int rc = 0;
+  if (pread(fd, ph, ph_bytes, (off_t)eh.e_phoff) != (ssize_t)ph_bytes) {
+    snprintf(reason, reason_size, "cannot read the program headers");
+    rc = -1;
+  }
+  int loads = 0;
+  for (unsigned i = 0; rc == 0 && i < eh.e_phnum; i++) {
+    if (ph[i].p_type != PT_LOAD && ph[i].p_type != PT_DYNAMIC) continue;
+    loads += ph[i].p_type == PT_LOAD;
+    uint64_t end;
+    if (__builtin_add_overflow((uint64_t)ph[i].p_offset, (uint64_t)ph[i].p_filesz, &end) ||
+        end > file_size) {
+      snprintf(reason, reason_size,
+               "%s segment %u's file range [%llu, %llu) lies past the end of the file "
+               "[%llu bytes] (truncated?)",
+               ph[i].p_type == PT_LOAD ? "PT_LOAD" : "PT_DYNAMIC", i,
+               (unsigned long long)ph[i].p_offset,
+               (unsigned long long)ph[i].p_offset + (unsigned long long)ph[i].p_filesz,
+               (unsigned long long)file_size);
+      rc = -1;
+    } else if (ph[i].p_filesz > ph[i].p_memsz) {
+      snprintf(reason, reason_size, "segment %u's file size exceeds its memory size", i);
+      rc = -1;
+    }
+  }
+  if (rc == 0 && loads == 0) {
+    snprintf(reason, reason_size, "no PT_LOAD segment");
+    rc = -1;
+  }
+  free(ph);
+  return rc;
+}
+
+/* A relative library name has no ".." component; no name is empty. */
+int apx__library_name_ok(const char *name) {
+  if (!name || !*name) return 0;
+  if (name[0] == '/') return 1;
+  for (const char *p = name; *p;) {
+    size_t len = strcspn(p, "/");
+    if (len == 2 && p[0] == '.' && p[1] == '.') return 0;
+    p += len;
+    while (*p == '/') p++;
+  }
+  return 1;
+}
+
+/* The dynamic linker takes a name it has loaded before (or added to an
+ * object it found loaded) for that object without opening anything, and
+ * descriptor numbers come back. So every call maps its descriptor under a
+ * name never used before: /proc/self/fd/ then 32 tokens, "./" or "/" for
+ * the bits of a process-wide counter, then N. The kernel resolves every
+ * such name to descriptor N; the linker still recognises a module it has
+ * loaded by its device and inode and returns that one. */
+static void fresh_fd_name(char *buf, size_t size, int fd) {
+  static unsigned counter;
+  unsigned g = __atomic_fetch_add(&counter, 1u, __ATOMIC_RELAXED);
+  size_t n = (size_t)snprintf(buf, size, "/proc/self/fd/");
+  for (int bit = 31; bit >= 0 && n + 3 < size; bit--)
+    n += (size_t)snprintf(buf + n, size - n, "%s", (g >> bit) & 1u ? "./" : "/");
+  snprintf(buf + n, size - n, "%d", fd);
+}
+
+void *apx__dlopen_checked(const char *path, int flags, const char *trusted_uids,
+                          int *not_found, char *reason, size_t reason_size) {
+  *not_found = 0;
+  reason[0] = '\0';
+  /* O_NONBLOCK: a FIFO must not block the open; it is refused below */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    *not_found = errno == ENOENT || errno == ENOTDIR;
+    snprintf(reason, reason_size, "%s (%s)", *not_found ? "not found" : "cannot open",
+             strerror(errno));
+    return NULL;
+  }
+  void *handle = NULL;
+  struct stat st, again;
+  const char *unsafe;
+  char elf_reason[300];
+  if (fstat(fd, &st) != 0) {
+    snprintf(reason, reason_size, "cannot stat (%s)", strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    snprintf(reason, reason_size, "not a regular file");
+  } else if (st.st_mode & S_IWOTH) {
+    snprintf(reason, reason_size, "refused to load: [%s] is world-writable (other users could "
+             "edit it)", path);
+  } else if ((unsafe = apx__unsafe_dir_reason(path)) != NULL) {
+    snprintf(reason, reason_size, "refused to load: %s (other users could replace it)", unsafe);
+  } else if ((unsafe = apx__unsafe_file_reason_trusting(path, trusted_uids)) != NULL) {
+    snprintf(reason, reason_size, "refused to load: %s (other users could edit it)", unsafe);
+  } else if (stat(path, &again) != 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino) {
+    snprintf(reason, reason_size, "refused to load: [%s] changed while it was checked", path);
+  } else if (apx__elf_check(fd, (uint64_t)st.st_size, elf_reason, sizeof elf_reason) != 0) {
+    snprintf(reason, reason_size, "not a loadable shared object: %s", elf_reason);
+  } else {
+    char fd_path[160];
+    fresh_fd_name(fd_path, sizeof fd_path, fd);
+    /* without /proc the path itself, just checked to be this file */
+    const char *open_path = access(fd_path, F_OK) == 0 ? fd_path : path;
+    dlerror();
+    handle = dlopen(open_path, flags);
+    if (!handle) {
+      const char *err = dlerror(); /* copied at once: dlerror text is fleeting */
+      snprintf(reason, reason_size, "dlopen failed: %s", err ? err : "unknown error");
+    }
+  }
+  close(fd);
+  return handle;
+}
