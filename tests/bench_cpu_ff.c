@@ -1,7 +1,10 @@
 /* Milliseconds per frame of apx_ff_infer on the cpu backend with seeded
  * weights (apx_ff_weights_seeded) and the default routing: a timing tool,
  * not a test. Usage: bench_cpu_ff [C H W tile_l0 dtype iterations threads];
- * defaults 128 128 128 16 f32 50 all-cores (docs/ff_infer.md's default profile). */
+ * defaults 128 128 128 16 f32 50 all-cores (docs/ff_infer.md's default profile).
+ * Prints the wall time's p50, min and p90 and the process CPU time of the
+ * cheapest frame; APEXX_BENCH_CEILINGS=1 adds the machine's memcpy bandwidth
+ * and one core's FMA peak (docs/performance.md). */
 #include "config.h"
 
 #include <stdio.h>
@@ -102,8 +105,9 @@ int main(int argc, char **argv) {
   const int64_t W = argc > 3 ? atoll(argv[3]) : 128, t0 = argc > 4 ? atoll(argv[4]) : 16;
   const char *dname = argc > 5 ? argv[5] : "f32";
   const int iters = argc > 6 ? atoi(argv[6]) : 50, threads = argc > 7 ? atoi(argv[7]) : 0;
-  apx_dtype dt = !strcmp(dname, "f16") ? APX_DTYPE_F16 : !strcmp(dname, "bf16") ? APX_DTYPE_BF16
-                                                                               : APX_DTYPE_F32;
+  apx_dtype dt = !strcmp(dname, "f16")    ? APX_DTYPE_F16
+                 : !strcmp(dname, "bf16") ? APX_DTYPE_BF16
+                                          : APX_DTYPE_F32;
   apx_context *ctx = threads > 0 ? tu_open_cpu_threads(threads) : tu_open();
   apx_ff_weights *w = NULL;
   if (!ctx || apx_ff_weights_seeded(ctx, C, 123 + 17, &w) != APX_OK) {
@@ -156,10 +160,12 @@ int main(int argc, char **argv) {
   printf("ff_infer cpu %s B=1 C=%lld %lldx%lld tile %lld/%lld: L0 %lld, L1 %lld tiles; "
          "p50 %.2f ms, min %.2f ms, p90 %.2f ms per frame (%d iterations); min cpu time %.2f ms\n",
          dname, (long long)C, (long long)H, (long long)W, (long long)t0, (long long)t0 / 2,
-         (long long)sel0, (long long)sel1, ms[iters / 2], ms[0], ms[iters * 9 / 10], iters, cpu_best);
+         (long long)sel0, (long long)sel1, ms[iters / 2], ms[0], ms[iters * 9 / 10], iters,
+         cpu_best);
   if (getenv("APEXX_BENCH_CEILINGS"))
-    printf("ceilings: memcpy 16 MiB %.1f GB/s (read+write), one core's fp32 FMA peak %.1f GFLOP/s\n",
-           memcpy_gbs(), fma_gflops());
+    printf(
+        "ceilings: memcpy 16 MiB %.1f GB/s (read+write), one core's fp32 FMA peak %.1f GFLOP/s\n",
+        memcpy_gbs(), fma_gflops());
   free(ms);
   apx_ff_weights_free(ctx, w);
   apx_close(ctx);

@@ -22,14 +22,14 @@ typedef struct cpu_ff_level {
   /* scan vectors, [2][C] ([0] forward, [1] backward), rounded to the frame
    * dtype; decay then clamped to [1e-6, 1 - 1e-6] in fp32 (spec/ops.md 6.A) */
   const float *decay[2], *one_minus_decay[2], *input_gain[2], *output_gain[2], *state_bias[2];
-  const float *gate, *one_minus_gate; /* [C]: rnd(sigmoid(logit)), rnd(1 - gate) */
+  const float *gate, *one_minus_gate;               /* [C]: rnd(sigmoid(logit)), rnd(1 - gate) */
   const float *token_norm_weight, *token_norm_bias; /* [C] */
   const float *mlp0_t, *mlp0_bias;                  /* [C in][C out], [C] */
   const float *mlp2_t, *mlp2_bias;                  /* [C in][2C out], [2C] */
   const float *dw_weight, *dw_bias;                 /* [C][9], [C] */
   const float *pw_weight;                           /* [2C][C] (out, in) */
-  const float *pw_packed; /* [ceil(2C/CPU_FF_MR)][C][CPU_FF_MR], zero rows past 2C */
-  const float *pw_bias;   /* [2C] */
+  const float *pw_packed;               /* [ceil(2C/CPU_FF_MR)][C][CPU_FF_MR], zero rows past 2C */
+  const float *pw_bias;                 /* [2C] */
   const float *norm_weight, *norm_bias; /* [2C] */
   float w_boundary, w_uncertainty, gate_bias; /* softplus'd fusion weights, bias */
 } cpu_ff_level;
@@ -51,7 +51,9 @@ void cpu_ff_prepared_free(cpu_ff_prepared *prepared);
 
 /* rnd(): round an fp32 value to the frame dtype and back. */
 static inline float cpu_ff_rnd(apx_dtype dtype, float v) {
-  return dtype == APX_DTYPE_F16 ? apx_round_f16(v) : dtype == APX_DTYPE_BF16 ? apx_round_bf16(v) : v;
+  return dtype == APX_DTYPE_F16    ? apx_round_f16(v)
+         : dtype == APX_DTYPE_BF16 ? apx_round_bf16(v)
+                                   : v;
 }
 
 /* Step 2: tok[c] = rnd(sum of tile[c][0..n) / n), tile [C][n]. */

@@ -231,18 +231,17 @@ __attribute__((target("avx2,f16c"))) static inline void v8_rnd_f16c(ff_v8 *v) {
   x = _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
   memcpy(v, &x, sizeof x);
 }
-#define FF_RND8(dt, hw, p)                                                                       \
-  ((hw) && (dt) == APX_DTYPE_F16 ? v8_rnd_f16c(p) : v8_rnd((dt), (p)))
+#define FF_RND8(dt, hw, p) ((hw) && (dt) == APX_DTYPE_F16 ? v8_rnd_f16c(p) : v8_rnd((dt), (p)))
 #else
 #define FF_RND8(dt, hw, p) v8_rnd((dt), (p))
 #endif
 
 /* rnd(expr) lanewise: an expression through a local (hw: F16C may be used) */
-#define V8_RND(dt, hw, expr)                                                                     \
-  __extension__({                                                                                \
-    ff_v8 r_ = (expr);                                                                           \
-    FF_RND8((dt), (hw), &r_);                                                                    \
-    r_;                                                                                          \
+#define V8_RND(dt, hw, expr)                                                                       \
+  __extension__({                                                                                  \
+    ff_v8 r_ = (expr);                                                                             \
+    FF_RND8((dt), (hw), &r_);                                                                      \
+    r_;                                                                                            \
   })
 
 /* The 32 lanes of sum_f32 as four 8-lane accumulators: lanes 0-7 of a[m]
@@ -274,7 +273,7 @@ static inline __attribute__((always_inline)) float sum_f32(const float *v, int64
 
 /* sum of (v - mean)^2 in the order of sum_f32 */
 static inline __attribute__((always_inline)) float sum_sq_dev_f32(const float *v, int64_t n,
-                                                                      float mean) {
+                                                                  float mean) {
   ff_v8 a[4], a0 = V8_SET(0.0f), a1 = a0, a2 = a0, a3 = a0;
   const ff_v8 mu = V8_SET(mean);
   int64_t i = 0;
@@ -344,9 +343,10 @@ static int ff_simd(void);
 
 /* FiLM's body, instantiated for the baseline and for AVX2 (the same IEEE
  * operations per output, wider vectors: the same bits). */
-static inline __attribute__((always_inline)) void
-film_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, const float *mixed, float *work,
-          float *gamma, float *beta) {
+static inline __attribute__((always_inline)) void film_body(const cpu_ff_level *lv, apx_dtype dt,
+                                                            int64_t channels, const float *mixed,
+                                                            float *work, float *gamma,
+                                                            float *beta) {
   const int64_t C = channels;
   float *x = work, *h = work + C, *o = work + 2 * C; /* o spans 2C: h's tail is reused */
   (void)o;
@@ -399,8 +399,8 @@ film_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, const float *m
   }
 }
 
-static void film_base(const cpu_ff_level *lv, apx_dtype dt, int64_t channels,
-                      const float *mixed, float *work, float *gamma, float *beta) {
+static void film_base(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, const float *mixed,
+                      float *work, float *gamma, float *beta) {
   film_body(lv, dt, channels, mixed, work, gamma, beta);
 }
 
@@ -544,8 +544,8 @@ refine_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, c
     const float bias = lv->dw_bias[c], w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4],
                 w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8];
     const ff_v8 bv = V8_SET(bias), v0 = V8_SET(w0), v1 = V8_SET(w1), v2 = V8_SET(w2),
-                v3 = V8_SET(w3), v4 = V8_SET(w4), v5 = V8_SET(w5), v6 = V8_SET(w6),
-                v7 = V8_SET(w7), vw8 = V8_SET(w8);
+                v3 = V8_SET(w3), v4 = V8_SET(w4), v5 = V8_SET(w5), v6 = V8_SET(w6), v7 = V8_SET(w7),
+                vw8 = V8_SET(w8);
     for (int64_t y = 0; y < t; y++) {
       const float *m0 = mpad + c * P + y * tp, *m1 = m0 + tp, *m2 = m1 + tp;
       float *drow = d + c * N + y * t;
@@ -711,7 +711,7 @@ static inline __attribute__((always_inline)) void v8_to_half(apx_dtype dt, const
   } else {
     const ff_u8 mag = u & U8_SET(0x7fffffffu);
     const ff_u8 normal = (mag >> 13) - U8_SET(112u << 10);
-    const ff_u8 sub = (ff_u8)__builtin_convertvector((ff_v8)mag * V8_SET(0x1p24f), ff_i8);
+    const ff_u8 sub = (ff_u8) __builtin_convertvector((ff_v8)mag * V8_SET(0x1p24f), ff_i8);
     const ff_u8 nan = (ff_u8)(mag > U8_SET(0x7f800000u)) & U8_SET(0x200u);
     const ff_u8 spec = U8_SET(0x7c00u) | ((mag >> 13) & U8_SET(0x3ffu)) | nan;
     const ff_u8 tiny = (ff_u8)(mag < U8_SET(0x38800000u));
@@ -723,8 +723,8 @@ static inline __attribute__((always_inline)) void v8_to_half(apx_dtype dt, const
 }
 
 /* n elements from p + i into fp32 dst (exact) */
-static inline __attribute__((always_inline)) void load_row(apx_dtype dt, const void *p,
-                                                           int64_t i, int64_t n, float *dst) {
+static inline __attribute__((always_inline)) void load_row(apx_dtype dt, const void *p, int64_t i,
+                                                           int64_t n, float *dst) {
   if (dt == APX_DTYPE_F32) {
     memcpy(dst, (const float *)p + i, (size_t)n * sizeof(float));
     return;
@@ -791,7 +791,8 @@ typedef struct ff_level_run {
 
 /* n fp32 values of dt from p + i (exact) into dst; f32 inline (a tile row
  * is a few dozen bytes: a libc memcpy call per row costs more than it). */
-static inline __attribute__((always_inline)) void load_short(apx_dtype dt, const void *p, int64_t i, int64_t n, float *dst) {
+static inline __attribute__((always_inline)) void load_short(apx_dtype dt, const void *p, int64_t i,
+                                                             int64_t n, float *dst) {
   if (dt == APX_DTYPE_F32) {
     const float *s = (const float *)p + i;
     int64_t k = 0;
@@ -832,8 +833,9 @@ static inline __attribute__((always_inline)) void fuse_run(apx_dtype dt, int hw,
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const ff_v8 xv = V8_LOAD(x + i);
-    V8_STORE(out + i,
-             V8_RND(dt, hw, xv + V8_RND(dt, hw, V8_LOAD(a + i) * V8_RND(dt, hw, V8_LOAD(u + i) - xv))));
+    V8_STORE(
+        out + i,
+        V8_RND(dt, hw, xv + V8_RND(dt, hw, V8_LOAD(a + i) * V8_RND(dt, hw, V8_LOAD(u + i) - xv))));
   }
   for (; i < n; i++)
     out[i] = cpu_ff_fuse(dt, x[i], u[i], a[i]);
@@ -842,9 +844,9 @@ static inline __attribute__((always_inline)) void fuse_run(apx_dtype dt, int hw,
 /* One L1 tile's pack (see pack_heavy_l0), instantiated for the baseline and
  * for AVX2 (the same bits). */
 static inline __attribute__((always_inline)) void
-pack_l1_tile_body(apx_dtype dt, int hw, const void *dense, int64_t b, int64_t C, int64_t H, int64_t W,
-                  int64_t y0, int64_t x0, int64_t t, const ff_level_run *l0, int64_t grid0,
-                  const float *alpha0, float *P) {
+pack_l1_tile_body(apx_dtype dt, int hw, const void *dense, int64_t b, int64_t C, int64_t H,
+                  int64_t W, int64_t y0, int64_t x0, int64_t t, const ff_level_run *l0,
+                  int64_t grid0, const float *alpha0, float *P) {
   const int64_t N = t * t, t0 = l0->t;
   for (int64_t y = 0; y < t; y++) {
     const int64_t Y = y0 + y;
@@ -865,9 +867,8 @@ pack_l1_tile_body(apx_dtype dt, int hw, const void *dense, int64_t b, int64_t C,
 }
 
 static void pack_l1_tile_base(apx_dtype dt, const void *dense, int64_t b, int64_t C, int64_t H,
-                              int64_t W, int64_t y0, int64_t x0, int64_t t,
-                              const ff_level_run *l0, int64_t grid0, const float *alpha0,
-                              float *P) {
+                              int64_t W, int64_t y0, int64_t x0, int64_t t, const ff_level_run *l0,
+                              int64_t grid0, const float *alpha0, float *P) {
   pack_l1_tile_body(dt, 0, dense, b, C, H, W, y0, x0, t, l0, grid0, alpha0, P);
 }
 
@@ -965,8 +966,8 @@ final_row_body(apx_dtype dt, int hw, const ff_row_src *rs, const float *x, const
     /* 8 lanes at a time (rnd: v8_rnd, nothing for f32) */
     for (; i + 8 <= t1; i += 8) {
       const ff_v8 xv = V8_LOAD(xr + i);
-      const ff_v8 h0 =
-          V8_RND(dt, hw, xv + V8_RND(dt, hw, V8_LOAD(a0r + i) * V8_RND(dt, hw, V8_LOAD(u0 + i) - xv)));
+      const ff_v8 h0 = V8_RND(
+          dt, hw, xv + V8_RND(dt, hw, V8_LOAD(a0r + i) * V8_RND(dt, hw, V8_LOAD(u0 + i) - xv)));
       if (rs->s1) {
         const ff_v8 uv = u1 ? (ff_v8)V8_LOAD(u1 + i) : h0;
         const ff_v8 hv =
@@ -1010,8 +1011,8 @@ final_frame_row_body(apx_dtype dt, int hw, const ff_row_src *rs, const void *den
 }
 
 static void final_row_base(apx_dtype dt, const ff_row_src *rs, const void *dense, void *heavy,
-                           void *detail, int64_t at, const float *a0, const float *a1,
-                           int64_t W, float *rb) {
+                           void *detail, int64_t at, const float *a0, const float *a1, int64_t W,
+                           float *rb) {
   final_frame_row_body(dt, 0, rs, dense, heavy, detail, at, a0, a1, W, rb);
 }
 
@@ -1038,15 +1039,15 @@ static void final_row(const ff_call *fc, const void *dense, void *heavy, void *d
   {
     const int64_t b = row / (C * H), c = row / H % C, y = row % H, at = row * W;
     const float *a0 = alpha0 + (b * H + y) * W, *a1 = alpha1 + (b * H + y) * W;
-    const ff_row_src rs = {
-        .s0 = l0->slot + b * grid0 + (y / t0) * l0->grid_w,
-        .s1 = l1_count[b] > 0 ? l1->slot + b * grid1 + (y / t1) * l1->grid_w : NULL,
-        .r0 = l0->P + c * l0->N + (y % t0) * t0,
-        .r1 = l1->P + c * l1->N + (y % t1) * t1,
-        .stride0 = (size_t)(C * l0->N),
-        .stride1 = (size_t)(C * l1->N),
-        .t0 = t0,
-        .t1 = t1};
+    const ff_row_src rs = {.s0 = l0->slot + b * grid0 + (y / t0) * l0->grid_w,
+                           .s1 = l1_count[b] > 0 ? l1->slot + b * grid1 + (y / t1) * l1->grid_w
+                                                 : NULL,
+                           .r0 = l0->P + c * l0->N + (y % t0) * t0,
+                           .r1 = l1->P + c * l1->N + (y % t1) * t1,
+                           .stride0 = (size_t)(C * l0->N),
+                           .stride1 = (size_t)(C * l1->N),
+                           .t0 = t0,
+                           .t1 = t1};
 #if FF_HAVE_X86
     if (fc->simd)
       final_row_avx2(dt, &rs, dense, heavy, detail, at, a0, a1, W, row_buf);
@@ -1077,8 +1078,7 @@ static void final_row(const ff_call *fc, const void *dense, void *heavy, void *d
  * the bits do not depend on the thread count. */
 static void run_frame(const ff_call *fc, const void *dense, void *heavy, void *detail,
                       ff_level_run *lr, const int64_t *l1_count, float *alpha0, float *alpha1,
-                      ff_counter *remaining, float *thread_buf, size_t per_thread,
-                      float *row_buf) {
+                      ff_counter *remaining, float *thread_buf, size_t per_thread, float *row_buf) {
   const int64_t B = fc->B, C = fc->C, H = fc->H, W = fc->W;
   const int64_t total0 = lr[0].total, total1 = lr[1].total, map_rows = B * H;
   const int64_t grid0 = (H / lr[0].t) * lr[0].grid_w, grid1 = (H / lr[1].t) * lr[1].grid_w;
