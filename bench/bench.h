@@ -1,12 +1,13 @@
 /* apexx-bench internals shared by its files: the options of a run, the
  * seeded input generator, statistics and parity, the report writers and
  * compare. One job per file:
- *   main.c         entry point, subcommands, exit status
+ *   main.c         entry point, subcommands, exit status, the passes of
+ *                  --repetitions and their merge
  *   flags.c        run flags and the profile (defaults, validation, --help)
  *   inputs.c       splitmix64 + Box-Muller generator, tile ids, fills
  *   stats.c        p50/p95/mean/min and parity against the cpu backend
  *   runner.c       entries, rows per backend, timing, report "benchmarks"
- *   report_json.c  the JSON report (spec/report.md), atomic file writes
+ *   report_json.c  the JSON report (spec/report.md), safe file writes
  *   report_md.c    the Markdown summary, rendered from the JSON report
  *   compare.c      `compare` and `compare --emit-baseline`: noise-aware
  *                  verdicts, the Markdown comparison table

@@ -381,12 +381,14 @@ static void render_chart(sbuf *b, const char *key, const cJSON *runs,
             PAD_L, PAD_T, PAD_L, CHART_H - PAD_B);
   sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n",
             PAD_L, CHART_H - PAD_B, CHART_W - PAD_R, CHART_H - PAD_B);
+  int in_ms = ymax >= 1.0; /* tick labels in ms from 1 ms up, else us */
   for (int t = 0; t <= 4; t++) {
     double v = ymax * t / 4.0;
     sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
                  "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" "
-                 "font-family=\"sans-serif\">%.3g us</text>\n",
-              PAD_L, YS(v), CHART_W - PAD_R, YS(v), PAD_L - 4, YS(v) + 3, v * 1e3);
+                 "font-family=\"sans-serif\">%.3g %s</text>\n",
+              PAD_L, YS(v), CHART_W - PAD_R, YS(v), PAD_L - 4, YS(v) + 3,
+              in_ms ? v : v * 1e3, in_ms ? "ms" : "us");
   }
   for (int m = 0; m < machine_count; m++) {
     const char *color = series_colors[m % 6];
