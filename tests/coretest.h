@@ -10,12 +10,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The .ini files write_ini made, removed when the process that made them
+ * exits (a forked test's files by that test's process). */
+#define CORETEST_MAX_INI 256
+static char coretest_ini[CORETEST_MAX_INI][256];
+static pid_t coretest_ini_pid[CORETEST_MAX_INI];
+static int coretest_ini_count;
+
+static inline void coretest_remove_ini(void) {
+  for (int i = 0; i < coretest_ini_count; i++)
+    if (coretest_ini_pid[i] == getpid()) unlink(coretest_ini[i]);
+}
+
 /* Write text to a fresh temporary .ini file; returns its path (static). */
 static inline const char *write_ini(const char *text) {
   static char path[256];
   snprintf(path, sizeof path, "/tmp/apexx-test-XXXXXX.ini");
   int fd = mkstemps(path, 4);
   ck_assert_int_ge(fd, 0);
+  if (coretest_ini_count == 0) atexit(coretest_remove_ini);
+  if (coretest_ini_count < CORETEST_MAX_INI) {
+    snprintf(coretest_ini[coretest_ini_count], sizeof coretest_ini[0], "%s", path);
+    coretest_ini_pid[coretest_ini_count++] = getpid();
+  }
   FILE *f = fdopen(fd, "w");
   ck_assert_ptr_nonnull(f);
   fputs(text, f);

@@ -15,16 +15,19 @@
 
 static char *dir;
 
-/* A fixture's path; a fresh string each call (two may share a format). */
-static char *module(const char *name) {
-  char path[4096];
+/* A fixture's path; a different buffer for each of the last four calls
+ * (two may share a format). */
+static const char *module(const char *name) {
+  static char paths[4][4096];
+  static int next;
+  char *path = paths[next++ % 4];
   const char *modules = getenv("APEXX_TEST_MODULES");
-  snprintf(path, sizeof path, "%s/%s", modules ? modules : ".", name);
+  snprintf(path, sizeof paths[0], "%s/%s", modules ? modules : ".", name);
   if (!modules || access(path, R_OK) != 0) {
     printf("SKIP: fixture %s is not built (APEXX_TEST_MODULES)\n", path);
     exit(77);
   }
-  return strdup(path); /* freed with the test's process */
+  return path;
 }
 
 /* An ini in the scratch directory: the real cpu backend (from

@@ -36,7 +36,7 @@ START_TEST(percentiles_follow_the_reference) {
       {51, 26, 48},       /* floor(47.5) = 47 */
       {101, 51, 96}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    double v[128];
+    double v[128] = {0}; /* the tail past n is compared below too */
     shuffled(v, cases[i].n, 99 + i);
     double before[128];
     memcpy(before, v, sizeof v);

@@ -95,12 +95,15 @@ START_TEST(backend_dir_env_overrides_the_file) {
   ck_assert_int_eq(backend_named(ctx, "cpu")->state, APX_BACKEND_OK);
   ck_assert_contains(apx_config_overrides(ctx), "APEXX_BACKEND_DIR=");
   apx_close(ctx);
+  char *saved = strdup(getenv("APEXX_BACKEND_DIR"));
   unsetenv("APEXX_BACKEND_DIR");
   ctx = open_ok(path);
   const struct apx_backend_info *cpu = backend_named(ctx, "cpu");
   ck_assert_int_eq(cpu->state, APX_BACKEND_NOT_FOUND);
   ck_assert_contains(cpu->reason, "/nonexistent/dir/apexx-cpu.so not found");
   apx_close(ctx);
+  setenv("APEXX_BACKEND_DIR", saved, 1); /* for the next tests under CK_FORK=no */
+  free(saved);
   unlink(path);
 }
 END_TEST
@@ -115,6 +118,7 @@ START_TEST(apexx_backend_env_forces_and_is_checked) {
   ctx = NULL;
   ck_assert_int_eq(apx_open(&ctx, path), APX_ERR_CONFIG);
   ck_assert_contains(apx_last_error(), "APEXX_BACKEND = [warp-drive]");
+  unsetenv("APEXX_BACKEND"); /* CK_FORK=no runs the next tests in this process */
   unlink(path);
 }
 END_TEST

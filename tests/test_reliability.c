@@ -17,21 +17,26 @@
 #include "testutil.h"
 
 static char dir[256];
+static char *backend_dir; /* $APEXX_BACKEND_DIR as make check set it */
 
 static void setup(void) {
   snprintf(dir, sizeof dir, "/tmp/apexx-reliability-XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(dir));
+  if (!backend_dir && getenv("APEXX_BACKEND_DIR"))
+    backend_dir = strdup(getenv("APEXX_BACKEND_DIR"));
 }
 
 static void teardown(void) {
   char cmd[700];
   snprintf(cmd, sizeof cmd, "chmod -R u+rwx '%s'; rm -rf '%s'", dir, dir);
   ck_assert_int_eq(system(cmd), 0);
+  /* tests unset it; with CK_FORK=no the next test runs in this process */
+  if (backend_dir) setenv("APEXX_BACKEND_DIR", backend_dir, 1);
 }
 
 static const char *cpu_module(void) {
   static char path[1024];
-  const char *d = getenv("APEXX_BACKEND_DIR");
+  const char *d = backend_dir ? backend_dir : getenv("APEXX_BACKEND_DIR");
   ck_assert_msg(d != NULL, "APEXX_BACKEND_DIR is not set (run under make check)");
   snprintf(path, sizeof path, "%s/apexx-cpu.so", d);
   return path;
@@ -439,5 +444,6 @@ int main(void) {
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
+  free(backend_dir);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
