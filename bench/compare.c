@@ -74,8 +74,10 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 static metric_kind kind_of_path(const char *path) {
-  if (ends_with(path, "_ms")) return KIND_TIME;
-  if (ends_with(path, "_per_s")) return KIND_RATE; /* gb_per_s included */
+  if (ends_with(path, "_ms"))
+    return KIND_TIME;
+  if (ends_with(path, "_per_s"))
+    return KIND_RATE; /* gb_per_s included */
   return KIND_OTHER;
 }
 
@@ -102,20 +104,19 @@ static int unusable(const char *fmt, ...) {
 /* Duplicate keys (cJSON keeps both and finds the first), numbers that are
  * not finite (1e999 parses as infinity) and negative times anywhere in the
  * tree. 0, or an exit status after a message naming the place. */
-static int check_tree(const char *file, const cJSON *node, char *where,
-                      size_t where_len, size_t where_size, int times) {
+static int check_tree(const char *file, const cJSON *node, char *where, size_t where_len,
+                      size_t where_size, int times) {
   if (cJSON_IsNumber(node)) {
     if (!isfinite(node->valuedouble)) {
-      return unusable("[%s]: %s = [%g] is not a finite number", file, where,
-                      node->valuedouble);
+      return unusable("[%s]: %s = [%g] is not a finite number", file, where, node->valuedouble);
     }
     if (times && node->valuedouble < 0) {
-      return unusable("[%s]: %s = [%g] is a negative time", file, where,
-                      node->valuedouble);
+      return unusable("[%s]: %s = [%g] is a negative time", file, where, node->valuedouble);
     }
     return 0;
   }
-  if (!cJSON_IsObject(node) && !cJSON_IsArray(node)) return 0;
+  if (!cJSON_IsObject(node) && !cJSON_IsArray(node))
+    return 0;
   const cJSON *child;
   int index = 0;
   cJSON_ArrayForEach(child, node) {
@@ -126,8 +127,8 @@ static int check_tree(const char *file, const cJSON *node, char *where,
                           where_len ? where : "the top level", child->string);
         }
       }
-      snprintf(where + where_len, where_size - where_len, "%s%s",
-               where_len ? "." : "", child->string);
+      snprintf(where + where_len, where_size - where_len, "%s%s", where_len ? "." : "",
+               child->string);
     } else {
       snprintf(where + where_len, where_size - where_len, "[%d]", index);
     }
@@ -142,7 +143,8 @@ static int check_tree(const char *file, const cJSON *node, char *where,
     }
     int rc = check_tree(file, child, where, strlen(where), where_size, child_times);
     where[where_len] = '\0';
-    if (rc) return rc;
+    if (rc)
+      return rc;
     index++;
   }
   return 0;
@@ -154,7 +156,8 @@ static int load_doc(const char *path, doc *d) {
   d->path = path;
   d->json = NULL;
   char *text = bench_read_file(path, err, sizeof err);
-  if (!text) return unusable("%s", err);
+  if (!text)
+    return unusable("%s", err);
   const char *end = NULL;
   d->json = cJSON_ParseWithOpts(text, &end, 1);
   if (!d->json) {
@@ -165,16 +168,19 @@ static int load_doc(const char *path, doc *d) {
   free(text);
   char where[2048] = "";
   int rc = check_tree(path, d->json, where, 0, sizeof where, 0);
-  if (rc) return rc;
+  if (rc)
+    return rc;
   const cJSON *schema = cJSON_GetObjectItemCaseSensitive(d->json, "schema_version");
   const cJSON *major = cJSON_GetObjectItemCaseSensitive(schema, "major");
   if (!cJSON_IsObject(schema) || !cJSON_IsNumber(major)) {
     return unusable("[%s]: schema_version is not {major, minor} (not an apexx "
-                    "report or baseline)", path);
+                    "report or baseline)",
+                    path);
   }
   if (major->valuedouble != BENCH_SCHEMA_MAJOR) {
     return unusable("[%s]: schema_version.major = [%g]; this apexx-bench reads "
-                    "major %d", path, major->valuedouble, BENCH_SCHEMA_MAJOR);
+                    "major %d",
+                    path, major->valuedouble, BENCH_SCHEMA_MAJOR);
   }
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(d->json, "kind");
   const cJSON *suite = cJSON_GetObjectItemCaseSensitive(d->json, "suite");
@@ -205,11 +211,11 @@ static double schema_minor(const doc *d) {
 /* Dotted path lookup: "benchmarks.tile_ops.tilepack.rows.cpu.p50_ms". */
 static const cJSON *lookup(const cJSON *root, const char *path) {
   char *copy = strdup(path);
-  if (!copy) return NULL;
+  if (!copy)
+    return NULL;
   const cJSON *node = root;
   char *save = NULL;
-  for (char *seg = strtok_r(copy, ".", &save); seg && node;
-       seg = strtok_r(NULL, ".", &save)) {
+  for (char *seg = strtok_r(copy, ".", &save); seg && node; seg = strtok_r(NULL, ".", &save)) {
     node = cJSON_IsObject(node) ? cJSON_GetObjectItemCaseSensitive(node, seg) : NULL;
   }
   free(copy);
@@ -219,7 +225,8 @@ static const cJSON *lookup(const cJSON *root, const char *path) {
 /* The row a metric path belongs to ("...rows.<backend>"), or NULL. */
 static char *row_path_of(const char *path) {
   const char *rows = strstr(path, ".rows.");
-  if (!rows) return NULL;
+  if (!rows)
+    return NULL;
   const char *backend = rows + strlen(".rows.");
   size_t len = (size_t)(backend - path) + strcspn(backend, ".");
   return strndup(path, len);
@@ -228,7 +235,8 @@ static char *row_path_of(const char *path) {
 /* "ok", "skipped", "failed" of the row holding path, or NULL. */
 static const char *row_status(const cJSON *root, const char *path) {
   char *row_path = row_path_of(path);
-  if (!row_path) return NULL;
+  if (!row_path)
+    return NULL;
   const cJSON *row = lookup(root, row_path);
   free(row_path);
   const cJSON *status = cJSON_GetObjectItemCaseSensitive(row, "status");
@@ -254,13 +262,16 @@ static void sampled_free(sampled *s) {
 static void read_repetitions(const cJSON *reps, sampled *s) {
   const cJSON *medians = cJSON_GetObjectItemCaseSensitive(reps, "medians_ms");
   int n = cJSON_GetArraySize(medians);
-  if (!cJSON_IsArray(medians) || n < 1) return;
+  if (!cJSON_IsArray(medians) || n < 1)
+    return;
   double *v = malloc((size_t)n * sizeof *v);
-  if (!v) return;
+  if (!v)
+    return;
   int k = 0;
   const cJSON *item;
   cJSON_ArrayForEach(item, medians) {
-    if (cJSON_IsNumber(item)) v[k++] = item->valuedouble;
+    if (cJSON_IsNumber(item))
+      v[k++] = item->valuedouble;
   }
   bench_summary sum;
   if (k < 1 || bench_summary_compute(v, k, &sum) != 0) {
@@ -280,9 +291,11 @@ static int sampled_from_report(const cJSON *report, const char *path, sampled *s
   memset(s, 0, sizeof *s);
   s->spread = NAN;
   const cJSON *v = lookup(report, path);
-  if (!cJSON_IsNumber(v)) return -1;
+  if (!cJSON_IsNumber(v))
+    return -1;
   s->value = v->valuedouble;
-  if (!ends_with(path, ".p50_ms")) return 0;
+  if (!ends_with(path, ".p50_ms"))
+    return 0;
   char *row_path = row_path_of(path);
   const cJSON *row = row_path ? lookup(report, row_path) : NULL;
   free(row_path);
@@ -321,14 +334,16 @@ static check *add_check(check_list *l, const char *path, metric_kind kind) {
   if (l->count == l->cap) {
     int cap = l->cap ? l->cap * 2 : 64;
     check *grown = realloc(l->items, (size_t)cap * sizeof *grown);
-    if (!grown) return NULL;
+    if (!grown)
+      return NULL;
     l->items = grown;
     l->cap = cap;
   }
   check *c = &l->items[l->count];
   memset(c, 0, sizeof *c);
   c->path = strdup(path);
-  if (!c->path) return NULL;
+  if (!c->path)
+    return NULL;
   l->count++;
   c->kind = kind;
   c->base.value = c->base.spread = NAN;
@@ -355,11 +370,12 @@ typedef struct metric_names {
 } metric_names;
 
 static int wanted(const metric_names *m, const char *name, const char *throughput) {
-  if (m->count == 0) return strcmp(name, "p50_ms") == 0;
+  if (m->count == 0)
+    return strcmp(name, "p50_ms") == 0;
   for (int i = 0; i < m->count; i++) {
-    if (strcmp(m->names[i], name) == 0) return 1;
-    if (strcmp(m->names[i], "throughput") == 0 && throughput &&
-        strcmp(name, throughput) == 0) {
+    if (strcmp(m->names[i], name) == 0)
+      return 1;
+    if (strcmp(m->names[i], "throughput") == 0 && throughput && strcmp(name, throughput) == 0) {
       return 1;
     }
   }
@@ -367,8 +383,7 @@ static int wanted(const metric_names *m, const char *name, const char *throughpu
 }
 
 /* Walk benchmarks.<section>.<entry>.rows.<backend> of a report. */
-static int checks_from_report(const cJSON *report, const metric_names *m,
-                              check_list *out) {
+static int checks_from_report(const cJSON *report, const metric_names *m, check_list *out) {
   const cJSON *section, *entry, *row, *metric;
   char path[1024];
   cJSON_ArrayForEach(section, cJSON_GetObjectItemCaseSensitive(report, "benchmarks")) {
@@ -378,21 +393,25 @@ static int checks_from_report(const cJSON *report, const metric_names *m,
       const char *throughput = cJSON_IsString(tp) ? tp->valuestring : NULL;
       cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(entry, "rows")) {
         const cJSON *status = cJSON_GetObjectItemCaseSensitive(row, "status");
-        snprintf(path, sizeof path, "benchmarks.%s.%s.rows.%s", section->string,
-                 entry->string, row->string);
+        snprintf(path, sizeof path, "benchmarks.%s.%s.rows.%s", section->string, entry->string,
+                 row->string);
         if (!cJSON_IsString(status) || strcmp(status->valuestring, "ok") != 0) {
           check *c = add_check(out, path, KIND_ROW);
-          if (!c) return -1;
+          if (!c)
+            return -1;
           c->baseline_row_skipped = 1;
           continue;
         }
         cJSON_ArrayForEach(metric, row) {
-          if (!wanted(m, metric->string, throughput)) continue;
-          if (!cJSON_IsNumber(metric)) continue; /* null: nothing to hold to */
-          snprintf(path, sizeof path, "benchmarks.%s.%s.rows.%s.%s",
-                   section->string, entry->string, row->string, metric->string);
+          if (!wanted(m, metric->string, throughput))
+            continue;
+          if (!cJSON_IsNumber(metric))
+            continue; /* null: nothing to hold to */
+          snprintf(path, sizeof path, "benchmarks.%s.%s.rows.%s.%s", section->string, entry->string,
+                   row->string, metric->string);
           check *c = add_check(out, path, kind_of_path(path));
-          if (!c) return -1;
+          if (!c)
+            return -1;
           sampled_from_report(report, path, &c->base);
         }
       }
@@ -413,23 +432,26 @@ static int checks_from_baseline(const doc *d, check_list *out) {
     }
     int skipped_row = cJSON_IsString(rs) && strcmp(rs->valuestring, "ok") != 0;
     if (!skipped_row && !cJSON_IsNumber(value)) {
-      return unusable("[%s]: metrics[%d] (%s) has no numeric \"value\"", d->path,
-                      i, path->valuestring);
+      return unusable("[%s]: metrics[%d] (%s) has no numeric \"value\"", d->path, i,
+                      path->valuestring);
     }
-    check *c = add_check(out, path->valuestring,
-                         skipped_row ? KIND_ROW : kind_of_path(path->valuestring));
-    if (!c) return unusable("out of memory");
+    check *c =
+        add_check(out, path->valuestring, skipped_row ? KIND_ROW : kind_of_path(path->valuestring));
+    if (!c)
+      return unusable("out of memory");
     c->baseline_row_skipped = skipped_row;
     if (!skipped_row) {
       c->base.value = value->valuedouble;
-      read_repetitions(cJSON_GetObjectItemCaseSensitive(item, "repetitions"),
-                       &c->base);
-      if (c->base.n > 0) c->base.value = value->valuedouble;
+      read_repetitions(cJSON_GetObjectItemCaseSensitive(item, "repetitions"), &c->base);
+      if (c->base.n > 0)
+        c->base.value = value->valuedouble;
     }
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(item, "max_ratio");
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(item, "max_abs_ms");
-    if (cJSON_IsNumber(r)) c->max_ratio = r->valuedouble;
-    if (cJSON_IsNumber(a)) c->max_abs_ms = a->valuedouble;
+    if (cJSON_IsNumber(r))
+      c->max_ratio = r->valuedouble;
+    if (cJSON_IsNumber(a))
+      c->max_abs_ms = a->valuedouble;
     i++;
   }
   return 0;
@@ -472,7 +494,8 @@ static void evaluate_time(check *c, double r, double a, double alpha, double g) 
   if (c->base.n >= 2 && c->cur.n >= 2) {
     double *scaled = malloc((size_t)c->base.n * sizeof *scaled);
     if (scaled) {
-      for (int i = 0; i < c->base.n; i++) scaled[i] = c->base.reps[i] * g;
+      for (int i = 0; i < c->base.n; i++)
+        scaled[i] = c->base.reps[i] * g;
       c->p_value = bench_mann_whitney_p(c->cur.reps, c->cur.n, scaled, c->base.n);
       free(scaled);
     }
@@ -530,7 +553,8 @@ static void evaluate(check *c, const cJSON *current, const rule *ru) {
     /* pooled: the repetitions of every CURRENT report of this metric */
     for (int k = 0; k < ru->more_count; k++) {
       sampled extra;
-      if (sampled_from_report(ru->more[k], c->path, &extra) != 0) continue;
+      if (sampled_from_report(ru->more[k], c->path, &extra) != 0)
+        continue;
       if (extra.n > 0 && c->cur.n > 0) {
         double *grown = realloc(c->cur.reps, (size_t)(c->cur.n + extra.n) * sizeof *grown);
         if (grown) {
@@ -548,8 +572,7 @@ static void evaluate(check *c, const cJSON *current, const rule *ru) {
     }
   }
   if (!found) {
-    c->verdict = (c->baseline_row_skipped && cur_row &&
-                  strcmp(cur_row, "skipped") == 0)
+    c->verdict = (c->baseline_row_skipped && cur_row && strcmp(cur_row, "skipped") == 0)
                      ? "skipped"
                      : "missing";
     return;
@@ -559,20 +582,17 @@ static void evaluate(check *c, const cJSON *current, const rule *ru) {
   switch (c->kind) {
   case KIND_TIME:
     evaluate_time(c, r, a, ru->alpha, ru->scale);
-    if (ru->confirm && strcmp(c->verdict, "regressed") == 0 &&
-        !regressed_before(ru, c->path)) {
+    if (ru->confirm && strcmp(c->verdict, "regressed") == 0 && !regressed_before(ru, c->path)) {
       c->verdict = "unconfirmed"; /* not regressed in the earlier run */
     }
     break;
   case KIND_RATE:
     c->allowed = b / (1.0 + r);
-    c->verdict = v < c->allowed ? "regressed" : v > b * (1.0 + r) ? "improved"
-                                                                 : "unchanged";
+    c->verdict = v < c->allowed ? "regressed" : v > b * (1.0 + r) ? "improved" : "unchanged";
     break;
   default:
     c->allowed = b * (1.0 + r);
-    c->verdict = v > c->allowed ? "regressed" : v * (1.0 + r) < b ? "improved"
-                                                                 : "unchanged";
+    c->verdict = v > c->allowed ? "regressed" : v * (1.0 + r) < b ? "improved" : "unchanged";
     break;
   }
 }
@@ -589,10 +609,10 @@ static double suite_speed_factor(const check_list *l, const cJSON *current, int 
   int n = 0;
   for (int i = 0; ratios && i < l->count; i++) {
     const check *c = &l->items[i];
-    if (c->kind != KIND_TIME || c->base.n < 2 || !(c->base.value > 0)) continue;
+    if (c->kind != KIND_TIME || c->base.n < 2 || !(c->base.value > 0))
+      continue;
     sampled cur;
-    if (sampled_from_report(current, c->path, &cur) == 0 && cur.n >= 2 &&
-        cur.value > 0) {
+    if (sampled_from_report(current, c->path, &cur) == 0 && cur.n >= 2 && cur.value > 0) {
       ratios[n++] = cur.value / c->base.value;
     }
     sampled_free(&cur);
@@ -613,10 +633,10 @@ typedef struct text_list {
   char items[16][512];
 } text_list;
 
-static void add_text(text_list *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void add_text(text_list *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_text(text_list *t, const char *fmt, ...) {
-  if (t->count == 16) return;
+  if (t->count == 16)
+    return;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(t->items[t->count++], sizeof t->items[0], fmt, ap);
@@ -627,16 +647,15 @@ static void add_text(text_list *t, const char *fmt, ...) {
  * baseline file's source. */
 static const cJSON *machine_item(const doc *d, const char *key) {
   const char *holder = d->kind == DOC_REPORT ? "environment" : "source";
-  return cJSON_GetObjectItemCaseSensitive(
-      cJSON_GetObjectItemCaseSensitive(d->json, holder), key);
+  return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d->json, holder), key);
 }
 
-static void differ(text_list *t, const char *what, const char *key,
-                   const cJSON *b, const cJSON *c) {
-  if (!b || !c || cJSON_Compare(b, c, 1)) return;
+static void differ(text_list *t, const char *what, const char *key, const cJSON *b,
+                   const cJSON *c) {
+  if (!b || !c || cJSON_Compare(b, c, 1))
+    return;
   char *bs = cJSON_PrintUnformatted(b), *cs = cJSON_PrintUnformatted(c);
-  add_text(t, "%s: %s baseline=%s current=%s", what, key, bs ? bs : "?",
-           cs ? cs : "?");
+  add_text(t, "%s: %s baseline=%s current=%s", what, key, bs ? bs : "?", cs ? cs : "?");
   free(bs);
   free(cs);
 }
@@ -645,9 +664,9 @@ static void differ(text_list *t, const char *what, const char *key,
  * only qualify them (notes). */
 static void find_mismatches(const doc *base, const doc *cur, text_list *mismatch,
                             text_list *notes) {
-  static const char *const profile[] = {"batch", "channels", "height", "width",
-                                        "tile_size", "kmax", "steps", "budget_b1",
-                                        "budget_b2", "budget_total", "seed", "ops"};
+  static const char *const profile[] = {"batch",     "channels",     "height", "width",
+                                        "tile_size", "kmax",         "steps",  "budget_b1",
+                                        "budget_b2", "budget_total", "seed",   "ops"};
   static const char *const settings[] = {"warmup", "iters", "repetitions"};
   const cJSON *bc = cJSON_GetObjectItemCaseSensitive(base->json, "config");
   const cJSON *cc = cJSON_GetObjectItemCaseSensitive(cur->json, "config");
@@ -657,8 +676,7 @@ static void find_mismatches(const doc *base, const doc *cur, text_list *mismatch
   }
   differ(mismatch, "dtype", "dtype", cJSON_GetObjectItemCaseSensitive(bc, "dtype"),
          cJSON_GetObjectItemCaseSensitive(cc, "dtype"));
-  differ(mismatch, "backend set", "backends",
-         cJSON_GetObjectItemCaseSensitive(bc, "backends"),
+  differ(mismatch, "backend set", "backends", cJSON_GetObjectItemCaseSensitive(bc, "backends"),
          cJSON_GetObjectItemCaseSensitive(cc, "backends"));
   differ(mismatch, "machine", "cpu_model", machine_item(base, "cpu_model"),
          machine_item(cur, "cpu_model"));
@@ -673,8 +691,7 @@ static void find_mismatches(const doc *base, const doc *cur, text_list *mismatch
   /* a container's host name changes from run to run: a note */
   differ(notes, "host", "host", machine_item(base, "host"), machine_item(cur, "host"));
   for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
-    differ(notes, "measurement", settings[i],
-           cJSON_GetObjectItemCaseSensitive(bc, settings[i]),
+    differ(notes, "measurement", settings[i], cJSON_GetObjectItemCaseSensitive(bc, settings[i]),
            cJSON_GetObjectItemCaseSensitive(cc, settings[i]));
   }
 }
@@ -690,17 +707,19 @@ static int has_row(const check_list *l, const char *row_path) {
   return 0;
 }
 
-static void find_staleness(const doc *base, const doc *cur, const check_list *l,
-                           text_list *stale) {
+static void find_staleness(const doc *base, const doc *cur, const check_list *l, text_list *stale) {
   if (schema_minor(base) < 1) {
-    add_text(stale, "recorded with schema 1.%g (before repetitions: no noise "
-             "estimate)", schema_minor(base));
+    add_text(stale,
+             "recorded with schema 1.%g (before repetitions: no noise "
+             "estimate)",
+             schema_minor(base));
   }
   static const char *const versions[] = {"backend_abi_version", "library_version"};
   for (size_t i = 0; i < 2; i++) {
     const cJSON *b = machine_item(base, versions[i]);
     const cJSON *c = machine_item(cur, versions[i]);
-    if (!c) continue;
+    if (!c)
+      continue;
     if (!b) {
       add_text(stale, "records no %s (current %s)", versions[i],
                cJSON_IsString(c) ? c->valuestring : "");
@@ -723,17 +742,17 @@ static void find_staleness(const doc *base, const doc *cur, const check_list *l,
   cJSON_ArrayForEach(section, cJSON_GetObjectItemCaseSensitive(cur->json, "benchmarks")) {
     cJSON_ArrayForEach(entry, section) {
       cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(entry, "rows")) {
-        snprintf(path, sizeof path, "benchmarks.%s.%s.rows.%s", section->string,
-                 entry->string, row->string);
+        snprintf(path, sizeof path, "benchmarks.%s.%s.rows.%s", section->string, entry->string,
+                 row->string);
         if (!has_row(l, path)) {
-          if (!missing++) snprintf(first, sizeof first, "%.400s", path + 11);
+          if (!missing++)
+            snprintf(first, sizeof first, "%.400s", path + 11);
         }
       }
     }
   }
   if (missing) {
-    add_text(stale, "lacks %d row(s) of the current suite (first: %s)", missing,
-             first);
+    add_text(stale, "lacks %d row(s) of the current suite (first: %s)", missing, first);
   }
 }
 
@@ -749,8 +768,7 @@ static void short_name(const char *path, char *buf, size_t size) {
   const char *backend = rows + 6;
   size_t blen = strcspn(backend, ".");
   const char *metric = backend[blen] ? backend + blen + 1 : "row";
-  snprintf(buf, size, "%.*s / %.*s / %s", (int)(rows - p), p, (int)blen, backend,
-           metric);
+  snprintf(buf, size, "%.*s / %.*s / %s", (int)(rows - p), p, (int)blen, backend, metric);
 }
 
 static void format_value(char *buf, size_t size, double v, metric_kind k) {
@@ -793,7 +811,8 @@ static int md_printf(char **md, size_t *len, size_t *cap, const char *fmt, ...) 
     va_start(ap, fmt);
     int w = vsnprintf(*md + *len, *cap - *len, fmt, ap);
     va_end(ap);
-    if (w < 0) return 0;
+    if (w < 0)
+      return 0;
     if ((size_t)w < *cap - *len) {
       *len += (size_t)w;
       return 0;
@@ -810,22 +829,24 @@ static int md_printf(char **md, size_t *len, size_t *cap, const char *fmt, ...) 
   }
 }
 
-static char *render_markdown(const doc *base, const doc *cur, const check_list *l,
-                             const outcome *o, const rule *ru, int failed) {
+static char *render_markdown(const doc *base, const doc *cur, const check_list *l, const outcome *o,
+                             const rule *ru, int failed) {
   size_t cap = 4096 + (size_t)l->count * 512, len = 0;
   char *md = malloc(cap);
-  if (!md) return NULL;
-#define EMIT(...)                                                            \
-  do {                                                                       \
-    if (md_printf(&md, &len, &cap, __VA_ARGS__) != 0) return NULL;           \
+  if (!md)
+    return NULL;
+#define EMIT(...)                                                                                  \
+  do {                                                                                             \
+    if (md_printf(&md, &len, &cap, __VA_ARGS__) != 0)                                              \
+      return NULL;                                                                                 \
   } while (0)
   EMIT("# apexx-bench compare\n\n");
   EMIT("- verdict: **%s** (%d regressed, %d improved, %d unchanged, %d missing, "
-       "%d failed)\n", failed ? "fail" : "pass", o->regressed, o->improved,
-       o->unchanged, o->missing, o->failed);
+       "%d failed)\n",
+       failed ? "fail" : "pass", o->regressed, o->improved, o->unchanged, o->missing, o->failed);
   EMIT("- baseline: `%s`\n- current: `%s`\n", base->path, cur->path);
-  EMIT("- status: `%s` (required `%s`)\n",
-       o->current_status ? o->current_status : "n/a", o->required);
+  EMIT("- status: `%s` (required `%s`)\n", o->current_status ? o->current_status : "n/a",
+       o->required);
   EMIT("- rule: regressed when the Mann-Whitney U test on the per-repetition "
        "medians gives p < %g and the median exceeds baseline x %g + %g ms\n",
        ru->alpha, 1.0 + ru->max_ratio, ru->max_abs_ms);
@@ -858,10 +879,10 @@ static char *render_markdown(const doc *base, const doc *cur, const check_list *
     }
     if (isfinite(c->p_value) || isfinite(c->band)) {
       char p[32] = "", band[48] = "";
-      if (isfinite(c->p_value)) snprintf(p, sizeof p, "p=%.3g", c->p_value);
+      if (isfinite(c->p_value))
+        snprintf(p, sizeof p, "p=%.3g", c->p_value);
       if (isfinite(c->band) && c->base.value > 0) {
-        snprintf(band, sizeof band, "%s+/-%.1f%%", *p ? ", " : "",
-                 100.0 * c->band / c->base.value);
+        snprintf(band, sizeof band, "%s+/-%.1f%%", *p ? ", " : "", 100.0 * c->band / c->base.value);
       }
       snprintf(pv, sizeof pv, "%s%s", p, band);
     }
@@ -882,8 +903,8 @@ static char *render_markdown(const doc *base, const doc *cur, const check_list *
   return md;
 }
 
-static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
-                           const outcome *o, const rule *ru, int failed) {
+static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l, const outcome *o,
+                           const rule *ru, int failed) {
   cJSON *s = cJSON_CreateObject();
   cJSON *schema = cJSON_AddObjectToObject(s, "schema_version");
   cJSON_AddNumberToObject(schema, "major", BENCH_SCHEMA_MAJOR);
@@ -936,15 +957,14 @@ static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
       bench_json_number(j, "baseline", c->base.value, "no baseline value");
       bench_json_number(j, "allowed", c->allowed, "no current value");
       bench_json_number(j, "current", c->cur.value, "missing from the current report");
-      bench_json_number(j, "regression_ratio", change_of(c),
-                        "baseline <= 0 or current missing");
-      bench_json_number(j, "p_value", c->p_value,
-                        "fewer than 2 repetitions on a side");
+      bench_json_number(j, "regression_ratio", change_of(c), "baseline <= 0 or current missing");
+      bench_json_number(j, "p_value", c->p_value, "fewer than 2 repetitions on a side");
       bench_json_number(j, "noise_band", c->band, "no spread recorded");
       cJSON_AddNumberToObject(j, "baseline_repetitions", c->base.n);
       cJSON_AddNumberToObject(j, "current_repetitions", c->cur.n);
       cJSON_AddNumberToObject(j, "max_ratio", c->max_ratio);
-      if (c->kind == KIND_TIME) cJSON_AddNumberToObject(j, "max_abs_ms", c->max_abs_ms);
+      if (c->kind == KIND_TIME)
+        cJSON_AddNumberToObject(j, "max_abs_ms", c->max_abs_ms);
     }
     cJSON_AddItemToArray(checks, j);
   }
@@ -952,9 +972,8 @@ static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
 }
 
 /* ---- emit-baseline --------------------------------------------------------- */
-static int emit_baseline(const char *report_path, const char *out_path,
-                         const metric_names *m, double max_ratio,
-                         double max_abs_ms) {
+static int emit_baseline(const char *report_path, const char *out_path, const metric_names *m,
+                         double max_ratio, double max_abs_ms) {
   doc d;
   int rc = load_doc(report_path, &d);
   if (rc != 0) {
@@ -963,8 +982,7 @@ static int emit_baseline(const char *report_path, const char *out_path,
   }
   if (d.kind != DOC_REPORT) {
     cJSON_Delete(d.json);
-    return unusable("[%s] is a baseline file; --emit-baseline reads a report",
-                    report_path);
+    return unusable("[%s] is a baseline file; --emit-baseline reads a report", report_path);
   }
   check_list l = {0, 0, NULL};
   if (checks_from_report(d.json, m, &l) != 0) {
@@ -985,16 +1003,19 @@ static int emit_baseline(const char *report_path, const char *out_path,
   static const char *const report_keys[] = {"timestamp_utc", "producer"};
   for (size_t i = 0; i < 2; i++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(d.json, report_keys[i]);
-    if (v) cJSON_AddItemToObject(source, report_keys[i], cJSON_Duplicate(v, 1));
+    if (v)
+      cJSON_AddItemToObject(source, report_keys[i], cJSON_Duplicate(v, 1));
   }
-  static const char *const env_keys[] = {"host", "cpu_model", "cpu_cores", "gpu",
-                                         "library_version", "backend_abi_version"};
+  static const char *const env_keys[] = {"host", "cpu_model",       "cpu_cores",
+                                         "gpu",  "library_version", "backend_abi_version"};
   for (size_t i = 0; i < sizeof env_keys / sizeof env_keys[0]; i++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(env, env_keys[i]);
-    if (v) cJSON_AddItemToObject(source, env_keys[i], cJSON_Duplicate(v, 1));
+    if (v)
+      cJSON_AddItemToObject(source, env_keys[i], cJSON_Duplicate(v, 1));
   }
   const cJSON *config = cJSON_GetObjectItemCaseSensitive(d.json, "config");
-  if (config) cJSON_AddItemToObject(b, "config", cJSON_Duplicate(config, 1));
+  if (config)
+    cJSON_AddItemToObject(b, "config", cJSON_Duplicate(config, 1));
   cJSON_AddStringToObject(b, "required_status", "ok");
   cJSON *metrics = cJSON_AddArrayToObject(b, "metrics");
   for (int i = 0; i < l.count; i++) {
@@ -1007,7 +1028,8 @@ static int emit_baseline(const char *report_path, const char *out_path,
       cJSON_AddStringToObject(item, "row_status", st ? st : "skipped");
       const cJSON *row = lookup(d.json, c->path);
       const cJSON *reason = cJSON_GetObjectItemCaseSensitive(row, "reason");
-      if (cJSON_IsString(reason)) cJSON_AddStringToObject(item, "reason", reason->valuestring);
+      if (cJSON_IsString(reason))
+        cJSON_AddStringToObject(item, "reason", reason->valuestring);
     } else {
       cJSON_AddNumberToObject(item, "value", c->base.value);
       if (c->base.n > 0) {
@@ -1018,7 +1040,8 @@ static int emit_baseline(const char *report_path, const char *out_path,
           cJSON_AddItemToArray(med, cJSON_CreateNumber(c->base.reps[k]));
         }
       }
-      if (isfinite(max_ratio)) cJSON_AddNumberToObject(item, "max_ratio", max_ratio);
+      if (isfinite(max_ratio))
+        cJSON_AddNumberToObject(item, "max_ratio", max_ratio);
       if (isfinite(max_abs_ms) && c->kind == KIND_TIME) {
         cJSON_AddNumberToObject(item, "max_abs_ms", max_abs_ms);
       }
@@ -1029,7 +1052,8 @@ static int emit_baseline(const char *report_path, const char *out_path,
   cJSON_Delete(b);
   cJSON_Delete(d.json);
   free_checks(&l);
-  if (!text) return unusable("out of memory");
+  if (!text)
+    return unusable("out of memory");
   rc = BENCH_EXIT_OK;
   char err[1024];
   if (bench_write_atomic(out_path ? out_path : "-", text, err, sizeof err) != 0) {
@@ -1072,15 +1096,15 @@ static const struct option compare_flags[] = {
     {"help", no_argument, NULL, C_HELP},
     {NULL, 0, NULL, 0}};
 
-static int parse_tolerance(const char *flag, const char *value, double hi,
-                           double *out) {
+static int parse_tolerance(const char *flag, const char *value, double hi, double *out) {
   char *end = NULL;
   errno = 0;
   double v = strtod(value, &end);
-  if (*value == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v) || v < 0 ||
-      v > hi) {
-    fprintf(stderr, "apexx-bench compare: --%s: [%s] must be a finite number in "
-                    "[0, %g]\n", flag, value, hi);
+  if (*value == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v) || v < 0 || v > hi) {
+    fprintf(stderr,
+            "apexx-bench compare: --%s: [%s] must be a finite number in "
+            "[0, %g]\n",
+            flag, value, hi);
     return 1;
   }
   *out = v;
@@ -1113,16 +1137,20 @@ int bench_compare_main(int argc, char **argv) {
   for (;;) {
     int index = -1;
     int c = getopt_long(argc, argv, ":o:", compare_flags, &index);
-    if (c == -1) break;
+    if (c == -1)
+      break;
     switch (c) {
     case C_MAX_RATIO:
-      if (parse_tolerance("max-ratio", optarg, 1e6, &ru.max_ratio)) return BENCH_EXIT_USAGE;
+      if (parse_tolerance("max-ratio", optarg, 1e6, &ru.max_ratio))
+        return BENCH_EXIT_USAGE;
       break;
     case C_MAX_ABS_MS:
-      if (parse_tolerance("max-abs-ms", optarg, 1e9, &ru.max_abs_ms)) return BENCH_EXIT_USAGE;
+      if (parse_tolerance("max-abs-ms", optarg, 1e9, &ru.max_abs_ms))
+        return BENCH_EXIT_USAGE;
       break;
     case C_ALPHA:
-      if (parse_tolerance("alpha", optarg, 1.0, &ru.alpha)) return BENCH_EXIT_USAGE;
+      if (parse_tolerance("alpha", optarg, 1.0, &ru.alpha))
+        return BENCH_EXIT_USAGE;
       break;
     case C_ALLOW_MISMATCH:
       allow_mismatch = 1;
@@ -1137,8 +1165,7 @@ int bench_compare_main(int argc, char **argv) {
     case C_OUTPUT_JSON:
     case C_OUTPUT_MD:
       if (*optarg == '\0') {
-        fprintf(stderr, "apexx-bench compare: %s: [] is an empty path\n",
-                argv[optind - 1]);
+        fprintf(stderr, "apexx-bench compare: %s: [] is an empty path\n", argv[optind - 1]);
         return BENCH_EXIT_USAGE;
       }
       if (c == C_OUTPUT_MD) {
@@ -1155,7 +1182,8 @@ int bench_compare_main(int argc, char **argv) {
       char *save = NULL;
       for (char *p = optarg;; p = NULL) {
         char *item = strtok_r(p, ",", &save);
-        if (!item) break;
+        if (!item)
+          break;
         if (m.count == BENCH_MAX_LIST) {
           fprintf(stderr, "apexx-bench compare: --metrics: too many names\n");
           return BENCH_EXIT_USAGE;
@@ -1163,8 +1191,7 @@ int bench_compare_main(int argc, char **argv) {
         m.names[m.count++] = item;
       }
       if (m.count == 0) {
-        fprintf(stderr, "apexx-bench compare: --metrics: [%s] is an empty list\n",
-                optarg);
+        fprintf(stderr, "apexx-bench compare: --metrics: [%s] is an empty list\n", optarg);
         return BENCH_EXIT_USAGE;
       }
       break;
@@ -1179,31 +1206,37 @@ int bench_compare_main(int argc, char **argv) {
       fprintf(stderr, "apexx-bench compare: %s: needs a value\n", argv[optind - 1]);
       return BENCH_EXIT_USAGE;
     default:
-      fprintf(stderr, "apexx-bench compare: unknown flag [%s] (see --help)\n",
-              argv[optind - 1]);
+      fprintf(stderr, "apexx-bench compare: unknown flag [%s] (see --help)\n", argv[optind - 1]);
       return BENCH_EXIT_USAGE;
     }
   }
   int positional = argc - optind;
   if (emit) {
     if (positional != 1) {
-      fprintf(stderr, "apexx-bench compare --emit-baseline: needs exactly one "
-                      "REPORT (got %d arguments)\n", positional);
+      fprintf(stderr,
+              "apexx-bench compare --emit-baseline: needs exactly one "
+              "REPORT (got %d arguments)\n",
+              positional);
       return BENCH_EXIT_USAGE;
     }
     return emit_baseline(argv[optind], output, &m, ru.max_ratio, ru.max_abs_ms);
   }
   if (positional < 2 || positional > 10) {
-    fprintf(stderr, "apexx-bench compare: needs BASELINE and one to nine CURRENT "
-                    "reports (got %d arguments; see --help)\n", positional);
+    fprintf(stderr,
+            "apexx-bench compare: needs BASELINE and one to nine CURRENT "
+            "reports (got %d arguments; see --help)\n",
+            positional);
     return BENCH_EXIT_USAGE;
   }
-  if (isnan(ru.max_ratio)) ru.max_ratio = DEFAULT_MAX_RATIO;
-  if (isnan(ru.max_abs_ms)) ru.max_abs_ms = DEFAULT_MAX_ABS_MS;
+  if (isnan(ru.max_ratio))
+    ru.max_ratio = DEFAULT_MAX_RATIO;
+  if (isnan(ru.max_abs_ms))
+    ru.max_abs_ms = DEFAULT_MAX_ABS_MS;
 
   doc base = {NULL, NULL, DOC_REPORT}, cur = {NULL, NULL, DOC_REPORT};
   int rc = load_doc(argv[optind], &base);
-  if (rc == 0) rc = load_doc(argv[optind + 1], &cur);
+  if (rc == 0)
+    rc = load_doc(argv[optind + 1], &cur);
   if (rc == 0 && cur.kind != DOC_REPORT) {
     rc = unusable("[%s] is a baseline file; CURRENT must be a report", cur.path);
   }
@@ -1217,19 +1250,20 @@ int bench_compare_main(int argc, char **argv) {
     if (rc == 0 && m->kind != DOC_REPORT) {
       rc = unusable("[%s] is a baseline file; CURRENT must be a report", m->path);
     }
-    if (m->json) more_count++;
+    if (m->json)
+      more_count++;
     if (rc == 0) {
       text_list mm, notes;
       memset(&mm, 0, sizeof mm);
       memset(&notes, 0, sizeof notes);
       find_mismatches(&cur, m, &mm, &notes);
       if (mm.count) {
-        rc = unusable("[%s] and [%s] cannot be pooled: %s", cur.path, m->path,
-                      mm.items[0]);
+        rc = unusable("[%s] and [%s] cannot be pooled: %s", cur.path, m->path, mm.items[0]);
       }
     }
   }
-  for (int k = 0; k < more_count; k++) ru.more[k] = more[k].json;
+  for (int k = 0; k < more_count; k++)
+    ru.more[k] = more[k].json;
   ru.more_count = more_count;
   cJSON *confirm = NULL;
   if (rc == 0 && confirm_path) {
@@ -1242,8 +1276,8 @@ int bench_compare_main(int argc, char **argv) {
     if (!cJSON_IsString(suite) || strcmp(suite->valuestring, "apexx-compare") != 0 ||
         !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(confirm, "checks"))) {
       rc = unusable("--confirm: [%s] is not a compare summary (--output-json of an "
-                    "earlier compare)%s%s", confirm_path, readable ? "" : ": ",
-                    readable ? "" : err);
+                    "earlier compare)%s%s",
+                    confirm_path, readable ? "" : ": ", readable ? "" : err);
     }
     ru.confirm = confirm;
   }
@@ -1253,11 +1287,13 @@ int bench_compare_main(int argc, char **argv) {
   o.required = "ok";
   if (rc == 0) {
     if (base.kind == DOC_REPORT) {
-      if (checks_from_report(base.json, &m, &l) != 0) rc = unusable("out of memory");
+      if (checks_from_report(base.json, &m, &l) != 0)
+        rc = unusable("out of memory");
     } else {
       rc = checks_from_baseline(&base, &l);
       const cJSON *req = cJSON_GetObjectItemCaseSensitive(base.json, "required_status");
-      if (cJSON_IsString(req)) o.required = req->valuestring;
+      if (cJSON_IsString(req))
+        o.required = req->valuestring;
     }
   }
   if (rc == 0) {
@@ -1271,7 +1307,8 @@ int bench_compare_main(int argc, char **argv) {
     }
     if (o.mismatch.count && !allow_mismatch) {
       rc = unusable("the reports are not comparable (%d mismatch(es) above); "
-                    "pass --allow-mismatch to compare anyway", o.mismatch.count);
+                    "pass --allow-mismatch to compare anyway",
+                    o.mismatch.count);
     }
   }
   if (rc != 0) {
@@ -1279,7 +1316,8 @@ int bench_compare_main(int argc, char **argv) {
     cJSON_Delete(base.json);
     cJSON_Delete(cur.json);
     cJSON_Delete(confirm);
-    for (int k = 0; k < more_count; k++) cJSON_Delete(more[k].json);
+    for (int k = 0; k < more_count; k++)
+      cJSON_Delete(more[k].json);
     return rc;
   }
   find_staleness(&base, &cur, &l, &o.stale);
@@ -1297,37 +1335,47 @@ int bench_compare_main(int argc, char **argv) {
   int failed = o.status_ok ? 0 : 1;
   if (!quiet) {
     printf("check metric=__status__ status=%s expected=%s current=%s\n",
-           o.status_ok ? "pass" : "fail", o.required,
-           o.current_status ? o.current_status : "n/a");
+           o.status_ok ? "pass" : "fail", o.required, o.current_status ? o.current_status : "n/a");
   }
   for (int i = 0; i < l.count; i++) {
     check *c = &l.items[i];
     evaluate(c, cur.json, &ru);
     const char *v = c->verdict;
-    if (is_failure(v)) failed++;
-    if (strcmp(v, "regressed") == 0) o.regressed++;
-    else if (strcmp(v, "improved") == 0) o.improved++;
-    else if (strcmp(v, "unchanged") == 0) o.unchanged++;
-    else if (strcmp(v, "missing") == 0) o.missing++;
-    else if (strcmp(v, "failed") == 0) o.failed++;
-    else if (strcmp(v, "unconfirmed") == 0) o.unconfirmed++;
-    else o.other++;
-    if (quiet && !is_failure(v)) continue;
-    printf("check metric=%s kind=%s status=%s verdict=%s", c->path,
-           kind_name(c->kind), is_failure(v) ? "fail" : "pass", v);
+    if (is_failure(v))
+      failed++;
+    if (strcmp(v, "regressed") == 0)
+      o.regressed++;
+    else if (strcmp(v, "improved") == 0)
+      o.improved++;
+    else if (strcmp(v, "unchanged") == 0)
+      o.unchanged++;
+    else if (strcmp(v, "missing") == 0)
+      o.missing++;
+    else if (strcmp(v, "failed") == 0)
+      o.failed++;
+    else if (strcmp(v, "unconfirmed") == 0)
+      o.unconfirmed++;
+    else
+      o.other++;
+    if (quiet && !is_failure(v))
+      continue;
+    printf("check metric=%s kind=%s status=%s verdict=%s", c->path, kind_name(c->kind),
+           is_failure(v) ? "fail" : "pass", v);
     if (c->kind != KIND_ROW) {
       printf(" baseline=%.6g", c->base.value);
       if (isfinite(c->allowed)) {
-        printf(" %s=%.6g", c->kind == KIND_RATE ? "allowed_min" : "allowed_max",
-               c->allowed);
+        printf(" %s=%.6g", c->kind == KIND_RATE ? "allowed_min" : "allowed_max", c->allowed);
       }
-      if (isfinite(c->cur.value)) printf(" current=%.6g", c->cur.value);
+      if (isfinite(c->cur.value))
+        printf(" current=%.6g", c->cur.value);
       double change = change_of(c);
-      if (isfinite(change)) printf(" change=%+.1f%%", 100.0 * change);
+      if (isfinite(change))
+        printf(" change=%+.1f%%", 100.0 * change);
       if (c->relative != 1.0 && isfinite(change)) {
         printf(" relative_change=%+.1f%%", 100.0 * ((change + 1.0) / c->relative - 1.0));
       }
-      if (isfinite(c->p_value)) printf(" p=%.3g", c->p_value);
+      if (isfinite(c->p_value))
+        printf(" p=%.3g", c->p_value);
       if (isfinite(c->band) && c->base.value > 0) {
         printf(" noise=+/-%.1f%%", 100.0 * c->band / c->base.value);
       }
@@ -1345,12 +1393,12 @@ int bench_compare_main(int argc, char **argv) {
   printf("compare status=%s metrics=%d failed=%d regressed=%d improved=%d "
          "unchanged=%d missing=%d max_ratio=%g max_abs_ms=%g alpha=%g "
          "baseline=%s current=%s\n",
-         failed ? "fail" : "pass", l.count, failed, o.regressed, o.improved,
-         o.unchanged, o.missing, ru.max_ratio, ru.max_abs_ms, ru.alpha, base.path,
-         cur.path);
+         failed ? "fail" : "pass", l.count, failed, o.regressed, o.improved, o.unchanged, o.missing,
+         ru.max_ratio, ru.max_abs_ms, ru.alpha, base.path, cur.path);
   if (confirm_path) {
     printf("compare confirm=%s unconfirmed=%d (regressed now, not in the earlier "
-           "run)\n", confirm_path, o.unconfirmed);
+           "run)\n",
+           confirm_path, o.unconfirmed);
   }
   fflush(stdout);
 
@@ -1362,15 +1410,15 @@ int bench_compare_main(int argc, char **argv) {
     }
     cJSON_Delete(summary);
   }
-  if (output_md &&
-      write_output("--output-md", output_md,
-                   render_markdown(&base, &cur, &l, &o, &ru, failed)) != 0) {
+  if (output_md && write_output("--output-md", output_md,
+                                render_markdown(&base, &cur, &l, &o, &ru, failed)) != 0) {
     rc = BENCH_EXIT_USAGE;
   }
   free_checks(&l);
   cJSON_Delete(base.json);
   cJSON_Delete(cur.json);
   cJSON_Delete(confirm);
-  for (int k = 0; k < more_count; k++) cJSON_Delete(more[k].json);
+  for (int k = 0; k < more_count; k++)
+    cJSON_Delete(more[k].json);
   return rc;
 }

@@ -38,13 +38,15 @@ typedef struct sbuf {
 
 static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sb_printf(sbuf *b, const char *fmt, ...) {
-  if (b->oom) return;
+  if (b->oom)
+    return;
   for (;;) {
     va_list ap;
     va_start(ap, fmt);
     int w = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
     va_end(ap);
-    if (w < 0) return;
+    if (w < 0)
+      return;
     if (b->s && (size_t)w < b->cap - b->len) {
       b->len += (size_t)w;
       return;
@@ -92,8 +94,7 @@ static void machine_key(const cJSON *report, char *buf, size_t size) {
   const cJSON *env = get(report, "environment");
   const cJSON *model = get(env, "cpu_model"), *cores = get(env, "cpu_cores");
   const cJSON *gpu_name = get(get(env, "gpu"), "name");
-  snprintf(buf, size, "%s x%d%s%s",
-           cJSON_IsString(model) ? model->valuestring : "unknown cpu",
+  snprintf(buf, size, "%s x%d%s%s", cJSON_IsString(model) ? model->valuestring : "unknown cpu",
            cJSON_IsNumber(cores) ? (int)cores->valuedouble : 0,
            cJSON_IsString(gpu_name) ? " / " : "",
            cJSON_IsString(gpu_name) ? gpu_name->valuestring : "");
@@ -107,25 +108,23 @@ static cJSON *run_summary(const cJSON *report) {
   machine_key(report, machine, sizeof machine);
   cJSON_AddStringToObject(s, "machine", machine);
   const cJSON *host = get(get(report, "environment"), "host");
-  if (cJSON_IsString(host)) cJSON_AddStringToObject(s, "host", host->valuestring);
+  if (cJSON_IsString(host))
+    cJSON_AddStringToObject(s, "host", host->valuestring);
   const cJSON *stamp = get(report, "timestamp_utc");
-  cJSON_AddStringToObject(s, "timestamp_utc",
-                          cJSON_IsString(stamp) ? stamp->valuestring : "");
+  cJSON_AddStringToObject(s, "timestamp_utc", cJSON_IsString(stamp) ? stamp->valuestring : "");
   const cJSON *config = get(report, "config");
   char profile[256];
   snprintf(profile, sizeof profile, "b%g c%g %gx%g t%g k%g s%g %s",
            cJSON_GetNumberValue(get(config, "batch")),
            cJSON_GetNumberValue(get(config, "channels")),
-           cJSON_GetNumberValue(get(config, "height")),
-           cJSON_GetNumberValue(get(config, "width")),
+           cJSON_GetNumberValue(get(config, "height")), cJSON_GetNumberValue(get(config, "width")),
            cJSON_GetNumberValue(get(config, "tile_size")),
-           cJSON_GetNumberValue(get(config, "kmax")),
-           cJSON_GetNumberValue(get(config, "steps")),
+           cJSON_GetNumberValue(get(config, "kmax")), cJSON_GetNumberValue(get(config, "steps")),
            cJSON_IsString(get(config, "dtype")) ? get(config, "dtype")->valuestring : "?");
   cJSON_AddStringToObject(s, "profile", profile);
-  cJSON_AddStringToObject(s, "status", cJSON_IsString(get(report, "status"))
-                                           ? get(report, "status")->valuestring
-                                           : "unknown");
+  cJSON_AddStringToObject(s, "status",
+                          cJSON_IsString(get(report, "status")) ? get(report, "status")->valuestring
+                                                                : "unknown");
   cJSON *rows = cJSON_AddObjectToObject(s, "rows");
   const cJSON *section, *entry, *row;
   cJSON_ArrayForEach(section, get(report, "benchmarks")) {
@@ -133,13 +132,11 @@ static cJSON *run_summary(const cJSON *report) {
       cJSON_ArrayForEach(row, get(entry, "rows")) {
         const cJSON *st = get(row, "status");
         const cJSON *p50 = get(row, "p50_ms");
-        if (!cJSON_IsString(st) || strcmp(st->valuestring, "ok") != 0 ||
-            !cJSON_IsNumber(p50)) {
+        if (!cJSON_IsString(st) || strcmp(st->valuestring, "ok") != 0 || !cJSON_IsNumber(p50)) {
           continue;
         }
         char key[512];
-        snprintf(key, sizeof key, "%s.%s/%s", section->string, entry->string,
-                 row->string);
+        snprintf(key, sizeof key, "%s.%s/%s", section->string, entry->string, row->string);
         cJSON *r = cJSON_AddObjectToObject(rows, key);
         const cJSON *reps = get(row, "repetitions");
         const cJSON *med = get(reps, "medians_ms");
@@ -150,7 +147,8 @@ static cJSON *run_summary(const cJSON *report) {
         const cJSON *item;
         if (v) {
           cJSON_ArrayForEach(item, med) {
-            if (cJSON_IsNumber(item)) v[k++] = item->valuedouble;
+            if (cJSON_IsNumber(item))
+              v[k++] = item->valuedouble;
           }
         }
         if (k > 0 && bench_summary_compute(v, k, &sum) == 0) {
@@ -176,7 +174,8 @@ static cJSON *run_summary(const cJSON *report) {
 static char *join(const char *dir, const char *name) {
   size_t len = strlen(dir) + strlen(name) + 2;
   char *p = malloc(len);
-  if (p) snprintf(p, len, "%s/%s", dir, name);
+  if (p)
+    snprintf(p, len, "%s/%s", dir, name);
   return p;
 }
 
@@ -190,15 +189,13 @@ static int ensure_dir(const char *dir, char *err, size_t err_size) {
     return 0;
   }
   if (mkdir(dir, 0777) != 0) {
-    snprintf(err, err_size, "cannot create the history directory [%s]: %s", dir,
-             strerror(errno));
+    snprintf(err, err_size, "cannot create the history directory [%s]: %s", dir, strerror(errno));
     return -1;
   }
   return 0;
 }
 
-static int append_line(const char *dir, const cJSON *summary, char *err,
-                       size_t err_size) {
+static int append_line(const char *dir, const cJSON *summary, char *err, size_t err_size) {
   char *path = join(dir, HISTORY_FILE);
   char *line = cJSON_PrintUnformatted(summary);
   int rc = -1;
@@ -236,7 +233,8 @@ out:
  * with a warning naming the line). */
 static cJSON *load_store(const char *dir, char *err, size_t err_size) {
   char *path = join(dir, HISTORY_FILE);
-  if (!path) return NULL;
+  if (!path)
+    return NULL;
   cJSON *runs = cJSON_CreateArray();
   struct stat st;
   if (stat(path, &st) != 0) {
@@ -252,7 +250,8 @@ static cJSON *load_store(const char *dir, char *err, size_t err_size) {
   int line_no = 0;
   for (char *p = text; *p;) {
     char *nl = strchr(p, '\n');
-    if (nl) *nl = '\0';
+    if (nl)
+      *nl = '\0';
     line_no++;
     if (*p) {
       cJSON *run = cJSON_Parse(p);
@@ -260,11 +259,11 @@ static cJSON *load_store(const char *dir, char *err, size_t err_size) {
         cJSON_AddItemToArray(runs, run);
       } else {
         cJSON_Delete(run);
-        fprintf(stderr, "apexx-bench history: %s:%d: not a run summary; skipped\n",
-                path, line_no);
+        fprintf(stderr, "apexx-bench history: %s:%d: not a run summary; skipped\n", path, line_no);
       }
     }
-    if (!nl) break;
+    if (!nl)
+      break;
     p = nl + 1;
   }
   free(text);
@@ -284,12 +283,15 @@ static void read_medians(const cJSON *row, double **v, int *n) {
   *n = 0;
   *v = NULL;
   int count = cJSON_IsArray(med) ? cJSON_GetArraySize(med) : 0;
-  if (count < 1) return;
+  if (count < 1)
+    return;
   *v = malloc((size_t)count * sizeof **v);
-  if (!*v) return;
+  if (!*v)
+    return;
   const cJSON *item;
   cJSON_ArrayForEach(item, med) {
-    if (cJSON_IsNumber(item)) (*v)[(*n)++] = item->valuedouble;
+    if (cJSON_IsNumber(item))
+      (*v)[(*n)++] = item->valuedouble;
   }
 }
 
@@ -303,8 +305,7 @@ static int regressed_against(const cJSON *prev_row, const cJSON *row) {
   double base = cJSON_GetNumberValue(get(prev_row, "median_ms"));
   int r = 0;
   if (na >= 2 && nb >= 2 && isfinite(cur) && isfinite(base)) {
-    r = bench_mann_whitney_p(a, na, b, nb) < REGRESSION_ALPHA &&
-        cur > base * REGRESSION_RATIO;
+    r = bench_mann_whitney_p(a, na, b, nb) < REGRESSION_ALPHA && cur > base * REGRESSION_RATIO;
   }
   free(a);
   free(b);
@@ -322,8 +323,8 @@ static const char *const series_colors[] = {"#1f77b4", "#2ca02c", "#9467bd",
                                             "#8c564b", "#e377c2", "#7f7f7f"};
 
 /* One SVG for a row key over every machine's runs. */
-static void render_chart(sbuf *b, const char *key, const cJSON *runs,
-                         const char **machines, int machine_count) {
+static void render_chart(sbuf *b, const char *key, const cJSON *runs, const char **machines,
+                         int machine_count) {
   int total = cJSON_GetArraySize(runs);
   point *pts = calloc((size_t)total * (size_t)machine_count + 1, sizeof *pts);
   int *counts = calloc((size_t)machine_count + 1, sizeof *counts);
@@ -344,7 +345,8 @@ static void render_chart(sbuf *b, const char *key, const cJSON *runs,
         continue;
       }
       const cJSON *row = get(get(run, "rows"), key);
-      if (!cJSON_IsObject(row) || !cJSON_IsNumber(get(row, "median_ms"))) continue;
+      if (!cJSON_IsObject(row) || !cJSON_IsNumber(get(row, "median_ms")))
+        continue;
       point *p = &pts[m * total + counts[m]];
       p->run = run;
       p->median = get(row, "median_ms")->valuedouble;
@@ -353,79 +355,94 @@ static void render_chart(sbuf *b, const char *key, const cJSON *runs,
       p->hi = p->median + 1.4826 * mad;
       p->regressed = prev_row ? regressed_against(prev_row, row) : 0;
       prev_row = row;
-      if (p->hi > ymax) ymax = p->hi;
+      if (p->hi > ymax)
+        ymax = p->hi;
       counts[m]++;
-      if (counts[m] > xmax) xmax = counts[m];
+      if (counts[m] > xmax)
+        xmax = counts[m];
     }
   }
-  if (ymax <= 0) ymax = 1e-3;
+  if (ymax <= 0)
+    ymax = 1e-3;
   ymax *= 1.1;
   double pw = CHART_W - PAD_L - PAD_R, ph = CHART_H - PAD_T - PAD_B;
 #define XS(i) (PAD_L + (xmax > 1 ? pw * (double)(i) / (double)(xmax - 1) : pw / 2))
 #define YS(v) (PAD_T + ph * (1.0 - (v) / ymax))
-  sb_printf(b, "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-               "height=\"%d\" viewBox=\"0 0 %d %d\" class=\"chart\" data-key=\"",
+  sb_printf(b,
+            "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+            "height=\"%d\" viewBox=\"0 0 %d %d\" class=\"chart\" data-key=\"",
             CHART_W, CHART_H, CHART_W, CHART_H);
   sb_escaped(b, key);
   sb_printf(b, "\">\n<title>");
   sb_escaped(b, key);
   sb_printf(b, " median time per run</title>\n");
-  sb_printf(b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n",
-            CHART_W, CHART_H);
-  sb_printf(b, "<text x=\"%d\" y=\"18\" font-size=\"14\" font-family=\"sans-serif\">",
-            PAD_L);
+  sb_printf(b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", CHART_W,
+            CHART_H);
+  sb_printf(b, "<text x=\"%d\" y=\"18\" font-size=\"14\" font-family=\"sans-serif\">", PAD_L);
   sb_escaped(b, key);
   sb_printf(b, "</text>\n");
   /* axes and y ticks (microseconds) */
-  sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n",
-            PAD_L, PAD_T, PAD_L, CHART_H - PAD_B);
-  sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n",
-            PAD_L, CHART_H - PAD_B, CHART_W - PAD_R, CHART_H - PAD_B);
+  sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", PAD_L, PAD_T,
+            PAD_L, CHART_H - PAD_B);
+  sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", PAD_L,
+            CHART_H - PAD_B, CHART_W - PAD_R, CHART_H - PAD_B);
   int in_ms = ymax >= 1.0; /* tick labels in ms from 1 ms up, else us */
   for (int t = 0; t <= 4; t++) {
     double v = ymax * t / 4.0;
-    sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                 "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" "
-                 "font-family=\"sans-serif\">%.3g %s</text>\n",
-              PAD_L, YS(v), CHART_W - PAD_R, YS(v), PAD_L - 4, YS(v) + 3,
-              in_ms ? v : v * 1e3, in_ms ? "ms" : "us");
+    sb_printf(b,
+              "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+              "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" "
+              "font-family=\"sans-serif\">%.3g %s</text>\n",
+              PAD_L, YS(v), CHART_W - PAD_R, YS(v), PAD_L - 4, YS(v) + 3, in_ms ? v : v * 1e3,
+              in_ms ? "ms" : "us");
   }
   for (int m = 0; m < machine_count; m++) {
     const char *color = series_colors[m % 6];
     point *p = &pts[m * total];
     int n = counts[m];
-    if (n == 0) continue;
+    if (n == 0)
+      continue;
     /* the noise band: upper edge forward, lower edge back */
-    sb_printf(b, "<polygon class=\"band\" fill=\"%s\" fill-opacity=\"0.18\" "
-                 "stroke=\"none\" points=\"", color);
-    for (int i = 0; i < n; i++) sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].hi));
-    for (int i = n - 1; i >= 0; i--) sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].lo));
-    sb_printf(b, "\"/>\n<polyline class=\"median\" fill=\"none\" stroke=\"%s\" "
-                 "stroke-width=\"2\" points=\"", color);
-    for (int i = 0; i < n; i++) sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].median));
+    sb_printf(b,
+              "<polygon class=\"band\" fill=\"%s\" fill-opacity=\"0.18\" "
+              "stroke=\"none\" points=\"",
+              color);
+    for (int i = 0; i < n; i++)
+      sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].hi));
+    for (int i = n - 1; i >= 0; i--)
+      sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].lo));
+    sb_printf(b,
+              "\"/>\n<polyline class=\"median\" fill=\"none\" stroke=\"%s\" "
+              "stroke-width=\"2\" points=\"",
+              color);
+    for (int i = 0; i < n; i++)
+      sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].median));
     sb_printf(b, "\"/>\n");
     for (int i = 0; i < n; i++) {
       const char *commit = get(p[i].run, "commit")->valuestring;
-      sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>",
-                XS(i), YS(p[i].median), color);
+      sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>", XS(i),
+                YS(p[i].median), color);
       sb_escaped(b, commit);
       sb_printf(b, " %.4g us%s</title></circle>\n", p[i].median * 1e3,
                 p[i].regressed ? " (regressed)" : "");
       if (p[i].regressed) {
-        sb_printf(b, "<circle class=\"regression\" cx=\"%.1f\" cy=\"%.1f\" r=\"8\" "
-                     "fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>\n",
+        sb_printf(b,
+                  "<circle class=\"regression\" cx=\"%.1f\" cy=\"%.1f\" r=\"8\" "
+                  "fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>\n",
                   XS(i), YS(p[i].median));
       }
       if (m == 0) {
-        sb_printf(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
-                     "font-family=\"monospace\" transform=\"rotate(-35 %.1f %d)\">%.7s"
-                     "</text>\n",
+        sb_printf(b,
+                  "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
+                  "font-family=\"monospace\" transform=\"rotate(-35 %.1f %d)\">%.7s"
+                  "</text>\n",
                   XS(i), CHART_H - PAD_B + 14, XS(i), CHART_H - PAD_B + 14, commit);
       }
     }
-    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"%s\" "
-                 "font-family=\"sans-serif\">", CHART_W - PAD_R - 200,
-              PAD_T + 12 * (m + 1), color);
+    sb_printf(b,
+              "<text x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"%s\" "
+              "font-family=\"sans-serif\">",
+              CHART_W - PAD_R - 200, PAD_T + 12 * (m + 1), color);
     sb_escaped(b, machines[m]);
     sb_printf(b, "</text>\n");
   }
@@ -438,7 +455,8 @@ static void render_chart(sbuf *b, const char *key, const cJSON *runs,
 
 static int string_in(const char **list, int n, const char *s) {
   for (int i = 0; i < n; i++) {
-    if (strcmp(list[i], s) == 0) return 1;
+    if (strcmp(list[i], s) == 0)
+      return 1;
   }
   return 0;
 }
@@ -452,12 +470,14 @@ static char *render_page(const cJSON *runs) {
   const cJSON *run, *row;
   cJSON_ArrayForEach(run, runs) {
     const cJSON *m = get(run, "machine");
-    if (!cJSON_IsString(m) || !cJSON_IsString(get(run, "commit"))) continue;
+    if (!cJSON_IsString(m) || !cJSON_IsString(get(run, "commit")))
+      continue;
     if (!string_in(machines, machine_count, m->valuestring) && machine_count < 32) {
       machines[machine_count++] = m->valuestring;
     }
     cJSON_ArrayForEach(row, get(run, "rows")) {
-      if (string_in(keys, key_count, row->string)) continue;
+      if (string_in(keys, key_count, row->string))
+        continue;
       if (key_count == key_cap) {
         key_cap = key_cap ? key_cap * 2 : 32;
         const char **grown = realloc(keys, (size_t)key_cap * sizeof *grown);
@@ -471,16 +491,17 @@ static char *render_page(const cJSON *runs) {
       keys[key_count++] = row->string;
     }
   }
-  sb_printf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-                "<title>apexx-bench history</title>\n<style>body{font-family:"
-                "sans-serif;margin:16px}figure{display:inline-block;margin:6px;"
-                "border:1px solid #ccc}</style></head><body>\n"
-                "<h1>apexx-bench history</h1>\n<p>%d run(s), %d machine(s), %d "
-                "row(s). Each chart: the median time of each run (per-repetition "
-                "medians' median) in run order, labelled by commit; the band is "
-                "median &plusmn; 1.4826&middot;MAD; a red ring marks a run that "
-                "regressed against the previous run of its machine (Mann-Whitney "
-                "p &lt; %.2g and more than %.0f%% slower).</p>\n",
+  sb_printf(&b,
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+            "<title>apexx-bench history</title>\n<style>body{font-family:"
+            "sans-serif;margin:16px}figure{display:inline-block;margin:6px;"
+            "border:1px solid #ccc}</style></head><body>\n"
+            "<h1>apexx-bench history</h1>\n<p>%d run(s), %d machine(s), %d "
+            "row(s). Each chart: the median time of each run (per-repetition "
+            "medians' median) in run order, labelled by commit; the band is "
+            "median &plusmn; 1.4826&middot;MAD; a red ring marks a run that "
+            "regressed against the previous run of its machine (Mann-Whitney "
+            "p &lt; %.2g and more than %.0f%% slower).</p>\n",
             cJSON_GetArraySize(runs), machine_count, key_count, REGRESSION_ALPHA,
             (REGRESSION_RATIO - 1.0) * 100.0);
   for (int k = 0; k < key_count; k++) {
@@ -495,10 +516,10 @@ static char *render_page(const cJSON *runs) {
   return b.s;
 }
 
-static int render_store(const char *dir, const char *output, char *err,
-                        size_t err_size) {
+static int render_store(const char *dir, const char *output, char *err, size_t err_size) {
   cJSON *runs = load_store(dir, err, err_size);
-  if (!runs) return -1;
+  if (!runs)
+    return -1;
   char *page = render_page(runs);
   cJSON_Delete(runs);
   if (!page) {
@@ -512,13 +533,14 @@ static int render_store(const char *dir, const char *output, char *err,
   return rc;
 }
 
-int bench_history_append(const char *dir, const cJSON *report, char *err,
-                         size_t err_size) {
-  if (ensure_dir(dir, err, err_size) != 0) return -1;
+int bench_history_append(const char *dir, const cJSON *report, char *err, size_t err_size) {
+  if (ensure_dir(dir, err, err_size) != 0)
+    return -1;
   cJSON *summary = run_summary(report);
   int rc = append_line(dir, summary, err, err_size);
   cJSON_Delete(summary);
-  if (rc == 0) rc = render_store(dir, NULL, err, err_size);
+  if (rc == 0)
+    rc = render_store(dir, NULL, err, err_size);
   return rc;
 }
 
@@ -568,8 +590,8 @@ int bench_history_main(int argc, char **argv) {
     const cJSON *suite = get(report, "suite");
     if (!report || !cJSON_IsString(suite) || strcmp(suite->valuestring, "apexx") != 0 ||
         !cJSON_IsObject(get(report, "benchmarks"))) {
-      fprintf(stderr, "apexx-bench history: [%s] is not an apexx report%s%s\n",
-              reports[i], readable ? "" : ": ", readable ? "" : err);
+      fprintf(stderr, "apexx-bench history: [%s] is not an apexx report%s%s\n", reports[i],
+              readable ? "" : ": ", readable ? "" : err);
       cJSON_Delete(report);
       return BENCH_EXIT_USAGE;
     }

@@ -34,7 +34,8 @@ static cJSON *make_report(int minor, double centre, double spread) {
   cJSON_AddNumberToObject(env, "cpu_cores", 2);
   cJSON_AddNullToObject(env, "gpu");
   cJSON_AddStringToObject(env, "library_version", "0.1.0");
-  if (minor >= 1) cJSON_AddNumberToObject(env, "backend_abi_version", 1);
+  if (minor >= 1)
+    cJSON_AddNumberToObject(env, "backend_abi_version", 1);
   cJSON *config = cJSON_AddObjectToObject(r, "config");
   cJSON_AddNumberToObject(config, "channels", 8);
   cJSON_AddStringToObject(config, "dtype", "fp16");
@@ -43,10 +44,8 @@ static cJSON *make_report(int minor, double centre, double spread) {
   cJSON_AddItemToArray(backends, cJSON_CreateString("cuda"));
   cJSON_AddStringToObject(r, "status", "ok");
   cJSON *entry = cJSON_AddObjectToObject(
-      cJSON_AddObjectToObject(cJSON_AddObjectToObject(r, "benchmarks"), "tile_ops"),
-      "tilepack");
-  cJSON_AddStringToObject(cJSON_AddObjectToObject(entry, "work"), "throughput",
-                          "tiles_per_s");
+      cJSON_AddObjectToObject(cJSON_AddObjectToObject(r, "benchmarks"), "tile_ops"), "tilepack");
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(entry, "work"), "throughput", "tiles_per_s");
   cJSON *rows = cJSON_AddObjectToObject(entry, "rows");
   cJSON *cpu = cJSON_AddObjectToObject(rows, "cpu");
   cJSON_AddStringToObject(cpu, "status", "ok");
@@ -80,8 +79,8 @@ static char *save(const char *name, cJSON *json) {
 }
 
 /* Run compare with up to four extra arguments; returns the exit status. */
-static int compare(bt_result *r, const char *base, const char *cur, const char *x1,
-                   const char *x2, const char *x3, const char *x4) {
+static int compare(bt_result *r, const char *base, const char *cur, const char *x1, const char *x2,
+                   const char *x3, const char *x4) {
   const char *argv[10] = {"compare", base, cur, x1, x2, x3, x4, NULL};
   bt_run(r, NULL, argv);
   return r->status;
@@ -293,7 +292,8 @@ START_TEST(markdown_table) {
   char row[256];
   snprintf(row, sizeof row,
            "| tile_ops.tilepack / cpu / p50_ms | 2 ms | 2.4 ms | +20.0%% | "
-           "**regressed** | p=%.3g, +/-%.1f%% |", 2.0 / 3432.0, band);
+           "**regressed** | p=%.3g, +/-%.1f%% |",
+           2.0 / 3432.0, band);
   ck_assert_msg(strstr(text, row) != NULL, "%s not in\n%s", row, text);
   ck_assert_ptr_nonnull(strstr(text, "| tile_ops.tilepack / cuda / row | - | - | - | "
                                      "skipped | - |"));
@@ -317,8 +317,7 @@ START_TEST(unusable_input_exits_1) {
   char *malformed = bt_path(dir, "bad.json");
   bt_write(malformed, "{\"schema_version\": {\"major\": 1,");
   cJSON *m2 = make_report(1, 2.0, 0.02);
-  cJSON_ReplaceItemInObject((cJSON *)bt_get(m2, "schema_version"), "major",
-                            cJSON_CreateNumber(2));
+  cJSON_ReplaceItemInObject((cJSON *)bt_get(m2, "schema_version"), "major", cJSON_CreateNumber(2));
   char *major2 = save("major2.json", m2);
   /* issue 16 item 9: duplicate keys, infinity, negative times */
   char *dup = bt_path(dir, "dup.json");
@@ -340,12 +339,15 @@ START_TEST(unusable_input_exits_1) {
   strcat(inf_text, good_text + at + strcspn(good_text + at, ",}"));
   bt_write(inf, inf_text);
   cJSON *neg = make_report(1, 2.0, 0.02);
-  cJSON_ReplaceItemInObject((cJSON *)bt_get(neg, "benchmarks.tile_ops.tilepack.rows.cpu"),
-                            "p50_ms", cJSON_CreateNumber(-1.0));
+  cJSON_ReplaceItemInObject((cJSON *)bt_get(neg, "benchmarks.tile_ops.tilepack.rows.cpu"), "p50_ms",
+                            cJSON_CreateNumber(-1.0));
   char *negative = save("neg.json", neg);
-  static const char *const mentions[] = {"cannot read", "not valid JSON",
-                                         "major = [2]", "the key \"status\" twice",
-                                         "is not a finite number", "negative time"};
+  static const char *const mentions[] = {"cannot read",
+                                         "not valid JSON",
+                                         "major = [2]",
+                                         "the key \"status\" twice",
+                                         "is not a finite number",
+                                         "negative time"};
   const char *files[] = {missing, malformed, major2, dup, inf, negative};
   for (size_t i = 0; i < 6; i++) {
     bt_result r;
@@ -422,7 +424,8 @@ START_TEST(summary_json_records_each_check) {
   const cJSON *check;
   cJSON_ArrayForEach(check, bt_get(s, "checks")) {
     const cJSON *metric = bt_get(check, "metric");
-    if (strcmp(metric->valuestring, TILEPACK) != 0) continue;
+    if (strcmp(metric->valuestring, TILEPACK) != 0)
+      continue;
     found = 1;
     ck_assert_str_eq(bt_get(check, "verdict")->valuestring, "regressed");
     ck_assert(bt_get(check, "baseline")->valuedouble == 2.0);
@@ -475,8 +478,8 @@ static cJSON *three_rows(double fa, double fb, double fc) {
   double f[] = {fb, fc};
   for (int i = 0; i < 2; i++) {
     cJSON *other = make_report(1, 2.0 * f[i], 0.02);
-    cJSON *entry = cJSON_DetachItemFromObject(
-        (cJSON *)bt_get(other, "benchmarks.tile_ops"), "tilepack");
+    cJSON *entry =
+        cJSON_DetachItemFromObject((cJSON *)bt_get(other, "benchmarks.tile_ops"), "tilepack");
     cJSON_AddItemToObject(ops, names[i], entry);
     cJSON_Delete(other);
   }
@@ -534,7 +537,8 @@ START_TEST(several_currents_are_pooled) {
   const cJSON *check;
   int found = 0;
   cJSON_ArrayForEach(check, bt_get(sj, "checks")) {
-    if (strcmp(bt_get(check, "metric")->valuestring, TILEPACK) != 0) continue;
+    if (strcmp(bt_get(check, "metric")->valuestring, TILEPACK) != 0)
+      continue;
     found = 1;
     ck_assert_int_eq((int)bt_get(check, "current_repetitions")->valuedouble, 2 * REPS);
     ck_assert_str_eq(bt_get(check, "verdict")->valuestring, "regressed");

@@ -30,15 +30,14 @@ static cJSON *make_report(const char *sha, const char *cpu_model, double centre)
   static const char *const names[2][2] = {{"tile_ops", "tilepack"}, {"indexing", "gather"}};
   for (int e = 0; e < 2; e++) {
     cJSON *section = cJSON_GetObjectItem(bench, names[e][0]);
-    if (!section) section = cJSON_AddObjectToObject(bench, names[e][0]);
-    cJSON *rows = cJSON_AddObjectToObject(cJSON_AddObjectToObject(section, names[e][1]),
-                                          "rows");
+    if (!section)
+      section = cJSON_AddObjectToObject(bench, names[e][0]);
+    cJSON *rows = cJSON_AddObjectToObject(cJSON_AddObjectToObject(section, names[e][1]), "rows");
     cJSON *cpu = cJSON_AddObjectToObject(rows, "cpu");
     double c = e == 0 ? centre : 3.0;
     cJSON_AddStringToObject(cpu, "status", "ok");
     cJSON_AddNumberToObject(cpu, "p50_ms", c);
-    cJSON *med = cJSON_AddArrayToObject(cJSON_AddObjectToObject(cpu, "repetitions"),
-                                        "medians_ms");
+    cJSON *med = cJSON_AddArrayToObject(cJSON_AddObjectToObject(cpu, "repetitions"), "medians_ms");
     for (int k = 0; k < REPS; k++) {
       cJSON_AddItemToArray(med, cJSON_CreateNumber(c * (1 + 0.01 * (k - 2))));
     }
@@ -65,7 +64,8 @@ static char *save(const char *name, cJSON *json) {
 
 static int count(const char *hay, const char *needle) {
   int n = 0;
-  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+    n++;
   return n;
 }
 
@@ -176,11 +176,19 @@ END_TEST
 
 START_TEST(run_with_history_flag_appends) {
   char *store = bt_path(dir, "hist");
-  const char *argv[] = {"--channels", "8", "--height", "16", "--width", "16", "--kmax",
-                        "2", "--steps", "8", "--iters", "2", "--warmup", "0",
-                        "--repetitions", "3", "--quiet", "--ops", "tilepack",
-                        "--backends", "cpu", "--output-json", "/dev/null",
-                        "--history", store, NULL};
+  const char *argv[] = {"--channels",    "8",
+                        "--height",      "16",
+                        "--width",       "16",
+                        "--kmax",        "2",
+                        "--steps",       "8",
+                        "--iters",       "2",
+                        "--warmup",      "0",
+                        "--repetitions", "3",
+                        "--quiet",       "--ops",
+                        "tilepack",      "--backends",
+                        "cpu",           "--output-json",
+                        "/dev/null",     "--history",
+                        store,           NULL};
   bt_result r;
   bt_run(&r, NULL, argv);
   ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);

@@ -43,12 +43,12 @@ static const char *file_in(const char *sub, const char *name, const char *text, 
   return path;
 }
 
-#define NEED_ROOT()                                                          \
-  do {                                                                       \
-    if (geteuid() != 0) {                                                    \
-      printf("skipped: chown needs root\n");                                 \
-      return;                                                                \
-    }                                                                        \
+#define NEED_ROOT()                                                                                \
+  do {                                                                                             \
+    if (geteuid() != 0) {                                                                          \
+      printf("skipped: chown needs root\n");                                                       \
+      return;                                                                                      \
+    }                                                                                              \
   } while (0)
 
 START_TEST(other_owner_is_refused_naming_the_settings) {
@@ -119,8 +119,8 @@ START_TEST(trusted_owner_uids_for_libraries) {
   ck_assert_contains(alpha->reason, "trusted_owner_uids");
   apx_close(ctx);
   snprintf(text, sizeof text,
-           "[apexx]\ntrusted_owner_uids = 999, %d\n[backend alpha]\nlibrary = %s\n",
-           OTHER_UID, lib);
+           "[apexx]\ntrusted_owner_uids = 999, %d\n[backend alpha]\nlibrary = %s\n", OTHER_UID,
+           lib);
   char *trusting = strdup(file_in(NULL, "trusting.ini", text, 0));
   ctx = open_ok(trusting);
   alpha = backend_named(ctx, "alpha");

@@ -20,9 +20,10 @@
 
 #include "test_bench_util.h"
 
-#define TINY "--channels", "8", "--height", "16", "--width", "16", "--kmax", "2", \
-             "--steps", "8", "--iters", "2", "--warmup", "0", "--repetitions", "2", \
-             "--quiet", "--ops", "tilepack", "--backends", "cpu"
+#define TINY                                                                                       \
+  "--channels", "8", "--height", "16", "--width", "16", "--kmax", "2", "--steps", "8", "--iters",  \
+      "2", "--warmup", "0", "--repetitions", "2", "--quiet", "--ops", "tilepack", "--backends",    \
+      "cpu"
 
 static char *dir, *report;
 
@@ -156,8 +157,7 @@ START_TEST(dev_stdout_keeps_earlier_output) {
   char *table = strstr(r.out, "# apexx-bench compare");
   ck_assert(verdict && table && verdict < table);
   bt_result_free(&r);
-  const char *argv2[] = {"compare", report, report, "--quiet", "--output-md", "/dev/stderr",
-                         NULL};
+  const char *argv2[] = {"compare", report, report, "--quiet", "--output-md", "/dev/stderr", NULL};
   bt_run(&r, NULL, argv2);
   ck_assert_int_eq(r.status, 0);
   ck_assert_ptr_nonnull(strstr(r.err, "# apexx-bench compare"));
@@ -187,13 +187,15 @@ START_TEST(fifo_is_written_in_place) {
   if (pid == 0) {
     int in = open(fifo, O_RDWR);
     int out = open(got, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (in < 0 || out < 0 || write(ready[1], "r", 1) != 1) _exit(1);
+    if (in < 0 || out < 0 || write(ready[1], "r", 1) != 1)
+      _exit(1);
     char buf[4096];
     int received = 0;
     struct pollfd pfd = {in, POLLIN, 0};
     while (poll(&pfd, 1, received ? 300 : 20000) > 0) {
       ssize_t n = read(in, buf, sizeof buf);
-      if (n <= 0 || write(out, buf, (size_t)n) != n) break;
+      if (n <= 0 || write(out, buf, (size_t)n) != n)
+        break;
       received = 1;
     }
     _exit(0);
