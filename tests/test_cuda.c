@@ -147,6 +147,28 @@ static void fill_unique(const apx_tensor *idx, int64_t tiles) {
   free(perm);
 }
 
+/* When set (test_copy_ops_move_bits), fill_values also writes raw bit
+ * patterns no arithmetic path keeps: signaling and quiet NaNs with
+ * payloads (either sign), +-0 and subnormals, so that a copy op moving
+ * values through fp32 anywhere shows as a bitwise difference. */
+static int bit_specials;
+
+static void put_bit_special(const apx_tensor *t, int64_t i) {
+  static const uint32_t f32[] = {0x7f800001u, 0xff812345u, 0x7fc00abcu, 0xffffffffu,
+                                 0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu};
+  static const uint16_t f16[] = {0x7c01u, 0xfd55u, 0x7e3fu, 0xffffu,
+                                 0x0000u, 0x8000u, 0x0001u, 0x83ffu};
+  static const uint16_t bf16[] = {0x7f81u, 0xff9au, 0x7fc1u, 0xffffu,
+                                  0x0000u, 0x8000u, 0x0001u, 0x807fu};
+  int k = (int)tu_int(&rng, 0, 7);
+  if (t->dtype == APX_DTYPE_F32)
+    memcpy((char *)t->data + 4 * i, &f32[k], 4);
+  else if (t->dtype == APX_DTYPE_F16)
+    memcpy((char *)t->data + 2 * i, &f16[k], 2);
+  else if (t->dtype == APX_DTYPE_BF16)
+    memcpy((char *)t->data + 2 * i, &bf16[k], 2);
+}
+
 /* N(0,1) values with a sprinkle of NaN, +-inf, -0 when specials. */
 static void fill_values(const apx_tensor *t, int specials) {
   int64_t n = apx_tensor_numel(t);
@@ -160,6 +182,7 @@ static void fill_values(const apx_tensor *t, int specials) {
       default: break;
       }
     tu_set(t, i, v);
+    if (bit_specials && tu_int(&rng, 0, 3) == 0) put_bit_special(t, i);
   }
 }
 
@@ -923,6 +946,35 @@ START_TEST(test_index_select) {
 }
 END_TEST
 
+/* Copy ops move bits: tilepack, tileunpack override (ids and origins,
+ * levels or not, aliased or not: every kernel form), gather and
+ * index_select, with a quarter of the values NaN payloads, +-0 and
+ * subnormals (bit_specials), bitwise against the cpu backend. */
+START_TEST(test_copy_ops_move_bits) {
+  bit_specials = 1;
+  for (int d = 0; d < 3; d++) {
+    apx_dtype dt = float_dtypes[d];
+    for (int i = 0; i < 2; i++) {
+      tilepack_case(dt, index_dtypes[i], 2, 3, 3, 4, 4, 9);
+      int64_t s3[3] = {4, 6, 5}, i3[3] = {3, 9, 5};
+      gather_case(dt, index_dtypes[i], 3, s3, i3, 1);
+      index_select_case(dt, index_dtypes[i], 13, 3, 21);
+      index_select_case(dt, index_dtypes[i], 64, 256, 100);
+    }
+    for (int combo = 0; combo < 8; combo++) {
+      apx_dtype it = index_dtypes[combo & 1];
+      int origins = (combo >> 1) & 1, levels = (combo >> 2) & 1;
+      tileunpack_case(dt, it, 2, 3, 3, 4, 4, 9, origins, levels, APX_OVERLAP_OVERRIDE, 0);
+      tileunpack_case(dt, it, 1, 2, 2, 3, 3, 13, origins, levels, APX_OVERLAP_OVERRIDE, 1);
+      tileunpack_case(dt, it, 2, 37, 8, 6, 8, 30, origins, levels, APX_OVERLAP_OVERRIDE,
+                      combo == 0);
+      tileunpack_case(dt, it, 2, 5, 8, 9, 4, 100, origins, levels, APX_OVERLAP_OVERRIDE, 0);
+    }
+  }
+  bit_specials = 0;
+}
+END_TEST
+
 /* ---- scatter_add / gather_backward ----------------------------------------- */
 
 /* Runs scatter_add (self != NULL) or gather_backward on both backends and
@@ -1675,6 +1727,7 @@ int main(void) {
   tcase_add_test(ops, test_tilessm);
   tcase_add_test(ops, test_gather);
   tcase_add_test(ops, test_index_select);
+  tcase_add_test(ops, test_copy_ops_move_bits);
   tcase_add_test(ops, test_scatter_add);
   tcase_add_test(large, test_scatter_add_large);
   tcase_add_test(bad, test_bad_indices);

@@ -209,8 +209,10 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
     return;
   }
   /* several tiles, or one covering the group partly: override walks by
-   * descending key (first cover wins), blend by ascending key */
-  pack cur;
+   * descending key (first cover wins) and moves the winner's bits (a copy:
+   * never through fp32, which would change NaN payloads), blend composes
+   * in fp32 by ascending key */
+  pack cur, win;
   float acc[VEC];
   unsigned todo = (1u << VEC) - 1; /* override: pixels still without a winner */
   unsigned covered = 0;
@@ -220,7 +222,10 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
     for (int j = 0; j < VEC; j++) acc[j] = cuda_dt<T>::to_f(cur.v[j]);
   } else {
 #pragma unroll
-    for (int j = 0; j < VEC; j++) acc[j] = 0.0f;
+    for (int j = 0; j < VEC; j++) {
+      acc[j] = 0.0f;
+      win.v[j] = T();
+    }
   }
   for (int q = 0; q < n; q++) {
     int s = BLEND ? s0 + q : s0 + n - 1 - q;
@@ -231,10 +236,11 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
     if (o.y <= x && x + VEC <= o.y + g.t && (x - o.y) % VEC == 0 &&
         (BLEND || todo == (1u << VEC) - 1)) {
       pack p = *(const pack *)(row + (x - o.y));
+      if (BLEND) {
 #pragma unroll
-      for (int j = 0; j < VEC; j++) {
-        float v = cuda_dt<T>::to_f(p.v[j]);
-        acc[j] = BLEND ? keep * acc[j] + alpha * v : v;
+        for (int j = 0; j < VEC; j++) acc[j] = keep * acc[j] + alpha * cuda_dt<T>::to_f(p.v[j]);
+      } else {
+        win = p;
       }
       covered = (1u << VEC) - 1;
       todo = 0;
@@ -243,8 +249,10 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
       for (int j = 0; j < VEC; j++) {
         int64_t xj = x + j;
         if (xj < o.y || xj >= o.y + g.t || !(BLEND || (todo >> j & 1u))) continue;
-        float v = cuda_dt<T>::to_f(row[xj - o.y]);
-        acc[j] = BLEND ? keep * acc[j] + alpha * v : v;
+        if (BLEND)
+          acc[j] = keep * acc[j] + alpha * cuda_dt<T>::to_f(row[xj - o.y]);
+        else
+          win.v[j] = row[xj - o.y];
         covered |= 1u << j;
         todo &= ~(1u << j);
       }
@@ -255,7 +263,7 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
   if (!BLEND && covered != (1u << VEC) - 1) cur = ((const pack *)base)[w];
 #pragma unroll
   for (int j = 0; j < VEC; j++)
-    if (covered >> j & 1u) cur.v[j] = cuda_dt<T>::from_f(acc[j]);
+    if (covered >> j & 1u) cur.v[j] = BLEND ? cuda_dt<T>::from_f(acc[j]) : win.v[j];
   ((pack *)out)[w] = cur;
 }
 
