@@ -16,14 +16,15 @@
 
 /* One level's weights on the device, fp32; the derived scan and gate
  * vectors already rounded to the frame's dtype (docs/ff_infer.md). The
- * FiLM matrices are row-major (w0[o*C + c] = mlp0_weight[o, c]), the
- * pointwise conv's input-major (pwt[c*2C + o] = pw_weight[o, c]). */
+ * matrices are stored input-major (w0t[c*C + o] = mlp0_weight[o, c],
+ * pwt[c*2C + o] = pw_weight[o, c]): a thread an output reads them
+ * coalesced. */
 struct cuda_ff_level {
   const float *decay[2], *ig[2], *og[2], *sb[2];
   const float *gate;                  /* merge gate g, [C] */
   const float *ln_w, *ln_b;           /* [C] */
-  const float *w0, *b0;               /* [C*C], [C] */
-  const float *w2, *b2;               /* [2C*C], [2C] */
+  const float *w0t, *b0;              /* [C*C], [C] */
+  const float *w2t, *b2;              /* [C*2C], [2C] */
   const float *dw, *dwb;              /* [C*9], [C] */
   const float *pwt, *pwb;             /* [C*2C], [2C] */
   const float *nw, *nb;               /* [2C] */

@@ -35,7 +35,7 @@ static size_t put(std::vector<float> &img, size_t n) {
 }
 
 struct level_offsets {
-  size_t decay[2], ig[2], og[2], sb[2], gate, ln_w, ln_b, w0, b0, w2, b2, dw, dwb, pwt, pwb,
+  size_t decay[2], ig[2], og[2], sb[2], gate, ln_w, ln_b, w0t, b0, w2t, b2, dw, dwb, pwt, pwb,
       nw, nb;
 };
 
@@ -62,9 +62,13 @@ static void level_image(std::vector<float> &img, level_offsets &o, const apx_ff_
   };
   copy(o.ln_w, p.token_norm_weight, (size_t)C);
   copy(o.ln_b, p.token_norm_bias, (size_t)C);
-  copy(o.w0, p.mlp0_weight, (size_t)(C * C));
+  o.w0t = put(img, (size_t)(C * C));
+  for (int64_t oo = 0; oo < C; oo++)
+    for (int64_t c = 0; c < C; c++) img[o.w0t + c * C + oo] = p.mlp0_weight[oo * C + c];
   copy(o.b0, p.mlp0_bias, (size_t)C);
-  copy(o.w2, p.mlp2_weight, (size_t)(2 * C * C));
+  o.w2t = put(img, (size_t)(2 * C * C));
+  for (int64_t oo = 0; oo < 2 * C; oo++)
+    for (int64_t c = 0; c < C; c++) img[o.w2t + c * 2 * C + oo] = p.mlp2_weight[oo * C + c];
   copy(o.b2, p.mlp2_bias, (size_t)(2 * C));
   copy(o.dw, p.dw_weight, (size_t)(9 * C));
   copy(o.dwb, p.dw_bias, (size_t)C);
@@ -114,9 +118,9 @@ static apx_status ff_make(void *state, const apx_ff_params *params, apx_dtype dt
     lv.gate = base + o.gate;
     lv.ln_w = base + o.ln_w;
     lv.ln_b = base + o.ln_b;
-    lv.w0 = base + o.w0;
+    lv.w0t = base + o.w0t;
     lv.b0 = base + o.b0;
-    lv.w2 = base + o.w2;
+    lv.w2t = base + o.w2t;
     lv.b2 = base + o.b2;
     lv.dw = base + o.dw;
     lv.dwb = base + o.dwb;

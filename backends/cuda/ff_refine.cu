@@ -217,50 +217,23 @@ __global__ void ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *__
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
     xs[c] = (xs[c] - mean) * rstd * lv.ln_w[c] + lv.ln_b[c];
   __syncthreads();
-  /* the two linear layers: a warp an output (row-major weights, lanes over
-   * the inputs, coalesced), four outputs at a time */
-  const int Ci = (int)C, lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-  const int nw = blockDim.x >> 5;
-  for (int o0 = wid * 4; o0 < Ci; o0 += nw * 4) {
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 4
-    for (int c = lane; c < Ci; c += 32) {
-      const float xv = xs[c];
-#pragma unroll
-      for (int i = 0; i < 4; i++)
-        if (o0 + i < Ci) acc[i] = fmaf(__ldg(lv.w0 + (int64_t)(o0 + i) * Ci + c), xv, acc[i]);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      float v = acc[i];
-      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-      if (lane == 0 && o0 + i < Ci) {
-        v += lv.b0[o0 + i];
-        hs[o0 + i] = v * ff_sigmoid(v);
-      }
-    }
+  /* the two linear layers: a thread an output over the input-major
+   * weights (consecutive threads, consecutive outputs: coalesced), the
+   * loads unrolled so that many are in flight */
+  const int Ci = (int)C;
+  for (int o = threadIdx.x; o < Ci; o += blockDim.x) {
+    float acc = lv.b0[o];
+#pragma unroll 16
+    for (int c = 0; c < Ci; c++) acc = fmaf(__ldg(lv.w0t + (int64_t)c * Ci + o), xs[c], acc);
+    hs[o] = acc * ff_sigmoid(acc);
   }
   __syncthreads();
   float *out = film + (b * K + k) * 2 * C;
-  for (int o0 = wid * 4; o0 < 2 * Ci; o0 += nw * 4) {
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 4
-    for (int c = lane; c < Ci; c += 32) {
-      const float hv = hs[c];
-#pragma unroll
-      for (int i = 0; i < 4; i++)
-        if (o0 + i < 2 * Ci) acc[i] = fmaf(__ldg(lv.w2 + (int64_t)(o0 + i) * Ci + c), hv, acc[i]);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      float v = acc[i];
-      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-      const int j = o0 + i;
-      if (lane == 0 && j < 2 * Ci) {
-        v += lv.b2[j];
-        out[j] = j < Ci ? rnd<T>(tanhf(v)) : rnd<T>(v);
-      }
-    }
+  for (int j = threadIdx.x; j < 2 * Ci; j += blockDim.x) {
+    float acc = lv.b2[j];
+#pragma unroll 16
+    for (int c = 0; c < Ci; c++) acc = fmaf(__ldg(lv.w2t + (int64_t)c * 2 * Ci + j), hs[c], acc);
+    out[j] = j < Ci ? rnd<T>(tanhf(acc)) : rnd<T>(acc);
   }
 }
 
