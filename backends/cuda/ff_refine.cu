@@ -17,6 +17,11 @@
  *              (alpha from the proxies inline) and the stores of heavy and
  *              detail. Tiles are unique in a row, so the override unpack is
  *              a plain write.
+ * Tokens, scan_film and the fused refine are launched programmatically
+ * after the kernel before (cuda_launch_after; sm_90, $APEXX_CUDA_PDL): each
+ * lets its successor start at its top, loads only weights before
+ * cuda_wait_prerequisites and reads what earlier kernels of the frame wrote
+ * through L2 (__ldcg) after it.
  * Values the definition rounds (rnd) are rounded here at the same points;
  * the sums run in fp32 in another order than the cpu backend's. */
 #include "cuda_ff.h"
@@ -105,7 +110,8 @@ static __device__ void ff_outside_body(const ff_outside_args &o, int64_t b, int6
     const float a0 = ff_alpha<T>(bpv, upv, o.wb0, o.wu0, o.gb0);
     const float a1 = o.two ? ff_alpha<T>(bpv, upv, o.wb1, o.wu1, o.gb1) : a0;
     if (z == 0) alpha[pix] = cuda_dt<T>::from_f(a1);
-    if (o.tile_state[b * o.G0 + (y / o.t0) * o.gw0 + x / o.t0] != CUDA_FF_TILE_OUT) continue;
+    if (__ldcg(o.tile_state + b * o.G0 + (y / o.t0) * o.gw0 + x / o.t0) != CUDA_FF_TILE_OUT)
+      continue;
     const int64_t c0 = z * FF_OUT_CPB;
     const int64_t c1 = c0 + FF_OUT_CPB < o.C ? c0 + FF_OUT_CPB : o.C;
     for (int64_t c = c0; c < c1; c++) {
@@ -130,16 +136,20 @@ template <typename T> __global__ void ff_outside_kernel(ff_outside_args o) {
 /* ---- tokens ------------------------------------------------------------------- */
 
 template <typename T>
-__global__ void ff_tokens_kernel(const T *__restrict__ X, ff_geom g, float *__restrict__ tok) {
+__global__ void ff_tokens_kernel(const T *X, ff_geom g, float *__restrict__ tok) {
+  cuda_allow_dependents();
+  /* (cuda_launch_after) X and the ids come from the kernels before */
+  cuda_wait_prerequisites();
   const int64_t k = blockIdx.x, b = blockIdx.y;
   const int64_t c = (int64_t)blockIdx.z * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (c >= g.C) return;
-  const int id = g.ids[b * g.kstride + k];
+  const int id = __ldcg(g.ids + b * g.kstride + k);
   const int64_t ty = id / g.gw, tx = id % g.gw, tt = g.t * g.t;
   const T *base = X + ((b * g.C + c) * g.H + ty * g.t) * g.W + tx * g.t;
   float s = 0.0f;
-  for (int64_t e = lane; e < tt; e += 32) s += cuda_dt<T>::to_f(base[(e / g.t) * g.W + e % g.t]);
+  for (int64_t e = lane; e < tt; e += 32)
+    s += cuda_dt<T>::to_f(__ldcg(base + (e / g.t) * g.W + e % g.t));
   for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
   if (lane == 0) tok[(b * g.K + k) * g.C + c] = rnd<T>(__fdiv_rn(s, (float)tt));
 }
@@ -154,8 +164,12 @@ static __device__ __forceinline__ float ff_sanitise_tok(float x, float lim) {
 
 /* Blocks x >= K of a row (level 0 only) do the outside pass instead. */
 template <typename T>
-__global__ void ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *__restrict__ tok,
+__global__ void ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok,
                                     float *__restrict__ film, ff_outside_args o, int n_out) {
+  cuda_allow_dependents();
+  /* (cuda_launch_after) the tokens, ids and tile states come from the
+   * kernels before: read through L2 after their completion */
+  cuda_wait_prerequisites();
   if ((int64_t)blockIdx.x >= g.K) {
     ff_outside_body<T>(o, blockIdx.y, blockIdx.x - g.K, n_out);
     return;
@@ -169,7 +183,7 @@ __global__ void ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *__
   const int *ids = g.ids + b * g.kstride;
   /* token j of the row, channel c */
   auto token = [&](int64_t j, int64_t c) -> float {
-    return g.tok_G ? tok[(b * g.tok_G + ids[j]) * C + c] : tok[(b * K + j) * C + c];
+    return __ldcg(g.tok_G ? tok + (b * g.tok_G + __ldcg(ids + j)) * C + c : tok + (b * K + j) * C + c);
   };
   /* a thread a (direction, channel): forward into xs, backward into hs */
   for (int64_t e = threadIdx.x; e < 2 * C; e += blockDim.x) {
@@ -374,6 +388,7 @@ __global__ void __launch_bounds__(256)
 ff_store_kernel(ff_geom g, cuda_ff_level lv, const float *__restrict__ film,
                 const float *__restrict__ pin, const float *__restrict__ partials,
                 ff_store_args a) {
+  cuda_allow_dependents();
   __shared__ float s_mean, s_rstd;
   const int chunk = blockIdx.x;
   const int64_t k = blockIdx.y, b = blockIdx.z, C = g.C, t = g.t, tt = t * t;
@@ -457,10 +472,10 @@ static __host__ __device__ inline int64_t ff_fused_floats(int64_t C, int t, int 
 
 template <typename T, int CW>
 __global__ void __launch_bounds__(FF_FUSED_THREADS)
-ff_fused_kernel(const T *__restrict__ X, ff_geom g, cuda_ff_level lv,
-                const float *__restrict__ film, ff_store_args a) {
+ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_store_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
+  cuda_allow_dependents();
   cg::cluster_group cl = cg::this_cluster();
   constexpr int TP = 4, NPG = CW / TP, NOG = FF_FUSED_THREADS / NPG, TO = NPG;
   extern __shared__ float4 ff_fused_sh4[];
@@ -472,12 +487,7 @@ ff_fused_kernel(const T *__restrict__ X, ff_geom g, cuda_ff_level lv,
   const int tid = threadIdx.x, nt = blockDim.x;
   const int S = (int)cl.num_blocks(), rank = (int)cl.block_rank();
   const int64_t k = blockIdx.y, b = blockIdx.z;
-  const int id = g.ids[b * g.kstride + k];
-  const int ty = id / (int)g.gw, tx = id % (int)g.gw;
   const int p0 = rank * CW, nv = tt - p0 < CW ? tt - p0 : CW;
-  const int row0 = p0 / t - 1 > 0 ? p0 / t - 1 : 0;
-  const int row1 = (p0 + nv - 1) / t + 1 < t - 1 ? (p0 + nv - 1) / t + 1 : t - 1;
-  const int nrt = (row1 - row0 + 1) * t;
   float *xs = sm;                          /* [C][R*t]: X at rows row0..row1 of the tile */
   float *ds = xs + ((C * R * t + 3) & ~3); /* [C][CW]: depthwise output */
   float *ps = ds + C * CW;                 /* [2C][CW]: pointwise output */
@@ -485,28 +495,37 @@ ff_fused_kernel(const T *__restrict__ X, ff_geom g, cuda_ff_level lv,
   float *dwt = ws + FF_KC * C2;            /* [C][9] depthwise weights */
   float *dwb = dwt + 9 * C, *ga = dwb + C, *be = ga + C; /* [C] each */
   float *nw = be + C, *nb = nw + C2;       /* [2C] each */
-  const float *gam = film + (b * g.K + k) * 2 * C, *bet = gam + C;
-  const int64_t HW = g.H * g.W;
-  const int64_t y0 = (int64_t)ty * t, x0 = (int64_t)tx * t;
-  const T *xb = X + b * g.C * HW + y0 * g.W + x0;
-  /* the per-channel parameters and the input rows, every load issued
-   * before the first use */
+  /* the weights (constant): before the wait for the kernels before */
   for (int e = tid; e < 9 * C; e += nt) dwt[e] = lv.dw[e];
   for (int e = tid; e < C2; e += nt) {
     nw[e] = lv.nw[e];
     nb[e] = lv.nb[e];
   }
+  for (int c = tid; c < C; c += nt) dwb[c] = lv.dwb[c];
+  /* (cuda_launch_after) the routing, FiLM and (level 1) X come from the
+   * kernels before: read through L2 after their completion */
+  cuda_wait_prerequisites();
+  const int id = __ldcg(g.ids + b * g.kstride + k);
+  const int ty = id / (int)g.gw, tx = id % (int)g.gw;
+  const int row0 = p0 / t - 1 > 0 ? p0 / t - 1 : 0;
+  const int row1 = (p0 + nv - 1) / t + 1 < t - 1 ? (p0 + nv - 1) / t + 1 : t - 1;
+  const int nrt = (row1 - row0 + 1) * t;
+  const float *gam = film + (b * g.K + k) * 2 * C, *bet = gam + C;
+  const int64_t HW = g.H * g.W;
+  const int64_t y0 = (int64_t)ty * t, x0 = (int64_t)tx * t;
+  const T *xb = X + b * g.C * HW + y0 * g.W + x0;
   for (int c = tid; c < C; c += nt) {
-    dwb[c] = lv.dwb[c];
-    ga[c] = 1.0f + gam[c];
-    be[c] = bet[c];
+    ga[c] = 1.0f + __ldcg(gam + c);
+    be[c] = __ldcg(bet + c);
   }
 #pragma unroll 8
   for (int e = tid; e < C * nrt; e += nt) {
     const int c = e / nrt, q = e - c * nrt;
-    xs[c * R * t + q] = cuda_dt<T>::to_f(xb[(int64_t)c * HW + (int64_t)(row0 + q / t) * g.W + q % t]);
+    xs[c * R * t + q] =
+        cuda_dt<T>::to_f(__ldcg(xb + (int64_t)c * HW + (int64_t)(row0 + q / t) * g.W + q % t));
   }
-  const int stm = a.mode == CUDA_FF_STORE_L0 ? a.tile_state[b * a.G0 + id] : CUDA_FF_TILE_L0;
+  const int stm =
+      a.mode == CUDA_FF_STORE_L0 ? __ldcg(a.tile_state + b * a.G0 + id) : CUDA_FF_TILE_L0;
   if (tid < nv) { /* the gate of each pixel: level 0's and level 1's */
     const int px = p0 + tid;
     const int64_t pix = b * HW + (y0 + px / t) * g.W + x0 + px % t;
@@ -694,15 +713,25 @@ static apx_status launch_fused(cuda_state *st, int dev, cudaStream_t s, const T 
   }
   const int64_t tt = g.t * g.t;
   const unsigned S = (unsigned)((tt + CW - 1) / CW);
-  cudaLaunchAttribute attr = {};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = S;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
+  /* a cluster a tile; programmatically after the scan/FiLM launch
+   * (cuda_launch_after's fallback: plainly where that is refused) */
+  cudaLaunchAttribute attr[2] = {};
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = S;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg =
-      cuda_launch_config(dim3(S, (unsigned)g.K, (unsigned)g.B), dim3(FF_FUSED_THREADS), smem, s, &attr);
-  CUDA_TRY(st, cudaLaunchKernelEx(&cfg, ff_fused_kernel<T, CW>, X, g, lv, film, a),
-           "ff_infer: refine launch");
+      cuda_launch_config(dim3(S, (unsigned)g.K, (unsigned)g.B), dim3(FF_FUSED_THREADS), smem, s, attr);
+  cfg.numAttrs = cuda_pdl_ok(st, dev) ? 2 : 1;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, ff_fused_kernel<T, CW>, X, g, lv, film, a);
+  if (err != cudaSuccess && cfg.numAttrs == 2) {
+    (void)cudaGetLastError();
+    cfg.numAttrs = 1;
+    err = cudaLaunchKernelEx(&cfg, ff_fused_kernel<T, CW>, X, g, lv, film, a);
+  }
+  CUDA_TRY(st, err, "ff_infer: refine launch");
   return APX_OK;
 }
 
@@ -763,17 +792,19 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   const T *Xt = (const T *)X;
   if (!tok_all) {
     dim3 gt((unsigned)K, (unsigned)f->B, (unsigned)((f->C + 7) / 8));
-    ff_tokens_kernel<T><<<gt, 256, 0, s>>>(Xt, g, sc->tok);
-    CUDA_LAUNCHED(st, "ff_infer: tokens launch");
+    CUDA_TRY(st, cuda_launch_after(st, f->dev, 1, gt, dim3(256), 0, s, ff_tokens_kernel<T>, Xt, g,
+                                   sc->tok),
+             "ff_infer: tokens launch");
   }
   /* a thread an output of the C -> 2C layer where it fits */
   int64_t sf = (2 * f->C + 31) / 32 * 32;
   unsigned sf_threads = (unsigned)(sf < 64 ? 64 : sf > 512 ? 512 : sf);
   const unsigned n_out = outside ? outside_blocks(f) : 0;
-  ff_scan_film_kernel<T><<<dim3((unsigned)K + n_out, (unsigned)f->B), sf_threads,
-                           2 * sizeof(float) * (size_t)f->C, s>>>(
-      g, lv, sc->tok, sc->film, outside_args(f, w, tile_state), (int)n_out);
-  CUDA_LAUNCHED(st, "ff_infer: scan/FiLM launch");
+  CUDA_TRY(st, cuda_launch_after(st, f->dev, 1, dim3((unsigned)K + n_out, (unsigned)f->B),
+                                 dim3(sf_threads), 2 * sizeof(float) * (size_t)f->C, s,
+                                 ff_scan_film_kernel<T>, g, lv, (const float *)sc->tok, sc->film,
+                                 outside_args(f, w, tile_state), (int)n_out),
+           "ff_infer: scan/FiLM launch");
   ff_store_args a;
   memset(&a, 0, sizeof a);
   a.X = X;

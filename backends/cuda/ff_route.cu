@@ -102,6 +102,7 @@ static __device__ void ff_tokens_all(const ff_route_params &p, int64_t b, int64_
  * tokens of every tile (their means do not depend on the routing). */
 template <typename T>
 __global__ void ff_route_kernel(ff_route_params p) {
+  cuda_allow_dependents(); /* level 0's scan launch may start beside it */
   if (blockIdx.x > 0) {
     ff_tokens_all<T>(p, blockIdx.y, blockIdx.x - 1);
     return;
