@@ -3,8 +3,10 @@
 # tree (bash .gpu/remote-build bash bench/gpu/ff-run.sh): the card, the FF
 # suite (tests/test_cuda_ff, no fork; FF_TESTS=0 skips it) and the frame timing
 # (bench/gpu/ff_time; FF_NCU=1 adds ncu's per-kernel durations of one frame,
-# FF_NSYS=1 nsys's kernel table), into
-# $OUT/ff-report.txt (default OUT=/tmp/out).
+# FF_NSYS=1 nsys's kernel table; FF_BASE=DIR: FF_ROUNDS rounds (default 2)
+# alternating the backend in DIR (a baseline build's backends/.libs), this
+# one, and this one with APEXX_CUDA_PDL=0), into $OUT/ff-report.txt
+# (default OUT=/tmp/out).
 set -uo pipefail
 export APEXX_CONFIG=${APEXX_CONFIG:-$PWD/conf/apexx.ini}
 export APEXX_BACKEND_DIR=${APEXX_BACKEND_DIR:-$PWD/backends/.libs}
@@ -19,6 +21,16 @@ rep="$OUT/ff-report.txt"
   fi
   echo "== bench/gpu/ff_time"
   timeout 120 ./bench/gpu/ff_time ${FF_TIME_ITERS:-200}; echo "exit $?"
+  if [ -n "${FF_BASE:-}" ]; then
+    for r in $(seq 1 "${FF_ROUNDS:-2}"); do
+      echo "== baseline ($FF_BASE), round $r"
+      APEXX_BACKEND_DIR=$FF_BASE timeout 60 ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
+      echo "== this build, round $r"
+      timeout 60 ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
+      echo "== this build, APEXX_CUDA_PDL=0, round $r"
+      APEXX_CUDA_PDL=0 timeout 60 ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
+    done
+  fi
   if [ -n "${FF_NCU:-}" ] && command -v ncu >/dev/null; then
     echo "== ncu: the first frame's kernels (bench/gpu/ff_time 1), duration each"
     timeout 240 ncu --metrics gpu__time_duration.sum --launch-count ${FF_NCU_KERNELS:-7} -k regex:ff_ \
