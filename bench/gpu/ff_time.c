@@ -2,7 +2,11 @@
  * (B 1, C 128, 128x128, fp16, tile 16/8, kmax 32/64, b1 16, b2 8, costs
  * 1/0.2; weights apx_ff_weights_seeded(ctx, 128, 123); inputs N(0,1),
  * proxies uniform in [0,1)), eager launches and with graph_replay, and the
- * peak of the backend's allocations (apx_peak_memory). Public API only;
+ * peak of the backend's allocations (apx_peak_memory), and the frame's
+ * minimal bytes and FLOPs against a device copy measured in the same run
+ * (256 MiB, apx_tensor_copy) and the card's dense f16 tensor peak (a
+ * datasheet figure, FF_TIME_PEAK_TFLOPS, default 989 for the H100 SXM).
+ * Public API only;
  * exit 77 where the cuda backend cannot run.
  *   bench/gpu/ff_time [iterations]   (default 200) */
 #include <apexx/apexx.h>
@@ -131,6 +135,7 @@ int main(int argc, char **argv) {
   printf("profile: B 1, C 128, 128x128, f16; L0 %lld tiles (b1 spent %.17g), L1 %lld tiles "
          "(b2 spent %.17g)\n",
          (long long)sel0, sp1, (long long)sel1, sp2);
+  double frame_us[2] = {0, 0};
   for (int replay = 0; replay < 2; replay++) {
     a.graph_replay = replay;
     for (int i = 0; i < 20; i++) TRY(apx_ff_infer(ctx, &a, &call));
@@ -154,6 +159,7 @@ int main(int argc, char **argv) {
         one[j] = one[j - 1];
         one[j - 1] = x;
       }
+    frame_us[replay] = 1000.0 * ms / iters;
     printf("%s: %.1f us/frame back to back (%d frames), median single frame %.1f us\n",
            replay ? "graph_replay" : "eager", 1000.0 * ms / iters, iters,
            1000.0 * one[iters / 2]);
@@ -164,6 +170,39 @@ int main(int argc, char **argv) {
   TRY(apx_peak_memory(ctx, "cuda", &peak));
   printf("peak device memory (apx allocations): %llu bytes; inputs + outputs %llu bytes\n",
          (unsigned long long)peak, (unsigned long long)io_bytes);
+  /* the same run's device copy: 256 MiB read and written, ten times */
+  const int64_t s_copy[1] = {(int64_t)128 << 20};
+  apx_tensor c_src, c_dst;
+  TRY(apx_tensor_alloc(ctx, APX_DEVICE_CUDA, 0, APX_DTYPE_F16, 1, s_copy, &c_src));
+  TRY(apx_tensor_alloc(ctx, APX_DEVICE_CUDA, 0, APX_DTYPE_F16, 1, s_copy, &c_dst));
+  TRY(apx_tensor_copy(ctx, &c_dst, &c_src, NULL));
+  apx_timer *ct = NULL;
+  double copy_ms = 0.0;
+  TRY(apx_timer_begin(ctx, "cuda", &call, &ct));
+  for (int i = 0; i < 10; i++) TRY(apx_tensor_copy(ctx, &c_dst, &c_src, NULL));
+  TRY(apx_timer_end(ctx, ct, &copy_ms));
+  const double copy_gbs = 2.0 * (double)s_copy[0] * 2.0 * 10.0 / (copy_ms * 1e-3) / 1e9;
+  apx_tensor_free(ctx, &c_src);
+  apx_tensor_free(ctx, &c_dst);
+  /* FLOPs per level (multiply-add = 2): as apexx-bench's ff rows count them */
+  double flops = 0.0;
+  for (int level = 0; level < 2; level++) {
+    double k = (double)(level ? sel1 : sel0), t = level ? 8.0 : 16.0, c = (double)C;
+    double px = k * t * t, map_px = (double)(B * H * W);
+    flops += px * c + k * (8.0 * c + 6.0 * c * c) + px * c * 22.0 + px * 4.0 * c * c +
+             px * 2.0 * c * 6.0 + map_px * (10.0 + c * 4.0);
+  }
+  const char *peak_env = getenv("FF_TIME_PEAK_TFLOPS");
+  const double peak_tflops = peak_env ? atof(peak_env) : 989.0;
+  printf("device copy (same run): %.0f GB/s\n", copy_gbs);
+  printf("frame minimal bytes %.2f MB, FLOPs %.3g\n", (double)io_bytes / 1e6, flops);
+  for (int replay = 0; replay < 2; replay++) {
+    double gbs = (double)io_bytes / (frame_us[replay] * 1e-6) / 1e9;
+    double tflops = flops / (frame_us[replay] * 1e-6) / 1e12;
+    printf("%s: %.1f GB/s = %.1f%% of copy; %.2f TFLOP/s = %.2f%% of %.0f TFLOP/s\n",
+           replay ? "graph_replay" : "eager", gbs, 100.0 * gbs / copy_gbs, tflops,
+           100.0 * tflops / peak_tflops, peak_tflops);
+  }
   apx_tensor *all[] = {&dense, &util, &split, &bp, &up, &heavy, &detail, &alpha};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) apx_tensor_free(ctx, all[i]);
   apx_ff_weights_free(ctx, w);
