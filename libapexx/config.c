@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,10 @@
 #define APEXX_SYSCONF_INI "/usr/local/etc/apexx/apexx.ini"
 #endif
 
+/* The longest line read at all (a comment may be this long); a line that
+ * is not a comment must also fit inih's line buffer. */
+#define MAX_LINE 65536
+
 typedef struct parse_state {
   apx__config *cfg;
   const char *file;
@@ -29,18 +34,35 @@ typedef struct parse_state {
   int line;       /* lines read so far = the line the handler is called for */
   char error[512]; /* first semantic error, with its line */
   int error_line;
+  int read_failed;
   char *warnings;
   size_t warnings_len;
+  char *buf; /* the line being read */
+  size_t buf_size;
+  size_t entry_cap;    /* allocated cfg->entries */
+  int *slots;          /* (section, key) hash: entry index + 1, 0 = free */
+  size_t slot_count;   /* a power of two, or 0 */
 } parse_state;
+
+/* Capacity of a buffer of len bytes grown by append_line: the smallest
+ * power of two above len (at least 64), so appending stays linear. */
+static size_t text_capacity(size_t len) {
+  size_t cap = 64;
+  while (cap <= len) cap *= 2;
+  return cap;
+}
 
 static void append_line(char **buf, size_t *len, const char *line) {
   size_t n = strlen(line);
-  char *grown = realloc(*buf, *len + n + 2);
-  if (!grown) return;
-  memcpy(grown + *len, line, n);
-  grown[*len + n] = '\n';
-  grown[*len + n + 1] = '\0';
-  *buf = grown;
+  size_t need = *len + n + 2;
+  if (!*buf || need > text_capacity(*len)) {
+    char *grown = realloc(*buf, text_capacity(need - 1));
+    if (!grown) return;
+    *buf = grown;
+  }
+  memcpy(*buf + *len, line, n);
+  (*buf)[*len + n] = '\n';
+  (*buf)[*len + n + 1] = '\0';
   *len += n + 1;
 }
 
@@ -81,22 +103,60 @@ static apx__backend_config *backend_config(apx__config *cfg, const char *name,
   return b;
 }
 
-static void add_entry(apx__config *cfg, const char *section, const char *key,
-                      const char *value, int line) {
-  /* later entries win: replace an existing one */
-  for (int i = 0; i < cfg->entry_count; i++) {
-    apx__config_entry *e = &cfg->entries[i];
-    if (strcmp(e->section, section) == 0 && strcmp(e->key, key) == 0) {
-      free(e->value);
-      e->value = apx__strdup(value);
-      e->line = line;
-      return;
-    }
+static size_t entry_hash(const char *section, const char *key) {
+  size_t h = 1469598103934665603u; /* FNV-1a over "section\0key" */
+  for (const char *p = section; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211u;
+  h = (h ^ 0xffu) * 1099511628211u;
+  for (const char *p = key; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211u;
+  return h;
+}
+
+/* The slot holding (section, key), or the free slot where it would go. */
+static int *entry_slot(parse_state *ps, const char *section, const char *key) {
+  size_t mask = ps->slot_count - 1;
+  for (size_t i = entry_hash(section, key) & mask;; i = (i + 1) & mask) {
+    int *slot = &ps->slots[i];
+    if (*slot == 0) return slot;
+    const apx__config_entry *e = &ps->cfg->entries[*slot - 1];
+    if (strcmp(e->section, section) == 0 && strcmp(e->key, key) == 0) return slot;
   }
-  apx__config_entry *grown =
-      realloc(cfg->entries, sizeof *grown * (size_t)(cfg->entry_count + 1));
-  if (!grown) return;
-  cfg->entries = grown;
+}
+
+/* Keep the hash at most half full; 0 when out of memory. */
+static int reserve_slots(parse_state *ps, size_t entries) {
+  if (ps->slot_count >= 2 * entries + 2) return 1;
+  size_t count = ps->slot_count ? ps->slot_count : 64;
+  while (count < 2 * entries + 2) count *= 2;
+  int *slots = calloc(count, sizeof *slots);
+  if (!slots) return 0;
+  free(ps->slots);
+  ps->slots = slots;
+  ps->slot_count = count;
+  for (int i = 0; i < ps->cfg->entry_count; i++)
+    *entry_slot(ps, ps->cfg->entries[i].section, ps->cfg->entries[i].key) = i + 1;
+  return 1;
+}
+
+static void add_entry(parse_state *ps, const char *section, const char *key,
+                      const char *value, int line) {
+  apx__config *cfg = ps->cfg;
+  if (!reserve_slots(ps, (size_t)cfg->entry_count + 1)) return;
+  int *slot = entry_slot(ps, section, key);
+  if (*slot) { /* later entries win: replace the existing one */
+    apx__config_entry *e = &cfg->entries[*slot - 1];
+    free(e->value);
+    e->value = apx__strdup(value);
+    e->line = line;
+    return;
+  }
+  if ((size_t)cfg->entry_count == ps->entry_cap) {
+    size_t cap = ps->entry_cap ? 2 * ps->entry_cap : 16;
+    apx__config_entry *grown = realloc(cfg->entries, sizeof *grown * cap);
+    if (!grown) return;
+    cfg->entries = grown;
+    ps->entry_cap = cap;
+  }
+  *slot = cfg->entry_count + 1;
   apx__config_entry *e = &cfg->entries[cfg->entry_count++];
   e->section = apx__strdup(section);
   e->key = apx__strdup(key);
@@ -218,7 +278,7 @@ static int handle_op_key(parse_state *ps, const char *op_name, const char *key,
 static int ini_handler_fn(void *user, const char *section, const char *key,
                           const char *value) {
   parse_state *ps = user;
-  add_entry(ps->cfg, section, key, value, ps->line);
+  add_entry(ps, section, key, value, ps->line);
   if (strcmp(section, "apexx") == 0) return handle_apexx_key(ps, key, value);
   if (strncmp(section, "backend ", 8) == 0) {
     char name[128];
@@ -240,25 +300,97 @@ static int ini_handler_fn(void *user, const char *section, const char *key,
   return 1;
 }
 
-/* inih reads through this so that the handler knows its line number. It
- * also notes "[backend NAME]" headers: inih calls the handler only for
- * keys, and a backend section may have none (every key has a default). */
-static char *counting_reader(char *str, int num, void *stream) {
-  parse_state *ps = stream;
-  char *r = fgets(str, num, ps->fp);
-  if (!r) return r;
-  ps->line++;
-  char header[256];
-  apx__strlcpy(header, str, sizeof header);
-  char *h = trim(header);
-  size_t len = strlen(h);
-  if (len > 2 && h[0] == '[' && h[len - 1] == ']') {
-    h[len - 1] = '\0';
-    char *section = trim(h + 1);
-    if (strncmp(section, "backend ", 8) == 0 && *trim(section + 8))
-      backend_config(ps->cfg, trim(section + 8), 1);
+/* One line of the file into ps->buf, without its '\n': its length, or -1
+ * at the end of the file, -2 on an error (noted in ps). Reading stops at
+ * MAX_LINE bytes, so a huge line costs no more memory than that. */
+static long read_line(parse_state *ps) {
+  size_t len = 0;
+  int c;
+  while ((c = getc(ps->fp)) != EOF && c != '\n') {
+    if (len >= MAX_LINE) {
+      char limit[32];
+      snprintf(limit, sizeof limit, "%d", MAX_LINE);
+      ps->line++;
+      fail_at(ps, "line longer than %s bytes%s", limit, "");
+      return -2;
+    }
+    if (len + 1 >= ps->buf_size) {
+      size_t size = ps->buf_size ? 2 * ps->buf_size : 256;
+      char *grown = realloc(ps->buf, size);
+      if (!grown) {
+        ps->line++;
+        fail_at(ps, "out of memory reading the line%s%s", "", "");
+        return -2;
+      }
+      ps->buf = grown;
+      ps->buf_size = size;
+    }
+    ps->buf[len++] = (char)c;
   }
-  return r;
+  if (c == EOF && ferror(ps->fp)) {
+    ps->read_failed = 1;
+    return -2;
+  }
+  if (c == EOF && len == 0) return -1;
+  ps->line++;
+  if (!ps->buf) return 0; /* an empty line first: nothing allocated yet */
+  ps->buf[len] = '\0';
+  return (long)len;
+}
+
+/* A comment line by inih's rule: after a UTF-8 byte order mark (first line
+ * only) and blanks, ';' or '#'. */
+static int is_comment(const parse_state *ps, const char *s) {
+  if (ps->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0) s += 3;
+  while (isspace((unsigned char)*s)) s++;
+  return *s == ';' || *s == '#';
+}
+
+/* inih reads through this: whole lines only, so the tail of a line longer
+ * than inih's buffer never becomes a line of its own. A comment of any
+ * length (up to MAX_LINE) reaches inih as ";"; any other line must fit
+ * inih's buffer (num bytes with its '\n' and '\0'), else it is an error
+ * naming that line. The handler learns its line number here. This also
+ * notes "[backend NAME]" headers: inih calls the handler only for keys,
+ * and a backend section may have none (every key has a default). */
+static char *line_reader(char *str, int num, void *stream) {
+  parse_state *ps = stream;
+  long len = read_line(ps);
+  if (len < 0) return NULL;
+  const char *line = ps->buf ? ps->buf : "";
+  if (is_comment(ps, line)) {
+    apx__strlcpy(str, ";\n", (size_t)num);
+    return str;
+  }
+  if (strlen(line) != (size_t)len) {
+    fail_at(ps, "line contains a NUL byte%s%s", "", "");
+    return NULL;
+  }
+  if (len + 2 > num) {
+    char limit[32];
+    snprintf(limit, sizeof limit, "%d", num - 2);
+    fail_at(ps, "line longer than %s bytes (a line other than a comment is at most %s bytes)",
+            limit, limit);
+    return NULL;
+  }
+  memcpy(str, line, (size_t)len);
+  str[len] = '\n';
+  str[len + 1] = '\0';
+  const char *start = line;
+  while (isspace((unsigned char)*start)) start++;
+  if (*start == '[') {
+    char *header = apx__strdup(start);
+    char *h = header ? trim(header) : NULL;
+    size_t hlen = h ? strlen(h) : 0;
+    if (hlen > 2 && h[hlen - 1] == ']') {
+      h[hlen - 1] = '\0';
+      char *section = trim(h + 1);
+      if (strncmp(section, "backend ", 8) == 0 && *trim(section + 8))
+        backend_config(ps->cfg, trim(section + 8), 1);
+    }
+    free(header);
+  }
+  return str;
 }
 
 /* uid listed in "1001, 1002" (commas or blanks); a malformed item never
@@ -281,7 +413,8 @@ static int uid_listed(const char *list, uid_t uid) {
 }
 
 /* path (resolved) lies under a directory of $APEXX_TRUSTED_DIRS (absolute
- * paths separated by ':'; read with secure_getenv). */
+ * paths separated by ':'; read with secure_getenv). path may be an open
+ * descriptor's /proc/self/fd/N. */
 static int in_trusted_dir(const char *path) {
   const char *dirs = apx__getenv("APEXX_TRUSTED_DIRS");
   if (!dirs || !*dirs) return 0;
@@ -309,24 +442,95 @@ static int in_trusted_dir(const char *path) {
   return found;
 }
 
-const char *apx__unsafe_file_reason_trusting(const char *path, const char *trusted_uids) {
+/* The rules of apx__unsafe_file_reason_trusting on st, the status of path;
+ * real_path names the same file for the APEXX_TRUSTED_DIRS lookup. */
+static const char *unsafe_stat_reason(const struct stat *st, const char *path,
+                                      const char *real_path, const char *trusted_uids) {
   static __thread char reason[600];
-  struct stat st;
-  if (stat(path, &st) != 0) return NULL; /* absence is reported elsewhere */
-  if (st.st_mode & S_IWOTH) {
+  if (st->st_mode & S_IWOTH) {
     snprintf(reason, sizeof reason, "[%s] is world-writable", path);
     return reason;
   }
-  if (st.st_uid != 0 && st.st_uid != geteuid() && !uid_listed(trusted_uids, st.st_uid) &&
-      !in_trusted_dir(path)) {
+  if (st->st_uid != 0 && st->st_uid != geteuid() && !uid_listed(trusted_uids, st->st_uid) &&
+      !in_trusted_dir(real_path)) {
     snprintf(reason, sizeof reason,
              "[%s] is owned by uid [%u], neither root nor the current user (to trust "
              "it, list its directory in APEXX_TRUSTED_DIRS or the uid in [apexx] "
              "trusted_owner_uids of a root-owned configuration)",
-             path, (unsigned)st.st_uid);
+             path, (unsigned)st->st_uid);
     return reason;
   }
   return NULL;
+}
+
+const char *apx__unsafe_file_reason_trusting(const char *path, const char *trusted_uids) {
+  struct stat st;
+  if (stat(path, &st) != 0) return NULL; /* absence is reported elsewhere */
+  return unsafe_stat_reason(&st, path, path, trusted_uids);
+}
+
+static const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISCHR(mode)) return "a character device";
+  return "not a regular file";
+}
+
+/* Open the configuration once and check the open descriptor: a regular
+ * file that other users cannot edit, or a character device (/dev/null),
+ * which is an empty configuration and is never read. O_NONBLOCK keeps a
+ * FIFO from blocking the open. Returns the stream to parse (NULL for a
+ * character device) with *st its status, or APX_ERR_CONFIG. */
+static apx_status open_config(const char *path, int explicit_path, FILE **out,
+                              struct stat *st) {
+  *out = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    int err = errno;
+    struct stat lst;
+    if (err == ENXIO && stat(path, &lst) == 0 && !S_ISREG(lst.st_mode)) /* a socket */
+      return apx__error(APX_ERR_CONFIG, "%s: refused: [%s] is %s, not a regular file",
+                        path, path, file_kind(lst.st_mode));
+    return apx__error(APX_ERR_CONFIG, "%s: cannot open%s: %s", path,
+                      explicit_path ? "" : " installed configuration", strerror(err));
+  }
+  if (fstat(fd, st) != 0) {
+    int err = errno;
+    close(fd);
+    return apx__error(APX_ERR_CONFIG, "%s: cannot stat: %s", path, strerror(err));
+  }
+  if (S_ISCHR(st->st_mode)) {
+    close(fd);
+    return APX_OK;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    close(fd);
+    return apx__error(APX_ERR_CONFIG, "%s: refused: [%s] is %s, not a regular file", path,
+                      path, file_kind(st->st_mode));
+  }
+  char fd_path[64];
+  snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", fd);
+  /* without /proc the path itself */
+  const char *unsafe =
+      unsafe_stat_reason(st, path, access(fd_path, F_OK) == 0 ? fd_path : path, NULL);
+  if (unsafe) {
+    close(fd);
+    return apx__error(APX_ERR_CONFIG, "%s: refused: %s (other users could edit it)", path,
+                      unsafe);
+  }
+  int flags = fcntl(fd, F_GETFL);
+  FILE *fp = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ? NULL
+                                                                       : fdopen(fd, "r");
+  if (!fp) {
+    int err = errno;
+    close(fd);
+    return apx__error(APX_ERR_CONFIG, "%s: cannot open%s: %s", path,
+                      explicit_path ? "" : " installed configuration", strerror(err));
+  }
+  *out = fp;
+  return APX_OK;
 }
 
 const char *apx__unsafe_file_reason(const char *path) {
@@ -377,30 +581,28 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
     set_builtin_default(cfg);
   } else {
     cfg->source = apx__strdup(path);
-    const char *unsafe = apx__unsafe_file_reason(path);
-    if (unsafe)
-      return apx__error(APX_ERR_CONFIG, "%s: refused: %s (other users could edit it)",
-                        path, unsafe);
     parse_state ps;
     memset(&ps, 0, sizeof ps);
     ps.cfg = cfg;
     ps.file = path;
-    ps.fp = fopen(path, "r");
-    if (!ps.fp)
-      return apx__error(APX_ERR_CONFIG, "%s: cannot open%s: %s", path,
-                        explicit_path ? "" : " installed configuration", strerror(errno));
-    int rc = ini_parse_stream(counting_reader, &ps, ini_handler_fn, &ps);
-    fclose(ps.fp);
+    struct stat cfg_stat;
+    apx_status opened = open_config(path, explicit_path, &ps.fp, &cfg_stat);
+    if (opened != APX_OK) return opened;
+    int rc = 0;
+    if (ps.fp) {
+      rc = ini_parse_stream(line_reader, &ps, ini_handler_fn, &ps);
+      fclose(ps.fp);
+    }
+    free(ps.buf);
+    free(ps.slots);
     cfg->warnings = ps.warnings;
     if (ps.error[0] && (rc <= 0 || rc >= ps.error_line))
       return apx__error(APX_ERR_CONFIG, "%s", ps.error);
     if (rc > 0)
       return apx__error(APX_ERR_CONFIG, "%s:%d: malformed line (expected [section], "
                         "key = value, or a comment)", path, rc);
-    if (rc < 0) return apx__error(APX_ERR_CONFIG, "%s: cannot read", path);
-    struct stat cfg_stat;
-    if (apx__config_get(cfg, "apexx", "trusted_owner_uids") &&
-        (stat(path, &cfg_stat) != 0 || cfg_stat.st_uid != 0))
+    if (rc < 0 || ps.read_failed) return apx__error(APX_ERR_CONFIG, "%s: cannot read", path);
+    if (apx__config_get(cfg, "apexx", "trusted_owner_uids") && cfg_stat.st_uid != 0)
       return apx__error(APX_ERR_CONFIG,
                         "%s: [apexx] trusted_owner_uids is honoured only in a "
                         "configuration owned by root", path);

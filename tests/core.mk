@@ -60,3 +60,10 @@ check_PROGRAMS += tests/test_rtld_local
 TESTS += tests/test_rtld_local
 tests_test_rtld_local_SOURCES = tests/test_rtld_local.c
 tests_test_rtld_local_LDADD = $(DL_LIBS)
+
+# config paths (FIFO, directory, /dev/null), whole lines, linear parse time
+check_PROGRAMS += tests/test_config_files
+TESTS += tests/test_config_files
+tests_test_config_files_SOURCES = tests/test_config_files.c
+tests_test_config_files_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
+tests_test_config_files_LDADD = $(APX_TEST_LIBS)
