@@ -369,8 +369,8 @@ static char *line_reader(char *str, int num, void *stream) {
   if (len + 2 > num) {
     char limit[32];
     snprintf(limit, sizeof limit, "%d", num - 2);
-    fail_at(ps, "line longer than %s bytes (a line other than a comment is at most %s bytes)",
-            limit, limit);
+    fail_at(ps, "line longer than %s bytes%s (the most inih takes in a line that is not "
+            "a comment)", limit, "");
     return NULL;
   }
   memcpy(str, line, (size_t)len);
