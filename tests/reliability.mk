@@ -12,3 +12,72 @@ TESTS += tests/test_reliability
 tests_test_reliability_SOURCES = tests/test_reliability.c
 tests_test_reliability_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
 tests_test_reliability_LDADD = $(APX_TEST_LIBS)
+
+# ---- fuzz targets (tests/fuzz, docs/reliability.md) --------------------------
+# make check replays the kept seed corpora and crash inputs through the same
+# targets built without libFuzzer (tests/fuzz/replay.c).
+FUZZ_NAMES = config ops ff_weights
+FUZZ_COMMON = tests/fuzz/fuzz_common.h tests/fuzz/replay.c
+check_PROGRAMS += tests/fuzz/replay_config tests/fuzz/replay_ops tests/fuzz/replay_ff_weights
+tests_fuzz_replay_config_SOURCES = tests/fuzz/fuzz_config.c $(FUZZ_COMMON)
+tests_fuzz_replay_config_LDADD = libapexx/libapexx.la
+tests_fuzz_replay_ops_SOURCES = tests/fuzz/fuzz_ops.c $(FUZZ_COMMON)
+tests_fuzz_replay_ops_LDADD = libapexx/libapexx.la
+tests_fuzz_replay_ff_weights_SOURCES = tests/fuzz/fuzz_ff_weights.c $(FUZZ_COMMON)
+tests_fuzz_replay_ff_weights_LDADD = libapexx/libapexx.la
+TESTS += tests/fuzz/replay.sh
+EXTRA_DIST += tests/fuzz/replay.sh tests/fuzz/corpus tests/fuzz/crashes
+
+# make fuzz [FUZZ_SECONDS=N]: each libFuzzer target for N seconds (clang and
+# its fuzzer runtime: Debian libclang-rt-14-dev, or clang's own package),
+# libapexx compiled into the target with ASan and UBSan; new inputs go to
+# fuzz/corpus-NAME, a crash stops the run (its input is fuzz/crash-*).
+FUZZ_CC = clang
+FUZZ_SECONDS = 60
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+# libapexx's C files, compiled into each target for coverage
+FUZZ_BUILD = srcs=; for f in $(libapexx_libapexx_la_SOURCES); do \
+	  case $$f in *.c) srcs="$$srcs $(top_srcdir)/$$f";; esac; done; \
+	$(MKDIR_P) fuzz && \
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DHAVE_CONFIG_H -I$(top_builddir) \
+	-I$(top_srcdir)/include -I$(top_srcdir)/backends/common -I$(top_srcdir)/libapexx \
+	$(INIH_CFLAGS) $(CJSON_CFLAGS) -DAPEXX_BACKEND_DIR='"$(pkglibdir)"' \
+	-DAPEXX_SYSCONF_INI='"$(sysconfdir)/apexx/apexx.ini"' -o $@ \
+	$(top_srcdir)/tests/fuzz/fuzz_$$name.c $$srcs \
+	$(INIH_LIBS) $(CJSON_LIBS) $(DL_LIBS) $(M_LIBS) -pthread
+fuzz/fuzz_config: $(top_srcdir)/tests/fuzz/fuzz_config.c libapexx/libapexx.la
+	name=config; $(FUZZ_BUILD)
+fuzz/fuzz_ops: $(top_srcdir)/tests/fuzz/fuzz_ops.c libapexx/libapexx.la
+	name=ops; $(FUZZ_BUILD)
+fuzz/fuzz_ff_weights: $(top_srcdir)/tests/fuzz/fuzz_ff_weights.c libapexx/libapexx.la
+	name=ff_weights; $(FUZZ_BUILD)
+fuzz-build: fuzz/fuzz_config fuzz/fuzz_ops fuzz/fuzz_ff_weights
+fuzz: fuzz-build backends/apexx-cpu.la
+	@for t in $(FUZZ_NAMES); do \
+	  $(MKDIR_P) fuzz/corpus-$$t || exit 1; \
+	  echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
+	  APEXX_BACKEND_DIR='$(abs_top_builddir)/backends/.libs' \
+	  ASAN_OPTIONS=detect_leaks=1 ./fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -print_final_stats=1 -artifact_prefix=fuzz/crash-$$t- -close_fd_mask=3 \
+	    fuzz/corpus-$$t $(top_srcdir)/tests/fuzz/corpus/$$t 2>fuzz/$$t.log; \
+	  rc=$$?; grep -E '^(stat::number_of_executed_units|stat::new_units_added|#[0-9]+ *DONE)' fuzz/$$t.log; \
+	  if test $$rc -ne 0; then tail -60 fuzz/$$t.log; exit 1; fi; \
+	done
+mostlyclean-local: clean-fuzz
+clean-fuzz:
+	-rm -rf fuzz
+.PHONY: fuzz fuzz-build clean-fuzz check-valgrind
+
+# make check-valgrind: the Check suites under valgrind memcheck, each suite
+# in one process (CK_FORK=no): any error or definitely lost block fails it.
+VALGRIND = valgrind
+VALGRIND_FLAGS = --quiet --error-exitcode=99 --leak-check=full \
+	--errors-for-leak-kinds=definite --show-leak-kinds=definite \
+	--suppressions=$(abs_top_srcdir)/tests/valgrind.supp
+EXTRA_DIST += tests/valgrind.supp
+check-valgrind:
+	tests=; for t in $(TESTS); do case $$t in \
+	  *.sh|*.py|tests/test_cuda|tests/test_cuda_ff) ;; *) tests="$$tests $$t";; esac; done; \
+	CK_FORK=no $(MAKE) $(AM_MAKEFLAGS) check TESTS="$$tests" \
+	  TEST_SUITE_LOG=test-suite-valgrind.log \
+	  LOG_COMPILER='$(LIBTOOL) --mode=execute $(VALGRIND) $(VALGRIND_FLAGS)'
