@@ -175,8 +175,10 @@ __global__ void ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *to
     return;
   }
   extern __shared__ float ff_sf_sh[];
-  float *xs = ff_sf_sh;       /* [C] normalised token */
-  float *hs = xs + g.C;       /* [C] hidden */
+  /* each array padded to a multiple of 4 floats: the unrolled loops below
+   * read 16 bytes at a time */
+  float *xs = ff_sf_sh;                    /* [C] normalised token */
+  float *hs = xs + ((g.C + 3) & ~(int64_t)3); /* [C] hidden */
   __shared__ float sh32[32];
   const int64_t k = blockIdx.x, b = blockIdx.y, C = g.C, K = g.K;
   const float lim = rnd<T>(1e4f);
@@ -801,7 +803,7 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   unsigned sf_threads = (unsigned)(sf < 64 ? 64 : sf > 512 ? 512 : sf);
   const unsigned n_out = outside ? outside_blocks(f) : 0;
   CUDA_TRY(st, cuda_launch_after(st, f->dev, 1, dim3((unsigned)K + n_out, (unsigned)f->B),
-                                 dim3(sf_threads), 2 * sizeof(float) * (size_t)f->C, s,
+                                 dim3(sf_threads), 2 * sizeof(float) * (size_t)((f->C + 3) / 4 * 4), s,
                                  ff_scan_film_kernel<T>, g, lv, (const float *)sc->tok, sc->film,
                                  outside_args(f, w, tile_state), (int)n_out),
            "ff_infer: scan/FiLM launch");
