@@ -17,6 +17,16 @@
 #include <apexx/apexx.h>
 #include <dlpack/dlpack.h>
 
+/* DLPack before 1.0 (Debian 12's 0.6) defines DLPACK_VERSION (60 = 0.6);
+ * 1.x headers (torch's copy) define the major and minor numbers instead. */
+#if defined(DLPACK_VERSION)
+#define APX_DLPACK_HEADER_VERSION DLPACK_VERSION
+#elif defined(DLPACK_MAJOR_VERSION) && defined(DLPACK_MINOR_VERSION)
+#define APX_DLPACK_HEADER_VERSION (DLPACK_MAJOR_VERSION * 100 + DLPACK_MINOR_VERSION * 10)
+#else
+#define APX_DLPACK_HEADER_VERSION 0
+#endif
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
@@ -1693,7 +1703,7 @@ PyMODINIT_FUNC PyInit__apexx(void) {
   if (PyModule_AddObject(m, "Context", (PyObject *)&ContextType) < 0 ||
       PyModule_AddObject(m, "FFWeights", (PyObject *)&WeightsType) < 0 ||
       PyModule_AddStringConstant(m, "HEADER_VERSION", APEXX_VERSION_STRING) < 0 ||
-      PyModule_AddIntConstant(m, "DLPACK_VERSION", DLPACK_VERSION) < 0) {
+      PyModule_AddIntConstant(m, "DLPACK_VERSION", APX_DLPACK_HEADER_VERSION) < 0) {
     Py_DECREF(m);
     return NULL;
   }
