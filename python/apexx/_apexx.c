@@ -302,7 +302,11 @@ static const apx_tensor *acquire(call_state *cs, PyObject *obj, const char *name
         PyErr_Clear();
         return invalid_tensor("%s: %s is read-only", cs->op, name);
       }
-      return NULL;
+      /* a device array that refuses host buffers (CuPy) goes through DLPack */
+      if (!PyErr_ExceptionMatches(PyExc_TypeError) || !PyObject_HasAttr(obj, g_str_dlpack))
+        return NULL;
+      PyErr_Clear();
+      goto dlpack;
     }
     h->has_view = 1;
     h->obj = obj;
@@ -329,6 +333,7 @@ static const apx_tensor *acquire(call_state *cs, PyObject *obj, const char *name
   }
 
   /* DLPack */
+dlpack:;
   PyObject *capsule = NULL, *detached = NULL;
   h->obj = obj; /* held from here on: call_release cleans up on error */
   Py_INCREF(obj);
