@@ -302,10 +302,16 @@ static const apx_tensor *acquire(call_state *cs, PyObject *obj, const char *name
         PyErr_Clear();
         return invalid_tensor("%s: %s is read-only", cs->op, name);
       }
-      /* a device array that refuses host buffers (CuPy) goes through DLPack */
-      if (!PyErr_ExceptionMatches(PyExc_TypeError) || !PyObject_HasAttr(obj, g_str_dlpack))
-        return NULL;
+      /* a device array that refuses host buffers (CuPy) goes through DLPack
+       * (the error is cleared first: no attribute lookup with one pending) */
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
       PyErr_Clear();
+      if (!PyObject_HasAttr(obj, g_str_dlpack)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: %s refuses the buffer protocol and has no __dlpack__ (%.100s)",
+                     cs->op, name, Py_TYPE(obj)->tp_name);
+        return NULL;
+      }
       goto dlpack;
     }
     h->has_view = 1;
