@@ -645,6 +645,18 @@ static int rows_algorithm_fits(const scatter_job *jb, const axis_view *vself,
 }
 
 static apx_status scatter_add_common(cpu_state *st, const char *op, scatter_job *jb) {
+  /* nothing to write, or nothing to add: the job loops below are counted
+   * over the outer dims, which may be huge beside an empty one */
+  const int64_t out_numel = apx_backend_numel(jb->out);
+  if (out_numel == 0) return APX_OK;
+  if (apx_backend_numel(jb->index) == 0) {
+    const size_t bytes = (size_t)out_numel * apx_backend_dtype_size(jb->out->dtype);
+    if (!jb->self)
+      memset(jb->out->data, 0, bytes);
+    else if (jb->self->data != jb->out->data)
+      memcpy(jb->out->data, jb->self->data, bytes);
+    return APX_OK;
+  }
   jb->isa = si_isa_level();
   jb->dim = normalize_dim(jb->dim, jb->index->ndim);
   jb->in_place = jb->self && jb->self->data == jb->out->data;
