@@ -58,7 +58,7 @@ static int find_gomp(struct dl_phdr_info *info, size_t size, void *data) {
   return 1;
 }
 
-static int fail_now_from(uintptr_t caller) {
+__attribute__((unused)) static int fail_now_from(uintptr_t caller) {
   interposed = 1;
   if (caller >= gomp_lo && caller < gomp_hi) return 0;
   if (countdown > 0 && --countdown == 0) {
