@@ -547,46 +547,11 @@ END_TEST
 
 /* ---- setup ---------------------------------------------------------------------- */
 
-static apx_context *open_eager(void) {
-  char path[] = "/tmp/apexx-cuda-ff-eager-XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0) {
-    perror("mkstemp");
-    exit(EXIT_FAILURE);
-  }
-  FILE *f = fdopen(fd, "w");
-  fprintf(f,
-          "[apexx]\norder = cuda, cpu\nvalidate = eager\n"
-          "[backend cpu]\nlibrary = apexx-cpu.so\n"
-          "[backend cuda]\nlibrary = apexx-cuda.so\n");
-  fclose(f);
-  apx_context *c = NULL;
-  apx_status st = apx_open(&c, path);
-  unlink(path);
-  if (st != APX_OK) {
-    fprintf(stderr, "apx_open (eager config): %s: %s\n", apx_status_name(st), apx_last_error());
-    exit(EXIT_FAILURE);
-  }
-  return c;
-}
-
 int main(void) {
-  ctx = tu_open();
-  struct apx_backend_info info;
-  int found = 0;
-  for (int i = 0; i < apx_backend_count(ctx); i++)
-    if (apx_backend_info(ctx, i, &info) == APX_OK && strcmp(info.name, "cuda") == 0) {
-      found = 1;
-      break;
-    }
-  if (!found || info.state != APX_BACKEND_OK) {
-    printf("SKIP: cuda backend %s: %s\n", found ? apx_backend_state_name(info.state) : "absent",
-           found ? info.reason : "not in the configuration");
-    apx_close(ctx);
-    return 77;
-  }
-  printf("# cuda device: %s\n", info.device_name);
-  ctx_eager = open_eager();
+  const char *device_name = NULL;
+  ctx = tu_open_cuda_or_skip(&device_name);
+  printf("# cuda device: %s\n", device_name);
+  ctx_eager = tu_open_cuda_eager();
   rng.s = tu_seed() ^ 0xff1fu;
 
   Suite *s = suite_create("cuda_ff");

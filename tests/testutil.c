@@ -154,8 +154,8 @@ apx_context *tu_open(void) {
   return ctx;
 }
 
-apx_context *tu_open_cpu_threads(int threads) {
-  char path[] = "/tmp/apexx-test-threads-XXXXXX";
+apx_context *tu_open_ini(const char *text) {
+  char path[] = "/tmp/apexx-test-ini-XXXXXX";
   int fd = mkstemp(path);
   if (fd < 0) return NULL;
   FILE *f = fdopen(fd, "w");
@@ -164,8 +164,7 @@ apx_context *tu_open_cpu_threads(int threads) {
     unlink(path);
     return NULL;
   }
-  fprintf(f, "[apexx]\norder = cpu\n[backend cpu]\nlibrary = apexx-cpu.so\nthreads = %d\n",
-          threads);
+  fputs(text, f);
   fclose(f);
   apx_context *ctx = NULL;
   apx_status st = apx_open(&ctx, path);
@@ -174,5 +173,37 @@ apx_context *tu_open_cpu_threads(int threads) {
     fprintf(stderr, "apx_open(%s): %s: %s\n", path, apx_status_name(st), apx_last_error());
     return NULL;
   }
+  return ctx;
+}
+
+apx_context *tu_open_cpu_threads(int threads) {
+  char text[128];
+  snprintf(text, sizeof text,
+           "[apexx]\norder = cpu\n[backend cpu]\nlibrary = apexx-cpu.so\nthreads = %d\n",
+           threads);
+  return tu_open_ini(text);
+}
+
+apx_context *tu_open_cuda_or_skip(const char **device_name) {
+  apx_context *ctx = tu_open();
+  struct apx_backend_info info;
+  int found = 0;
+  for (int i = 0; !found && i < apx_backend_count(ctx); i++)
+    found = apx_backend_info(ctx, i, &info) == APX_OK && strcmp(info.name, "cuda") == 0;
+  if (!found || info.state != APX_BACKEND_OK) {
+    printf("SKIP: cuda backend %s: %s\n", found ? apx_backend_state_name(info.state) : "absent",
+           found ? info.reason : "not in the configuration");
+    apx_close(ctx);
+    exit(77);
+  }
+  *device_name = info.device_name;
+  return ctx;
+}
+
+apx_context *tu_open_cuda_eager(void) {
+  apx_context *ctx = tu_open_ini("[apexx]\norder = cuda, cpu\nvalidate = eager\n"
+                                 "[backend cpu]\nlibrary = apexx-cpu.so\n"
+                                 "[backend cuda]\nlibrary = apexx-cuda.so\n");
+  if (!ctx) exit(EXIT_FAILURE);
   return ctx;
 }

@@ -62,4 +62,16 @@ apx_context *tu_open(void);
  * when it cannot be opened. */
 apx_context *tu_open_cpu_threads(int threads);
 
+/* A context on a private configuration file holding `text`; NULL (message
+ * on stderr) when apx_open refuses it. */
+apx_context *tu_open_ini(const char *text);
+
+/* tu_open(), then exit 77 with a "SKIP: cuda backend ..." line unless the
+ * cuda backend is ok; *device_name (lives as long as the context) names
+ * the card. */
+apx_context *tu_open_cuda_or_skip(const char **device_name);
+
+/* cuda, then cpu, with validate = eager; exits the test on failure. */
+apx_context *tu_open_cuda_eager(void);
+
 #endif
