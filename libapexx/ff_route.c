@@ -1,5 +1,5 @@
-/* Host routing of the FF path (spec/ops.md 9.2; docs/ff_infer.md
- * "Routing"): per batch row, a greedy L0 selection by utility under budget
+/* Host routing of the FF path (docs/ff_infer.md,
+ * Routing): per batch row, a greedy L0 selection by utility under budget
  * b1, a split stage choosing L0 parents under budget b2 whose quadtree
  * children are the L1 tiles, and both id lists in Hilbert order. float64
  * throughout, ties broken by the smaller id; O(G0 log G0) per row. */

@@ -1,5 +1,5 @@
 /* apx_tile_order: the host op that re-orders tile ids along a space-filling
- * or scan order (spec/ops.md 1; decision 1 keeps it out of tilepack). */
+ * or scan order (docs/ops.md, tile_order; tilepack does no ordering). */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include "validate.h"
 
 /* A sort key: a 128-bit primary (hi, lo) and the input position, which
- * makes qsort stable (spec/ops.md 1: duplicates keep their input order). */
+ * makes qsort stable (docs/ops.md, tile_order: duplicates keep their input order). */
 typedef struct order_entry {
   uint64_t hi, lo;
   int64_t pos;
@@ -34,7 +34,7 @@ static uint64_t power_of_two_at_least(uint64_t extent) {
   return n;
 }
 
-/* spec/ops.md 1, hilbert_d in the masked form. Level s = 2^j contributes
+/* docs/ops.md, tile_order, hilbert_d in the masked form. Level s = 2^j contributes
  * ((3*rx) ^ ry) * s*s, i.e. two bits at position 2j, so d is assembled by
  * OR-ing bit pairs; n may reach 2^63, hence 128 bits. */
 void apx__hilbert_key(uint64_t x, uint64_t y, uint64_t n, uint64_t *hi, uint64_t *lo) {
@@ -144,7 +144,7 @@ APX_API int apx_order_mode_from_name(const char *name) {
   };
   if (!name)
     return -1;
-  /* spec/ops.md 1: names are matched trimmed and case-insensitively. */
+  /* docs/ops.md, tile_order: names are matched trimmed and case-insensitively. */
   while (*name && isspace((unsigned char)*name))
     name++;
   size_t length = strlen(name);

@@ -1,6 +1,6 @@
 /* Argument validation for every op, run in the core before any backend
- * (DESIGN.md "Dispatch and fallback"; spec/ops.md decision 4, 2.A, 3, 4.A,
- * 5.A, 6.A, 7, 10).
+ * (DESIGN.md "Dispatch and fallback"; docs/ops.md, Errors and
+ * each op's section).
  *
  * Order of checks per op: the tensors' own well-formedness and device (so
  * that nothing below reads memory it may not), then the op's shape, dtype,
@@ -250,7 +250,7 @@ static apx_status require_same_dtype(const vstate *v, const char *name, const ap
   return APX_OK;
 }
 
-/* tile > 0 and H, W divisible by it (spec/ops.md 2.A items 4-5). */
+/* tile > 0 and H, W divisible by it (docs/ops.md, tilepack). */
 static apx_status require_tile_grid(const vstate *v, const char *tile_what, int64_t tile,
                                     const char *map_name, const apx_tensor *map) {
   if (tile <= 0)
@@ -317,7 +317,7 @@ static apx_status require_no_overlap(const vstate *v, const char *out_name, cons
  * from lo), or -1. Large tensors are checked in blocks with a branch-free
  * reduction that the compiler vectorises, spread over the cores: the check
  * reads the whole index tensor once more, so it must run at memory speed
- * (spec/ops.md decision 4 wants every host index checked before any output
+ * (docs/ops.md, Errors: every host index checked before any output
  * is written). */
 #define RANGE_BLOCK 8192
 #define RANGE_PARALLEL_MIN (1 << 20)
@@ -385,7 +385,7 @@ static int compare_id_at(const void *pa, const void *pb) {
   return a->k < b->k ? -1 : a->k > b->k;
 }
 
-/* spec/ops.md 7: with require_unique every batch row of idx [B,K] holds
+/* docs/ops.md, fused_pack_op_unpack: with require_unique every batch row of idx [B,K] holds
  * distinct ids. Sorting a copy of each row keeps this O(K log K); the
  * repeat reported is the first one in reading order. */
 static apx_status require_unique_rows(const vstate *v, const char *name, const apx_tensor *idx) {
@@ -427,7 +427,7 @@ static apx_status require_unique_rows(const vstate *v, const char *name, const a
   return APX_OK;
 }
 
-/* spec/ops.md 2.A items 1-7, shared by tilepack and the fused op (7). */
+/* docs/ops.md, tilepack: the input checks, shared with fused_pack_op_unpack. */
 static apx_status check_pack_inputs(vstate *v, const apx_tensor *features, const apx_tensor *idx,
                                     int64_t tile, const apx_tensor *out) {
   TRY(check_tensor(v, "features", features, 1));
@@ -442,7 +442,7 @@ static apx_status check_pack_inputs(vstate *v, const apx_tensor *features, const
   return APX_OK;
 }
 
-/* ---- tilepack (spec/ops.md 2.A) ---- */
+/* ---- tilepack (docs/ops.md, tilepack) ---- */
 
 static apx_status check_tilepack(vstate *v, const apx_tilepack_args *a) {
   TRY(check_pack_inputs(v, a->features, a->idx, a->tile, a->out));
@@ -458,7 +458,7 @@ static apx_status check_tilepack(vstate *v, const apx_tilepack_args *a) {
   return APX_OK;
 }
 
-/* ---- tileunpack (spec/ops.md 4.A) ---- */
+/* ---- tileunpack (docs/ops.md, tileunpack) ---- */
 
 static int bit_length(int64_t x) {
   /* Python's int.bit_length: of |x|. */
@@ -471,7 +471,7 @@ static int bit_length(int64_t x) {
   return n;
 }
 
-/* spec/ops.md 4.A item 4: key = ((level - lmin) << order_bits) + k must fit
+/* docs/ops.md, tileunpack (priority): key = ((level - lmin) << order_bits) + k must fit
  * int32; order_bits = max(1, bit_length(K-1)); lmin over the whole tensor. */
 static apx_status require_priority_keys_fit(const vstate *v, const apx_tensor *levels) {
   int64_t n = numel_of(levels), k_count = levels->shape[1];
@@ -507,7 +507,7 @@ static apx_status require_priority_keys_fit(const vstate *v, const apx_tensor *l
   return APX_OK;
 }
 
-/* spec/ops.md 4.A item 5: y0 >= 0, x0 >= 0, y0 + t <= H, x0 + t <= W. */
+/* docs/ops.md, tileunpack (placement): y0 >= 0, x0 >= 0, y0 + t <= H, x0 + t <= W. */
 static apx_status require_origins_in_bounds(const vstate *v, const apx_tensor *origins,
                                             int64_t tile, int64_t h, int64_t w) {
   int64_t tiles = numel_of(origins) / 2; /* [B, N, 2] */
@@ -604,7 +604,7 @@ static apx_status check_tileunpack(vstate *v, const apx_tileunpack_args *a) {
   return APX_OK;
 }
 
-/* ---- fused_pack_op_unpack (spec/ops.md 7) ---- */
+/* ---- fused_pack_op_unpack (docs/ops.md, fused_pack_op_unpack) ---- */
 
 static apx_status check_fused(vstate *v, const apx_fused_pack_op_unpack_args *a) {
   TRY(check_pack_inputs(v, a->features, a->idx, a->tile, a->out));
@@ -623,7 +623,7 @@ static apx_status check_fused(vstate *v, const apx_fused_pack_op_unpack_args *a)
   return APX_OK;
 }
 
-/* ---- fusiongate (spec/ops.md 5.A) ---- */
+/* ---- fusiongate (docs/ops.md, fusiongate_alpha and fusiongate_fuse) ---- */
 
 /* A proxy or alpha map: [B,1,H,W] or [B,H,W]; its (B, H, W) in bhw. */
 static apx_status require_gate_map(const vstate *v, const char *name, const apx_tensor *t,
@@ -693,7 +693,7 @@ static apx_status check_fusiongate_fuse(vstate *v, const apx_fusiongate_fuse_arg
   return APX_OK;
 }
 
-/* ---- tilessm_scan (spec/ops.md 6.A) ---- */
+/* ---- tilessm_scan (docs/ops.md, tilessm_scan) ---- */
 
 static apx_status check_tilessm_scan(vstate *v, const apx_tilessm_scan_args *a) {
   static const char *const vector_names[4] = {"decay", "input_gain", "output_gain", "state_bias"};
@@ -710,7 +710,7 @@ static apx_status check_tilessm_scan(vstate *v, const apx_tilessm_scan_args *a) 
                 "or APX_MERGE_GATED (2)",
                 (int)a->merge);
   int bidirectional = a->direction == APX_SCAN_BIDIRECTIONAL;
-  /* spec/ops.md 6.A: merge_gate is read (and validated) only by the gated
+  /* docs/ops.md, tilessm_scan: merge_gate is read (and validated) only by the gated
    * bidirectional merge; elsewhere it is ignored. */
   const apx_tensor *merge_gate =
       bidirectional && a->merge == APX_MERGE_GATED ? a->merge_gate : NULL;
@@ -743,7 +743,7 @@ static apx_status check_tilessm_scan(vstate *v, const apx_tilessm_scan_args *a) 
       return fail(v, "init_state must be [B,C] or [B,2,C], got ndim [%d]", init->ndim);
     TRY(require_float(v, "init_state", init));
   }
-  /* spec/ops.md 6.A: |clamp_value| is the limit (inf: none); NaN has no
+  /* docs/ops.md, tilessm_scan: |clamp_value| is the limit (inf: none); NaN has no
    * meaning as a limit. */
   if (isnan(a->clamp_value))
     return fail(v, "clamp_value = [%g] must not be NaN", a->clamp_value);
@@ -782,7 +782,7 @@ static apx_status check_tilessm_scan(vstate *v, const apx_tilessm_scan_args *a) 
   return APX_OK;
 }
 
-/* ---- indexing ops (spec/ops.md 10) ---- */
+/* ---- indexing ops (docs/ops.md, Indexing ops) ---- */
 
 /* Wrap a possibly negative dim into [0, ndim). Indexing ops need ndim >= 1:
  * a 0-d tensor has no dimension to index (torch would treat it as [1]). */
@@ -952,7 +952,7 @@ apx_status apx__validate(apx_op_id op, const void *args, apx__site *site) {
   return st;
 }
 
-/* spec/ops.md 1: ids and out [K] i32|i64 host tensors of one dtype (out may
+/* docs/ops.md, tile_order: ids and out [K] i32|i64 host tensors of one dtype (out may
  * alias ids exactly), grid > 0, a known mode, every id in [0, gh*gw). */
 apx_status apx__validate_tile_order(const apx_tile_order_args *args) {
   vstate v = {"tile_order", {APX_DEVICE_HOST, 0}, 0, NULL};

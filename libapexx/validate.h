@@ -1,5 +1,5 @@
-/* Argument validation shared by every backend (spec/ops.md 2.A, 3, 4.A,
- * 5.A, 6.A, 7, 10; DESIGN.md "Dispatch and fallback"). */
+/* Argument validation shared by every backend (docs/ops.md, Errors and
+ * each op's section; DESIGN.md "Dispatch and fallback"). */
 #ifndef APX_CORE_VALIDATE_H
 #define APX_CORE_VALIDATE_H
 

@@ -1,4 +1,4 @@
-/* Argument validation of apx_ff_infer (spec/ops.md 9; docs/ff_infer.md;
+/* Argument validation of apx_ff_infer (docs/ops.md, ff_infer; docs/ff_infer.md;
  * include/apexx/apexx.h, apx_ff_infer_args).
  *
  * Same order and contract as validate.c: every tensor's well-formedness and
@@ -119,7 +119,7 @@ static apx_status check_ff_infer(apx__vstate *v, const apx_ff_infer_args *a) {
   int64_t batch = dense->shape[0], channels = dense->shape[1];
   int64_t height = dense->shape[2], width = dense->shape[3];
 
-  /* spec/ops.md 9: two tile levels, each L0 tile splitting into 2x2 L1 tiles */
+  /* docs/ops.md, ff_infer: two tile levels, each L0 tile splitting into 2x2 L1 tiles */
   int64_t t0 = a->tile_l0;
   if (t0 < 2 || t0 % 2 != 0)
     return fail("tile_l0 = [%lld] must be even and >= 2", (long long)t0);

@@ -1,7 +1,7 @@
 # Check suites of the cpu backend's TileSSM scan and indexing ops, compared
 # bit for bit with the plain reference loops of tests/ref_scan_index.c.
 # -ffp-contract=off: the reference must round every fp32 operation
-# (spec/ops.md decision 3), as the backend does.
+# (docs/ops.md, Rounding and parity), as the backend does.
 check_PROGRAMS += tests/test_cpu_tilessm tests/test_cpu_indexing
 TESTS += tests/test_cpu_tilessm tests/test_cpu_indexing
 

@@ -2,7 +2,7 @@
 # fused_pack_op_unpack, fusiongate), compared with the plain reference loops
 # of tests/ref_tile.c through the public API.
 # -ffp-contract=off: the reference must round every fp32 operation
-# (spec/ops.md decision 3), as the backend does.
+# (docs/ops.md, Rounding and parity), as the backend does.
 check_PROGRAMS += tests/test_cpu_tilepack tests/test_cpu_tileunpack \
 	tests/test_cpu_fused tests/test_cpu_fusiongate
 TESTS += tests/test_cpu_tilepack tests/test_cpu_tileunpack \

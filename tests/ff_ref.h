@@ -1,7 +1,7 @@
 /* Plain double-precision reference loops of the FF path's model pieces
  * (docs/ff_infer.md steps 2-8) for test_cpu_ff, each returning the value and
  * its magnitude (the sum of the absolute values of the formula's terms,
- * propagated through the chain) for spec/ops.md decision 3's bound
+ * propagated through the chain) for the bound of docs/ops.md, Rounding and parity
  * |err| <= atol + rtol*mag. Values are rounded to the frame dtype where the
  * doc says rnd. */
 #ifndef APX_TESTS_FF_REF_H

@@ -52,7 +52,7 @@ static size_t elem_size(apx_dtype dt) {
 
 /* ---- TileSSM ---------------------------------------------------------- */
 
-/* spec/ops.md 6.A sanitise, in the tokens dtype (lim is representable). */
+/* docs/ops.md, tilessm_scan sanitise, in the tokens dtype (lim is representable). */
 static float sanitize(float x, float lim) {
   if (isnan(x)) x = 0.0f;
   else if (isinf(x)) x = x > 0 ? lim : -lim;

@@ -1,4 +1,4 @@
-/* Plain reference loops for the TileSSM scan (spec/ops.md 6.A) and the
+/* Plain reference loops for the TileSSM scan (docs/ops.md, tilessm_scan) and the
  * indexing ops (10.1-10.4), written per element straight from the spec and
  * independent of any backend's code. They read and write host tensors
  * described by the same args structs as the public API, and assume valid

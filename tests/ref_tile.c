@@ -1,5 +1,5 @@
 /* Reference loops of the tile ops: one element at a time, straight from
- * spec/ops.md, with no attempt at speed. See ref_tile.h. */
+ * docs/ops.md, with no attempt at speed. See ref_tile.h. */
 #include "ref_tile.h"
 
 #include <math.h>

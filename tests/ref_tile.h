@@ -1,4 +1,4 @@
-/* Plain reference loops of the tile ops (spec/ops.md 2.A, 4.A, 5.A, 7),
+/* Plain reference loops of the tile ops (docs/ops.md, tilepack to fused_pack_op_unpack),
  * written per element from the spec with apx_half.h rounding, independently
  * of the cpu backend: the tests compare every backend with these. Each
  * function reads the args struct the public API takes and writes args->out

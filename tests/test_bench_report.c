@@ -234,7 +234,7 @@ START_TEST(every_row_ran_or_was_skipped_with_reason) {
         ck_assert(min <= p50 && p50 <= max && min <= p95 && p95 <= max);
         ck_assert(min <= mean && mean <= max);
         ck_assert_int_eq((int)bt_get(row, "iters")->valuedouble, 3);
-        /* throughput = work / p50 (spec/report.md 13.1), GB/s = bytes / p50 */
+        /* throughput = work / p50 (docs/report.md, Timing), GB/s = bytes / p50 */
         const cJSON *tp = bt_get(row, throughput);
         double work = bt_get(entry, "work.count")->valuedouble;
         double bytes = bt_get(row, "bytes_moved")->valuedouble;

@@ -2,8 +2,8 @@
  * ($APEXX_TEST_MODULES/fixture-*.so): a backend whose output breaks parity
  * with the cpu backend (failed row, status failed, exit 2); one that leaves
  * its output unwritten (poison: failed); a "cpu" backend that leaves its
- * output unwritten, refused as the parity reference (spec/ops.md decision
- * 6); a probe that fails, an op a backend lacks and a dtype it declines
+ * output unwritten, refused as the parity reference (docs/ops.md, Every
+ * output written); a probe that fails, an op a backend lacks and a dtype it declines
  * (skipped, with the backend's own reason). */
 #include <check.h>
 #include <stdio.h>

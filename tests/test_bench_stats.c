@@ -1,5 +1,5 @@
 /* Units of apexx-bench compiled into this test: the statistics of
- * spec/report.md 13.1, the parity rule (spec/ops.md decision 3, doubled),
+ * docs/report.md, Timing, the parity rule (docs/ops.md, Rounding and parity; doubled),
  * and the seeded generator documented in apexx-bench(1). */
 #include <check.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /* The cpu backend's FF path (docs/ff_infer.md): each model piece of
  * backends/cpu/ff_cpu.h against the double-precision loops of ff_ref.c
- * (spec/ops.md decision 3's bounds), then cpu_ff_infer, compiled into this
+ * (the bounds of docs/ops.md, Rounding and parity), then cpu_ff_infer, compiled into this
  * test with fake core services (weights from ff_ref_random_params, the
  * core's own routing), bit for bit against the composition of those pieces
  * written out plainly here: every dtype, odd shapes, no L0 tile, no L1

@@ -1,4 +1,4 @@
-/* The cpu backend's fused_pack_op_unpack (spec/ops.md 7) against the
+/* The cpu backend's fused_pack_op_unpack (docs/ops.md, fused_pack_op_unpack) against the
  * reference composition of ref_tile.c (pack -> affine + ReGLU with R-model
  * rounding -> unpack), bit for bit, through the public API with the cpu
  * backend forced: random shapes, every float dtype x both index dtypes,

@@ -1,10 +1,10 @@
-/* The cpu backend's fusiongate alpha and fuse (spec/ops.md 5.A) against
+/* The cpu backend's fusiongate alpha and fuse (docs/ops.md, fusiongate_alpha and fusiongate_fuse) against
  * the plain reference loops of ref_tile.c, through the public API with the
  * cpu backend forced. alpha: proxies [B,1,H,W] or [B,H,W] in every float
  * dtype, out in every float dtype, proxies with NaN, +-inf, -0,
  * subnormals and values that overflow fp16 after the cast, log weights
  * beyond softplus's threshold of 20; within 1 storage ulp (sigmoid is a
- * transcendental, spec/ops.md 0.2). fuse: alpha 3-D or 4-D, out aliasing
+ * transcendental, docs/ops.md, Rounding and parity). fuse: alpha 3-D or 4-D, out aliasing
  * base, the same special values; bit for bit. Each case runs twice on
  * fresh inputs with a poisoned output, once per instruction-set path. */
 #include <check.h>

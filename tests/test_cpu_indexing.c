@@ -1,5 +1,4 @@
-/* The cpu backend's indexing ops (spec/ops.md 10.1-10.4: gather,
- * index_select, scatter_add, gather_backward) against the plain reference
+/* The cpu backend's indexing ops (docs/ops.md, Indexing ops) against the plain reference
  * loops of ref_scan_index.c, bit for bit, through the public API: 1-D to
  * 4-D shapes, every dim (also negative), index smaller than the data in
  * other dims and longer along dim, every data dtype and both index dtypes,
@@ -342,7 +341,7 @@ static void run_gather_backward(apx_context *ctx, tu_rng *r, const scatter_shape
   tu_free(&want);
 }
 
-/* self, index and src shapes by spec/ops.md 10.3: index <= src in every
+/* self, index and src shapes by docs/ops.md, scatter_add: index <= src in every
  * dim, index <= self except along dim, where it may be longer. With
  * `exact` the index covers self and src outside dim (the row algorithm's
  * shape), else it is often smaller. */
@@ -434,7 +433,7 @@ START_TEST(test_scatter_add_large) {
 }
 END_TEST
 
-/* spec/ops.md 10.3 (verified on PyTorch CPU): duplicates accumulate in a
+/* docs/ops.md, scatter_add (verified on PyTorch CPU): duplicates accumulate in a
  * wider type and round once: fp16 0 + 2048 + 1 + 1 = 2050 (per-add
  * rounding would give 2048), bf16 0 + 256 + 1 + 1 = 258. */
 START_TEST(test_scatter_add_rounds_once) {

@@ -1,4 +1,4 @@
-/* The cpu backend's TileSSM scan (spec/ops.md 6.A) against the plain
+/* The cpu backend's TileSSM scan (docs/ops.md, tilessm_scan) against the plain
  * reference loop of ref_scan_index.c, bit for bit, through the public API:
  * random shapes (odd C, B > 1, K = 0), every tokens dtype with mixed
  * parameter dtypes, every direction and merge mode, init_state [B,C],
@@ -285,7 +285,7 @@ START_TEST(test_scan_empty_steps) {
 }
 END_TEST
 
-/* spec/ops.md 6.A: lim is rounded to the tokens dtype: bf16(1e4) = 9984,
+/* docs/ops.md, tilessm_scan: lim is rounded to the tokens dtype: bf16(1e4) = 9984,
  * fp16 keeps 10000. With decay at its lower clamp, unit gains and zero bias
  * the first output is the sanitised token times (1 - 1e-6), which rounds
  * back to lim in the tokens dtype. */

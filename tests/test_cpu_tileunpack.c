@@ -1,4 +1,4 @@
-/* The cpu backend's tileunpack (spec/ops.md 4.A) against the plain
+/* The cpu backend's tileunpack (docs/ops.md, tileunpack) against the plain
  * reference loop of ref_tile.c, bit for bit, through the public API with
  * the cpu backend forced: override and blend; ids (with duplicates) or
  * pixel origins (tiles shifted by a few pixels so they overlap partly);

@@ -1,5 +1,5 @@
 /* The cuda backend against the cpu backend, through the public API: every
- * op (spec/ops.md 2.A, 4.A, 5.A, 6.A, 7, 10) on random inputs drawn afresh
+ * op (docs/ops.md, every op) on random inputs drawn afresh
  * for each of two calls, with the device output poisoned before each call;
  * every float dtype (and integer data for the indexing ops), both index
  * dtypes, odd shapes, duplicates, overlaps, K = 0, B > 1, outputs aliasing
@@ -246,7 +246,7 @@ END_TEST
 
 /* ---- tileunpack --------------------------------------------------------------- */
 
-/* tileunpack blend in float64 (spec/ops.md 4.A): out = base; per batch row
+/* tileunpack blend in float64 (docs/ops.md, tileunpack): out = base; per batch row
  * the tiles in ascending key order, cur = (1-a)*cur + a*tile, a rounded to
  * the base dtype first; the result rounded once into `out`. */
 static void blend_truth(const apx_tensor *base, const apx_tensor *packed, const apx_tensor *idx,
@@ -309,7 +309,7 @@ static void blend_truth(const apx_tensor *base, const apx_tensor *packed, const 
 static void (*unpack_levels_fill)(const apx_tensor *levels);
 
 /* Levels in [lo, lo + (INT32_MAX >> order_bits)] with both ends present
- * (they fit exactly: spec/ops.md 4.A step 4), or with `past` one level a
+ * (they fit exactly: docs/ops.md, tileunpack (priority)), or with `past` one level a
  * step above that (rejected); returns the position of the largest. */
 static int64_t fill_levels_at_limit(const apx_tensor *levels, int64_t lo, int past) {
   int64_t n = levels->shape[0] * levels->shape[1], K = levels->shape[1];
@@ -394,7 +394,7 @@ static void tileunpack_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, in
     if (mode == APX_OVERLAP_OVERRIDE) {
       expect_exact(&got, &want, what);
     } else {
-      /* against the formula in float64 (decision 3): the cpu backend rounds
+      /* against the formula in float64 (docs/ops.md, Rounding and parity): the cpu backend rounds
        * every step to the storage dtype (model R), the cuda backend once,
        * so after many nested blends they may differ by more than either
        * differs from the truth */

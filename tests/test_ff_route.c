@@ -1,5 +1,5 @@
-/* The host routing of apx_ff_infer (libapexx/ff_route.c; docs/ff_infer.md
- * "Routing", spec/ops.md 9.2) against a plain reference written here:
+/* The host routing of apx_ff_infer (libapexx/ff_route.c; docs/ff_infer.md,
+ * Routing) against a plain reference written here:
  * selection sorts over (score desc, id asc), the walks as the page words
  * them, quadtree children, and the Python hilbert_d for both id lists. The
  * default profile's golden numbers, ties, negative and infinite

@@ -257,7 +257,7 @@ START_TEST(plugin_library_gets_the_module_checks) {
 END_TEST
 
 /* ---- 3: huge grids and shapes ---- */
-/* spec/ops.md 1's hilbert_d (unmasked reflection) in unsigned 128 bits */
+/* docs/ops.md, tile_order's hilbert_d (unmasked reflection) in unsigned 128 bits */
 static unsigned __int128 hilbert_d(uint64_t x, uint64_t y, uint64_t n) {
   unsigned __int128 d = 0;
   for (uint64_t s = n / 2; s > 0; s /= 2) {

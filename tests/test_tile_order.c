@@ -1,4 +1,4 @@
-/* apx_tile_order and apx_order_mode_from_name (spec/ops.md 1): the golden
+/* apx_tile_order and apx_order_mode_from_name (docs/ops.md, tile_order): the golden
  * Hilbert orders, every mode against a plain reference (the spec's key
  * formulas and a stable insertion sort), stability, both index dtypes, in
  * place, and rejected calls that leave out untouched. */
@@ -228,7 +228,7 @@ START_TEST(test_large_grids) {
 }
 END_TEST
 
-/* Equal keys keep the input order (spec/ops.md 1: every sort is stable).
+/* Equal keys keep the input order (docs/ops.md, tile_order: every sort is stable).
  * On a 3x3 grid the anti-diagonal 2, 4, 6 shares one multi_direction key. */
 START_TEST(test_stability) {
   check_order(APX_ORDER_MULTI_DIRECTION, APX_DTYPE_I32, (int64_t[]){6, 4, 2}, 3, 3, 3,

@@ -1,5 +1,5 @@
-/* Argument validation of apx_ff_infer (libapexx/validate_ff.c; spec/ops.md
- * 9, docs/ff_infer.md, include/apexx/apexx.h apx_ff_infer_args): every
+/* Argument validation of apx_ff_infer (libapexx/validate_ff.c; docs/ops.md,
+ * ff_infer, docs/ff_infer.md, include/apexx/apexx.h apx_ff_infer_args): every
  * class of bad input is rejected through the public op (backend cpu and
  * no call) and apx_explain with APX_ERR_INVALID_ARG, a message naming the
  * argument and the bad value, and every tensor left as it was (outputs

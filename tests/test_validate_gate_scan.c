@@ -1,4 +1,4 @@
-/* Validation of fusiongate_alpha, fusiongate_fuse (spec/ops.md 5.A) and
+/* Validation of fusiongate_alpha, fusiongate_fuse (docs/ops.md, fusiongate_alpha and fusiongate_fuse) and
  * tilessm_scan (6.A). Every rejection is checked through the op and
  * apx_explain with the outputs left poisoned (test_validate_common.c). */
 #include <check.h>
@@ -251,7 +251,7 @@ START_TEST(test_scan_vectors) {
     vec->dtype = APX_DTYPE_BF16;
     restore(&c, vector_names[v]);
   }
-  /* each vector may have its own float dtype (spec/ops.md 6.A) */
+  /* each vector may have its own float dtype (docs/ops.md, tilessm_scan) */
   apx_tensor v32 = OWNED(APX_DTYPE_F32, 3), v16 = OWNED(APX_DTYPE_F16, 3);
   tu_fill_uniform(&(tu_rng){1}, &v32, 0.1, 0.9);
   tu_fill_uniform(&(tu_rng){2}, &v16, 0.1, 0.9);
@@ -357,7 +357,7 @@ START_TEST(test_scan_merge_gate) {
   gate->dtype = APX_DTYPE_I64;
   vt_expect_invalid(&c, "merge_gate dtype [i64] must be f32, f16 or bf16");
   /* ignored, and so not validated, unless the merge is gated and the scan
-   * bidirectional (spec/ops.md 6.A) */
+   * bidirectional (docs/ops.md, tilessm_scan) */
   gate->ndim = 2;
   gate->dtype = (apx_dtype)77;
   a->merge = APX_MERGE_SUM;

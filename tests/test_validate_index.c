@@ -1,4 +1,4 @@
-/* Validation of the indexing ops, torch's rules (spec/ops.md 10.1-10.4):
+/* Validation of the indexing ops, torch's rules (docs/ops.md, Indexing ops):
  * gather, index_select, scatter_add, gather_backward. Every rejection is
  * checked through the op and apx_explain with the outputs left poisoned
  * (test_validate_common.c). */
@@ -93,7 +93,7 @@ START_TEST(test_gather_dtypes_and_out) {
   out->dtype = APX_DTYPE_F16;
   vt_expect_invalid(&c, "out dtype [f16] must equal src dtype [f32]");
   restore(&c, "out");
-  /* any of the five dtypes as data (spec/ops.md 10.1: exact copies) */
+  /* any of the five dtypes as data (docs/ops.md, gather: exact copies) */
   const apx_dtype data[5] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16, APX_DTYPE_I32,
                              APX_DTYPE_I64};
   for (int d = 0; d < 5; d++) {
@@ -370,7 +370,7 @@ START_TEST(test_scatter_add_values) {
 }
 END_TEST
 
-/* ---- gather_backward (10.4) ---- */
+/* ---- gather_backward ---- */
 
 START_TEST(test_gather_backward) {
   vt_case c;

@@ -1,4 +1,4 @@
-/* Validation of the tile ops: tilepack (spec/ops.md 2.A), tileunpack (4.A)
+/* Validation of the tile ops: tilepack (docs/ops.md, tilepack), tileunpack (docs/ops.md, tileunpack)
  * and fused_pack_op_unpack (7), with the invalid-input matrix of section 3.
  * Every rejection is checked through the op (cpu backend and default
  * dispatch) and apx_explain, with the outputs left poisoned
@@ -82,7 +82,7 @@ START_TEST(test_pack_batch_mismatch) {
 }
 END_TEST
 
-/* 2.A items 4-5; spec/ops.md 3 rows "t <= 0", "H % t != 0" */
+/* docs/ops.md, tilepack: t > 0 and H, W divisible by t */
 START_TEST(test_pack_tile_grid) {
   for (int o = 0; o < 2; o++) {
     vt_case c;
@@ -239,7 +239,7 @@ START_TEST(test_pack_empty_grid) {
 }
 END_TEST
 
-/* ---- fused_pack_op_unpack (spec/ops.md 7) ---- */
+/* ---- fused_pack_op_unpack (docs/ops.md, fused_pack_op_unpack) ---- */
 
 START_TEST(test_fused_require_unique) {
   vt_case c;
@@ -317,7 +317,7 @@ START_TEST(test_fused_out_and_scalars) {
   out.dtype = APX_DTYPE_F32;
   vt_expect_invalid(&c, "out dtype [f32] must equal features dtype [f16]");
   vt_set(&c, "out", &c.t[vt_slot(&c, "out")]);
-  /* The reference never rejects its scalars (spec/ops.md 7): a NaN or
+  /* The reference never rejects its scalars (docs/ops.md, fused_pack_op_unpack): a NaN or
    * infinite scale is computed with, not refused. */
   c.args.fused.value_scale = NAN;
   c.args.fused.gate_bias = INFINITY;
@@ -326,7 +326,7 @@ START_TEST(test_fused_out_and_scalars) {
 }
 END_TEST
 
-/* ---- tileunpack (spec/ops.md 4.A) ---- */
+/* ---- tileunpack (docs/ops.md, tileunpack) ---- */
 
 /* 4.A item 1 */
 START_TEST(test_unpack_shapes) {

@@ -1,6 +1,6 @@
 """Shared helpers of the apexx Python tests: one context on the build
 tree's configuration ($APEXX_CONFIG, set by make check), a seeded NumPy
-generator drawn afresh per test, tolerances of spec/ops.md (decision 3)."""
+generator drawn afresh per test, tolerances of docs/ops.md, Rounding and parity."""
 import os
 import unittest
 
@@ -29,7 +29,7 @@ TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float16): 2e-3}
 
 
 def assert_close(test, got, want, mag, dtype, extra_ulps=0, msg=""):
-    """|got - want| <= atol + rtol*mag (spec/ops.md decision 3), want in
+    """|got - want| <= atol + rtol*mag (docs/ops.md, Rounding and parity), want in
     float64 on the storage-rounded inputs; extra_ulps adds storage ulps of
     want (transcendentals)."""
     tol = TOL[np.dtype(dtype)]

@@ -1,4 +1,4 @@
-"""Plain NumPy references of the apexx ops (spec/ops.md), written from the
+"""Plain NumPy references of the apexx ops (docs/ops.md), written from the
 formulas, independent of libapexx. Float results are float64 over the
 storage-rounded inputs (with the magnitude of the terms for the tolerance);
 copies are exact."""
@@ -88,7 +88,7 @@ def fusiongate_fuse(base, detail, alpha):
 
 
 def tilessm_scan(tok, decay, ig, og, sb, init, clamp, direction, merge, gate):
-    """spec/ops.md 6.A in float64 (returns y, final_state, magnitude of y)."""
+    """docs/ops.md, tilessm_scan in float64 (returns y, final_state, magnitude of y)."""
     lim = abs(clamp)
     x = tok.astype(np.float64)
     x = np.where(np.isnan(x), 0.0, x)

@@ -148,7 +148,7 @@ class NumpyOps(TestCase):
             s2 = self_.copy()
             self.assertIs(self.ctx.scatter_add(s2, 0, index, src, out=s2), s2)
             np.testing.assert_array_equal(s2, got)
-        # spec/ops.md 10.4 golden, then gather_backward == zeros scatter_add
+        # docs/ops.md, gather_backward golden, then gather_backward == zeros scatter_add
         idx = np.array([[0, 0, 2], [1, 1, 1]])
         g = self.ctx.gather_backward(np.ones((2, 3), np.float32), 1, idx, src_shape=(2, 3))
         np.testing.assert_array_equal(g, [[2, 0, 1], [0, 3, 0]])
@@ -160,7 +160,7 @@ class NumpyOps(TestCase):
         assert_close(self, out, want, mag, np.float32, msg="gather_backward")
 
     def test_tile_order(self):
-        golden = [0, 1, 5, 4, 8, 12, 13, 9, 10, 14, 15, 11, 7, 6, 2, 3]  # spec/ops.md 1, 4x4
+        golden = [0, 1, 5, 4, 8, 12, 13, 9, 10, 14, 15, 11, 7, 6, 2, 3]  # docs/ops.md, tile_order, 4x4
         np.testing.assert_array_equal(self.ctx.tile_order(np.arange(16), 4, 4), golden)
         for it in INDEX:
             ids = self.rng.integers(0, 6 * 5, 20).astype(it)
