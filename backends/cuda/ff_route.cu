@@ -1,5 +1,5 @@
-/* cuda backend: the FF path's routing on the device (docs/ff_infer.md
- * "Routing", spec/ops.md 9.2): one block per batch row, float64 scores,
+/* cuda backend: the FF path's routing on the device (docs/ff_infer.md,
+ * Routing): one block per batch row, float64 scores,
  * ranks by (score desc, id asc), the greedy and split walks, quadtree
  * children and the Hilbert order of both levels. Every tile costs the same
  * delta, so the walks take a prefix of the sorted candidates: the counts
@@ -10,7 +10,7 @@
  * outputs stay well formed. */
 #include "cuda_ff.h"
 
-/* spec/ops.md 1: the Hilbert index of (x, y) on an n x n grid, n a power
+/* docs/ops.md, tile_order: the Hilbert index of (x, y) on an n x n grid, n a power
  * of two (masked reflection); n <= 32768 here (G0 <= CUDA_FF_MAX_G0, the L1
  * grid twice as wide), so the index fits 32 bits. */
 static __device__ unsigned ff_hilbert_d(unsigned x, unsigned y, unsigned n) {
