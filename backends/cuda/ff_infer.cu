@@ -1,4 +1,5 @@
-/* cuda backend: the end-to-end FF path (docs/ff_infer.md; docs/ops.md, ff_infer): the weights' device form (made once per dtype and device through the
+/* cuda backend: the end-to-end FF path (docs/ff_infer.md; docs/ops.md,
+ * ff_infer): the weights' device form (made once per dtype and device through the
  * core's cache), the frame's scratch, its launches (routing, the pixels
  * outside every tile, level 0, level 1), the routing statistics, and graph
  * replay (docs/ff_infer.md "Graph replay").
