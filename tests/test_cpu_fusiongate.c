@@ -1,5 +1,5 @@
-/* The cpu backend's fusiongate alpha and fuse (docs/ops.md, fusiongate_alpha and fusiongate_fuse) against
- * the plain reference loops of ref_tile.c, through the public API with the
+/* The cpu backend's fusiongate alpha and fuse (docs/ops.md, fusiongate_alpha and
+ * fusiongate_fuse) against the plain reference loops of ref_tile.c, through the public API with the
  * cpu backend forced. alpha: proxies [B,1,H,W] or [B,H,W] in every float
  * dtype, out in every float dtype, proxies with NaN, +-inf, -0,
  * subnormals and values that overflow fp16 after the cast, log weights

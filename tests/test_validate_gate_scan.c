@@ -1,5 +1,5 @@
-/* Validation of fusiongate_alpha, fusiongate_fuse (docs/ops.md, fusiongate_alpha and fusiongate_fuse) and
- * tilessm_scan (6.A). Every rejection is checked through the op and
+/* Validation of fusiongate_alpha, fusiongate_fuse and tilessm_scan (docs/ops.md, each
+ * op's section). Every rejection is checked through the op and
  * apx_explain with the outputs left poisoned (test_validate_common.c). */
 #include <check.h>
 #include <math.h>

@@ -1,5 +1,5 @@
-/* Validation of the tile ops: tilepack (docs/ops.md, tilepack), tileunpack (docs/ops.md, tileunpack)
- * and fused_pack_op_unpack (7), with the invalid-input matrix of section 3.
+/* Validation of the tile ops: tilepack, tileunpack and fused_pack_op_unpack (docs/ops.md,
+ * each op's section), with the reference's invalid-input cases.
  * Every rejection is checked through the op (cpu backend and default
  * dispatch) and apx_explain, with the outputs left poisoned
  * (test_validate_common.c). */

@@ -160,7 +160,7 @@ class NumpyOps(TestCase):
         assert_close(self, out, want, mag, np.float32, msg="gather_backward")
 
     def test_tile_order(self):
-        golden = [0, 1, 5, 4, 8, 12, 13, 9, 10, 14, 15, 11, 7, 6, 2, 3]  # docs/ops.md, tile_order, 4x4
+        golden = [0, 1, 5, 4, 8, 12, 13, 9, 10, 14, 15, 11, 7, 6, 2, 3]  # docs/ops.md tile_order
         np.testing.assert_array_equal(self.ctx.tile_order(np.arange(16), 4, 4), golden)
         for it in INDEX:
             ids = self.rng.integers(0, 6 * 5, 20).astype(it)
