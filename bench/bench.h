@@ -7,7 +7,7 @@
  *   inputs.c       splitmix64 + Box-Muller generator, tile ids, fills
  *   stats.c        p50/p95/mean/min and parity against the cpu backend
  *   runner.c       entries, rows per backend, timing, report "benchmarks"
- *   report_json.c  the JSON report (spec/report.md), safe file writes
+ *   report_json.c  the JSON report (docs/report.md), safe file writes
  *   report_md.c    the Markdown summary, rendered from the JSON report
  *   compare.c      `compare` and `compare --emit-baseline`: noise-aware
  *                  verdicts, the Markdown comparison table
@@ -36,7 +36,7 @@
 #define BENCH_MAX_LIST 32
 
 typedef struct bench_options {
-  /* the profile (spec/report.md: config) */
+  /* the profile (docs/report.md, config) */
   int64_t batch, channels, height, width, tile_size, kmax, steps;
   double budget_b1, budget_b2, budget_total;
   const char *requested_dtype; /* as given: fp16|bf16|fp32|fp8 */
@@ -103,7 +103,7 @@ typedef struct bench_stats {
   int n;
   double p50_ms, p95_ms, mean_ms, min_ms, max_ms;
 } bench_stats;
-/* spec/report.md 13.1: p50 = median (mean of the two middle values for an
+/* docs/report.md, Timing: p50 = median (mean of the two middle values for an
  * even n); p95 = sorted[floor(0.95*(n-1))]. samples is not modified.
  * Returns 0, or -1 when n < 1 or memory runs out. */
 int bench_stats_compute(const double *samples_ms, int n, bench_stats *out);
@@ -131,7 +131,7 @@ typedef struct bench_parity {
   int nan_mismatch;    /* a NaN on one side only */
   double atol, rtol;   /* the dtype's bound (before doubling) */
 } bench_parity;
-/* Tolerances of spec/ops.md decision 3 for a dtype (atol = rtol); 0 for
+/* Tolerances of docs/ops.md, Rounding and parity for a dtype (atol = rtol); 0 for
  * integer dtypes. */
 double bench_parity_tolerance(apx_dtype dtype);
 /* Compare got with ref (host tensors of one dtype and numel). exact: every

@@ -1,4 +1,4 @@
-/* apexx-bench compare (spec/report.md "Compare", apexx-bench(1)):
+/* apexx-bench compare (docs/report.md, Compare, apexx-bench(1)):
  *   compare BASELINE CURRENT [--max-ratio R] [--max-abs-ms A] [--alpha P]
  *           [--allow-mismatch] [--output-json F] [--output-md F] [--quiet]
  *   compare --emit-baseline REPORT [-o F] [--metrics LIST]

@@ -1,4 +1,4 @@
-/* apexx-bench run flags: the fixed profile of spec/report.md (DESIGN.md
+/* apexx-bench run flags: the fixed profile of docs/report.md (DESIGN.md
  * "Bench and regression workflow") and one flag per field. A bad flag is a
  * message naming the flag and its value, and exit status 1. */
 #include "config.h"
@@ -84,7 +84,7 @@ static const struct option long_flags[] = {
 
 static void defaults(bench_options *opts) {
   memset(opts, 0, sizeof *opts);
-  /* spec/report.md 13.2 / DESIGN.md: the fixed baseline profile */
+  /* docs/report.md, Profile and inputs / DESIGN.md: the fixed baseline profile */
   opts->batch = 1;
   opts->channels = 128;
   opts->height = 128;
@@ -173,7 +173,7 @@ static int parse_dtype(const char *value, bench_options *opts) {
   } known[] = {{"fp16", APX_DTYPE_F16}, {"f16", APX_DTYPE_F16},
                {"bf16", APX_DTYPE_BF16}, {"fp32", APX_DTYPE_F32},
                {"f32", APX_DTYPE_F32},
-               /* spec/report.md 13.2: fp8 falls back to fp16 with a reason
+               /* docs/report.md, Profile and inputs: fp8 falls back to fp16 with a reason
                 * (apexx has no fp8 dtype) */
                {"fp8", APX_DTYPE_F16}};
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
@@ -186,7 +186,7 @@ static int parse_dtype(const char *value, bench_options *opts) {
   return bad("dtype", value, "is not one of fp16, bf16, fp32, fp8");
 }
 
-/* NAME=AxBx... with positive dims (spec/report.md 13.5). */
+/* NAME=AxBx... with positive dims (apexx-bench(1), TensorRT). */
 static int check_input_shape(const char *value) {
   const char *eq = strchr(value, '=');
   if (!eq || eq == value) {

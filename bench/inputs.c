@@ -106,7 +106,7 @@ int bench_fill_tile_ids(bench_rng *rng, const apx_tensor *ids, int64_t grid) {
       perm[i] = perm[j];
       perm[j] = swap;
     }
-    /* spec/report.md 13.2: the first kmax of the permutation, sorted */
+    /* docs/report.md, Profile and inputs: the first kmax of the permutation, sorted */
     qsort(perm, (size_t)k, sizeof *perm, compare_i64);
     for (int64_t i = 0; i < k; i++) bench_set(ids, b * k + i, (double)perm[i]);
   }

@@ -1,4 +1,4 @@
-# apexx-bench: the suite driver (spec/report.md, docs/apexx-bench.1).
+# apexx-bench: the suite driver (docs/report.md, docs/apexx-bench.1).
 bin_PROGRAMS += bench/apexx-bench
 bench_apexx_bench_SOURCES = \
 	bench/bench.h \

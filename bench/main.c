@@ -1,4 +1,4 @@
-/* apexx-bench: the suite driver (spec/report.md, apexx-bench(1)).
+/* apexx-bench: the suite driver (docs/report.md, apexx-bench(1)).
  *   apexx-bench [flags]             run the suite, write JSON + Markdown
  *   apexx-bench compare BASE CUR    regression verdict (compare.c)
  *   apexx-bench history DIR [R...]  history store and chart (history.c)

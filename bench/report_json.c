@@ -1,4 +1,4 @@
-/* The JSON report of spec/report.md ("apexx report, schema 1"): the parts
+/* The JSON report of docs/report.md (schema 1.1): the parts
  * known before any op runs (schema_version, suite, timestamp, producer,
  * environment, config, backends), the number helper that keeps NaN and
  * infinity out of the file, and atomic file writes. */
@@ -37,7 +37,7 @@ void bench_json_number(cJSON *obj, const char *key, double v,
     cJSON_AddNumberToObject(obj, key, v);
     return;
   }
-  /* spec/report.md: never NaN or infinity; null plus a reason */
+  /* docs/report.md, Numbers: never NaN or infinity; null plus a reason */
   char reason_key[128];
   snprintf(reason_key, sizeof reason_key, "%s_reason", key);
   cJSON_AddNullToObject(obj, key);

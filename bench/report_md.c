@@ -2,7 +2,7 @@
  * disagree: a header, the backends, then one table per section with an
  * entry per line and the backends as columns. A skipped or failed cell
  * shows its reason. Numbers: ms with 4 decimals, rates with 4 significant
- * digits, null as n/a (spec/report.md 13.4's habits). */
+ * digits, null as n/a (the reference's habits, docs/report.md, Markdown summary). */
 #include "bench.h"
 
 #include <math.h>

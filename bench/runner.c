@@ -51,7 +51,7 @@ typedef struct entry_def {
   entry_kind kind;
   apx_op_id op;
   const char *mode;           /* the op's setting, for the report */
-  const char *throughput_key; /* spec/report.md 13.1 */
+  const char *throughput_key; /* docs/report.md, Timing */
   int exact;                  /* copy op: parity is bit-exact */
   int extra_ulps;             /* transcendentals: one storage ulp more */
 } entry_def;
@@ -248,7 +248,7 @@ static void describe_case(const entry_def *e, const bench_options *o,
   case E_TILESSM_FORWARD:
   case E_TILESSM_BIDIRECTIONAL:
   case E_TRT_TILESSM_PLUGIN: {
-    /* spec/report.md 13.2: decay rand*0.8+0.1, gains rand*1.5+0.05,
+    /* docs/report.md, Profile and inputs: decay rand*0.8+0.1, gains rand*1.5+0.05,
      * state_bias randn*0.1 */
     apx_dtype tok = e->id == E_TRT_TILESSM_PLUGIN ? APX_DTYPE_F16 : f;
     ADD(c, "tokens", GEN_NORMAL, tok, B, S, C);
@@ -302,7 +302,7 @@ static void describe_case(const entry_def *e, const bench_options *o,
     break;
   case E_FF_INFER:
   case E_FF_INFER_GRAPH: {
-    /* spec/ops.md 9.1: L0 tiles 16, L1 tiles 8, kmax_l0 = kmax, kmax_l1 =
+    /* apexx-bench(1), ENTRIES: L0 tiles 16, L1 tiles 8, kmax_l0 = kmax, kmax_l1 =
      * 2*kmax; inputs as the seed draws them (randn dense and utilities,
      * rand proxies) */
     const int64_t g0 = (H / 16) * (W / 16);
@@ -317,7 +317,7 @@ static void describe_case(const entry_def *e, const bench_options *o,
     ADD(c, "heavy", GEN_OUTPUT, f, B, C, H, W);
     ADD(c, "detail", GEN_SCRATCH, f, B, C, H, W);
     ADD(c, "alpha", GEN_SCRATCH, f, B, 1, H, W);
-    c->work = (double)B; /* spec/report.md: frames = batch elements */
+    c->work = (double)B; /* docs/report.md, Sections and entries: frames = batch */
     break;
   }
   case E_TRT_ENGINE:
@@ -331,7 +331,7 @@ static int64_t tensor_bytes(const apx_tensor *t) {
   return apx_tensor_numel(t) * (int64_t)apx_dtype_size(t->dtype);
 }
 
-/* spec/report.md: bytes_moved is the minimum traffic: each input read once
+/* docs/report.md, Rows: bytes_moved is the minimum traffic: each input read once
  * (only the elements the op must read) and each output written once. */
 static double case_bytes_moved(const bench_case *c) {
   double bytes = 0.0;
@@ -1022,7 +1022,7 @@ static apx_status cpu_call(run_state *rs, const entry_def *e, const bench_case *
 /* The cpu backend's output for the entry's inputs, computed untimed into
  * ref (a host tensor of the output's shape). It is computed twice, over
  * two different poison patterns: an element that differs between the two
- * was never written (spec/ops.md decision 6), and the reference is then
+ * was never written (docs/ops.md, Every output written), and the reference is then
  * refused. Returns 0, or -1 with the reason in why. */
 static int cpu_reference(run_state *rs, const entry_def *e, bench_case *c,
                          apx_tensor *ref, char *why, size_t why_size) {

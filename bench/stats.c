@@ -1,6 +1,6 @@
-/* Timing statistics (spec/report.md 13.1) and parity against the cpu
- * backend (spec/ops.md decision 3, doubled because both sides carry their
- * own error: spec/report.md "apexx report"). */
+/* Timing statistics (docs/report.md, Timing) and parity against the cpu
+ * backend (docs/ops.md, Rounding and parity, doubled because both sides carry their
+ * own error: docs/report.md, Parity). */
 #include "bench.h"
 
 #include "apx_half.h"

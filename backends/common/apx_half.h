@@ -1,5 +1,5 @@
 /* Portable fp16/bf16 <-> fp32 conversions with round-to-nearest-even and
- * subnormals kept (spec/ops.md 0.2, rounding model R). Internal header shared
+ * subnormals kept (docs/ops.md, Rounding and parity: rounding model R). Internal header shared
  * by the cpu backend, the tests and the bench; not installed.
  * Every function is exact IEEE: the SIMD paths of the cpu backend are tested
  * against these. */

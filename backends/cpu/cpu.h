@@ -13,7 +13,7 @@ typedef struct cpu_state {
   int threads; /* OpenMP threads for kernels; >= 1 */
 } cpu_state;
 
-/* One function per op (spec/ops.md); arguments are validated by the core. */
+/* One function per op (docs/ops.md); arguments are validated by the core. */
 #define CPU_OP_DECL_(upper, lower)                                             \
   apx_status cpu_##lower(void *state, const apx_##lower##_args *args,          \
                          const apx_call *call);

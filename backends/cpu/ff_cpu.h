@@ -20,7 +20,7 @@
  * (weights, dtype) from the fp32 host copy (docs/ff_infer.md "One level"). */
 typedef struct cpu_ff_level {
   /* scan vectors, [2][C] ([0] forward, [1] backward), rounded to the frame
-   * dtype; decay then clamped to [1e-6, 1 - 1e-6] in fp32 (spec/ops.md 6.A) */
+   * dtype; decay then clamped to [1e-6, 1 - 1e-6] in fp32 (docs/ops.md, tilessm_scan) */
   const float *decay[2], *one_minus_decay[2], *input_gain[2], *output_gain[2], *state_bias[2];
   const float *gate, *one_minus_gate;               /* [C]: rnd(sigmoid(logit)), rnd(1 - gate) */
   const float *token_norm_weight, *token_norm_bias; /* [C] */

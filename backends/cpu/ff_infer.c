@@ -1,4 +1,4 @@
-/* cpu backend: the end-to-end FF path, docs/ff_infer.md (spec/ops.md 8, 9).
+/* cpu backend: the end-to-end FF path, docs/ff_infer.md (docs/ops.md, ff_infer).
  *
  * Per call: route on the host (services.ff_route), then level 0 on dense
  * and level 1 on its result. A level runs in phases, each parallel over
@@ -52,7 +52,7 @@ static void prepare_level(const apx_ff_level_params *w, apx_dtype dt, int64_t C,
           *sb = take(cur, C);
     for (int64_t c = 0; c < C; c++) {
       /* docs/ff_infer.md: derived in fp32, rounded once; the scan then
-       * clamps decay with fp32 bounds (spec/ops.md 6.A) */
+       * clamps decay with fp32 bounds (docs/ops.md, tilessm_scan) */
       float d = cpu_ff_rnd(dt, apx_ff_decay(w->scan_decay_logit[s][c]));
       d = d < 1e-6f ? 1e-6f : d;
       d = d > 1.0f - 1e-6f ? 1.0f - 1e-6f : d;
@@ -71,7 +71,7 @@ static void prepare_level(const apx_ff_level_params *w, apx_dtype dt, int64_t C,
   float *gate = take(cur, C), *omg = take(cur, C);
   for (int64_t c = 0; c < C; c++) {
     gate[c] = cpu_ff_rnd(dt, apx_ff_sigmoidf(w->merge_gate_logit[c]));
-    omg[c] = cpu_ff_rnd(dt, 1.0f - gate[c]); /* spec/ops.md 6.A gated merge */
+    omg[c] = cpu_ff_rnd(dt, 1.0f - gate[c]); /* docs/ops.md, tilessm_scan gated merge */
   }
   lv->gate = gate;
   lv->one_minus_gate = omg;
@@ -302,7 +302,7 @@ void cpu_ff_tokens(apx_dtype dtype, const float *tile, int64_t channels, int64_t
     tok[c] = cpu_ff_rnd(dtype, sum_f32(tile + c * n, n) / (float)n);
 }
 
-/* spec/ops.md 6.A: NaN -> 0, +-inf -> +-lim, then clamp to [-lim, lim]. */
+/* docs/ops.md, tilessm_scan: NaN -> 0, +-inf -> +-lim, then clamp to [-lim, lim]. */
 static inline float scan_sanitize(float x, float lim) {
   if (x != x)
     return 0.0f;
@@ -315,7 +315,7 @@ static inline float scan_sanitize(float x, float lim) {
 
 void cpu_ff_scan_merge(const cpu_ff_level *lv, apx_dtype dt, const float *tok, int64_t steps,
                        int64_t channels, float *mixed) {
-  const float lim = cpu_ff_rnd(dt, 1e4f); /* the clamp in the tokens dtype (6.A) */
+  const float lim = cpu_ff_rnd(dt, 1e4f); /* the clamp in the tokens dtype (docs/ops.md) */
   const int64_t C = channels;
   for (int64_t c = 0; c < C; c++) {
     float s = 0.0f;

@@ -1,4 +1,4 @@
-/* cpu fused_pack_op_unpack, spec/ops.md 7: out = features, except every
+/* cpu fused_pack_op_unpack, docs/ops.md, fused_pack_op_unpack: out = features, except every
  * pixel x of a selected tile becomes
  *   fl(fl(fl(x*vs)+vb) * relu(fl(fl(x*gs)+gb)))   (rounding model R,
  * scalars entering as fp32). The reference packs, transforms and unpacks
@@ -72,7 +72,7 @@ apx_status cpu_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_
   }
 
   const cpu_tile_kernels *kernels = cpu_tile_kernels_for(features->dtype, cpu_tile_simd_level());
-  /* spec/ops.md 7: Python float scalars enter the fp32 math as fp32 */
+  /* docs/ops.md, fused_pack_op_unpack: Python float scalars enter the fp32 math as fp32 */
   const float vs = (float)args->value_scale, vb = (float)args->value_bias;
   const float gs = (float)args->gate_scale, gb = (float)args->gate_bias;
   const char *src = features->data;

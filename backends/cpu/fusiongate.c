@@ -1,4 +1,4 @@
-/* cpu fusiongate, spec/ops.md 5.A.
+/* cpu fusiongate, docs/ops.md, fusiongate_alpha and fusiongate_fuse.
  *
  * alpha: sanitise each proxy in its own dtype (NaN->0, +inf->1, -inf->0),
  * cast to the out dtype, then with w = softplus evaluated in fp32:
@@ -21,7 +21,7 @@ static float softplus_f32(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 #define ALPHA_BLOCK 4096
 #define ALPHA_CHUNK 256
 
-/* spec/ops.md 5.A step 1, on the proxy values widened to fp32 (exact):
+/* docs/ops.md, fusiongate_alpha (sanitising), on the proxy values widened to fp32 (exact):
  * 0 and 1 are exact in every float dtype, so this is sanitising in the
  * proxy's own dtype. */
 static void sanitise(float *v, size_t n) {

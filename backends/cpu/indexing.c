@@ -1,4 +1,4 @@
-/* cpu backend: indexing ops with PyTorch semantics (spec/ops.md 10.1-10.4):
+/* cpu backend: indexing ops with PyTorch semantics (docs/ops.md, Indexing ops):
  * gather, index_select, scatter_add, gather_backward.
  *
  * Every op views its index tensor as [outer, steps, inner] around `dim`
@@ -6,7 +6,7 @@
  * A data tensor (src, self) is reached through its own strides, since the
  * index may be smaller than it in every dim but `dim`.
  *
- * scatter_add (decision 5): every destination accumulates in fp32 (floats)
+ * scatter_add (docs/ops.md, scatter_add): every destination accumulates in fp32 (floats)
  * or exactly with wrap-around (integers), in ascending linear order of the
  * index positions, starting from self's value, and is rounded once. Each
  * destination is owned by exactly one thread, so results are bit-identical
@@ -153,7 +153,7 @@ static inline int row_is_uniform(const void *index, int idx64, int64_t row, int6
   return diff == 0;
 }
 
-/* ---- gather (spec/ops.md 10.1) ------------------------------------------ */
+/* ---- gather (docs/ops.md, gather) ------------------------------------------ */
 
 /* Rows [r0, r1) of the index (row = (o, k), inner values each). Element
  * copies are specialised on element size and index width. */
@@ -261,7 +261,7 @@ apx_status cpu_gather(void *state, const apx_gather_args *args,
   return APX_OK;
 }
 
-/* ---- index_select (spec/ops.md 10.2) ------------------------------------- */
+/* ---- index_select (docs/ops.md, index_select) ------------------------------------- */
 
 apx_status cpu_index_select(void *state, const apx_index_select_args *args,
                             const apx_call *call) {
@@ -295,7 +295,7 @@ apx_status cpu_index_select(void *state, const apx_index_select_args *args,
   return APX_OK;
 }
 
-/* ---- scatter_add (spec/ops.md 10.3) and gather_backward (10.4) ----------- */
+/* ---- scatter_add (docs/ops.md, scatter_add) and gather_backward ----------- */
 
 typedef struct scatter_job {
   const apx_tensor *self; /* NULL: zeros (gather_backward) */

@@ -14,7 +14,7 @@ backends_apexx_cpu_la_SOURCES = \
 	backends/cpu/ff_cpu.h \
 	backends/cpu/ff_infer.c
 # -ffp-contract=off: GCC would contract a*b+c into FMA, which breaks rounding
-# model R (spec/ops.md decision 3).
+# model R (docs/ops.md, Rounding and parity).
 backends_apexx_cpu_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) -O3 -ffp-contract=off \
 	-fvisibility=hidden
 backends_apexx_cpu_la_LIBADD = $(M_LIBS)

@@ -1,5 +1,5 @@
 /* Row kernels of the cpu tile ops: portable scalar loops (the reading copy
- * of rounding model R, spec/ops.md 0.2) and AVX2+F16C loops chosen at run
+ * of rounding model R, docs/ops.md, Rounding and parity) and AVX2+F16C loops chosen at run
  * time that give the same bits. See tile_simd.h. */
 #define _GNU_SOURCE /* secure_getenv */
 #ifdef HAVE_CONFIG_H
@@ -267,7 +267,7 @@ SIMD_TARGET static inline __m256 fl8_f32(__m256 v) { return v; }
     }                                                                                              \
     fuse_body(out, base, detail, alpha, i, n, dtype);                                              \
   }                                                                                                \
-  /* one 8-lane step of spec/ops.md 7 at element i */                                              \
+  /* one 8-lane step of docs/ops.md fused_pack_op_unpack, element i */                             \
   SIMD_TARGET static inline void reglu8_##suffix(void *out, const void *in, size_t i, __m256 vvs,  \
                                                  __m256 vvb, __m256 vgs, __m256 vgb) {             \
     __m256 x = load8_##suffix(in, i);                                                              \

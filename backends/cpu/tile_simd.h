@@ -1,6 +1,6 @@
 /* Shared helpers of the cpu backend's tile ops (tilepack, tileunpack,
  * fused_pack_op_unpack, fusiongate): index reads, OpenMP plumbing and the
- * elementwise row kernels of rounding model R (spec/ops.md 0.2).
+ * elementwise row kernels of rounding model R (docs/ops.md, Rounding and parity).
  *
  * Every row kernel exists three times: a portable scalar loop over
  * apx_half.h (the reading copy), and AVX2+F16C and AVX-512F loops chosen at
@@ -117,14 +117,14 @@ cpu_simd_level cpu_tile_simd_level(void);
  * the R-model rounding of that dtype after every operation (plain fp32 for
  * f32). Scalars are fp32 values (already rounded as the op's spec says). */
 typedef struct cpu_tile_kernels {
-  /* spec/ops.md 4.A blend over a rows x cols block (strides in elements):
+  /* docs/ops.md, tileunpack blend over a rows x cols block (strides in elements):
    * cur = fl(fl(one_minus_a*cur) + fl(a*tile)). */
   void (*blend)(void *cur, size_t cur_stride, const void *tile, size_t tile_stride, size_t rows,
                 size_t cols, float a, float one_minus_a);
-  /* spec/ops.md 5.A fuse over n elements:
+  /* docs/ops.md, fusiongate_fuse over n elements:
    * out = fl(base + fl(alpha*fl(detail - base))). out may equal base. */
   void (*fuse)(void *out, const void *base, const void *detail, const void *alpha, size_t n);
-  /* spec/ops.md 7 on the runs of selected tiles of a band: for each of
+  /* docs/ops.md, fused_pack_op_unpack on the runs of selected tiles of a band: for each of
    * `rows` rows (row stride `stride` elements) and each run k, the columns
    * [runs[2k]*t, runs[2k+1]*t):
    * out = fl(fl(fl(x*vs)+vb) * relu(fl(fl(x*gs)+gb))), relu(g) = g < 0 ?
@@ -135,7 +135,7 @@ typedef struct cpu_tile_kernels {
                             float gs, float gb);
   /* Widen n elements of this dtype to fp32 (exact). */
   void (*to_f32)(float *dst, const void *src, size_t n);
-  /* spec/ops.md 5.A alpha into n elements of this (the out) dtype, from
+  /* docs/ops.md, fusiongate_alpha into n elements of this (the out) dtype, from
    * sanitised proxies widened to fp32 (b, u are cast to this dtype first):
    * out = fl(sigmoid(fl(fl(fl(w_b*b) + fl(w_u*u)) + bias))), the sigmoid
    * evaluated in double and rounded to fp32. */

@@ -1,4 +1,4 @@
-/* cpu tilepack, spec/ops.md 2.A: a pure copy, bit-exact in every dtype.
+/* cpu tilepack, docs/ops.md, tilepack: a pure copy, bit-exact in every dtype.
  *   out[b,k,c,dy,dx] = features[b, c, ty*t+dy, tx*t+dx], (ty,tx) of idx[b,k]
  * Tiles are packed in the order the ids are given; duplicates are copied
  * twice.

@@ -1,4 +1,4 @@
-/* cpu backend: TileSSM scan (spec/ops.md 6.A).
+/* cpu backend: TileSSM scan (docs/ops.md, tilessm_scan).
  *
  * Each (b, c) stream is a sequential fp32 recurrence over K, but the C
  * streams of a batch row are independent and contiguous in memory, so the
@@ -33,7 +33,7 @@ typedef struct scan_ctx {
   const void *tokens;
   void *out;
   int64_t steps, channels;
-  /* fp32 per-channel parameters [C] (spec/ops.md 6.A: converted straight to
+  /* fp32 per-channel parameters [C] (docs/ops.md, tilessm_scan: converted straight to
    * fp32, decay clamped with fp32 constants) */
   const float *decay, *one_minus_decay, *input_gain, *output_gain, *state_bias;
   float lim;                /* |clamp_value| rounded to the tokens dtype */
@@ -45,7 +45,7 @@ typedef struct scan_ctx {
   int64_t gate_batch_stride; /* C for a [B,1,C] gate, 0 for [C] */
 } scan_ctx;
 
-/* spec/ops.md 6.A: NaN -> 0, +-inf -> +-lim, then clamp to [-lim, lim]. The
+/* docs/ops.md, tilessm_scan: NaN -> 0, +-inf -> +-lim, then clamp to [-lim, lim]. The
  * comparisons are written so that the SIMD min/max below match bit for bit
  * (-0 stays -0; with lim = 0 a negative token becomes -0). */
 static inline float sanitize(float x, float lim) {
@@ -55,7 +55,7 @@ static inline float sanitize(float x, float lim) {
   return x;
 }
 
-/* spec/ops.md 6.A merge, in the tokens dtype with R-model rounding. */
+/* docs/ops.md, tilessm_scan merge, in the tokens dtype with R-model rounding. */
 static inline float merge_pair(apx_dtype dt, apx_scan_merge mode, float yf,
                                float yb, float g) {
   switch (mode) {
@@ -244,7 +244,7 @@ apx_status cpu_tilessm_scan(void *state, const apx_tilessm_scan_args *args,
   float *gate = gated ? final + state_floats : NULL;
 
   for (int64_t c = 0; c < C; c++) {
-    /* spec/ops.md 6.A: straight to fp32; both clamp bounds fp32 constants */
+    /* docs/ops.md, tilessm_scan: straight to fp32; both clamp bounds fp32 constants */
     float d = si_load_f32(args->decay->dtype, args->decay->data, c);
     d = d < 1e-6f ? 1e-6f : d;
     d = d > 1.0f - 1e-6f ? 1.0f - 1e-6f : d;
@@ -254,7 +254,7 @@ apx_status cpu_tilessm_scan(void *state, const apx_tilessm_scan_args *args,
     output_gain[c] = si_load_f32(args->output_gain->dtype, args->output_gain->data, c);
     state_bias[c] = si_load_f32(args->state_bias->dtype, args->state_bias->data, c);
   }
-  /* spec/ops.md 6.A: init_state is cast to the tokens dtype first; [B,C]
+  /* docs/ops.md, tilessm_scan: init_state is cast to the tokens dtype first; [B,C]
    * seeds both directions, [B,2,C] gives forward then backward */
   const apx_tensor *init_t = args->init_state;
   for (int64_t b = 0; b < B; b++)
@@ -320,7 +320,7 @@ apx_status cpu_tilessm_scan(void *state, const apx_tilessm_scan_args *args,
     scan_job(&x, isa, b, c0, n);
   }
 
-  /* spec/ops.md 6.A: final_state rounded to the tokens dtype */
+  /* docs/ops.md, tilessm_scan: final_state rounded to the tokens dtype */
   const apx_tensor *fs = args->final_state;
   if (fs) {
     int bidir = args->direction == APX_SCAN_BIDIRECTIONAL;

@@ -1,4 +1,4 @@
-/* cpu tileunpack, spec/ops.md 4.A: out = base with the packed tiles written
+/* cpu tileunpack, docs/ops.md, tileunpack: out = base with the packed tiles written
  * back in priority-key order.
  *
  * key[b,k] = ((level - lmin) << order_bits) + k with levels, else k.
@@ -140,7 +140,7 @@ static int plan_build(unpack_plan *plan, const apx_tileunpack_args *args) {
     }
   }
 
-  /* spec/ops.md 4.A item 4: keys from levels (then assume_priority_sorted
+  /* docs/ops.md, tileunpack (priority): keys from levels (then assume_priority_sorted
    * is ignored), else key = k. lmin over the whole tensor. The core has
    * checked that every key fits int32. */
   const int has_levels = args->levels != NULL;
@@ -204,7 +204,7 @@ static int plan_build(unpack_plan *plan, const apx_tileunpack_args *args) {
   return 1;
 }
 
-/* Blend parameters (spec/ops.md 4.A), fp32 values of the base dtype. */
+/* Blend parameters (docs/ops.md, tileunpack), fp32 values of the base dtype. */
 typedef struct blend_params {
   const cpu_tile_kernels *kernels;
   float a, one_minus_a;
@@ -313,7 +313,7 @@ apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args, const ap
                               (long long)(base->shape[0] * args->packed->shape[1]));
   }
   if (args->mode == APX_OVERLAP_BLEND) {
-    /* spec/ops.md 4.A: a is a 0-d tensor of the base dtype, 1-a is rounded
+    /* docs/ops.md, tileunpack: a is a 0-d tensor of the base dtype, 1-a is rounded
      * to it too. */
     blend_params blend;
     blend.a = round_double_to_dtype(args->blend_alpha, base->dtype);

@@ -1,7 +1,7 @@
 /* The cuda backend's internals shared between its files: state, error
  * reporting, launch geometry, dtype access in kernels, the device-side
  * index check (validation pre-pass) and stream-ordered workspace.
- * Op math: spec/ops.md; plugin contract: include/apexx/backend.h. */
+ * Op math: docs/ops.md; plugin contract: include/apexx/backend.h. */
 #ifndef APX_CUDA_BACKEND_H
 #define APX_CUDA_BACKEND_H
 
@@ -84,7 +84,7 @@ struct cuda_check_desc {
   cuda_fastdiv row_div; /* const_row, when count < 2^31 (small_rows) */
   int small_rows;
   /* levels (tileunpack): min/max over the tensor, span checked against the
-   * int32 priority key (spec/ops.md 4.A step 4) when check_range. */
+   * int32 priority key (docs/ops.md, tileunpack (priority)) when check_range. */
   const void *levels;
   int levels_is64;
   int64_t levels_count;
@@ -205,7 +205,7 @@ static inline cudaStream_t cuda_stream(const apx_call *call) {
 
 /* One 1-D launch over n work items: blocks of `threads`, the grid capped at
  * what the hardware takes; kernels loop with a grid stride so any n is
- * covered (spec/ops.md 12: every output element is written). */
+ * covered (docs/ops.md, Every output written: every output element is written). */
 struct cuda_geom {
   unsigned blocks;
   unsigned threads;
@@ -393,7 +393,7 @@ static __device__ __forceinline__ int cuda_entry_out_of_range(const cuda_check_d
  * (ULLONG_MAX: none); the levels' minimum, maximum and the largest k at
  * the maximum; the row note. A bad entry that is in range is a repeat
  * (require_unique): the earlier position of the same id is named. */
-/* spec/ops.md 4.A step 4: ((level - lmin) << order_bits) + k <= 2^31-1
+/* docs/ops.md, tileunpack (priority): ((level - lmin) << order_bits) + k <= 2^31-1
  * for every entry, given the levels' minimum, maximum and the largest k at
  * the maximum (the largest key): span = lmax - lmin, unsigned 64-bit. */
 static __device__ __forceinline__ bool cuda_levels_fit(long long lmin, long long lmax,
@@ -434,7 +434,7 @@ static __device__ cuda_check_result cuda_check_result_of(const cuda_check_desc &
         }
     }
   } else if (d.check_range && d.levels && d.levels_count > 0) {
-    /* spec/ops.md 4.A step 4: ((level - lmin) << order_bits) + k <= 2^31-1
+    /* docs/ops.md, tileunpack (priority): ((level - lmin) << order_bits) + k <= 2^31-1
      * for every entry; the largest key is the largest k at the top level */
     if (!cuda_levels_fit(gmin, gmax, gkat, d.order_bits)) {
       r.bad = 1;

@@ -1,4 +1,4 @@
-/* fused_pack_op_unpack on CUDA (spec/ops.md 7): out = features, except
+/* fused_pack_op_unpack on CUDA (docs/ops.md, fused_pack_op_unpack): out = features, except
  * every pixel x of a selected tile becomes
  *   (x*value_scale + value_bias) * max(x*gate_scale + gate_bias, 0)
  * in fp32, rounded once. The transform always reads the original value, as
@@ -269,7 +269,7 @@ apx_status cuda_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack
                               "2^31 pixels per plane",
                               (long long)(g.H * g.W));
   size_t elem = cuda_dtype_size(a->features->dtype);
-  if (g.K == 0) { /* output = copy of features (spec/ops.md 3, K = 0) */
+  if (g.K == 0) { /* output = copy of features (docs/ops.md, fused_pack_op_unpack) */
     if (!aliased)
       CUDA_TRY(st, cudaMemcpyAsync(a->out->data, a->features->data, (size_t)numel * elem,
                                    cudaMemcpyDeviceToDevice, stream),

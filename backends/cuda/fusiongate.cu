@@ -1,5 +1,5 @@
-/* fusiongate_alpha and fusiongate_fuse on CUDA (spec/ops.md 5.A).
- * Element-wise; fp32 math, one rounding on store (decision 3). The grid
+/* fusiongate_alpha and fusiongate_fuse on CUDA (docs/ops.md, fusiongate_alpha and fusiongate_fuse).
+ * Element-wise; fp32 math, one rounding on store (docs/ops.md, Rounding and parity). The grid
  * covers every element (no block-size/grid mismatch, section 12). */
 #include "cuda_backend.h"
 

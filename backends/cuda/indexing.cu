@@ -1,4 +1,4 @@
-/* gather and index_select on CUDA (spec/ops.md 10.1, 10.2). Pure copies of
+/* gather and index_select on CUDA (docs/ops.md, gather, index_select). Pure copies of
  * any dtype (bit-exact); index values are checked by the pre-pass
  * (validate.cu) before any element is written. */
 #include "cuda_backend.h"

@@ -1,5 +1,5 @@
-/* scatter_add and gather_backward on CUDA (spec/ops.md 10.3, 10.4;
- * decision 5). out = self (zeros for gather_backward), then every
+/* scatter_add and gather_backward on CUDA (docs/ops.md, scatter_add,
+ * gather_backward). out = self (zeros for gather_backward), then every
  * destination gets the sources that name it added in ascending linear
  * position of the index, accumulated in fp32 (floats) or exactly with
  * wrap-around (integers) and rounded once. No atomics: each destination is
@@ -619,7 +619,7 @@ __global__ void __launch_bounds__(SMALL_THREADS)
       if (e[j] >= 0) acc[e[j] & ((1 << SMALL_ROW_BITS) - 1)][lane] += v[j];
   }
 
-  /* every element of the tile once (spec decision 6), sources or not */
+  /* every element of the tile once (docs/ops.md, Every output written), sources or not */
 #pragma unroll
   for (int j = 0; j < RW; j++) {
     const int64_t m = r0 + lo + j;
@@ -812,8 +812,8 @@ static __device__ void direct_last_out(const direct_check &ck) {
   direct_u32(ck.slot->grid_exits).store(0, cuda::memory_order_relaxed);
 }
 
-/* Step 5 of the direct kernel: thread t's out row, every element (spec
- * decision 6): self, then its sources in ascending source row, one
+/* Step 5 of the direct kernel: thread t's out row, every element
+ * (docs/ops.md, Every output written): self, then its sources in ascending source row, one
  * rounding, one store at `at`. */
 template <typename T>
 static __device__ __forceinline__ void direct_finish_row(const int *s_direct,

@@ -1,4 +1,4 @@
-/* tilepack on CUDA (spec/ops.md 2.A): out[b,k,c,dy,dx] =
+/* tilepack on CUDA (docs/ops.md, tilepack): out[b,k,c,dy,dx] =
  * features[b,c,ty*t+dy,tx*t+dx], ids in the given order. A pure copy:
  * bit-exact, moved in the widest unit (16, 8, 4 or 2 bytes) that divides
  * a tile row, an image row and both base addresses.

@@ -1,7 +1,7 @@
-/* tilessm_scan on CUDA (spec/ops.md 6.A): per stream (b,c), with fp32 state
+/* tilessm_scan on CUDA (docs/ops.md, tilessm_scan): per stream (b,c), with fp32 state
  *   x = sanitize(tokens[b,k,c]); s = d*s + (1-d)*(ig*x + sb); y = og*s
  * forward, backward (k descending) or both, merged (sum, avg, gated); only
- * outputs are rounded, once, to the tokens dtype (decision 3).
+ * outputs are rounded, once, to the tokens dtype (docs/ops.md, Rounding and parity).
  *
  * Two schemes, both parallel over K as well as (B,C). When B*C fills the
  * device (or K is short), the block scan further down: one block per
@@ -53,7 +53,7 @@ struct ssm_chan {
 /* A channel's parameters from their fp32 values: decay clamped. */
 static __device__ __forceinline__ ssm_chan ssm_chan_of(float d, float ig, float og, float sb) {
   ssm_chan ch;
-  const float lo = 1e-6f, hi = (float)(1.0 - 1e-6); /* fp32 constants, spec 6.A */
+  const float lo = 1e-6f, hi = (float)(1.0 - 1e-6); /* fp32 constants, docs/ops.md, tilessm_scan */
   ch.d = d < lo ? lo : (d > hi ? hi : d);
   ch.om = 1.0f - ch.d;
   ch.ig = ig;
@@ -113,7 +113,7 @@ static __device__ __forceinline__ float ssm_bits_to_f(ssm_bits r, int dt) {
 }
 
 /* Initial state of direction dir (0 forward, 1 backward), cast to the
- * tokens dtype first (spec/ops.md 6.A "Init state split"). */
+ * tokens dtype first (docs/ops.md, tilessm_scan: init_state). */
 /* Not inlined: its dtype switches, inlined per channel into the scan
  * kernels' prologues, made NVVM take minutes per kernel (nvcc 13.0). */
 static __device__ __noinline__ float init_state(const ssm_params &p, int64_t b, int dir,
@@ -804,7 +804,7 @@ apx_status cuda_tilessm_scan(void *state, const apx_tilessm_scan_args *a, const 
   }
   p.dt_tokens = a->tokens->dtype;
   /* lim = |clamp_value| as fp32, then rounded to the tokens dtype: bf16
-   * gives 9984 for 1e4 (spec/ops.md 6.A). */
+   * gives 9984 for 1e4 (docs/ops.md, tilessm_scan). */
   float lim = (float)fabs(a->clamp_value);
   if (p.dt_tokens == APX_DTYPE_F16) lim = __half2float(__float2half_rn(lim));
   else if (p.dt_tokens == APX_DTYPE_BF16) lim = __bfloat162float(__float2bfloat16_rn(lim));

@@ -1,4 +1,4 @@
-/* tileunpack on CUDA (spec/ops.md 4.A): out = base with the packed tiles
+/* tileunpack on CUDA (docs/ops.md, tileunpack): out = base with the packed tiles
  * written back by priority key = (level, k); override: the highest key
  * covering a pixel wins; blend: the covering tiles are composed in
  * ascending key order, cur = (1-a)*cur + a*tile, in fp32, rounded once.
@@ -145,7 +145,7 @@ __global__ void unpack_winners_kernel(unpack_sources src, unpack_geometry g,
 template <typename T, int VEC> struct alignas(sizeof(T) * VEC) unpack_pack { T v[VEC]; };
 
 /* Blend of one tile over base: keep*base + alpha*tile in fp32, rounded
- * once (spec/ops.md 4.A, decision 3). */
+ * once (docs/ops.md, tileunpack; Rounding and parity). */
 template <typename T, int VEC>
 __device__ __forceinline__ unpack_pack<T, VEC> unpack_blend1(const unpack_pack<T, VEC> &base,
                                                             const unpack_pack<T, VEC> &tile,
@@ -636,7 +636,7 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * of its own (the check kernel beside it cost 0.7 us of the seed's 6.0,
  * the in-kernel cuda_block_check with its own barriers 1.0, NOTES.md
  * runs 15 to 21). A share: whether an id is out of range, and the levels'
- * minimum, maximum and the largest k at that maximum (spec/ops.md 4.A
+ * minimum, maximum and the largest k at that maximum (docs/ops.md, tileunpack
  * step 4, the statistics of cuda_check_result_of). */
 typedef cuda_block_partial unpack_check_share; /* pos 0: an id outside [0, gh*gw - 1] */
 
@@ -1019,7 +1019,7 @@ static unpack_geometry geometry(const apx_tileunpack_args *a) {
   g.cells = g.B * g.gh * g.gw;
   g.entries_per_tile = a->origins ? 4 : 1;
   g.entries = g.B * g.K * g.entries_per_tile;
-  /* spec/ops.md 4.A: order_bits = max(1, bit_length(K-1)) */
+  /* docs/ops.md, tileunpack: order_bits = max(1, bit_length(K-1)) */
   int ob = g.K > 1 ? bit_length((uint64_t)(g.K - 1)) : 1;
   g.order_bits = ob < 1 ? 1 : ob;
   g.end_bit = 32 + bit_length((uint64_t)g.cells);
@@ -1131,7 +1131,7 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
                               "tileunpack: H*W = [%lld] is beyond the cuda backend's 2^31 "
                               "pixels per plane",
                               (long long)(g.H * g.W));
-  if (g.K == 0) { /* output = copy of base (spec/ops.md 3) */
+  if (g.K == 0) { /* output = copy of base (docs/ops.md, tileunpack) */
     if (!aliased)
       CUDA_TRY(st, cudaMemcpyAsync(a->out->data, a->base->data, (size_t)numel * elem,
                                    cudaMemcpyDeviceToDevice, stream),

@@ -1,6 +1,6 @@
 /* Device-side index checks: the validation pre-pass of every op whose
  * index values live in device memory (include/apexx/backend.h
- * validate_mode; spec/ops.md decision 4).
+ * validate_mode; docs/ops.md, Errors).
  *
  * One kernel checks one index tensor on the call's stream: ranges of ids
  * or origins, uniqueness per batch row (fused_pack_op_unpack's

@@ -3,7 +3,7 @@
  * This is the header a user reads first. A context (apx_open) reads the INI
  * configuration, dlopens the configured backends and probes them; every op
  * call is validated here in the core, then dispatched to the first backend of
- * the op's order that can run it. Op math: spec/ops.md. Config and dispatch:
+ * the op's order that can run it. Op math: docs/ops.md. Config and dispatch:
  * docs/config.md. */
 #ifndef APEXX_APEXX_H
 #define APEXX_APEXX_H
@@ -256,7 +256,7 @@ APX_API const char *apx_op_name(apx_op_id op);
 /* The id of an op name, or -1. */
 APX_API int apx_op_from_name(const char *name);
 
-/* spec/ops.md 2.A. out[b,k,c,dy,dx] = features[b,c,ty*t+dy,tx*t+dx], ids in
+/* docs/ops.md, tilepack. out[b,k,c,dy,dx] = features[b,c,ty*t+dy,tx*t+dx], ids in
  * the given order. features [B,C,H,W] f32|f16|bf16; idx [B,K] i32|i64 in
  * [0, gh*gw); out [B,K,C,t,t], dtype of features. */
 typedef struct apx_tilepack_args {
@@ -274,7 +274,7 @@ typedef enum apx_overlap_mode {
   APX_OVERLAP_BLEND = 1
 } apx_overlap_mode;
 
-/* spec/ops.md 4.A. out = base with packed tiles written back in priority
+/* docs/ops.md, tileunpack. out = base with packed tiles written back in priority
  * key order (level, k), the highest key winning (override) or blended in
  * ascending key order (blend). Exactly one of idx [B,K] and origins [B,K,2]
  * (i32|i64, (y0,x0), any in-bounds pixel origin). levels [B,K] optional
@@ -296,7 +296,7 @@ APX_API apx_status apx_tileunpack(apx_context *ctx,
                                   const apx_tileunpack_args *args,
                                   const apx_call *call);
 
-/* spec/ops.md 7. out = features, except every pixel x of a selected tile
+/* docs/ops.md, fused_pack_op_unpack. out = features, except every pixel x of a selected tile
  * becomes (x*value_scale + value_bias) * max(x*gate_scale + gate_bias, 0).
  * With require_unique, a repeated id in a batch row is rejected.
  * out may alias features exactly. */
@@ -314,7 +314,7 @@ APX_API apx_status apx_fused_pack_op_unpack(
     apx_context *ctx, const apx_fused_pack_op_unpack_args *args,
     const apx_call *call);
 
-/* spec/ops.md 5.A alpha. out [B,1,H,W] = sigmoid(softplus(blw)*b +
+/* docs/ops.md, fusiongate_alpha. out [B,1,H,W] = sigmoid(softplus(blw)*b +
  * softplus(ulw)*u + bias) after sanitising the proxies (NaN->0, +inf->1,
  * -inf->0) in their own dtype. boundary, uncertainty [B,1,H,W] or [B,H,W],
  * one float dtype; out any float dtype (the proxies are cast to it). */
@@ -329,7 +329,7 @@ APX_API apx_status apx_fusiongate_alpha(apx_context *ctx,
                                         const apx_fusiongate_alpha_args *args,
                                         const apx_call *call);
 
-/* spec/ops.md 5.A fuse. out = base + alpha*(detail - base), alpha
+/* docs/ops.md, fusiongate_fuse. out = base + alpha*(detail - base), alpha
  * [B,1,H,W] or [B,H,W] broadcast over C; one float dtype. out may alias
  * base exactly (the reference's inplace=True). */
 typedef struct apx_fusiongate_fuse_args {
@@ -355,7 +355,7 @@ typedef enum apx_scan_merge {
   APX_MERGE_GATED = 2
 } apx_scan_merge;
 
-/* spec/ops.md 6.A. Linear recurrence per (b,c) stream over K with fp32
+/* docs/ops.md, tilessm_scan. Linear recurrence per (b,c) stream over K with fp32
  * state. tokens [B,K,C] f32|f16|bf16; decay, input_gain, output_gain,
  * state_bias [C] any float dtype; init_state* [B,C] or [B,2,C];
  * merge_gate* [C] or [B,1,C] (gated merge only); out [B,K,C] and
@@ -381,7 +381,7 @@ APX_API apx_status apx_tilessm_scan(apx_context *ctx,
                                     const apx_tilessm_scan_args *args,
                                     const apx_call *call);
 
-/* spec/ops.md 10.1, torch.gather: out[..i..] = src[..index[..i..] along
+/* docs/ops.md, gather, torch.gather: out[..i..] = src[..index[..i..] along
  * dim..]. index same ndim as src, i32|i64, every value in [0, src[dim]);
  * out has index's shape and src's dtype (any dtype). dim may be negative. */
 typedef struct apx_gather_args {
@@ -394,7 +394,7 @@ typedef struct apx_gather_args {
 APX_API apx_status apx_gather(apx_context *ctx, const apx_gather_args *args,
                               const apx_call *call);
 
-/* spec/ops.md 10.2, row gather: out[i,j] = src[index[i], j]. src [M,D] any
+/* docs/ops.md, index_select, row gather: out[i,j] = src[index[i], j]. src [M,D] any
  * dtype, index [N] i32|i64 in [0, M), out [N,D]. */
 typedef struct apx_index_select_args {
   const apx_tensor *src;
@@ -406,7 +406,7 @@ APX_API apx_status apx_index_select(apx_context *ctx,
                                     const apx_index_select_args *args,
                                     const apx_call *call);
 
-/* spec/ops.md 10.3. out = self; out[..index[i]..] += src[i] along dim for
+/* docs/ops.md, scatter_add. out = self; out[..index[i]..] += src[i] along dim for
  * every position i of index. Floats accumulate in fp32 per destination in
  * ascending index order from self's value and round once (deterministic);
  * integers accumulate exactly (wrapping). out may alias self exactly. */
@@ -422,7 +422,7 @@ APX_API apx_status apx_scatter_add(apx_context *ctx,
                                    const apx_scatter_add_args *args,
                                    const apx_call *call);
 
-/* spec/ops.md 10.4. grad_src = zeros (shape of grad_src) scatter_add
+/* docs/ops.md, gather_backward. grad_src = zeros (shape of grad_src) scatter_add
  * grad_out along dim at index; grad_out has index's shape. */
 typedef struct apx_gather_backward_args {
   const apx_tensor *grad_out;
@@ -435,7 +435,7 @@ APX_API apx_status apx_gather_backward(apx_context *ctx,
                                        const apx_gather_backward_args *args,
                                        const apx_call *call);
 
-/* ---- end-to-end FF inference (docs/ff_infer.md; spec/ops.md 8, 9) ---------- */
+/* ---- end-to-end FF inference (docs/ff_infer.md; docs/ops.md, ff_infer) ---------- */
 /* Learned weights of the FF module (both tile levels), opaque. A handle
  * belongs to the context that made it and must be freed before it closes.
  * Backends convert it once per dtype and device they run it with and keep
@@ -478,7 +478,7 @@ typedef struct apx_ff_stats {
   int64_t *l1_ids; /* [B, kmax_l1]: Hilbert order, padded with -1 */
 } apx_ff_stats;
 
-/* spec/ops.md 9 (docs/ff_infer.md): route tiles by utility (9.2), then run
+/* docs/ops.md, ff_infer (docs/ff_infer.md): route tiles by utility, then run
  * the FF heavy path at tile level l0 on dense and at level l1 on its result
  * (pack in Hilbert order, token mean, bidirectional scan with merge gate,
  * FiLM, refine block, override unpack, fusion gate).
@@ -523,7 +523,7 @@ typedef enum apx_order_mode {
   APX_ORDER_MULTI_DIRECTION = 5
 } apx_order_mode;
 
-/* spec/ops.md 1. A host op in core (no dispatch): out = ids re-ordered by
+/* docs/ops.md, tile_order. A host op in core (no dispatch): out = ids re-ordered by
  * the mode's key, stably. ids and out [K] i32|i64 host tensors of one dtype
  * (out may alias ids exactly); every id in [0, grid_h*grid_w). */
 typedef struct apx_tile_order_args {
@@ -561,7 +561,7 @@ APX_API const char *apx_pass_over_name(apx_pass_over_code code);
 typedef struct apx_pass_over {
   const char *backend;
   apx_pass_over_code code;
-  const char *reason; /* "<code>:<detail>" sentence, spec/ops.md 0.3 */
+  const char *reason; /* "<code>:<detail>" sentence, docs/ops.md, Dispatch */
 } apx_pass_over;
 
 #define APX_MAX_BACKENDS 16

@@ -21,7 +21,7 @@
  *
  * Arguments: the core validates every op call before it reaches a backend
  * (shapes, dtypes, tile grid, aliasing, and the index ranges of host
- * tensors, spec/ops.md), so an op function may assume well-formed arguments
+ * tensors, docs/ops.md), so an op function may assume well-formed arguments
  * whose tensors all live on the backend's device kind. Index tensors in
  * device memory cannot be read by the core: a device backend checks them
  * itself according to apx_core_services.validate_mode. */
@@ -113,7 +113,7 @@ typedef struct apx_ff_params {
   apx_ff_level_params level[2]; /* [0] = l0_path, [1] = l1_path */
 } apx_ff_params;
 
-/* Host routing of one call (spec/ops.md 9.2), filled by
+/* Host routing of one call (docs/ff_infer.md, Routing), filled by
  * apx_core_services.ff_route into arrays the backend owns. */
 typedef struct apx_ff_route {
   int64_t *l0_count;   /* [B] */
@@ -126,7 +126,7 @@ typedef struct apx_ff_route {
   int64_t *l1_hilbert; /* [B,kmax_l1] L1 ids in Hilbert order, -1 padded */
 } apx_ff_route;
 
-/* spec/ops.md 6.B and 5.B: the kernel-form parameters derived from the raw
+/* docs/ff_infer.md, One level: the kernel-form parameters derived from the raw
  * weights, in fp32 (a backend then rounds them to the frame's dtype):
  * decay = 1e-3 + 0.998*sigmoid(logit), gain = softplus(raw) + 1e-6,
  * merge gate = sigmoid(logit), fusion weights = softplus(log weight).
@@ -177,8 +177,8 @@ typedef struct apx_core_services {
                           void (*release)(void *state, int device_index,
                                           void *prepared),
                           void *state, void **prepared);
-  /* Route a validated call whose utilities are host tensors (spec/ops.md
-   * 9.2, float64, ties by id) into *route's arrays. */
+  /* Route a validated call whose utilities are host tensors (docs/ff_infer.md,
+   * Routing: float64, ties by id) into *route's arrays. */
   apx_status (*ff_route)(const apx_ff_infer_args *args, apx_ff_route *route);
 
   /* ---- appended for plugin libraries (check `size` before use) ---- */
