@@ -4,7 +4,8 @@
  * configuration, dlopens the configured backends and probes them; every op
  * call is validated here in the core, then dispatched to the first backend of
  * the op's order that can run it. Op math: docs/ops.md. Config and dispatch:
- * docs/config.md. */
+ * apexx.ini(5) and docs/config.md. The docs/ files are installed in the
+ * documentation directory ($(docdir)). */
 #ifndef APEXX_APEXX_H
 #define APEXX_APEXX_H
 
