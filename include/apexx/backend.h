@@ -2,29 +2,82 @@
  *
  * A backend is a shared object (a libtool module) exporting one function,
  * apx_backend_entry, that returns a pointer to a constant apx_backend_table.
- * The core dlopens it only when the configuration lists it, then checks, in
- * this order and before touching anything else: abi_version equals
- * APX_BACKEND_ABI_VERSION (else state abi_mismatch), size is at least
- * APX_BACKEND_TABLE_MIN_SIZE (else abi_mismatch), name equals the
- * configuration's section name (else name_mismatch). It then calls probe
- * (false: state unavailable with the probe's reason) and init (failure:
- * init_failed with the error text the backend set).
+ * The core dlopens it (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) only when the
+ * configuration lists it, then checks, in this order and before touching
+ * anything else: abi_version equals APX_BACKEND_ABI_VERSION (else state
+ * abi_mismatch), size is at least APX_BACKEND_TABLE_MIN_SIZE (else
+ * abi_mismatch), name is non-NULL and equals the configuration's section name
+ * (else name_mismatch), probe and init are non-NULL (else symbol_missing). It
+ * then calls probe (false: state unavailable with the probe's reason; the
+ * module stays loaded, init is never called) and init (failure: init_failed
+ * with the error text the backend set).
+ *
+ * Required entries: abi_version, size, name, device, probe, init. Everything
+ * else may be NULL, with this meaning to the core:
+ * - version: reported as "".
+ * - fini: nothing to release.
+ * - supports: every op the table has a function for, with any arguments the
+ *   core's validation accepts.
+ * - alloc, free, copy: for a backend whose device is not the host, the core
+ *   serves apx_tensor_alloc, apx_tensor_free, apx_tensor_copy and
+ *   apx_device_info for that device kind through the first loaded backend of
+ *   the kind that has all three; without them the backend's ops still run on
+ *   device memory that another backend allocated. Host memory is the core's
+ *   own: a host backend's alloc, free, copy, peak_bytes, reset_peak and
+ *   device_info are never called.
+ * - sync: apx_sync skips the backend (its calls must be complete when they
+ *   return, and it cannot report deferred errors).
+ * - peak_bytes, reset_peak: apx_peak_memory returns APX_ERR_UNSUPPORTED;
+ *   apx_reset_peak_memory does nothing.
+ * - timer_begin, timer_end (both or neither): apx_timer_begin returns
+ *   APX_ERR_UNSUPPORTED (apexx-bench then times on the host's clock).
+ * - device_info: apx_device_info returns APX_ERR_UNSUPPORTED.
+ * - an op function (or an op past the table's size): the op is not provided;
+ *   dispatch passes the backend over with op_unsupported.
  *
  * Versioning: fields are only ever appended. The core uses a field only when
  * the table's size covers it, so an older backend (smaller table) simply
  * lacks the newer ops; the ABI version changes only when an existing field
- * changes meaning.
+ * changes meaning. apx_core_services grows the same way: a backend reads a
+ * service only when svc->size covers it.
  *
- * Threading: op functions, supports, alloc/free/copy/sync and the timer may
- * be called from several threads at once on one state; init and fini never
- * overlap anything else.
+ * Threading: the core holds no lock around a call into a backend. Op
+ * functions, supports, alloc, free, copy, sync, peak_bytes, reset_peak, the
+ * timer and device_info may be called from several threads at once on one
+ * state (apexx contexts may be shared between threads), so a backend guards
+ * whatever it shares between calls. init runs inside apx_open and fini
+ * inside apx_close of the state's context; neither overlaps another call on
+ * that state. Separate contexts load the same module once and call probe,
+ * init and fini on their own states, possibly at the same time from
+ * different threads: module-wide data must be thread-safe too. ff_cached's
+ * make runs under the weights handle's lock. The module is never unloaded
+ * (RTLD_NODELETE): helper threads it leaves idle (OpenMP's) may outlive
+ * fini, its memory may not.
+ *
+ * What a backend may call and link: a backend calls no apx_* function of
+ * libapexx. It sees this header, the static inline helpers below and the
+ * apx_core_services table handed to init (configuration values, logging,
+ * set_error, the FF weights, library loading with the core's checks), and
+ * nothing else: the core loads modules with RTLD_LOCAL and may itself be
+ * loaded that way (Python's ctypes), so libapexx's symbols need not be
+ * visible to a module, and tests/test_symbols.sh checks that the shipped
+ * modules need none. It exports only
+ * apx_backend_entry (hidden visibility, -export-symbols-regex) and may link
+ * the C and C++ runtimes, libm, libdl, pthreads, OpenMP and static libraries
+ * (the cuda backend links the CUDA runtime statically). A library of an
+ * optional device stack (libcuda, TensorRT) is dlopen'ed by the probe or
+ * init, never linked, so the module loads on every machine and its probe
+ * can say what is missing.
  *
  * Arguments: the core validates every op call before it reaches a backend
  * (shapes, dtypes, tile grid, aliasing, and the index ranges of host
- * tensors, docs/ops.md), so an op function may assume well-formed arguments
- * whose tensors all live on the backend's device kind. Index tensors in
- * device memory cannot be read by the core: a device backend checks them
- * itself according to apx_core_services.validate_mode. */
+ * tensors: docs/ops.md, Errors), so an op function may assume well-formed
+ * arguments whose tensors all live on the backend's device kind. Index
+ * tensors in device memory cannot be read by the core: a device backend
+ * checks them itself according to apx_core_services.validate_mode
+ * (docs/ops.md, Validation modes). A backend reports a failure with
+ * svc->set_error (the message form of docs/ops.md, Errors); a call it
+ * accepted and then failed is not retried on another backend. */
 #ifndef APEXX_BACKEND_H
 #define APEXX_BACKEND_H
 
@@ -43,10 +96,11 @@ extern "C" {
 
 /* How device index tensors are checked (the [apexx] validate key). */
 typedef enum apx_validate_mode {
-  /* A check on the stream (a pre-pass, or the op's own kernel before its
-   * first store for small index tensors); on a bad index no output element
-   * is written and the next sync returns APX_ERR_DEVICE with the message.
-   * Default. */
+  /* A check on the stream; on a bad index the next sync returns
+   * APX_ERR_DEVICE with the message, outputs that alias an input are left
+   * untouched and out-of-place outputs may hold any values (so the check may
+   * run inside the op's own kernel). No kernel may read or write out of
+   * bounds. Default. */
   APX_VALIDATE_DEVICE = 0,
   /* Synchronise inside the call and return APX_ERR_INVALID_ARG at once. */
   APX_VALIDATE_EAGER = 1,
