@@ -254,7 +254,7 @@ START_TEST(every_row_ran_or_was_skipped_with_reason) {
       }
     }
   }
-  /* section 9 on the cpu: the routing of the tiny profile (32x32, G0 = 4
+  /* ff_infer on the cpu: the routing of the tiny profile (32x32, G0 = 4
    * L0 tiles, kmax 2/4, b1 16, b2 8, tile cost 0.8): 2 L0 tiles, then one
    * parent (kmax_l1 4 leaves room for its 4 children only) */
   const cJSON *ff = bt_get(r, "benchmarks.end_to_end_infer.ff_infer.rows.cpu");

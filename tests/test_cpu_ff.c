@@ -172,7 +172,7 @@ START_TEST(test_scan_merge) {
     for (int l = 0; l < 2; l++) {
       const cpu_ff_level *lv = &prep->level[l];
       const apx_ff_level_params *w = &params.level[l];
-      /* the derived vectors (6.B): one storage ulp more for the
+      /* the derived vectors (docs/ff_infer.md): one storage ulp more for the
        * transcendentals; decay also clamped as 6.A says */
       for (int s = 0; s < 2; s++)
         for (int64_t c = 0; c < C; c++) {

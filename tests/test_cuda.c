@@ -4,7 +4,8 @@
  * every float dtype (and integer data for the indexing ops), both index
  * dtypes, odd shapes, duplicates, overlaps, K = 0, B > 1, outputs aliasing
  * inputs where the API allows. Copy ops must match bit for bit; the others
- * within twice decision 3's bound (each side carries its own error).
+ * within twice the bound of docs/ops.md, Rounding and parity (each side
+ * carries its own error).
  * Bad device indices: validate=device writes nothing and reports
  * APX_ERR_DEVICE at apx_sync; validate=eager returns APX_ERR_INVALID_ARG.
  *
@@ -96,7 +97,7 @@ static void expect_exact(const apx_tensor *got, const apx_tensor *want, const ch
                    tu_get(got, i), tu_get(want, i));
 }
 
-/* |got - want| <= 2*(atol + rtol*mag) + extra_ulps*ulp (decision 3, both
+/* |got - want| <= 2*(atol + rtol*mag) + extra_ulps*ulp (docs/ops.md, Rounding and parity, both
  * sides' errors); mag NULL means |want|. NaN must meet NaN, inf itself. */
 static void expect_close(const apx_tensor *got, const apx_tensor *want, const double *mag,
                          double extra_ulps, const char *what) {

@@ -100,7 +100,7 @@ START_TEST(test_pack_tile_grid) {
 }
 END_TEST
 
-/* 2.A items 6-7; section 3 rows "wrong float dtype", "wrong index dtype" */
+/* docs/ops.md, tilepack: float features, i32 or i64 ids */
 START_TEST(test_pack_dtypes) {
   for (int o = 0; o < 2; o++) {
     vt_case c;
@@ -459,7 +459,7 @@ START_TEST(test_unpack_placement_source) {
 }
 END_TEST
 
-/* 4.A item 5 / section 3: origins in bounds, y0 >= 0, x0 >= 0,
+/* docs/ops.md, tileunpack (placement): origins in bounds, y0 >= 0, x0 >= 0,
  * y0 + t <= H, x0 + t <= W; i32 and i64. */
 START_TEST(test_unpack_origins_bounds) {
   const apx_dtype idts[2] = {APX_DTYPE_I32, APX_DTYPE_I64};

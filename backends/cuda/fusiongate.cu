@@ -1,6 +1,7 @@
 /* fusiongate_alpha and fusiongate_fuse on CUDA (docs/ops.md, fusiongate_alpha and fusiongate_fuse).
  * Element-wise; fp32 math, one rounding on store (docs/ops.md, Rounding and parity). The grid
- * covers every element (no block-size/grid mismatch, section 12). */
+ * covers every element (no block-size/grid mismatch:
+ * docs/ops.md, Every output written). */
 #include "cuda_backend.h"
 
 #include <math.h>

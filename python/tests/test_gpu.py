@@ -52,7 +52,7 @@ class Gpu(TestCase):
         for g, w in zip(gots, wants):
             self.assertEqual(g.device.type, "cuda")
             if g.dtype.is_floating_point:
-                # decision 3: |err| <= atol + rtol*mag, mag from the formula's
+                # docs/ops.md, Rounding and parity: |err| <= atol + rtol*mag, mag from the formula's
                 # terms where cancellation matters (fused: value * gate)
                 mag = w.float().abs()
                 if name == "fused_pack_op_unpack":
