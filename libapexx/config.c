@@ -42,7 +42,14 @@ typedef struct parse_state {
   size_t entry_cap;    /* allocated cfg->entries */
   int *slots;          /* (section, key) hash: entry index + 1, 0 = free */
   size_t slot_count;   /* a power of two, or 0 */
+  int nomem;           /* an allocation failed: apx__config_load fails */
 } parse_state;
+
+/* Note a failed allocation; 0 (the handler's failure) for the caller. */
+static int out_of_memory(parse_state *ps) {
+  ps->nomem = 1;
+  return 0;
+}
 
 /* Capacity of a buffer of len bytes grown by append_line: the smallest
  * power of two above len (at least 64), so appending stays linear. */
@@ -52,25 +59,27 @@ static size_t text_capacity(size_t len) {
   return cap;
 }
 
-static void append_line(char **buf, size_t *len, const char *line) {
+/* 0 when out of memory (the buffer unchanged). */
+static int append_line(char **buf, size_t *len, const char *line) {
   size_t n = strlen(line);
   size_t need = *len + n + 2;
   if (!*buf || need > text_capacity(*len)) {
     char *grown = realloc(*buf, text_capacity(need - 1));
-    if (!grown) return;
+    if (!grown) return 0;
     *buf = grown;
   }
   memcpy(*buf + *len, line, n);
   (*buf)[*len + n] = '\n';
   (*buf)[*len + n + 1] = '\0';
   *len += n + 1;
+  return 1;
 }
 
 static void warn_at(parse_state *ps, const char *fmt, const char *a, const char *b) {
   char msg[600], line[700];
   snprintf(msg, sizeof msg, fmt, a, b);
   snprintf(line, sizeof line, "%s:%d: %s", ps->file, ps->line, msg);
-  append_line(&ps->warnings, &ps->warnings_len, line);
+  if (!append_line(&ps->warnings, &ps->warnings_len, line)) out_of_memory(ps);
 }
 
 static int fail_at(parse_state *ps, const char *fmt, const char *a, const char *b) {
@@ -99,6 +108,12 @@ static apx__backend_config *backend_config(apx__config *cfg, const char *name,
   memset(b, 0, sizeof *b);
   b->name = apx__strdup(name);
   b->library = apx__strdupf("apexx-%s.so", name);
+  if (!b->name || !b->library) { /* out of memory: no section made */
+    free(b->name);
+    free(b->library);
+    cfg->backend_count--;
+    return NULL;
+  }
   b->enabled = APX__ENABLED_AUTO;
   return b;
 }
@@ -140,33 +155,53 @@ static int reserve_slots(parse_state *ps, size_t entries) {
 static void add_entry(parse_state *ps, const char *section, const char *key,
                       const char *value, int line) {
   apx__config *cfg = ps->cfg;
-  if (!reserve_slots(ps, (size_t)cfg->entry_count + 1)) return;
+  if (!reserve_slots(ps, (size_t)cfg->entry_count + 1)) {
+    out_of_memory(ps);
+    return;
+  }
   int *slot = entry_slot(ps, section, key);
   if (*slot) { /* later entries win: replace the existing one */
     apx__config_entry *e = &cfg->entries[*slot - 1];
+    char *copy = apx__strdup(value);
+    if (!copy) {
+      out_of_memory(ps);
+      return;
+    }
     free(e->value);
-    e->value = apx__strdup(value);
+    e->value = copy;
     e->line = line;
     return;
   }
   if ((size_t)cfg->entry_count == ps->entry_cap) {
     size_t cap = ps->entry_cap ? 2 * ps->entry_cap : 16;
     apx__config_entry *grown = realloc(cfg->entries, sizeof *grown * cap);
-    if (!grown) return;
+    if (!grown) {
+      out_of_memory(ps);
+      return;
+    }
     cfg->entries = grown;
     ps->entry_cap = cap;
   }
-  *slot = cfg->entry_count + 1;
-  apx__config_entry *e = &cfg->entries[cfg->entry_count++];
+  apx__config_entry *e = &cfg->entries[cfg->entry_count];
   e->section = apx__strdup(section);
   e->key = apx__strdup(key);
   e->value = apx__strdup(value);
   e->line = line;
+  if (!e->section || !e->key || !e->value) {
+    free(e->section);
+    free(e->key);
+    free(e->value);
+    out_of_memory(ps);
+    return;
+  }
+  *slot = ++cfg->entry_count;
 }
 
-/* Split "a, b ,c" into names; returns the count or -1 on a bad name. */
+/* Split "a, b ,c" into names; returns the count, -1 on a bad name or -2
+ * when out of memory. */
 static int parse_list(const char *value, char **out, int max, char *bad, size_t bad_size) {
   char *copy = apx__strdup(value);
+  if (!copy) return -2;
   int n = 0;
   for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok;
        tok = strtok_r(NULL, ",", &save)) {
@@ -178,7 +213,13 @@ static int parse_list(const char *value, char **out, int max, char *bad, size_t 
       free(copy);
       return -1;
     }
-    out[n++] = apx__strdup(name);
+    out[n] = apx__strdup(name);
+    if (!out[n]) {
+      for (int i = 0; i < n; i++) free(out[i]);
+      free(copy);
+      return -2;
+    }
+    n++;
   }
   free(copy);
   return n;
@@ -194,10 +235,12 @@ static int handle_apexx_key(parse_state *ps, const char *key, const char *value)
   if (strcmp(key, "backend_dir") == 0) {
     free(cfg->backend_dir);
     cfg->backend_dir = apx__strdup(value);
+    if (!cfg->backend_dir) return out_of_memory(ps);
   } else if (strcmp(key, "order") == 0) {
     char bad[128];
     free_list(cfg->order, &cfg->order_count);
     int n = parse_list(value, cfg->order, APX_MAX_BACKENDS, bad, sizeof bad);
+    if (n == -2) return out_of_memory(ps);
     if (n < 0) return fail_at(ps, "order lists more than 16 backends, at [%s]%s", bad, "");
     cfg->order_count = n;
   } else if (strcmp(key, "trusted_owner_uids") == 0) {
@@ -221,11 +264,14 @@ static int handle_apexx_key(parse_state *ps, const char *key, const char *value)
 static int handle_backend_key(parse_state *ps, const char *name, const char *key,
                               const char *value) {
   apx__backend_config *b = backend_config(ps->cfg, name, 1);
+  if (!b && ps->cfg->backend_count < APX_MAX_BACKENDS) return out_of_memory(ps);
   if (!b) return fail_at(ps, "too many backends (at most 16), at [backend %s]%s", name, "");
   if (strcmp(key, "library") == 0) {
     if (!*value) return fail_at(ps, "library of [backend %s] is empty%s", name, "");
+    char *copy = apx__strdup(value);
+    if (!copy) return out_of_memory(ps);
     free(b->library);
-    b->library = apx__strdup(value);
+    b->library = copy;
   } else if (strcmp(key, "enabled") == 0) {
     if (strcmp(value, "auto") == 0)
       b->enabled = APX__ENABLED_AUTO;
@@ -270,6 +316,7 @@ static int handle_op_key(parse_state *ps, const char *op_name, const char *key,
   char bad[128];
   free_list(ps->cfg->op_order[op], &ps->cfg->op_order_count[op]);
   int n = parse_list(value, ps->cfg->op_order[op], APX_MAX_BACKENDS, bad, sizeof bad);
+  if (n == -2) return out_of_memory(ps);
   if (n < 0) return fail_at(ps, "order lists more than 16 backends, at [%s]%s", bad, "");
   ps->cfg->op_order_count[op] = n;
   return 1;
@@ -319,7 +366,7 @@ static long read_line(parse_state *ps) {
       char *grown = realloc(ps->buf, size);
       if (!grown) {
         ps->line++;
-        fail_at(ps, "out of memory reading the line%s%s", "", "");
+        out_of_memory(ps);
         return -2;
       }
       ps->buf = grown;
@@ -380,13 +427,19 @@ static char *line_reader(char *str, int num, void *stream) {
   while (isspace((unsigned char)*start)) start++;
   if (*start == '[') {
     char *header = apx__strdup(start);
-    char *h = header ? trim(header) : NULL;
+    if (!header) {
+      out_of_memory(ps);
+      return NULL;
+    }
+    char *h = trim(header);
     size_t hlen = h ? strlen(h) : 0;
     if (hlen > 2 && h[hlen - 1] == ']') {
       h[hlen - 1] = '\0';
       char *section = trim(h + 1);
-      if (strncmp(section, "backend ", 8) == 0 && *trim(section + 8))
-        backend_config(ps->cfg, trim(section + 8), 1);
+      if (strncmp(section, "backend ", 8) == 0 && *trim(section + 8) &&
+          !backend_config(ps->cfg, trim(section + 8), 1) &&
+          ps->cfg->backend_count < APX_MAX_BACKENDS)
+        out_of_memory(ps);
     }
     free(header);
   }
@@ -478,6 +531,11 @@ static const char *file_kind(mode_t mode) {
   return "not a regular file";
 }
 
+static apx_status config_nomem(const char *path) {
+  return apx__error(APX_ERR_NO_MEMORY, "apx_open: out of memory reading the configuration [%s]",
+                    path ? path : "built-in default");
+}
+
 /* Open the configuration once and check the open descriptor: a regular
  * file that other users cannot edit, or a character device (/dev/null),
  * which is an empty configuration and is never read. O_NONBLOCK keeps a
@@ -526,6 +584,7 @@ static apx_status open_config(const char *path, int explicit_path, FILE **out,
   if (!fp) {
     int err = errno;
     close(fd);
+    if (err == ENOMEM) return config_nomem(path);
     return apx__error(APX_ERR_CONFIG, "%s: cannot open%s: %s", path,
                       explicit_path ? "" : " installed configuration", strerror(err));
   }
@@ -557,21 +616,34 @@ static apx_status check_order_names(apx__config *cfg, char **list, int count,
   return APX_OK;
 }
 
-static void note_override(apx__config *cfg, size_t *len, const char *name,
-                          const char *value) {
+/* 0 when out of memory. */
+static int note_override(apx__config *cfg, size_t *len, const char *name,
+                         const char *value) {
   char line[1200];
   snprintf(line, sizeof line, "%s=%s", name, value);
-  append_line(&cfg->overrides, len, line);
+  return append_line(&cfg->overrides, len, line);
 }
+
+/* Every string a loaded configuration must have was allocated. */
+static int config_complete(const apx__config *cfg) {
+  if (!cfg->source || !cfg->warnings) return 0;
+  for (int i = 0; i < cfg->backend_count; i++)
+    if (!cfg->backends[i].name || !cfg->backends[i].library) return 0;
+  for (int i = 0; i < cfg->order_count; i++)
+    if (!cfg->order[i]) return 0;
+  return 1;
+}
+
 
 apx_status apx__config_load(apx__config *cfg, const char *path) {
   memset(cfg, 0, sizeof *cfg);
   cfg->validate = APX_VALIDATE_DEVICE;
   size_t overrides_len = 0;
+  int noted = 1; /* every override line was noted */
   const char *env_config = apx__getenv("APEXX_CONFIG");
   if (!path && env_config && *env_config) {
     path = env_config;
-    note_override(cfg, &overrides_len, "APEXX_CONFIG", env_config);
+    noted &= note_override(cfg, &overrides_len, "APEXX_CONFIG", env_config);
   }
   int explicit_path = path != NULL;
   if (!path && access(APEXX_SYSCONF_INI, F_OK) == 0) path = APEXX_SYSCONF_INI;
@@ -579,8 +651,10 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
   if (!path) {
     cfg->source = apx__strdup("");
     set_builtin_default(cfg);
+    if (!config_complete(cfg) || cfg->backend_count != 3) return config_nomem(path);
   } else {
     cfg->source = apx__strdup(path);
+    if (!cfg->source) return config_nomem(path);
     parse_state ps;
     memset(&ps, 0, sizeof ps);
     ps.cfg = cfg;
@@ -596,6 +670,7 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
     free(ps.buf);
     free(ps.slots);
     cfg->warnings = ps.warnings;
+    if (ps.nomem || rc == -2) return config_nomem(path); /* inih's -2: its own allocation */
     if (ps.error[0] && (rc <= 0 || rc >= ps.error_line))
       return apx__error(APX_ERR_CONFIG, "%s", ps.error);
     if (rc > 0)
@@ -611,6 +686,7 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
         cfg->order[cfg->order_count++] = apx__strdup(cfg->backends[i].name);
   }
   if (!cfg->warnings) cfg->warnings = apx__strdup("");
+  if (!config_complete(cfg)) return config_nomem(path);
 
   apx_status st = check_order_names(cfg, cfg->order, cfg->order_count, "[apexx] order");
   for (int op = 0; st == APX_OK && op < APX_OP_COUNT; op++) {
@@ -624,9 +700,11 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
   if (env_dir && *env_dir) {
     free(cfg->backend_dir);
     cfg->backend_dir = apx__strdup(env_dir);
-    note_override(cfg, &overrides_len, "APEXX_BACKEND_DIR", env_dir);
+    if (!cfg->backend_dir) return config_nomem(path);
+    noted &= note_override(cfg, &overrides_len, "APEXX_BACKEND_DIR", env_dir);
   }
   if (!cfg->backend_dir) cfg->backend_dir = apx__strdup(APEXX_BACKEND_DIR);
+  if (!cfg->backend_dir) return config_nomem(path);
 
   const char *env_backend = apx__getenv("APEXX_BACKEND");
   if (env_backend && *env_backend) {
@@ -634,13 +712,16 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
       return apx__error(APX_ERR_CONFIG,
                         "APEXX_BACKEND = [%s] names no configured backend", env_backend);
     cfg->forced_backend = apx__strdup(env_backend);
-    note_override(cfg, &overrides_len, "APEXX_BACKEND", env_backend);
+    if (!cfg->forced_backend) return config_nomem(path);
+    noted &= note_override(cfg, &overrides_len, "APEXX_BACKEND", env_backend);
   }
   const char *env_plugin = apx__getenv("APEXX_TRT_PLUGIN_LIB");
-  if (env_plugin && *env_plugin) note_override(cfg, &overrides_len, "APEXX_TRT_PLUGIN_LIB", env_plugin);
+  if (env_plugin && *env_plugin)
+    noted &= note_override(cfg, &overrides_len, "APEXX_TRT_PLUGIN_LIB", env_plugin);
   const char *env_log = apx__getenv("APEXX_LOG");
-  if (env_log && *env_log) note_override(cfg, &overrides_len, "APEXX_LOG", env_log);
+  if (env_log && *env_log) noted &= note_override(cfg, &overrides_len, "APEXX_LOG", env_log);
   if (!cfg->overrides) cfg->overrides = apx__strdup("");
+  if (!noted || !cfg->overrides) return config_nomem(path);
   return APX_OK;
 }
 

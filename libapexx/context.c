@@ -23,9 +23,12 @@ APX_API apx_status apx_open(apx_context **out, const char *config_path) {
                          : env_config && *env_config ? env_config
                                                      : APEXX_SYSCONF_INI;
   const char *unsafe_dir = apx__unsafe_dir_reason(cfg_path);
-  apx_status st = unsafe_dir ? apx__error(APX_ERR_CONFIG, "%s: refused: %s (other users could "
-                                          "replace it)", cfg_path, unsafe_dir)
-                             : apx__config_load(&ctx->config, config_path);
+  apx_status st =
+      !unsafe_dir ? apx__config_load(&ctx->config, config_path)
+      : strncmp(unsafe_dir, "out of memory", 13) == 0
+          ? apx__error(APX_ERR_NO_MEMORY, "apx_open: %s", unsafe_dir)
+          : apx__error(APX_ERR_CONFIG, "%s: refused: %s (other users could replace it)",
+                       cfg_path, unsafe_dir);
   if (st != APX_OK) {
     /* keep the message: freeing does not touch the thread's error */
     apx__config_free(&ctx->config);
@@ -36,7 +39,7 @@ APX_API apx_status apx_open(apx_context **out, const char *config_path) {
   if (ctx->config.warnings[0]) {
     /* one log line per warning */
     char *copy = apx__strdup(ctx->config.warnings);
-    for (char *save = NULL, *line = strtok_r(copy, "\n", &save); line;
+    for (char *save = NULL, *line = copy ? strtok_r(copy, "\n", &save) : NULL; line;
          line = strtok_r(NULL, "\n", &save))
       apx__log(ctx, APX_LOG_WARN, "%s", line);
     free(copy);

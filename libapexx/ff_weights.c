@@ -581,6 +581,16 @@ static apx_status read_header(loader *ld) {
   ld->header[header_bytes] = '\0';
   const char *end = NULL;
   ld->json = cJSON_ParseWithLengthOpts(ld->header, header_bytes, &end, 0);
+  if (!ld->json) /* cJSON reports an allocation failure as a syntax error: parse again */
+    ld->json = cJSON_ParseWithLengthOpts(ld->header, header_bytes, &end, 0);
+  if (!ld->json) { /* twice: the text's fault, unless memory for its tree is short */
+    void *probe = malloc(2 * header_bytes + 4096);
+    int short_of_memory = probe == NULL;
+    free(probe);
+    if (short_of_memory)
+      return apx__error(APX_ERR_NO_MEMORY, "%s: %s: out of memory parsing the header", ld->op,
+                        ld->path);
+  }
   if (!ld->json)
     return bad_file("%s: %s: the header is not JSON (error near byte %lld)", ld->op, ld->path,
                     (long long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - ld->header : 0));

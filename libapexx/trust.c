@@ -36,6 +36,10 @@ typedef Elf32_Phdr phdr_t;
 const char *apx__unsafe_dir_reason(const char *path) {
   static __thread char reason[600];
   char *real = realpath(path, NULL);
+  if (!real && errno == ENOMEM) { /* not resolved: the directories are unknown */
+    snprintf(reason, sizeof reason, "out of memory resolving [%s]", path);
+    return reason;
+  }
   if (!real) return NULL; /* absence is reported elsewhere */
   const char *found = NULL;
   /* every directory from the file's parent up to / */
