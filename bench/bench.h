@@ -44,6 +44,8 @@ typedef struct bench_options {
   uint64_t seed;
   int warmup, iters;
   int repetitions; /* independent repetitions of each row's timed loop */
+  int cpu_time;    /* --timer cpu-time: host rows timed on the process's CPU
+                      clock (CLOCK_PROCESS_CPUTIME_ID), device rows skipped */
   /* selection: entry or section names; backend names (0 = all) */
   int op_count;
   const char *ops[BENCH_MAX_LIST];

@@ -32,6 +32,10 @@
  * rows of current/baseline (the machine's speed now against then: a shared
  * machine slows every row at once); a row's own slowdown still shows, a
  * slowdown of the whole suite is reported as g, not as regressions.
+ * --statistic min: the per-repetition minima (mins_ms) take the place of
+ * the medians everywhere above (the test's samples, the value compared, the
+ * noise band): on a machine shared with other jobs a repetition's minimum
+ * moves far less than its median, and a real slowdown moves both.
  * --confirm SUMMARY (an earlier compare's --output-json): a time that
  * regressed now but not in that compare is "unconfirmed" (not a failure);
  * make bench-check chains its attempts this way, so a row fails only when
@@ -244,10 +248,14 @@ static const char *row_status(const cJSON *root, const char *path) {
 }
 
 /* ---- samples of a metric ------------------------------------------------- */
+/* The per-repetition statistic compared: "medians_ms" or (--statistic min)
+ * "mins_ms", the key of a row's repetitions object. */
+static const char *rep_key = "medians_ms";
+
 typedef struct sampled {
   double value;   /* the statistic compared: median of the repetitions */
   int n;          /* repetitions, 0 when none */
-  double *reps;   /* per-repetition medians (malloc'd), NULL when none */
+  double *reps;   /* per-repetition rep_key values (malloc'd), NULL when none */
   double spread;  /* absolute noise estimate, NAN when none */
   int spread_mad; /* spread is 1.4826*MAD (else p95 - p50 of a 1.0 row) */
 } sampled;
@@ -260,7 +268,7 @@ static void sampled_free(sampled *s) {
 
 /* The repetitions object of a row (or of a baseline metric) into s. */
 static void read_repetitions(const cJSON *reps, sampled *s) {
-  const cJSON *medians = cJSON_GetObjectItemCaseSensitive(reps, "medians_ms");
+  const cJSON *medians = cJSON_GetObjectItemCaseSensitive(reps, rep_key);
   int n = cJSON_GetArraySize(medians);
   if (!cJSON_IsArray(medians) || n < 1)
     return;
@@ -300,6 +308,10 @@ static int sampled_from_report(const cJSON *report, const char *path, sampled *s
   const cJSON *row = row_path ? lookup(report, row_path) : NULL;
   free(row_path);
   read_repetitions(cJSON_GetObjectItemCaseSensitive(row, "repetitions"), s);
+  const cJSON *min = cJSON_GetObjectItemCaseSensitive(row, "min_ms");
+  if (s->n == 0 && strcmp(rep_key, "mins_ms") == 0 && cJSON_IsNumber(min)) {
+    s->value = min->valuedouble; /* a 1.0 row: its minimum over the iterations */
+  }
   if (s->n == 0) {
     const cJSON *p95 = cJSON_GetObjectItemCaseSensitive(row, "p95_ms");
     if (cJSON_IsNumber(p95) && p95->valuedouble >= s->value) {
@@ -442,9 +454,16 @@ static int checks_from_baseline(const doc *d, check_list *out) {
     c->baseline_row_skipped = skipped_row;
     if (!skipped_row) {
       c->base.value = value->valuedouble;
-      read_repetitions(cJSON_GetObjectItemCaseSensitive(item, "repetitions"), &c->base);
-      if (c->base.n > 0)
+      const cJSON *reps = cJSON_GetObjectItemCaseSensitive(item, "repetitions");
+      read_repetitions(reps, &c->base);
+      if (c->base.n > 0 && strcmp(rep_key, "medians_ms") == 0)
         c->base.value = value->valuedouble;
+      if (c->base.n == 0 && strcmp(rep_key, "mins_ms") == 0 && c->kind == KIND_TIME) {
+        return unusable("[%s]: metrics[%d] (%s) has no per-repetition minima (mins_ms) for "
+                        "--statistic min: record the baseline again (make bench-baseline) "
+                        "or compare with --statistic median",
+                        d->path, i, path->valuestring);
+      }
     }
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(item, "max_ratio");
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(item, "max_abs_ms");
@@ -676,6 +695,12 @@ static void find_mismatches(const doc *base, const doc *cur, text_list *mismatch
   }
   differ(mismatch, "dtype", "dtype", cJSON_GetObjectItemCaseSensitive(bc, "dtype"),
          cJSON_GetObjectItemCaseSensitive(cc, "dtype"));
+  /* a report before the timer key was timed by the backend */
+  cJSON *backend_timer = cJSON_CreateString("backend");
+  const cJSON *bt = cJSON_GetObjectItemCaseSensitive(bc, "timer");
+  const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cc, "timer");
+  differ(mismatch, "timer", "timer", bt ? bt : backend_timer, ct ? ct : backend_timer);
+  cJSON_Delete(backend_timer);
   differ(mismatch, "backend set", "backends", cJSON_GetObjectItemCaseSensitive(bc, "backends"),
          cJSON_GetObjectItemCaseSensitive(cc, "backends"));
   differ(mismatch, "machine", "cpu_model", machine_item(base, "cpu_model"),
@@ -848,8 +873,9 @@ static char *render_markdown(const doc *base, const doc *cur, const check_list *
   EMIT("- status: `%s` (required `%s`)\n", o->current_status ? o->current_status : "n/a",
        o->required);
   EMIT("- rule: regressed when the Mann-Whitney U test on the per-repetition "
-       "medians gives p < %g and the median exceeds baseline x %g + %g ms\n",
-       ru->alpha, 1.0 + ru->max_ratio, ru->max_abs_ms);
+       "%s gives p < %g and their median exceeds baseline x %g + %g ms\n",
+       strcmp(rep_key, "mins_ms") == 0 ? "minima" : "medians", ru->alpha,
+       1.0 + ru->max_ratio, ru->max_abs_ms);
   if (ru->scale != 1.0) {
     EMIT("- relative: the suite runs %.3gx the baseline's times here (median over "
          "the rows); each row is judged against its baseline time x %.3g, and "
@@ -921,6 +947,7 @@ static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
   cJSON_AddNumberToObject(s, "max_ratio", ru->max_ratio);
   cJSON_AddNumberToObject(s, "max_abs_ms", ru->max_abs_ms);
   cJSON_AddNumberToObject(s, "alpha", ru->alpha);
+  cJSON_AddStringToObject(s, "statistic", strcmp(rep_key, "mins_ms") == 0 ? "min" : "median");
   cJSON_AddNumberToObject(s, "speed_factor", ru->scale);
   cJSON_AddNumberToObject(s, "total_metrics", l->count);
   cJSON_AddNumberToObject(s, "failed_metrics", failed - (o->status_ok ? 0 : 1));
@@ -1033,11 +1060,18 @@ static int emit_baseline(const char *report_path, const char *out_path, const me
     } else {
       cJSON_AddNumberToObject(item, "value", c->base.value);
       if (c->base.n > 0) {
+        /* both per-repetition statistics, whichever --statistic reads */
+        char *row_path = row_path_of(c->path);
+        const cJSON *row = row_path ? lookup(d.json, row_path) : NULL;
+        free(row_path);
+        const cJSON *row_reps = cJSON_GetObjectItemCaseSensitive(row, "repetitions");
         cJSON *reps = cJSON_AddObjectToObject(item, "repetitions");
         cJSON_AddNumberToObject(reps, "n", c->base.n);
-        cJSON *med = cJSON_AddArrayToObject(reps, "medians_ms");
-        for (int k = 0; k < c->base.n; k++) {
-          cJSON_AddItemToArray(med, cJSON_CreateNumber(c->base.reps[k]));
+        static const char *const keys[] = {"medians_ms", "mins_ms"};
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+          const cJSON *a = cJSON_GetObjectItemCaseSensitive(row_reps, keys[k]);
+          if (cJSON_IsArray(a))
+            cJSON_AddItemToObject(reps, keys[k], cJSON_Duplicate(a, 1));
         }
       }
       if (isfinite(max_ratio))
@@ -1077,6 +1111,7 @@ enum {
   C_EMIT,
   C_METRICS,
   C_QUIET,
+  C_STATISTIC,
   C_HELP
 };
 
@@ -1093,6 +1128,7 @@ static const struct option compare_flags[] = {
     {"emit-baseline", no_argument, NULL, C_EMIT},
     {"metrics", required_argument, NULL, C_METRICS},
     {"quiet", no_argument, NULL, C_QUIET},
+    {"statistic", required_argument, NULL, C_STATISTIC},
     {"help", no_argument, NULL, C_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -1134,6 +1170,7 @@ int bench_compare_main(int argc, char **argv) {
   metric_names m = {0, {NULL}};
   opterr = 0;
   optind = 1;
+  rep_key = "medians_ms";
   for (;;) {
     int index = -1;
     int c = getopt_long(argc, argv, ":o:", compare_flags, &index);
@@ -1198,6 +1235,17 @@ int bench_compare_main(int argc, char **argv) {
     }
     case C_QUIET:
       quiet = 1;
+      break;
+    case C_STATISTIC:
+      if (strcmp(optarg, "median") == 0) {
+        rep_key = "medians_ms";
+      } else if (strcmp(optarg, "min") == 0) {
+        rep_key = "mins_ms";
+      } else {
+        fprintf(stderr, "apexx-bench compare: --statistic: [%s] is neither median nor min\n",
+                optarg);
+        return BENCH_EXIT_USAGE;
+      }
       break;
     case C_HELP:
       bench_print_usage(stdout);

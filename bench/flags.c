@@ -27,6 +27,7 @@ enum {
   FLAG_WARMUP,
   FLAG_ITERS,
   FLAG_REPETITIONS,
+  FLAG_TIMER,
   FLAG_HISTORY,
   FLAG_OPS,
   FLAG_BACKENDS,
@@ -58,6 +59,7 @@ static const struct option long_flags[] = {
     {"warmup", required_argument, NULL, FLAG_WARMUP},
     {"iters", required_argument, NULL, FLAG_ITERS},
     {"repetitions", required_argument, NULL, FLAG_REPETITIONS},
+    {"timer", required_argument, NULL, FLAG_TIMER},
     {"history", required_argument, NULL, FLAG_HISTORY},
     {"ops", required_argument, NULL, FLAG_OPS},
     {"backends", required_argument, NULL, FLAG_BACKENDS},
@@ -260,6 +262,7 @@ void bench_print_usage(FILE *to) {
           "usage: apexx-bench [flags]\n"
           "       apexx-bench compare BASELINE CURRENT [--max-ratio R] "
           "[--max-abs-ms A] [--alpha P] [--allow-mismatch]\n"
+          "               [--statistic median|min] [--relative] [--confirm F]\n"
           "               [--output-json F] [--output-md F] [--quiet]\n"
           "       apexx-bench history DIR [REPORT...]\n"
           "       apexx-bench compare --emit-baseline REPORT [-o FILE] "
@@ -273,7 +276,10 @@ void bench_print_usage(FILE *to) {
           "  --dtype fp16|bf16|fp32|fp8 (fp16)  --seed N (123)\n"
           "  --warmup N (10)  --iters N (50)  --repetitions N (5): passes over "
           "the suite;\n"
-          "                    each row keeps the N per-pass medians\n"
+          "                    each row keeps the N per-pass medians and minima\n"
+          "  --timer backend|cpu-time (backend): cpu-time times host rows on the\n"
+          "                    process's CPU clock (a shared machine's waits not\n"
+          "                    counted) and skips device rows\n"
           "Selection:\n"
           "  --ops LIST        entries or sections, comma-separated (all)\n"
           "  --backends LIST   backends to measure (every configured one)\n"
@@ -369,6 +375,15 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
     case FLAG_REPETITIONS:
       rc = parse_int(name, optarg, 1, MAX_REPETITIONS, &v);
       opts->repetitions = (int)v;
+      break;
+    case FLAG_TIMER:
+      if (strcmp(optarg, "backend") == 0) {
+        opts->cpu_time = 0;
+      } else if (strcmp(optarg, "cpu-time") == 0) {
+        opts->cpu_time = 1;
+      } else {
+        rc = bad(name, optarg, "is neither backend nor cpu-time");
+      }
       break;
     case FLAG_HISTORY:
       if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");

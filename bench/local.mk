@@ -61,6 +61,7 @@ BENCH_MAX_ABS_MS = 0.0005
 BENCH_REPETITIONS = 7
 BENCH_ATTEMPTS = 3
 BENCH_COMPARE_FLAGS =
+BENCH_STATISTIC = min
 BENCH_CHECK_CONFIG = $(abs_top_srcdir)/bench/bench-check.ini
 BENCH_CHECK_FLAGS = --backends cpu --channels 32 --height 64 --width 64 \
 	--kmax 16 --steps 64 --warmup 3 --iters 20 --seed 123 \
@@ -74,7 +75,8 @@ bench-check: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
 	    --output-json bench-check-current.json --output-md bench-check-current.md \
 	    || exit $$?; \
 	  rc=0; ./bench/apexx-bench$(EXEEXT) compare '$(BENCH_BASELINE)' \
-	    bench-check-current.json --quiet $$confirm $(BENCH_COMPARE_FLAGS) \
+	    bench-check-current.json --quiet $$confirm --statistic $(BENCH_STATISTIC) \
+	    $(BENCH_COMPARE_FLAGS) \
 	    --max-ratio $(BENCH_MAX_RATIO) --max-abs-ms $(BENCH_MAX_ABS_MS) \
 	    --output-json bench-check-compare.json --output-md - || rc=$$?; \
 	  if test $$rc -ne 2 || test $$attempt -ge $(BENCH_ATTEMPTS); then \

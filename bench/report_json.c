@@ -241,6 +241,7 @@ static cJSON *config_object(apx_context *ctx, const bench_options *opts) {
   cJSON_AddNumberToObject(config, "warmup", opts->warmup);
   cJSON_AddNumberToObject(config, "iters", opts->iters);
   cJSON_AddNumberToObject(config, "repetitions", opts->repetitions);
+  cJSON_AddStringToObject(config, "timer", opts->cpu_time ? "cpu-time" : "backend");
   cJSON *ops = cJSON_AddArrayToObject(config, "ops");
   for (int i = 0; i < opts->op_count; i++) {
     cJSON_AddItemToArray(ops, cJSON_CreateString(opts->ops[i]));

@@ -786,6 +786,11 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
                           explanation_json(ctx, e, o, dev.t, "cuda"));
   }
 
+  if (o->cpu_time && b->device != APX_DEVICE_HOST) {
+    free_device_tensors(ctx, &dev);
+    return row_skipped("--timer cpu-time times host backends only; %s runs on a device",
+                       b->name);
+  }
   apx_call call = APX_CALL_INIT;
   call.backend = b->name;
   apx_explanation ex;
@@ -832,9 +837,13 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
   }
   int peak_supported = apx_reset_peak_memory(ctx, b->name) == APX_OK;
   /* the backend's own timer (events on cuda); a backend without one is
-   * timed on the host's monotonic clock around the call and a sync */
-  int host_clock = 0;
+   * timed on the host's monotonic clock around the call and a sync;
+   * --timer cpu-time: the process's CPU clock around the call and a sync
+   * (time the process was descheduled does not count) */
+  int host_clock = o->cpu_time;
+  clockid_t host_clock_id = o->cpu_time ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
   char timer_reason[512] = "";
+  if (o->cpu_time) snprintf(timer_reason, sizeof timer_reason, "--timer cpu-time");
   /* repetitions: the timed loop again, independently; each keeps its own
    * median, and the compare's test runs on those medians */
   for (int i = 0; i < n_samples; i++) {
@@ -852,7 +861,7 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
         goto done;
       }
     }
-    if (host_clock) clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (host_clock) clock_gettime(host_clock_id, &t0);
     st = invoke(ctx, e, o, dev.t, &call, NULL);
     if (st != APX_OK) {
       /* end the timer anyway so it is freed; the op's error wins */
@@ -865,7 +874,7 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
     }
     if (host_clock) {
       st = apx_sync(ctx, &call);
-      clock_gettime(CLOCK_MONOTONIC, &t1);
+      clock_gettime(host_clock_id, &t1);
       samples[i] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
       if (st != APX_OK) {
@@ -922,7 +931,9 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
     cJSON_AddItemToArray(medians, cJSON_CreateNumber(rep_medians[r]));
     cJSON_AddItemToArray(mins, cJSON_CreateNumber(rep_mins[r]));
   }
-  cJSON_AddStringToObject(row, "timer", host_clock ? "host_clock" : "backend");
+  cJSON_AddStringToObject(row, "timer", o->cpu_time ? "process_cpu_time"
+                                        : host_clock  ? "host_clock"
+                                                      : "backend");
   if (host_clock) cJSON_AddStringToObject(row, "timer_reason", timer_reason);
   double seconds = stats.p50_ms / 1000.0;
   if (stats.p50_ms > 0) {

@@ -6,7 +6,8 @@
  * --allow-mismatch), stale baselines, 1.0 reports, the Markdown table,
  * unusable input (unreadable, malformed, wrong major, duplicate keys,
  * non-finite numbers, negative times), baseline files from --emit-baseline
- * and the summary JSON. */
+ * the summary JSON, --statistic min (the per-repetition minima) and a
+ * timer mismatch. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -560,6 +561,87 @@ START_TEST(several_currents_are_pooled) {
 }
 END_TEST
 
+/* Add per-repetition minima centre * (1 + spread * k/(REPS-1) - spread/2)
+ * to the tilepack cpu row of a 1.1 report. */
+static cJSON *with_mins(cJSON *r, double centre, double spread) {
+  cJSON *reps = (cJSON *)bt_get(r, "benchmarks.tile_ops.tilepack.rows.cpu.repetitions");
+  cJSON *mins = cJSON_AddArrayToObject(reps, "mins_ms");
+  for (int k = 0; k < REPS; k++) {
+    cJSON_AddItemToArray(mins, cJSON_CreateNumber(centre * (1 + spread * k / (REPS - 1) - spread / 2)));
+  }
+  return r;
+}
+
+START_TEST(statistic_min_compares_the_minima) {
+  char *base = save("base.json", with_mins(make_report(1, 2.0, 0.02), 1.0, 0.02));
+  /* the medians grew by half, the minima did not */
+  char *noisy = save("noisy.json", with_mins(make_report(1, 3.0, 0.02), 1.0, 0.02));
+  /* the minima grew by a fifth, the medians did not */
+  char *slower = save("slower.json", with_mins(make_report(1, 2.0, 0.02), 1.2, 0.02));
+  bt_result r;
+  ck_assert_int_eq(compare(&r, base, noisy, NULL, NULL, NULL, NULL), 2);
+  bt_result_free(&r);
+  ck_assert_int_eq(compare(&r, base, noisy, "--statistic", "min", NULL, NULL), 0);
+  ck_assert_ptr_nonnull(strstr(r.out, "verdict=unchanged"));
+  bt_result_free(&r);
+  ck_assert_int_eq(compare(&r, base, slower, NULL, NULL, NULL, NULL), 0);
+  bt_result_free(&r);
+  ck_assert_int_eq(compare(&r, base, slower, "--statistic", "min", "--output-md", "-"), 2);
+  ck_assert_ptr_nonnull(strstr(r.out, "verdict=regressed"));
+  ck_assert_ptr_nonnull(strstr(r.out, "change=+20.0%"));
+  ck_assert_ptr_nonnull(strstr(r.out, "per-repetition minima"));
+  bt_result_free(&r);
+  /* a baseline file keeps both statistics */
+  char *baseline = bt_path(dir, "baseline.json");
+  const char *emit[] = {"compare", "--emit-baseline", base, "-o", baseline, NULL};
+  bt_run(&r, NULL, emit);
+  ck_assert_msg(r.status == 0, "emit: %s", r.err);
+  bt_result_free(&r);
+  cJSON *b = bt_load_json(baseline);
+  ck_assert_int_eq(cJSON_GetArraySize(bt_get(cJSON_GetArrayItem(bt_get(b, "metrics"), 0),
+                                             "repetitions.mins_ms")),
+                   REPS);
+  ck_assert_int_eq(compare(&r, baseline, slower, "--statistic", "min", NULL, NULL), 2);
+  bt_result_free(&r);
+  /* without them, --statistic min cannot judge: unusable input */
+  cJSON_DeleteItemFromObject(
+      (cJSON *)bt_get(cJSON_GetArrayItem(bt_get(b, "metrics"), 0), "repetitions"), "mins_ms");
+  char *old = save("old-baseline.json", b);
+  ck_assert_int_eq(compare(&r, old, slower, "--statistic", "min", NULL, NULL), 1);
+  ck_assert_ptr_nonnull(strstr(r.err, "mins_ms"));
+  bt_result_free(&r);
+  ck_assert_int_eq(compare(&r, old, slower, "--statistic", "median", NULL, NULL), 0);
+  bt_result_free(&r);
+  ck_assert_int_ne(compare(&r, base, slower, "--statistic", "mean", NULL, NULL), 0);
+  ck_assert_ptr_nonnull(strstr(r.err, "[mean]"));
+  bt_result_free(&r);
+  free(base);
+  free(noisy);
+  free(slower);
+  free(baseline);
+  free(old);
+}
+END_TEST
+
+START_TEST(timer_mismatch_exits_1) {
+  cJSON *cpu_time = make_report(1, 2.0, 0.02);
+  cJSON_AddStringToObject((cJSON *)bt_get(cpu_time, "config"), "timer", "cpu-time");
+  char *base = save("base.json", cpu_time);
+  /* a report without the key was timed by the backend */
+  char *cur = save("cur.json", make_report(1, 2.0, 0.02));
+  bt_result r;
+  ck_assert_int_eq(compare(&r, base, cur, NULL, NULL, NULL, NULL), 1);
+  ck_assert_ptr_nonnull(strstr(r.err, "timer"));
+  bt_result_free(&r);
+  ck_assert_int_eq(compare(&r, base, cur, "--allow-mismatch", NULL, NULL, NULL), 0);
+  bt_result_free(&r);
+  ck_assert_int_eq(compare(&r, base, base, NULL, NULL, NULL, NULL), 0);
+  bt_result_free(&r);
+  free(base);
+  free(cur);
+}
+END_TEST
+
 int main(void) {
   bt_bench();
   Suite *s = suite_create("bench_compare");
@@ -580,6 +662,8 @@ int main(void) {
   tcase_add_test(tc, confirm_needs_the_earlier_regression);
   tcase_add_test(tc, relative_judges_against_the_suite_speed);
   tcase_add_test(tc, several_currents_are_pooled);
+  tcase_add_test(tc, statistic_min_compares_the_minima);
+  tcase_add_test(tc, timer_mismatch_exits_1);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -33,6 +33,7 @@ static const bad_flag bad_flags[] = {
     {{"--warmup", "-1"}, {"--warmup", "[-1]"}},
     {{"--iters", "0"}, {"--iters", "[0]"}},
     {{"--iters", "1.5"}, {"--iters", "[1.5]"}},
+    {{"--timer", "wall"}, {"--timer", "[wall]"}},
     {{"--ops", "tilepack,nosuchop"}, {"--ops", "[nosuchop]"}},
     {{"--ops", ","}, {"--ops", "empty"}},
     {{"--backends", "cpu,nosuchbackend"}, {"--backends", "[nosuchbackend]"}},

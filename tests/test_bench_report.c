@@ -437,6 +437,22 @@ START_TEST(json_to_stdout_without_output_flag) {
 }
 END_TEST
 
+START_TEST(cpu_time_timer_is_recorded) {
+  const char *argv[] = {TINY, "--ops", "gather", "--backends", "cpu", "--timer", "cpu-time", NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 0, "%s", r.err);
+  cJSON *j = cJSON_Parse(r.out);
+  ck_assert_ptr_nonnull(j);
+  ck_assert_str_eq(bt_get(j, "config.timer")->valuestring, "cpu-time");
+  ck_assert_str_eq(bt_get(j, "benchmarks.indexing.gather.rows.cpu.timer")->valuestring,
+                   "process_cpu_time");
+  ck_assert(bt_get(j, "benchmarks.indexing.gather.rows.cpu.p50_ms")->valuedouble > 0);
+  cJSON_Delete(j);
+  bt_result_free(&r);
+}
+END_TEST
+
 START_TEST(fp8_falls_back_to_fp16_with_reason) {
   const char *argv[] = {TINY, "--ops", "tilepack", "--dtype", "fp8", NULL};
   bt_result r;
@@ -595,6 +611,7 @@ int main(void) {
   tcase_add_test(files, failed_run_keeps_the_previous_report);
   tcase_add_test(files, unwritable_target_leaves_neither_file);
   tcase_add_test(files, json_to_stdout_without_output_flag);
+  tcase_add_test(files, cpu_time_timer_is_recorded);
   tcase_add_test(files, fp8_falls_back_to_fp16_with_reason);
   tcase_add_test(files, dtypes_run_with_exact_cpu_parity);
   tcase_add_test(files, tensorrt_reasons);
