@@ -88,3 +88,9 @@ TESTS += tests/test_faults
 tests_test_faults_SOURCES = tests/test_faults.c $(VALIDATE_COMMON)
 tests_test_faults_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_faults_LDADD = $(APX_TEST_LIBS)
+
+check_PROGRAMS += tests/test_concurrency
+TESTS += tests/test_concurrency
+tests_test_concurrency_SOURCES = tests/test_concurrency.c $(VALIDATE_COMMON)
+tests_test_concurrency_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_concurrency_LDADD = $(APX_TEST_LIBS) -lpthread
