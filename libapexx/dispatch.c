@@ -147,6 +147,25 @@ APX_API apx_status apx_op_order(const apx_context *ctx, apx_op_id op, const char
   return APX_OK;
 }
 
+APX_API apx_status apx_backend_provides(const apx_context *ctx, int i, apx_op_id op,
+                                        int *provides) {
+  apx__clear_error();
+  if (!ctx || !provides)
+    return apx__error(APX_ERR_INVALID_ARG, "apx_backend_provides: NULL argument");
+  if (i < 0 || i >= ctx->backend_count)
+    return apx__error(APX_ERR_INVALID_ARG, "apx_backend_provides: i = [%d] is outside [0, %d]", i,
+                      ctx->backend_count - 1);
+  if (!apx_op_name(op))
+    return apx__error(APX_ERR_INVALID_ARG, "apx_backend_provides: op = [%d] is not an op id",
+                      (int)op);
+  *provides = apx__backend_has_op(&ctx->backends[i], op);
+  return APX_OK;
+}
+
+APX_API const char *apx_forced_backend(const apx_context *ctx) {
+  return ctx ? ctx->config.forced_backend : NULL;
+}
+
 APX_API apx_status apx_explain(apx_context *ctx, apx_op_id op, const void *args,
                                const apx_call *call, apx_explanation *out) {
   apx__clear_error();

@@ -54,6 +54,10 @@ tests_test_dispatch_LDADD = $(APX_TEST_LIBS)
 TESTS += tests/test_symbols.sh
 EXTRA_DIST += tests/test_symbols.sh
 
+# apexx-info: the ops each backend provides and APEXX_BACKEND in its table
+TESTS += tests/test_apexx_info.sh
+EXTRA_DIST += tests/test_apexx_info.sh
+
 # libapexx dlopen'ed with RTLD_LOCAL: every backend still loads and runs.
 # The program links no apexx library (only libdl).
 check_PROGRAMS += tests/test_rtld_local

@@ -99,6 +99,46 @@ START_TEST(missing_op_is_op_unsupported) {
 }
 END_TEST
 
+/* apx_backend_provides: a loaded table's ops; an unloaded backend none */
+START_TEST(backend_provides_its_table_ops) {
+  apx_context *ctx = open_with("order = alpha, beta");
+  ck_assert_ptr_null(apx_forced_backend(ctx));
+  int found_beta = 0;
+  for (int i = 0; i < apx_backend_count(ctx); i++) {
+    struct apx_backend_info info;
+    ck_assert_int_eq(apx_backend_info(ctx, i, &info), APX_OK);
+    int has_pack = -1, has_unpack = -1;
+    ck_assert_int_eq(apx_backend_provides(ctx, i, APX_OP_TILEPACK, &has_pack), APX_OK);
+    ck_assert_int_eq(apx_backend_provides(ctx, i, APX_OP_TILEUNPACK, &has_unpack), APX_OK);
+    if (strcmp(info.name, "beta") == 0) {
+      found_beta = 1;
+      ck_assert_int_eq(has_pack, 1);
+      ck_assert_int_eq(has_unpack, 0); /* FIXTURE_NO_UNPACK */
+    } else if (strcmp(info.name, "alpha") == 0) {
+      ck_assert_int_eq(has_pack, 1);
+      ck_assert_int_eq(has_unpack, 1);
+    } else if (strcmp(info.name, "missing") == 0) {
+      ck_assert_int_eq(has_pack, 0); /* not loaded */
+    }
+    if (i == 0) {
+      int has;
+      ck_assert_int_eq(apx_backend_provides(ctx, i, (apx_op_id)APX_OP_COUNT, &has),
+                       APX_ERR_INVALID_ARG);
+      ck_assert_ptr_nonnull(strstr(apx_last_error(), "op = ["));
+      ck_assert_int_eq(apx_backend_provides(ctx, i, APX_OP_TILEPACK, NULL), APX_ERR_INVALID_ARG);
+    }
+  }
+  ck_assert(found_beta);
+  int has;
+  ck_assert_int_eq(apx_backend_provides(ctx, apx_backend_count(ctx), APX_OP_TILEPACK, &has),
+                   APX_ERR_INVALID_ARG);
+  ck_assert_ptr_nonnull(strstr(apx_last_error(), "i = ["));
+  ck_assert_int_eq(apx_backend_provides(NULL, 0, APX_OP_TILEPACK, &has), APX_ERR_INVALID_ARG);
+  ck_assert_ptr_null(apx_forced_backend(NULL));
+  apx_close(ctx);
+}
+END_TEST
+
 START_TEST(per_op_order_overrides_global) {
   apx_context *ctx = open_with("order = alpha, beta\n[op tilepack]\norder = beta, alpha");
   setup_pack(APX_DTYPE_F32, APX_DEVICE_HOST);
@@ -124,6 +164,7 @@ START_TEST(forced_by_call_and_environment) {
   ctx = open_with("order = alpha, beta");
   ck_assert_int_eq(apx_tilepack(ctx, &pack, NULL), APX_OK);
   ck_assert(out[0] == 222.0f);
+  ck_assert_str_eq(apx_forced_backend(ctx), "beta");
   apx_call call_alpha = {"alpha", NULL}; /* the call wins over the environment */
   ck_assert_int_eq(apx_tilepack(ctx, &pack, &call_alpha), APX_OK);
   ck_assert(out[0] == 111.0f);
@@ -202,6 +243,7 @@ int main(void) {
   tcase_add_test(tc, first_in_order_wins);
   tcase_add_test(tc, supports_declines_with_dtype_unsupported);
   tcase_add_test(tc, missing_op_is_op_unsupported);
+  tcase_add_test(tc, backend_provides_its_table_ops);
   tcase_add_test(tc, per_op_order_overrides_global);
   tcase_add_test(tc, forced_by_call_and_environment);
   tcase_add_test(tc, forced_backend_that_cannot_run_is_an_error);

@@ -88,7 +88,21 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(b, "device_name", info.device_name);
     cJSON_AddStringToObject(b, "state", apx_backend_state_name(info.state));
     cJSON_AddStringToObject(b, "reason", info.reason);
+    cJSON *ops = cJSON_AddArrayToObject(b, "ops");
+    for (int op = 0; op < APX_OP_COUNT; op++) {
+      int has = 0;
+      if (apx_backend_provides(ctx, i, (apx_op_id)op, &has) == APX_OK && has)
+        cJSON_AddItemToArray(ops, cJSON_CreateString(apx_op_name((apx_op_id)op)));
+    }
     cJSON_AddItemToArray(backends, b);
+  }
+  /* APEXX_BACKEND sends every call (without its own apx_call.backend) to one
+   * backend: the dispatch table then names that one alone */
+  const char *forced = apx_forced_backend(ctx);
+  if (forced) {
+    cJSON_AddStringToObject(root, "forced_backend", forced);
+  } else {
+    cJSON_AddNullToObject(root, "forced_backend");
   }
 
   cJSON *dispatch = cJSON_AddObjectToObject(root, "dispatch");
@@ -97,7 +111,10 @@ int main(int argc, char **argv) {
     const char *order[APX_MAX_BACKENDS];
     int count = 0;
     apx_op_order(ctx, (apx_op_id)op, order, &count);
-    for (int k = 0; k < count; k++) cJSON_AddItemToArray(entry, cJSON_CreateString(order[k]));
+    for (int k = 0; k < count; k++) {
+      if (!forced || strcmp(forced, order[k]) == 0)
+        cJSON_AddItemToArray(entry, cJSON_CreateString(order[k]));
+    }
     cJSON_AddItemToObject(dispatch, apx_op_name((apx_op_id)op), entry);
   }
 
@@ -123,14 +140,35 @@ int main(int argc, char **argv) {
       if (info.version[0] && info.device_name[0]) printf(": %s", info.device_name);
       if (info.version[0]) printf("\n");
       if (info.reason[0]) printf("         reason: %s\n", info.reason);
+      if (info.version[0]) {
+        printf("         ops:");
+        int listed = 0;
+        for (int op = 0; op < APX_OP_COUNT; op++) {
+          int has = 0;
+          if (apx_backend_provides(ctx, i, (apx_op_id)op, &has) == APX_OK && has)
+            printf("%s %s", listed++ ? "," : "", apx_op_name((apx_op_id)op));
+        }
+        printf("%s\n", listed ? "" : " none");
+      }
     }
     printf("\ndispatch order (first that can run a call wins):\n");
+    if (forced) printf("  APEXX_BACKEND = %s: every call goes to %s alone\n", forced, forced);
     for (int op = 0; op < APX_OP_COUNT; op++) {
       const char *order[APX_MAX_BACKENDS];
       int count = 0;
       apx_op_order(ctx, (apx_op_id)op, order, &count);
       printf("  %-22s", apx_op_name((apx_op_id)op));
-      for (int k = 0; k < count; k++) printf("%s%s", k ? ", " : "", order[k]);
+      int shown = 0;
+      for (int k = 0; k < count; k++) {
+        if (forced && strcmp(forced, order[k]) != 0) continue;
+        int has = 1;
+        for (int i = 0; i < n; i++) {
+          struct apx_backend_info info;
+          if (apx_backend_info(ctx, i, &info) == APX_OK && strcmp(info.name, order[k]) == 0)
+            apx_backend_provides(ctx, i, (apx_op_id)op, &has);
+        }
+        printf("%s%s%s", shown++ ? ", " : "", order[k], has ? "" : " (lacks it)");
+      }
       printf("\n");
     }
   }

@@ -579,6 +579,16 @@ typedef struct apx_explanation {
 APX_API apx_status apx_op_order(const apx_context *ctx, apx_op_id op,
                                 const char **names, int *count);
 
+/* Does configured backend i (0-based, as apx_backend_info) provide op? Sets
+ * *provides to 1 when its loaded table has the op, else 0 (also for a
+ * backend that did not load). */
+APX_API apx_status apx_backend_provides(const apx_context *ctx, int i, apx_op_id op,
+                                        int *provides);
+
+/* The backend every call is forced to by APEXX_BACKEND, or NULL when none
+ * (a call's own apx_call.backend still wins over it). */
+APX_API const char *apx_forced_backend(const apx_context *ctx);
+
 /* Which backend the call (op `op`, args of that op's struct type) would run
  * on, and why each other backend of the order was passed over. Validates
  * the arguments first (APX_ERR_INVALID_ARG as the op would). Returns
