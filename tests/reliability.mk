@@ -16,15 +16,23 @@ tests_test_reliability_LDADD = $(APX_TEST_LIBS)
 # ---- fuzz targets (tests/fuzz, docs/reliability.md) --------------------------
 # make check replays the kept seed corpora and crash inputs through the same
 # targets built without libFuzzer (tests/fuzz/replay.c).
-FUZZ_NAMES = config ops ff_weights
+FUZZ_NAMES = config ops ff_weights compare
 FUZZ_COMMON = tests/fuzz/fuzz_common.h tests/fuzz/replay.c
-check_PROGRAMS += tests/fuzz/replay_config tests/fuzz/replay_ops tests/fuzz/replay_ff_weights
+check_PROGRAMS += tests/fuzz/replay_config tests/fuzz/replay_ops tests/fuzz/replay_ff_weights \
+	tests/fuzz/replay_compare
 tests_fuzz_replay_config_SOURCES = tests/fuzz/fuzz_config.c $(FUZZ_COMMON)
 tests_fuzz_replay_config_LDADD = libapexx/libapexx.la
 tests_fuzz_replay_ops_SOURCES = tests/fuzz/fuzz_ops.c $(FUZZ_COMMON)
 tests_fuzz_replay_ops_LDADD = libapexx/libapexx.la
 tests_fuzz_replay_ff_weights_SOURCES = tests/fuzz/fuzz_ff_weights.c $(FUZZ_COMMON)
 tests_fuzz_replay_ff_weights_LDADD = libapexx/libapexx.la
+# apexx-bench compare: the bench's sources but its main()
+FUZZ_BENCH_SRC = bench/flags.c bench/inputs.c bench/stats.c bench/runner.c \
+	bench/report_json.c bench/report_md.c bench/compare.c bench/history.c
+tests_fuzz_replay_compare_SOURCES = tests/fuzz/fuzz_compare.c $(FUZZ_BENCH_SRC) bench/bench.h \
+	$(FUZZ_COMMON)
+tests_fuzz_replay_compare_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_fuzz_replay_compare_LDADD = libapexx/libapexx.la $(CJSON_LIBS) $(M_LIBS)
 TESTS += tests/fuzz/replay.sh
 EXTRA_DIST += tests/fuzz/replay.sh tests/fuzz/corpus tests/fuzz/crashes
 
@@ -43,7 +51,7 @@ FUZZ_BUILD = srcs=; for f in $(libapexx_libapexx_la_SOURCES); do \
 	-I$(top_srcdir)/include -I$(top_srcdir)/backends/common -I$(top_srcdir)/libapexx \
 	$(INIH_CFLAGS) $(CJSON_CFLAGS) -DAPEXX_BACKEND_DIR='"$(pkglibdir)"' \
 	-DAPEXX_SYSCONF_INI='"$(sysconfdir)/apexx/apexx.ini"' -o $@ \
-	$(top_srcdir)/tests/fuzz/fuzz_$$name.c $$srcs \
+	$(top_srcdir)/tests/fuzz/fuzz_$$name.c $$srcs $$extra \
 	$(INIH_LIBS) $(CJSON_LIBS) $(DL_LIBS) $(M_LIBS) -pthread
 fuzz/fuzz_config: $(top_srcdir)/tests/fuzz/fuzz_config.c libapexx/libapexx.la
 	name=config; $(FUZZ_BUILD)
@@ -51,7 +59,11 @@ fuzz/fuzz_ops: $(top_srcdir)/tests/fuzz/fuzz_ops.c libapexx/libapexx.la
 	name=ops; $(FUZZ_BUILD)
 fuzz/fuzz_ff_weights: $(top_srcdir)/tests/fuzz/fuzz_ff_weights.c libapexx/libapexx.la
 	name=ff_weights; $(FUZZ_BUILD)
-fuzz-build: fuzz/fuzz_config fuzz/fuzz_ops fuzz/fuzz_ff_weights
+fuzz/fuzz_compare: $(top_srcdir)/tests/fuzz/fuzz_compare.c libapexx/libapexx.la \
+	bench/bench_git_sha.h
+	name=compare; extra=; for f in $(FUZZ_BENCH_SRC); do extra="$$extra $(top_srcdir)/$$f"; done; \
+	$(FUZZ_BUILD)
+fuzz-build: fuzz/fuzz_config fuzz/fuzz_ops fuzz/fuzz_ff_weights fuzz/fuzz_compare
 fuzz: fuzz-build backends/apexx-cpu.la
 	@for t in $(FUZZ_NAMES); do \
 	  $(MKDIR_P) fuzz/corpus-$$t || exit 1; \
