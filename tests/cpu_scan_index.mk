@@ -6,9 +6,10 @@ check_PROGRAMS += tests/test_cpu_tilessm tests/test_cpu_indexing
 TESTS += tests/test_cpu_tilessm tests/test_cpu_indexing
 
 tests_test_cpu_tilessm_SOURCES = tests/test_cpu_tilessm.c \
-	tests/ref_scan_index.c tests/ref_scan_index.h
+	tests/ref_scan_index.c tests/ref_scan_index.h backends/cpu/cpu.c
 tests_test_cpu_tilessm_CPPFLAGS = $(APX_TEST_CPPFLAGS) -I$(top_srcdir)/backends/cpu
-tests_test_cpu_tilessm_CFLAGS = $(AM_CFLAGS) -ffp-contract=off
+tests_test_cpu_tilessm_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) -ffp-contract=off
+tests_test_cpu_tilessm_LDFLAGS = $(OPENMP_CFLAGS)
 tests_test_cpu_tilessm_LDADD = $(APX_TEST_LIBS)
 
 tests_test_cpu_indexing_SOURCES = tests/test_cpu_indexing.c \

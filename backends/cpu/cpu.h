@@ -1,10 +1,15 @@
-/* The cpu backend's internals shared between its files. */
+/* The cpu backend's internals shared between its files: the state, one
+ * function per op, the one ISA selector and thread policy (cpu.c), index
+ * reads and the axis view of the indexing ops. */
 #ifndef APX_CPU_H
 #define APX_CPU_H
 
 #ifdef HAVE_CONFIG_H
 #include "config.h" /* _GNU_SOURCE and friends, before any system header */
 #endif
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include <apexx/backend.h>
 
@@ -13,11 +18,131 @@ typedef struct cpu_state {
   int threads; /* OpenMP threads for kernels; >= 1 */
 } cpu_state;
 
-/* One function per op (docs/ops.md); arguments are validated by the core. */
+/* One function per op (docs/ops.md), each in <op>.c; arguments are
+ * validated by the core. */
 #define CPU_OP_DECL_(upper, lower)                                             \
   apx_status cpu_##lower(void *state, const apx_##lower##_args *args,          \
                          const apx_call *call);
 APX_OP_MAP(CPU_OP_DECL_)
 #undef CPU_OP_DECL_
+
+/* ---- instruction set ------------------------------------------------------ */
+
+/* Which implementation the kernels use. */
+typedef enum cpu_simd_level {
+  CPU_SIMD_SCALAR = 0, /* portable apx_half.h loops */
+  CPU_SIMD_AVX2 = 1,   /* AVX2 + F16C, 8 lanes */
+  CPU_SIMD_AVX512 = 2  /* AVX-512F, 16 lanes */
+} cpu_simd_level;
+
+/* The level for this call: the best the CPU supports, capped by
+ * $APEXX_CPU_ISA=portable|avx2 ($APEXX_CPU_SIMD=off: portable), read on
+ * every call so that a test can run every path in one process. Every kernel
+ * of the backend asks this one function. */
+cpu_simd_level cpu_isa_level(void);
+
+/* ---- threads -------------------------------------------------------------- */
+
+/* Below this many elements (or element-sized steps) of work a call runs on
+ * the calling thread: waking the team costs more than it saves. */
+#define CPU_PARALLEL_MIN_WORK 32768
+
+/* Threads for a call with `work` elements of work. */
+static inline int cpu_team_size(const cpu_state *st, int64_t work) {
+  if (work < CPU_PARALLEL_MIN_WORK) return 1;
+  return st->threads > 0 ? st->threads : 1;
+}
+
+/* [begin, end) of `total` items for the calling thread of a parallel region
+ * (the whole range outside one). Contiguous ranges keep rows streaming. */
+void cpu_thread_range(int64_t total, int64_t *begin, int64_t *end);
+
+#ifdef _OPENMP
+#include <omp.h>
+#define CPU_PRAGMA_(x) _Pragma(#x)
+/* Parallel for over a loop of work items (each a band, a plane segment ...,
+ * kilobytes of work) with the backend's thread count. Items are handed out
+ * one at a time (dynamic): on a machine shared with other processes a
+ * static split waits for its slowest, descheduled thread. `if` keeps tiny
+ * calls (cpu_team_size's threshold) on the calling thread. */
+#define CPU_OMP_FOR(threads, work) CPU_OMP_FOR_CHUNKED(threads, work, 1)
+/* The same, handing out `chunk` consecutive items at a time (for items of
+ * only a few kilobytes). */
+#define CPU_OMP_FOR_CHUNKED(threads, work, chunk)                                                  \
+  CPU_PRAGMA_(omp parallel for schedule(dynamic, chunk) num_threads(threads)                       \
+                  if ((threads) > 1 && (work) >= CPU_PARALLEL_MIN_WORK))
+/* A parallel region (CPU_OMP_PARALLEL) whose loop is shared out by
+ * CPU_OMP_LOOP, for work that needs per-thread code after the loop. */
+#define CPU_OMP_PARALLEL(threads, work)                                                            \
+  CPU_PRAGMA_(omp parallel num_threads(threads) if ((threads) > 1 && (work) >= CPU_PARALLEL_MIN_WORK))
+#define CPU_OMP_LOOP CPU_PRAGMA_(omp for schedule(dynamic, 1))
+#else
+/* Without OpenMP the loops run on the calling thread; the arguments are
+ * still evaluated (as statements before the loop) so nothing is unused. */
+#define CPU_OMP_FOR(threads, work) CPU_OMP_FOR_CHUNKED(threads, work, 1)
+#define CPU_OMP_FOR_CHUNKED(threads, work, chunk)                                                  \
+  (void)(threads);                                                                                 \
+  (void)(work);                                                                                    \
+  (void)(chunk);
+#define CPU_OMP_PARALLEL(threads, work)                                                            \
+  (void)(threads);                                                                                 \
+  (void)(work);
+#define CPU_OMP_LOOP
+#endif
+
+/* ---- index tensors -------------------------------------------------------- */
+
+/* Element i of an i32|i64 index tensor's data. */
+static inline int64_t cpu_index_at(const void *data, int is_i64, int64_t i) {
+  return is_i64 ? ((const int64_t *)data)[i] : (int64_t)((const int32_t *)data)[i];
+}
+
+/* Rows ahead whose source row is prefetched (random rows: hide latency). */
+#ifndef CPU_PREFETCH_ROWS_AHEAD
+#define CPU_PREFETCH_ROWS_AHEAD 4
+#endif
+
+static inline void cpu_prefetch_bytes(const char *p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 0);
+}
+
+/* ---- the indexing ops' view (docs/ops.md, Indexing ops) ------------------
+ * gather, scatter_add and gather_backward view their index tensor as
+ * [outer, steps, inner] around `dim` (outer = dims before dim, steps =
+ * index.size(dim), inner = dims after). A data tensor (src, self) is reached
+ * through its own strides, since the index may be smaller than it in every
+ * dim but `dim`. */
+typedef struct cpu_axis_view {
+  int ndim, dim;
+  int64_t outer, steps, inner;  /* the index's extents */
+  int64_t stride[APX_MAX_DIMS]; /* the data tensor's strides (elements) */
+  const int64_t *index_shape;
+  /* offset of inner position j in the data tensor: j itself when the data
+   * tensor's dims after `dim` equal the index's, else inner_offset[j] */
+  int inner_contiguous;
+  int64_t *inner_offset;
+} cpu_axis_view;
+
+static inline int cpu_normalize_dim(int dim, int ndim) { return dim < 0 ? dim + ndim : dim; }
+
+/* Fill v for `index` over data tensor `data` (src, self or out). Returns 0
+ * on allocation failure. */
+int cpu_axis_view_init(cpu_axis_view *v, const apx_tensor *index, int dim,
+                       const apx_tensor *data);
+void cpu_axis_view_free(cpu_axis_view *v);
+/* Data-tensor offset of outer position o (coordinates of the index's dims
+ * before `dim`). */
+int64_t cpu_axis_view_base(const cpu_axis_view *v, int64_t o);
+
+static inline int64_t cpu_inner_off(const cpu_axis_view *v, int64_t j) {
+  return v->inner_contiguous ? j : v->inner_offset[j];
+}
+
+/* scatter_add.c: out = self (NULL: zeros) with src added along `dim` at
+ * index (scatter_add; gather_backward with self NULL). `op` names the op in
+ * errors. */
+apx_status cpu_scatter_accumulate(cpu_state *st, const char *op, const apx_tensor *self,
+                                  const apx_tensor *index, const apx_tensor *src,
+                                  const apx_tensor *out, int dim);
 
 #endif

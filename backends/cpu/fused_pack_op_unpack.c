@@ -25,10 +25,10 @@ apx_status cpu_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_
   const int64_t batch = features->shape[0], channels = features->shape[1];
   const int64_t height = features->shape[2], width = features->shape[3];
   const int64_t t = args->tile, tiles = idx->shape[1];
-  if (cpu_numel(features) == 0)
+  if (apx_backend_numel(features) == 0)
     return APX_OK;
   const int64_t grid_h = height / t, grid_w = width / t;
-  const size_t elem = cpu_dtype_size(features->dtype);
+  const size_t elem = apx_backend_dtype_size(features->dtype);
   const int idx_i64 = idx->dtype == APX_DTYPE_I64;
 
   /* runs[(b*grid_h + ty)*max_runs + r] = (first tx, one past last tx) */
@@ -71,7 +71,7 @@ apx_status cpu_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_
     }
   }
 
-  const cpu_tile_kernels *kernels = cpu_tile_kernels_for(features->dtype, cpu_tile_simd_level());
+  const cpu_tile_kernels *kernels = cpu_tile_kernels_for(features->dtype, cpu_isa_level());
   /* docs/ops.md, fused_pack_op_unpack: Python float scalars enter the fp32 math as fp32 */
   const float vs = (float)args->value_scale, vb = (float)args->value_bias;
   const float gs = (float)args->gate_scale, gb = (float)args->gate_bias;
@@ -81,7 +81,7 @@ apx_status cpu_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_
   const size_t row_bytes = (size_t)width * elem;
   const size_t band_bytes = (size_t)t * row_bytes;
   const int64_t items = batch * channels * grid_h;
-  const int64_t work = cpu_numel(features);
+  const int64_t work = apx_backend_numel(features);
   (void)work;
 
   /* about 32 KiB of output per hand-out */

@@ -1,16 +1,21 @@
 pkglib_LTLIBRARIES += backends/apexx-cpu.la
 backends_apexx_cpu_la_SOURCES = \
 	backends/cpu/cpu.h \
+	backends/cpu/cpu.c \
 	backends/cpu/backend.c \
-	backends/cpu/tilepack.c \
-	backends/cpu/tileunpack.c \
-	backends/cpu/fused_pack_op_unpack.c \
-	backends/cpu/fusiongate.c \
 	backends/cpu/tile_simd.h \
 	backends/cpu/tile_simd.c \
 	backends/cpu/scan_index_simd.h \
-	backends/cpu/tilessm.c \
-	backends/cpu/indexing.c \
+	backends/cpu/tilepack.c \
+	backends/cpu/tileunpack.c \
+	backends/cpu/fused_pack_op_unpack.c \
+	backends/cpu/fusiongate_alpha.c \
+	backends/cpu/fusiongate_fuse.c \
+	backends/cpu/tilessm_scan.c \
+	backends/cpu/gather.c \
+	backends/cpu/index_select.c \
+	backends/cpu/scatter_add.c \
+	backends/cpu/gather_backward.c \
 	backends/cpu/ff_cpu.h \
 	backends/cpu/ff_infer.c
 # -ffp-contract=off: GCC would contract a*b+c into FMA, which breaks rounding

@@ -1,5 +1,6 @@
 /* Run-time SIMD selection and dtype <-> fp32 row conversions shared by the
- * cpu backend's scan and indexing kernels (tilessm.c, indexing.c).
+ * cpu backend's scan and indexing kernels (tilessm_scan.c, gather.c,
+ * index_select.c, scatter_add.c).
  *
  * Every SIMD helper here gives the same bits as the portable apx_half.h
  * conversions: F16C converts fp16 exactly (RNE, subnormals kept, NaN quieted
@@ -7,7 +8,6 @@
  * AVX-512 VCVTNEPS2BF16 (which flushes subnormals and so differs). */
 #ifndef APX_CPU_SCAN_INDEX_SIMD_H
 #define APX_CPU_SCAN_INDEX_SIMD_H
-/* Include config.h first in the .c file (secure_getenv needs _GNU_SOURCE). */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +18,7 @@
 #include <apexx/backend.h>
 
 #include "apx_half.h"
+#include "cpu.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SI_HAVE_X86 1
@@ -29,24 +30,13 @@
 
 typedef enum si_isa { SI_ISA_PORTABLE = 0, SI_ISA_AVX2 = 1 } si_isa;
 
-/* The instruction set the kernels use: the best this CPU has, capped by
- * $APEXX_CPU_ISA (portable | avx2), which the tests use to run every path
- * against the same reference. Read on every call (cheap) so a test can
- * switch paths without reopening the context. */
+/* The instruction set the kernels use (cpu_isa_level, the backend's one
+ * selector: AVX-512 runs the AVX2 loops here). */
 static inline si_isa si_isa_level(void) {
-  si_isa best = SI_ISA_PORTABLE;
 #if SI_HAVE_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
-    best = SI_ISA_AVX2;
+  if (cpu_isa_level() >= CPU_SIMD_AVX2) return SI_ISA_AVX2;
 #endif
-#ifdef HAVE_SECURE_GETENV
-  const char *cap = secure_getenv("APEXX_CPU_ISA");
-#else
-  const char *cap = getenv("APEXX_CPU_ISA");
-#endif
-  if (cap && strcmp(cap, "portable") == 0) best = SI_ISA_PORTABLE;
-  return best;
+  return SI_ISA_PORTABLE;
 }
 
 static inline int si_is_float(apx_dtype dt) {
@@ -309,6 +299,29 @@ static inline void si_row_accumulate(si_isa isa, apx_dtype dt, const void *src,
 #endif
   (void)isa;
   for (int64_t i = 0; i < n; i++) dst[i] += si_load_f32(dt, src, i);
+}
+
+/* Does index row `row` (inner values) hold a single value? A wide compare
+ * on AVX2: gather runs this on every row of an expanded index, where a
+ * scalar loop (a value a cycle) cost as much as the copy. */
+static inline int si_index_row_uniform(const void *index, int idx64, int64_t row, int64_t inner,
+                                       si_isa isa) {
+#if SI_HAVE_X86
+  if (isa >= SI_ISA_AVX2 && inner > 0)
+    return si_index_row_uniform_avx2((const char *)index + (size_t)(row * inner) * (idx64 ? 8 : 4),
+                                     idx64, inner);
+#endif
+  (void)isa;
+  if (idx64) {
+    const int64_t *p = (const int64_t *)index + row * inner;
+    int64_t first = p[0], diff = 0;
+    for (int64_t j = 1; j < inner; j++) diff |= p[j] ^ first;
+    return diff == 0;
+  }
+  const int32_t *p = (const int32_t *)index + row * inner;
+  int32_t first = p[0], diff = 0;
+  for (int64_t j = 1; j < inner; j++) diff |= p[j] ^ first;
+  return diff == 0;
 }
 
 #endif /* APX_CPU_SCAN_INDEX_SIMD_H */

@@ -1,7 +1,6 @@
 /* Row kernels of the cpu tile ops: portable scalar loops (the reading copy
  * of rounding model R, docs/ops.md, Rounding and parity) and AVX2+F16C loops chosen at run
  * time that give the same bits. See tile_simd.h. */
-#define _GNU_SOURCE /* secure_getenv */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -20,40 +19,6 @@
 #else
 #define CPU_HAVE_X86 0
 #endif
-
-cpu_simd_level cpu_tile_simd_level(void) {
-  /* Read per call (a getenv is nothing next to a tile op) so that a test can
-   * run every path in one process. $APEXX_CPU_ISA (portable | avx2) is the
-   * knob the whole cpu backend shares; APEXX_CPU_SIMD=off is an alias of
-   * portable. */
-#ifdef HAVE_SECURE_GETENV
-  const char *isa = secure_getenv("APEXX_CPU_ISA");
-  const char *simd = secure_getenv("APEXX_CPU_SIMD");
-#else
-  const char *isa = getenv("APEXX_CPU_ISA");
-  const char *simd = getenv("APEXX_CPU_SIMD");
-#endif
-  if ((isa && !strcmp(isa, "portable")) || (simd && !strcmp(simd, "off")))
-    return CPU_SIMD_SCALAR;
-#if CPU_HAVE_X86
-  static int cpu_best = -1; /* racy but idempotent */
-  if (cpu_best < 0) {
-    __builtin_cpu_init();
-    int best = CPU_SIMD_SCALAR;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
-      best = CPU_SIMD_AVX2;
-      if (__builtin_cpu_supports("avx512f"))
-        best = CPU_SIMD_AVX512;
-    }
-    cpu_best = best;
-  }
-  if (cpu_best == CPU_SIMD_AVX512 &&
-      ((isa && !strcmp(isa, "avx2")) || (simd && !strcmp(simd, "avx2"))))
-    return CPU_SIMD_AVX2;
-  return (cpu_simd_level)cpu_best;
-#endif
-  return CPU_SIMD_SCALAR;
-}
 
 /* ---- scalar loops ----------------------------------------------------------
  * One always-inline body per kernel, instantiated per dtype with constant

@@ -1,6 +1,6 @@
 /* Shared helpers of the cpu backend's tile ops (tilepack, tileunpack,
- * fused_pack_op_unpack, fusiongate): index reads, OpenMP plumbing and the
- * elementwise row kernels of rounding model R (docs/ops.md, Rounding and parity).
+ * fused_pack_op_unpack, fusiongate_alpha, fusiongate_fuse): streaming stores
+ * and the elementwise row kernels of rounding model R (docs/ops.md, Rounding and parity).
  *
  * Every row kernel exists three times: a portable scalar loop over
  * apx_half.h (the reading copy), and AVX2+F16C and AVX-512F loops chosen at
@@ -8,8 +8,7 @@
  * operation sequence, vcvtps2ph with imm 0 rounds to nearest even and keeps
  * subnormals, and bf16 rounding is done with integer ops exactly like
  * apx_f32_to_bf16 (never VCVTNEPS2BF16, which flushes subnormals).
- * $APEXX_CPU_ISA=portable|avx2, read on every call so a test can compare
- * every path in one process, caps the choice. */
+ * cpu_isa_level (cpu.h) picks the loop. */
 #ifndef APX_CPU_TILE_SIMD_H
 #define APX_CPU_TILE_SIMD_H
 
@@ -18,40 +17,6 @@
 #include <string.h>
 
 #include "cpu.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#define CPU_PRAGMA_(x) _Pragma(#x)
-/* Parallel for over a loop of work items (each a band, a plane segment ...,
- * kilobytes of work) with the backend's thread count. Items are handed out
- * one at a time (dynamic): on a machine shared with other processes a
- * static split waits for its slowest, descheduled thread. `if` keeps tiny
- * calls on the calling thread, where a thread team would cost more than
- * the work. */
-#define CPU_OMP_FOR(threads, work) CPU_OMP_FOR_CHUNKED(threads, work, 1)
-/* The same, handing out `chunk` consecutive items at a time (for items of
- * only a few kilobytes). */
-#define CPU_OMP_FOR_CHUNKED(threads, work, chunk)                                                  \
-  CPU_PRAGMA_(omp parallel for schedule(dynamic, chunk) num_threads(threads)                       \
-                  if ((threads) > 1 && (work) >= 32768))
-/* A parallel region (CPU_OMP_PARALLEL) whose loop is shared out by
- * CPU_OMP_LOOP, for work that needs per-thread code after the loop. */
-#define CPU_OMP_PARALLEL(threads, work)                                                            \
-  CPU_PRAGMA_(omp parallel num_threads(threads) if ((threads) > 1 && (work) >= 32768))
-#define CPU_OMP_LOOP CPU_PRAGMA_(omp for schedule(dynamic, 1))
-#else
-/* Without OpenMP the loops run on the calling thread; the arguments are
- * still evaluated (as statements before the loop) so nothing is unused. */
-#define CPU_OMP_FOR(threads, work) CPU_OMP_FOR_CHUNKED(threads, work, 1)
-#define CPU_OMP_FOR_CHUNKED(threads, work, chunk)                                                  \
-  (void)(threads);                                                                                 \
-  (void)(work);                                                                                    \
-  (void)(chunk);
-#define CPU_OMP_PARALLEL(threads, work)                                                            \
-  (void)(threads);                                                                                 \
-  (void)(work);
-#define CPU_OMP_LOOP
-#endif
 
 /* ---- streaming (non-temporal) stores ------------------------------------------
  * Large outputs that are not read back soon are written with non-temporal
@@ -85,33 +50,9 @@ static inline void cpu_stream_fence(void) {
 #endif
 }
 
-/* Element i of an i32|i64 index tensor's data. */
-static inline int64_t cpu_index_at(const void *data, int is_i64, int64_t i) {
-  return is_i64 ? ((const int64_t *)data)[i] : (int64_t)((const int32_t *)data)[i];
-}
-
-/* Bytes per element and element count, here rather than from libapexx so
- * that the module needs nothing from the core but the services table. */
-static inline size_t cpu_dtype_size(apx_dtype dtype) {
-  return dtype == APX_DTYPE_I64 ? 8 : dtype == APX_DTYPE_F32 || dtype == APX_DTYPE_I32 ? 4 : 2;
-}
-static inline int64_t cpu_numel(const apx_tensor *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++)
-    n *= t->shape[d];
-  return n;
-}
-
-/* Which implementation the row kernels use. */
-typedef enum cpu_simd_level {
-  CPU_SIMD_SCALAR = 0, /* portable apx_half.h loops */
-  CPU_SIMD_AVX2 = 1,   /* AVX2 + F16C, 8 lanes */
-  CPU_SIMD_AVX512 = 2  /* AVX-512F, 16 lanes */
-} cpu_simd_level;
-
-/* The level for this call: the best the CPU supports, capped by
- * $APEXX_CPU_ISA=portable|avx2 ($APEXX_CPU_SIMD=off: portable). */
-cpu_simd_level cpu_tile_simd_level(void);
+/* The name ff_infer.c calls cpu_isa_level by (cpu.h: the backend's one
+ * ISA selector). */
+static inline cpu_simd_level cpu_tile_simd_level(void) { return cpu_isa_level(); }
 
 /* Elementwise kernels over n contiguous elements of one float dtype, with
  * the R-model rounding of that dtype after every operation (plain fp32 for

@@ -59,13 +59,13 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_ca
   (void)call;
   cpu_state *st = state;
   const apx_tensor *features = args->features, *idx = args->idx;
-  if (cpu_numel(args->out) == 0)
+  if (apx_backend_numel(args->out) == 0)
     return APX_OK;
   const int64_t batch = features->shape[0], channels = features->shape[1];
   const int64_t height = features->shape[2], width = features->shape[3];
   const int64_t t = args->tile, tiles = idx->shape[1];
   const int64_t grid_h = height / t, grid_w = width / t;
-  const size_t elem = cpu_dtype_size(features->dtype);
+  const size_t elem = apx_backend_dtype_size(features->dtype);
   const size_t row_bytes = (size_t)t * elem;
   const size_t src_row_stride = (size_t)width * elem;
   const size_t plane_bytes = (size_t)height * src_row_stride;
@@ -109,11 +109,11 @@ apx_status cpu_tilepack(void *state, const apx_tilepack_args *args, const apx_ca
   const size_t tile_block = (size_t)t * row_bytes; /* one channel of one tile */
   const size_t item_block = (size_t)channels * tile_block;
   const int64_t work_items = batch * channels * bands;
-  const int64_t work = cpu_numel(args->out);
+  const int64_t work = apx_backend_numel(args->out);
   (void)work;
 
   /* a large output is written with streaming stores (tile_simd.h) */
-  const int stream = cpu_stream_ok(packed, cpu_numel(args->out) * (int64_t)elem, row_bytes);
+  const int stream = cpu_stream_ok(packed, apx_backend_numel(args->out) * (int64_t)elem, row_bytes);
 
   CPU_OMP_PARALLEL(st->threads, work) {
     /* on the heap: 64 KiB may be much of a small thread stack */

@@ -99,7 +99,7 @@ static int plan_build(unpack_plan *plan, const apx_tileunpack_args *args) {
   plan->width = base->shape[3];
   plan->tiles = packed->shape[1];
   plan->t = packed->shape[3];
-  plan->elem = cpu_dtype_size(base->dtype);
+  plan->elem = apx_backend_dtype_size(base->dtype);
   const int64_t batch = plan->batch, tiles = plan->tiles, t = plan->t;
   const int64_t row_bytes = plan->width * (int64_t)plan->elem;
   int64_t band_rows = row_bytes > 0 ? (int64_t)BAND_TARGET_BYTES / row_bytes : plan->height;
@@ -300,7 +300,7 @@ apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args, const ap
   cpu_state *st = state;
   const apx_tensor *base = args->base;
   char *out = args->out->data;
-  const int64_t numel = cpu_numel(base);
+  const int64_t numel = apx_backend_numel(base);
   if (numel == 0)
     return APX_OK;
 
@@ -322,7 +322,7 @@ apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args, const ap
       blend.one_minus_a = apx_round_f16(blend.one_minus_a);
     if (base->dtype == APX_DTYPE_BF16)
       blend.one_minus_a = apx_round_bf16(blend.one_minus_a);
-    blend.kernels = cpu_tile_kernels_for(base->dtype, cpu_tile_simd_level());
+    blend.kernels = cpu_tile_kernels_for(base->dtype, cpu_isa_level());
     run_items(st, &plan, base->data, out, args->packed->data, &blend);
   } else {
     run_items(st, &plan, base->data, out, args->packed->data, NULL);

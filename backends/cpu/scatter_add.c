@@ -1,12 +1,7 @@
-/* cpu backend: indexing ops with PyTorch semantics (docs/ops.md, Indexing ops):
- * gather, index_select, scatter_add, gather_backward.
+/* cpu backend: scatter_add (docs/ops.md, scatter_add) and the accumulation
+ * gather_backward shares (gather_backward.c: self = zeros).
  *
- * Every op views its index tensor as [outer, steps, inner] around `dim`
- * (outer = dims before dim, steps = index.size(dim), inner = dims after).
- * A data tensor (src, self) is reached through its own strides, since the
- * index may be smaller than it in every dim but `dim`.
- *
- * scatter_add (docs/ops.md, scatter_add): every destination accumulates in fp32 (floats)
+ * Every destination accumulates in fp32 (floats)
  * or exactly with wrap-around (integers), in ascending linear order of the
  * index positions, starting from self's value, and is rounded once. Each
  * destination is owned by exactly one thread, so results are bit-identical
@@ -18,284 +13,12 @@
  * - elements: the general case, accumulating element by element into out
  *   (fp32 and integers) or into an fp32 copy of self (fp16/bf16), with
  *   destinations split among threads by column block and value range.
- * gather copies whole rows for such expanded index rows too. */
-#include "config.h"
-
+ */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
 #include "scan_index_simd.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-/* Below this many elements a call runs on one thread: waking the team costs
- * more than it saves. */
-#define PARALLEL_MIN_ELEMENTS 32768
-
-/* [begin, end) of `total` items for the calling thread of a parallel region
- * (the whole range outside one). Contiguous ranges keep rows streaming. */
-static void thread_range(int64_t total, int64_t *begin, int64_t *end) {
-  int64_t team = 1, me = 0;
-#ifdef _OPENMP
-  team = omp_get_num_threads();
-  me = omp_get_thread_num();
-#endif
-  *begin = total * me / team;
-  *end = total * (me + 1) / team;
-}
-
-static int team_size(const cpu_state *st, int64_t work) {
-  if (work < PARALLEL_MIN_ELEMENTS) return 1;
-  return st->threads > 0 ? st->threads : 1;
-}
-
-static inline int64_t load_index(const void *p, int idx64, int64_t i) {
-  return idx64 ? ((const int64_t *)p)[i] : (int64_t)((const int32_t *)p)[i];
-}
-
-/* How an index tensor's positions map onto a data tensor around `dim`. */
-typedef struct axis_view {
-  int ndim, dim;
-  int64_t outer, steps, inner; /* the index's extents */
-  int64_t stride[APX_MAX_DIMS]; /* the data tensor's strides (elements) */
-  const int64_t *index_shape;
-  /* offset of inner position j in the data tensor: j itself when the data
-   * tensor's dims after `dim` equal the index's, else inner_offset[j] */
-  int inner_contiguous;
-  int64_t *inner_offset;
-} axis_view;
-
-static int normalize_dim(int dim, int ndim) { return dim < 0 ? dim + ndim : dim; }
-
-/* Fill v for `index` over data tensor `data` (src, self or out). Returns 0
- * on allocation failure. */
-static int axis_view_init(axis_view *v, const apx_tensor *index, int dim,
-                          const apx_tensor *data) {
-  const int n = index->ndim;
-  memset(v, 0, sizeof *v);
-  v->ndim = n;
-  v->dim = dim;
-  v->index_shape = index->shape;
-  v->outer = 1;
-  v->inner = 1;
-  for (int d = 0; d < dim; d++) v->outer *= index->shape[d];
-  v->steps = n > 0 ? index->shape[dim] : 1;
-  for (int d = dim + 1; d < n; d++) v->inner *= index->shape[d];
-  int64_t s = 1;
-  for (int d = n - 1; d >= 0; d--) {
-    v->stride[d] = s;
-    s *= data->shape[d];
-  }
-  v->inner_contiguous = 1;
-  for (int d = dim + 1; d < n; d++)
-    if (index->shape[d] != data->shape[d]) v->inner_contiguous = 0;
-  if (!v->inner_contiguous) {
-    v->inner_offset = malloc((size_t)(v->inner ? v->inner : 1) * sizeof(int64_t));
-    if (!v->inner_offset) return 0;
-    int64_t coord[APX_MAX_DIMS] = {0};
-    for (int64_t j = 0; j < v->inner; j++) {
-      int64_t off = 0;
-      for (int d = dim + 1; d < n; d++) off += coord[d] * v->stride[d];
-      v->inner_offset[j] = off;
-      for (int d = n - 1; d > dim; d--) {
-        if (++coord[d] < index->shape[d]) break;
-        coord[d] = 0;
-      }
-    }
-  }
-  return 1;
-}
-
-static void axis_view_free(axis_view *v) {
-  free(v->inner_offset);
-  v->inner_offset = NULL;
-}
-
-/* Data-tensor offset of outer position o (coordinates of the index's dims
- * before `dim`). */
-static int64_t axis_view_base(const axis_view *v, int64_t o) {
-  int64_t off = 0;
-  for (int d = v->dim - 1; d >= 0; d--) {
-    int64_t extent = v->index_shape[d];
-    off += (o % extent) * v->stride[d];
-    o /= extent;
-  }
-  return off;
-}
-
-static inline int64_t inner_off(const axis_view *v, int64_t j) {
-  return v->inner_contiguous ? j : v->inner_offset[j];
-}
-
-/* Does index row `row` (inner values) hold a single value? */
-static inline int row_is_uniform(const void *index, int idx64, int64_t row, int64_t inner,
-                                 si_isa isa) {
-#if SI_HAVE_X86
-  /* a wide compare: gather runs this on every row of an expanded index,
-   * where a scalar loop (a value a cycle) cost as much as the copy */
-  if (isa >= SI_ISA_AVX2 && inner > 0)
-    return si_index_row_uniform_avx2((const char *)index + (size_t)(row * inner) * (idx64 ? 8 : 4),
-                                     idx64, inner);
-#endif
-  (void)isa;
-  if (idx64) {
-    const int64_t *p = (const int64_t *)index + row * inner;
-    int64_t first = p[0], diff = 0;
-    for (int64_t j = 1; j < inner; j++) diff |= p[j] ^ first;
-    return diff == 0;
-  }
-  const int32_t *p = (const int32_t *)index + row * inner;
-  int32_t first = p[0], diff = 0;
-  for (int64_t j = 1; j < inner; j++) diff |= p[j] ^ first;
-  return diff == 0;
-}
-
-/* ---- gather (docs/ops.md, gather) ------------------------------------------ */
-
-/* Rows [r0, r1) of the index (row = (o, k), inner values each). Element
- * copies are specialised on element size and index width. */
-/* Rows ahead whose source row is prefetched (random rows: hide latency). */
-#ifndef PREFETCH_ROWS_AHEAD
-#define PREFETCH_ROWS_AHEAD 4
-#endif
-
-static inline void prefetch_bytes(const char *p, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 0);
-}
-
-static inline __attribute__((always_inline)) void
-gather_rows_impl(const axis_view *v, const char *src, const void *index,
-                 char *out, int64_t r0, int64_t r1, si_isa isa, int stream,
-                 const size_t es, const int idx64) {
-  const int64_t inner = v->inner, steps = v->steps;
-  const int64_t dim_stride = v->stride[v->dim];
-  const size_t row_bytes = (size_t)inner * es;
-  if (r0 >= r1 || inner == 0) return;
-  int64_t o = r0 / steps;
-  int64_t base = axis_view_base(v, o);
-  int64_t k = r0 % steps;
-  const int row_copies = inner >= 8 && v->inner_contiguous;
-  for (int64_t r = r0; r < r1; r++) {
-    char *dst = out + (size_t)(r * inner) * es;
-    if (row_copies && r + PREFETCH_ROWS_AHEAD < r1) {
-      /* the source row an expanded index will ask for a few rows on (a
-       * guess: the row's first value, the current outer block) */
-      int64_t ahead = load_index(index, idx64, (r + PREFETCH_ROWS_AHEAD) * inner);
-      prefetch_bytes(src + (size_t)(base + ahead * dim_stride) * es, row_bytes);
-    }
-    if (row_copies && row_is_uniform(index, idx64, r, inner, isa)) {
-      /* an expanded index (every column of the row the same source row):
-       * one contiguous copy */
-      int64_t i0 = load_index(index, idx64, r * inner);
-      si_copy_block(isa, stream, dst, src + (size_t)(base + i0 * dim_stride) * es, row_bytes);
-    } else {
-      for (int64_t j = 0; j < inner; j++) {
-        int64_t i = load_index(index, idx64, r * inner + j);
-        memcpy(dst + (size_t)j * es,
-               src + (size_t)(base + i * dim_stride + inner_off(v, j)) * es, es);
-      }
-    }
-    if (++k == steps) {
-      k = 0;
-      base = axis_view_base(v, ++o);
-    }
-  }
-}
-
-#define GATHER_VARIANT_(es, idx64)                                             \
-  static void gather_rows_##es##_##idx64(const axis_view *v, const char *src,  \
-                                         const void *index, char *out,         \
-                                         int64_t r0, int64_t r1, si_isa isa,   \
-                                         int stream) {                         \
-    gather_rows_impl(v, src, index, out, r0, r1, isa, stream, es, idx64);      \
-  }
-GATHER_VARIANT_(2, 0)
-GATHER_VARIANT_(2, 1)
-GATHER_VARIANT_(4, 0)
-GATHER_VARIANT_(4, 1)
-GATHER_VARIANT_(8, 0)
-GATHER_VARIANT_(8, 1)
-#undef GATHER_VARIANT_
-
-typedef void (*gather_rows_fn)(const axis_view *, const char *, const void *,
-                               char *, int64_t, int64_t, si_isa, int);
-
-static gather_rows_fn gather_variant(size_t es, int idx64) {
-  switch (es) {
-  case 2: return idx64 ? gather_rows_2_1 : gather_rows_2_0;
-  case 4: return idx64 ? gather_rows_4_1 : gather_rows_4_0;
-  default: return idx64 ? gather_rows_8_1 : gather_rows_8_0;
-  }
-}
-
-apx_status cpu_gather(void *state, const apx_gather_args *args,
-                      const apx_call *call) {
-  (void)call;
-  cpu_state *st = state;
-  const apx_tensor *index = args->index;
-  int dim = normalize_dim(args->dim, index->ndim);
-  axis_view v;
-  if (!axis_view_init(&v, index, dim, args->src))
-    return st->svc->set_error(APX_ERR_NO_MEMORY, "gather: cannot allocate an offset table");
-  const int64_t rows = v.outer * v.steps;
-  gather_rows_fn fn = gather_variant(apx_backend_dtype_size(args->src->dtype),
-                                     index->dtype == APX_DTYPE_I64);
-  int team = team_size(st, rows * v.inner);
-  const si_isa isa = si_isa_level();
-  const int stream = (size_t)apx_backend_numel(args->out) * apx_backend_dtype_size(args->out->dtype) >=
-                     SI_STREAM_MIN_BYTES;
-  (void)team;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(team) if (team > 1)
-#endif
-  {
-    int64_t r0, r1;
-    thread_range(rows, &r0, &r1);
-    fn(&v, args->src->data, index->data, args->out->data, r0, r1, isa, stream);
-    if (stream) si_stream_fence();
-  }
-  axis_view_free(&v);
-  return APX_OK;
-}
-
-/* ---- index_select (docs/ops.md, index_select) ------------------------------------- */
-
-apx_status cpu_index_select(void *state, const apx_index_select_args *args,
-                            const apx_call *call) {
-  (void)call;
-  cpu_state *st = state;
-  const int64_t rows = args->index->shape[0], width = args->src->shape[1];
-  const size_t row_bytes = (size_t)width * apx_backend_dtype_size(args->src->dtype);
-  const int idx64 = args->index->dtype == APX_DTYPE_I64;
-  const char *src = args->src->data;
-  char *out = args->out->data;
-  const void *index = args->index->data;
-  int team = team_size(st, rows * width);
-  const si_isa isa = si_isa_level();
-  const int stream = (size_t)rows * row_bytes >= SI_STREAM_MIN_BYTES;
-  (void)team;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(team) if (team > 1)
-#endif
-  {
-    int64_t r0, r1;
-    thread_range(rows, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-      if (r + PREFETCH_ROWS_AHEAD < r1)
-        prefetch_bytes(src + (size_t)load_index(index, idx64, r + PREFETCH_ROWS_AHEAD) * row_bytes,
-                       row_bytes);
-      si_copy_block(isa, stream, out + (size_t)r * row_bytes,
-                    src + (size_t)load_index(index, idx64, r) * row_bytes, row_bytes);
-    }
-    if (stream) si_stream_fence();
-  }
-  return APX_OK;
-}
-
-/* ---- scatter_add (docs/ops.md, scatter_add) and gather_backward ----------- */
 
 typedef struct scatter_job {
   const apx_tensor *self; /* NULL: zeros (gather_backward) */
@@ -329,8 +52,8 @@ static inline void add_f32_row(float *dst, const float *src, int64_t n) {
 
 /* Destination row r of outer block o in the rows algorithm: self's row plus
  * the source rows of its chain (ascending k), rounded once. */
-static void scatter_one_row(const scatter_job *jb, const axis_view *vself,
-                            const axis_view *vsrc, int64_t self_base,
+static void scatter_one_row(const scatter_job *jb, const cpu_axis_view *vself,
+                            const cpu_axis_view *vsrc, int64_t self_base,
                             int64_t src_base, int64_t r, int64_t first_k,
                             const int64_t *next) {
   const apx_dtype dt = jb->out->dtype;
@@ -399,18 +122,18 @@ static void link_rows(const int64_t *row_values, int64_t o, int64_t steps,
 
 /* Prefetch the first source row landing on destination row r (if any):
  * source rows arrive in random order. */
-static inline void prefetch_chain_head(const scatter_job *jb, const axis_view *vsrc,
+static inline void prefetch_chain_head(const scatter_job *jb, const cpu_axis_view *vsrc,
                                        int64_t src_base, const int64_t *head, int64_t r,
                                        int64_t end) {
   if (r >= end || head[r] < 0) return;
   const size_t es = apx_backend_dtype_size(jb->src->dtype);
-  prefetch_bytes((const char *)jb->src->data +
+  cpu_prefetch_bytes((const char *)jb->src->data +
                      (size_t)(src_base + head[r] * vsrc->stride[vsrc->dim]) * es,
                  (size_t)vsrc->inner * es);
 }
 
-static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
-                               const axis_view *vsrc, const int64_t *row_values) {
+static apx_status scatter_rows(const scatter_job *jb, const cpu_axis_view *vself,
+                               const cpu_axis_view *vsrc, const int64_t *row_values) {
   const int64_t outer = vself->outer, steps = vself->steps;
   const int64_t dest_rows = jb->out->shape[vself->dim];
   const int per_outer_team = outer >= 2 * jb->team;
@@ -430,12 +153,12 @@ static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
       int64_t *head = links + (size_t)me * (size_t)(dest_rows + steps + 1);
       int64_t *next = head + dest_rows;
       int64_t o0, o1;
-      thread_range(outer, &o0, &o1);
+      cpu_thread_range(outer, &o0, &o1);
       for (int64_t o = o0; o < o1; o++) {
         link_rows(row_values, o, steps, dest_rows, head, next);
-        int64_t self_base = axis_view_base(vself, o), src_base = axis_view_base(vsrc, o);
+        int64_t self_base = cpu_axis_view_base(vself, o), src_base = cpu_axis_view_base(vsrc, o);
         for (int64_t r = 0; r < dest_rows; r++) {
-          prefetch_chain_head(jb, vsrc, src_base, head, r + PREFETCH_ROWS_AHEAD, dest_rows);
+          prefetch_chain_head(jb, vsrc, src_base, head, r + CPU_PREFETCH_ROWS_AHEAD, dest_rows);
           scatter_one_row(jb, vself, vsrc, self_base, src_base, r, head[r], next);
         }
       }
@@ -447,15 +170,15 @@ static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
     int64_t *head = links, *next = links + dest_rows;
     for (int64_t o = 0; o < outer; o++) {
       link_rows(row_values, o, steps, dest_rows, head, next);
-      int64_t self_base = axis_view_base(vself, o), src_base = axis_view_base(vsrc, o);
+      int64_t self_base = cpu_axis_view_base(vself, o), src_base = cpu_axis_view_base(vsrc, o);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(jb->team) if (jb->team > 1)
 #endif
       {
         int64_t r0, r1;
-        thread_range(dest_rows, &r0, &r1);
+        cpu_thread_range(dest_rows, &r0, &r1);
         for (int64_t r = r0; r < r1; r++) {
-          prefetch_chain_head(jb, vsrc, src_base, head, r + PREFETCH_ROWS_AHEAD, r1);
+          prefetch_chain_head(jb, vsrc, src_base, head, r + CPU_PREFETCH_ROWS_AHEAD, r1);
           scatter_one_row(jb, vself, vsrc, self_base, src_base, r, head[r], next);
         }
         if (jb->stream) si_stream_fence();
@@ -473,14 +196,14 @@ static apx_status scatter_rows(const scatter_job *jb, const axis_view *vself,
  * out (fp16/bf16); each job owns the destinations whose inner position lies
  * in its column block and whose index value lies in its value range. */
 static inline __attribute__((always_inline)) void
-scatter_elements_job(const scatter_job *jb, const axis_view *vself,
-                     const axis_view *vsrc, char *acc, int64_t o, int64_t j0,
+scatter_elements_job(const scatter_job *jb, const cpu_axis_view *vself,
+                     const cpu_axis_view *vsrc, char *acc, int64_t o, int64_t j0,
                      int64_t j1, int64_t v0, int64_t v1, const apx_dtype src_dt,
                      const int idx64) {
   /* floats accumulate in fp32, integers in their own width */
   const apx_dtype acc_dtype = si_is_float(src_dt) ? APX_DTYPE_F32 : src_dt;
   const int64_t steps = vself->steps, inner = vself->inner;
-  const int64_t self_base = axis_view_base(vself, o), src_base = axis_view_base(vsrc, o);
+  const int64_t self_base = cpu_axis_view_base(vself, o), src_base = cpu_axis_view_base(vsrc, o);
   const int64_t dim_stride = vself->stride[vself->dim];
   const int64_t src_step = vsrc->stride[vsrc->dim];
   const int full_range = v0 == 0 && v1 == jb->out->shape[vself->dim];
@@ -488,10 +211,10 @@ scatter_elements_job(const scatter_job *jb, const axis_view *vself,
     const int64_t index_row = (o * steps + k) * inner;
     const int64_t src_row = src_base + k * src_step;
     for (int64_t j = j0; j < j1; j++) {
-      int64_t r = load_index(jb->index->data, idx64, index_row + j);
+      int64_t r = cpu_index_at(jb->index->data, idx64, index_row + j);
       if (!full_range && (r < v0 || r >= v1)) continue;
-      int64_t d = self_base + r * dim_stride + inner_off(vself, j);
-      int64_t s = src_row + inner_off(vsrc, j);
+      int64_t d = self_base + r * dim_stride + cpu_inner_off(vself, j);
+      int64_t s = src_row + cpu_inner_off(vsrc, j);
       switch (acc_dtype) {
       case APX_DTYPE_F32:
         ((float *)acc)[d] += si_load_f32(src_dt, jb->src->data, s);
@@ -505,11 +228,11 @@ scatter_elements_job(const scatter_job *jb, const axis_view *vself,
 
 /* One copy of the loop per (data dtype, index width): the per-element
  * switches then fold away. */
-typedef void (*scatter_elements_fn)(const scatter_job *, const axis_view *, const axis_view *,
+typedef void (*scatter_elements_fn)(const scatter_job *, const cpu_axis_view *, const cpu_axis_view *,
                                     char *, int64_t, int64_t, int64_t, int64_t, int64_t);
 #define SCATTER_VARIANT_(upper, idx64)                                         \
   static void scatter_elements_##upper##_##idx64(                             \
-      const scatter_job *jb, const axis_view *vs, const axis_view *vr,         \
+      const scatter_job *jb, const cpu_axis_view *vs, const cpu_axis_view *vr,         \
       char *acc, int64_t o, int64_t j0, int64_t j1, int64_t v0, int64_t v1) {  \
     scatter_elements_job(jb, vs, vr, acc, o, j0, j1, v0, v1, APX_DTYPE_##upper, \
                          idx64);                                               \
@@ -531,8 +254,8 @@ static scatter_elements_fn scatter_elements_variant(apx_dtype dt, int idx64) {
   }
 }
 
-static apx_status scatter_elements(const scatter_job *jb, const axis_view *vself,
-                                   const axis_view *vsrc) {
+static apx_status scatter_elements(const scatter_job *jb, const cpu_axis_view *vself,
+                                   const cpu_axis_view *vsrc) {
   const apx_dtype dt = jb->out->dtype;
   const int64_t numel = apx_backend_numel(jb->out);
   const size_t es = apx_backend_dtype_size(dt);
@@ -548,7 +271,7 @@ static apx_status scatter_elements(const scatter_job *jb, const axis_view *vself
 #endif
   {
     int64_t e0, e1;
-    thread_range(numel, &e0, &e1);
+    cpu_thread_range(numel, &e0, &e1);
     if (narrow_float) {
       if (jb->self)
         si_row_to_f32(jb->isa, dt, (const char *)jb->self->data + (size_t)e0 * es,
@@ -597,7 +320,7 @@ static apx_status scatter_elements(const scatter_job *jb, const axis_view *vself
 #endif
     {
       int64_t e0, e1;
-      thread_range(numel, &e0, &e1);
+      cpu_thread_range(numel, &e0, &e1);
       si_row_from_f32(jb->isa, dt, (const float *)acc + e0,
                       (char *)jb->out->data + (size_t)e0 * es, e1 - e0);
     }
@@ -609,8 +332,8 @@ static apx_status scatter_elements(const scatter_job *jb, const axis_view *vself
 /* Can the rows algorithm serve this call: the index covers out's dims
  * before and after `dim` exactly, src's dims after `dim` match, and each
  * index row holds one value? */
-static int rows_algorithm_fits(const scatter_job *jb, const axis_view *vself,
-                               const axis_view *vsrc, int64_t **row_values) {
+static int rows_algorithm_fits(const scatter_job *jb, const cpu_axis_view *vself,
+                               const cpu_axis_view *vsrc, int64_t **row_values) {
   const apx_tensor *index = jb->index;
   for (int d = 0; d < vself->dim; d++)
     if (index->shape[d] != jb->out->shape[d]) return 0;
@@ -630,10 +353,10 @@ static int rows_algorithm_fits(const scatter_job *jb, const axis_view *vself,
 #endif
   {
     int64_t r0, r1;
-    thread_range(rows, &r0, &r1);
+    cpu_thread_range(rows, &r0, &r1);
     for (int64_t r = r0; r < r1 && uniform; r++) {
-      uniform = row_is_uniform(index->data, idx64, r, vself->inner, jb->isa);
-      values[r] = load_index(index->data, idx64, r * vself->inner);
+      uniform = si_index_row_uniform(index->data, idx64, r, vself->inner, jb->isa);
+      values[r] = cpu_index_at(index->data, idx64, r * vself->inner);
     }
   }
   if (!uniform) {
@@ -658,14 +381,14 @@ static apx_status scatter_add_common(cpu_state *st, const char *op, scatter_job 
     return APX_OK;
   }
   jb->isa = si_isa_level();
-  jb->dim = normalize_dim(jb->dim, jb->index->ndim);
+  jb->dim = cpu_normalize_dim(jb->dim, jb->index->ndim);
   jb->in_place = jb->self && jb->self->data == jb->out->data;
   jb->stream = !jb->in_place && (size_t)apx_backend_numel(jb->out) *
                                         apx_backend_dtype_size(jb->out->dtype) >= SI_STREAM_MIN_BYTES;
-  jb->team = team_size(st, apx_backend_numel(jb->out) + apx_backend_numel(jb->index));
-  axis_view vself, vsrc;
-  int ok_self = axis_view_init(&vself, jb->index, jb->dim, jb->out);
-  int ok_src = axis_view_init(&vsrc, jb->index, jb->dim, jb->src);
+  jb->team = cpu_team_size(st, apx_backend_numel(jb->out) + apx_backend_numel(jb->index));
+  cpu_axis_view vself, vsrc;
+  int ok_self = cpu_axis_view_init(&vself, jb->index, jb->dim, jb->out);
+  int ok_src = cpu_axis_view_init(&vsrc, jb->index, jb->dim, jb->src);
   apx_status status = APX_ERR_NO_MEMORY;
   int64_t *row_values = NULL;
   if (ok_self && ok_src) {
@@ -675,31 +398,23 @@ static apx_status scatter_add_common(cpu_state *st, const char *op, scatter_job 
       status = scatter_elements(jb, &vself, &vsrc);
   }
   free(row_values);
-  axis_view_free(&vself);
-  axis_view_free(&vsrc);
+  cpu_axis_view_free(&vself);
+  cpu_axis_view_free(&vsrc);
   if (status == APX_ERR_NO_MEMORY)
     return st->svc->set_error(status, "%s: cannot allocate accumulation scratch", op);
   return status;
 }
 
+apx_status cpu_scatter_accumulate(cpu_state *st, const char *op, const apx_tensor *self,
+                                  const apx_tensor *index, const apx_tensor *src,
+                                  const apx_tensor *out, int dim) {
+  scatter_job jb = {.self = self, .index = index, .src = src, .out = out, .dim = dim};
+  return scatter_add_common(st, op, &jb);
+}
+
 apx_status cpu_scatter_add(void *state, const apx_scatter_add_args *args,
                            const apx_call *call) {
   (void)call;
-  scatter_job jb = {.self = args->self,
-                    .index = args->index,
-                    .src = args->src,
-                    .out = args->out,
-                    .dim = args->dim};
-  return scatter_add_common(state, "scatter_add", &jb);
-}
-
-apx_status cpu_gather_backward(void *state, const apx_gather_backward_args *args,
-                               const apx_call *call) {
-  (void)call;
-  scatter_job jb = {.self = NULL,
-                    .index = args->index,
-                    .src = args->grad_out,
-                    .out = args->grad_src,
-                    .dim = args->dim};
-  return scatter_add_common(state, "gather_backward", &jb);
+  return cpu_scatter_accumulate(state, "scatter_add", args->self, args->index, args->src,
+                                args->out, args->dim);
 }

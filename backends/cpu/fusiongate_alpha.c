@@ -1,18 +1,13 @@
-/* cpu fusiongate, docs/ops.md, fusiongate_alpha and fusiongate_fuse.
+/* cpu backend: fusiongate_alpha (docs/ops.md, fusiongate_alpha).
  *
- * alpha: sanitise each proxy in its own dtype (NaN->0, +inf->1, -inf->0),
- * cast to the out dtype, then with w = softplus evaluated in fp32:
+ * Sanitise each proxy in its own dtype (NaN->0, +inf->1, -inf->0), cast to
+ * the out dtype, then with w = softplus evaluated in fp32:
  *   logits = fl(fl(fl(w_b*b) + fl(w_u*u)) + bias),  alpha = fl(sigmoid(logits))
  * every fl rounding to the out dtype (rounding model R), sigmoid rounded
- * to fp32.
- *
- * fuse: out = fl(base + fl(alpha*fl(detail - base))), alpha [B,1,H,W]
- * broadcast over C; out may alias base (elementwise, so in place is safe). */
+ * to fp32. */
 #include <math.h>
 
 #include "tile_simd.h"
-
-/* ---- alpha ------------------------------------------------------------------ */
 
 /* PyTorch softplus (beta 1, threshold 20), evaluated in fp32. */
 static float softplus_f32(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
@@ -39,7 +34,7 @@ apx_status cpu_fusiongate_alpha(void *state, const apx_fusiongate_alpha_args *ar
   const cpu_state *st = state;
   const char *boundary = args->boundary->data, *uncertainty = args->uncertainty->data;
   char *out = args->out->data;
-  const int64_t n = cpu_numel(args->out);
+  const int64_t n = apx_backend_numel(args->out);
   if (n == 0)
     return APX_OK;
   /* softplus as an fp32 tensor, then a host double that enters the fp32
@@ -47,11 +42,11 @@ apx_status cpu_fusiongate_alpha(void *state, const apx_fusiongate_alpha_args *ar
   const float w_b = softplus_f32((float)args->boundary_log_weight);
   const float w_u = softplus_f32((float)args->uncertainty_log_weight);
   const float bias = (float)args->bias;
-  const cpu_simd_level level = cpu_tile_simd_level();
+  const cpu_simd_level level = cpu_isa_level();
   const cpu_tile_kernels *in_kernels = cpu_tile_kernels_for(args->boundary->dtype, level);
   const cpu_tile_kernels *out_kernels = cpu_tile_kernels_for(args->out->dtype, level);
-  const size_t in_elem = cpu_dtype_size(args->boundary->dtype);
-  const size_t out_elem = cpu_dtype_size(args->out->dtype);
+  const size_t in_elem = apx_backend_dtype_size(args->boundary->dtype);
+  const size_t out_elem = apx_backend_dtype_size(args->out->dtype);
   const int64_t blocks = (n + ALPHA_BLOCK - 1) / ALPHA_BLOCK;
 
   CPU_OMP_FOR(st->threads, n)
@@ -66,43 +61,6 @@ apx_status cpu_fusiongate_alpha(void *state, const apx_fusiongate_alpha_args *ar
       sanitise(u, count);
       out_kernels->alpha(out + (size_t)i * out_elem, b, u, count, w_b, w_u, bias);
     }
-  }
-  return APX_OK;
-}
-
-/* ---- fuse ------------------------------------------------------------------- */
-
-/* Elements of one plane segment per work item: big enough to amortise the
- * call, small enough to balance planes over threads. */
-#define FUSE_SEGMENT 16384
-
-apx_status cpu_fusiongate_fuse(void *state, const apx_fusiongate_fuse_args *args,
-                               const apx_call *call) {
-  (void)call;
-  const cpu_state *st = state;
-  const apx_tensor *base = args->base;
-  const int64_t batch = base->shape[0], channels = base->shape[1];
-  const int64_t plane = base->shape[2] * base->shape[3];
-  const int64_t numel = cpu_numel(base);
-  if (numel == 0)
-    return APX_OK;
-  const size_t elem = cpu_dtype_size(base->dtype);
-  const cpu_tile_kernels *kernels = cpu_tile_kernels_for(base->dtype, cpu_tile_simd_level());
-  const char *base_data = base->data, *detail = args->detail->data;
-  const char *alpha = args->alpha->data;
-  char *out = args->out->data;
-  const int64_t segments = (plane + FUSE_SEGMENT - 1) / FUSE_SEGMENT;
-  const int64_t items = batch * channels * segments;
-
-  CPU_OMP_FOR(st->threads, numel)
-  for (int64_t item = 0; item < items; item++) {
-    const int64_t segment = item % segments, bc = item / segments;
-    const int64_t b = bc / channels;
-    const int64_t begin = segment * FUSE_SEGMENT;
-    const int64_t count = plane - begin < FUSE_SEGMENT ? plane - begin : FUSE_SEGMENT;
-    const size_t offset = (size_t)(bc * plane + begin) * elem;
-    kernels->fuse(out + offset, base_data + offset, detail + offset,
-                  alpha + (size_t)(b * plane + begin) * elem, (size_t)count);
   }
   return APX_OK;
 }

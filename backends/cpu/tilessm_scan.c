@@ -11,18 +11,12 @@
  * performs the same IEEE fp32 operations in the same order (no FMA: the
  * backend builds with -ffp-contract=off and this file enables no FMA
  * target), so both give identical bits. */
-#include "config.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
 #include "scan_index_simd.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Channels per job. A multiple of 8 (AVX2 lanes) so that only a row's last
  * block has a scalar tail. */
@@ -302,12 +296,13 @@ apx_status cpu_tilessm_scan(void *state, const apx_tilessm_scan_args *args,
 
   /* Blocks of channels per job: as wide as SCAN_MAX_BLOCK, narrower when
    * that would leave threads idle. */
-  int threads = st->threads > 0 ? st->threads : 1;
+  const int threads = st->threads;
   int64_t block = SCAN_MAX_BLOCK;
   while (block > 8 && B * ((C + block - 1) / block) < 2 * threads) block /= 2;
   int64_t blocks_per_row = C > 0 ? (C + block - 1) / block : 0;
   int64_t jobs = B * blocks_per_row;
-  int parallel = jobs > 1 && B * K * C >= 16384;
+  /* a scan step weighs about two element copies in the thread policy */
+  int parallel = jobs > 1 && cpu_team_size(st, 2 * B * K * C) > 1;
   (void)parallel;
 
 #ifdef _OPENMP

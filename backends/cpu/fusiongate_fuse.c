@@ -1,0 +1,40 @@
+/* cpu backend: fusiongate_fuse (docs/ops.md, fusiongate_fuse).
+ *
+ * out = fl(base + fl(alpha*fl(detail - base))), alpha [B,1,H,W] broadcast
+ * over C; out may alias base (elementwise, so in place is safe). */
+#include "tile_simd.h"
+
+/* Elements of one plane segment per work item: big enough to amortise the
+ * call, small enough to balance planes over threads. */
+#define FUSE_SEGMENT 16384
+
+apx_status cpu_fusiongate_fuse(void *state, const apx_fusiongate_fuse_args *args,
+                               const apx_call *call) {
+  (void)call;
+  const cpu_state *st = state;
+  const apx_tensor *base = args->base;
+  const int64_t batch = base->shape[0], channels = base->shape[1];
+  const int64_t plane = base->shape[2] * base->shape[3];
+  const int64_t numel = apx_backend_numel(base);
+  if (numel == 0)
+    return APX_OK;
+  const size_t elem = apx_backend_dtype_size(base->dtype);
+  const cpu_tile_kernels *kernels = cpu_tile_kernels_for(base->dtype, cpu_isa_level());
+  const char *base_data = base->data, *detail = args->detail->data;
+  const char *alpha = args->alpha->data;
+  char *out = args->out->data;
+  const int64_t segments = (plane + FUSE_SEGMENT - 1) / FUSE_SEGMENT;
+  const int64_t items = batch * channels * segments;
+
+  CPU_OMP_FOR(st->threads, numel)
+  for (int64_t item = 0; item < items; item++) {
+    const int64_t segment = item % segments, bc = item / segments;
+    const int64_t b = bc / channels;
+    const int64_t begin = segment * FUSE_SEGMENT;
+    const int64_t count = plane - begin < FUSE_SEGMENT ? plane - begin : FUSE_SEGMENT;
+    const size_t offset = (size_t)(bc * plane + begin) * elem;
+    kernels->fuse(out + offset, base_data + offset, detail + offset,
+                  alpha + (size_t)(b * plane + begin) * elem, (size_t)count);
+  }
+  return APX_OK;
+}
