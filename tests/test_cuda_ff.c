@@ -335,6 +335,10 @@ START_TEST(test_odd_shapes) {
      * cluster a tile), level 1's in one */
     ff_case g = {dt, 1, 384, 32, 32, 16, 4, 16, 16.0, 8.0, 1.0, 0.2, 1, 1, 1, 0};
     run_case(&g, "C 384");
+    /* C 48: f16/bf16 take the tensor-core pointwise with 3 k steps of 16
+     * channels and 6 row tiles of outputs (fewer than the block's warps) */
+    ff_case h = {dt, 2, 48, 32, 32, 8, 8, 16, 6.0, 3.0, 1.0, 0.2, 1, 1, 1, 0};
+    run_case(&h, "C 48");
   }
 }
 END_TEST

@@ -28,8 +28,19 @@ struct cuda_ff_level {
   const float *dw, *dwb;              /* [C*9], [C] */
   const float *pwt, *pwb;             /* [C*2C], [2C] */
   const float *nw, *nb;               /* [2C] */
+  /* f16/bf16 frames with C % 16 == 0 (else NULL): pw_weight split into
+   * bf16 hi + lo (hi = bf16(w), lo = bf16(w - hi)) in the A-fragment order
+   * of mma.m16n8k16: [2C/16 row tiles][C/16 k steps][32 lanes][hi, lo]
+   * (CUDA_FF_PWF_AT) */
+  const uint4 *pwf;
   float wb, wu, gb;                   /* fusion gate: softplus weights, bias */
 };
+
+/* The uint32 word r (0..3, a0..a3) of lane l's A fragment of the 16x16
+ * weight block (row tile mt, k step ks): rows g, g+8, g, g+8 and columns
+ * 2q, 2q, 2q+8, 2q+8 (+1 in the high half), g = l / 4, q = l % 4. */
+#define CUDA_FF_PWF_ROW(l, r) ((l) / 4 + 8 * ((r) & 1))
+#define CUDA_FF_PWF_COL(l, r) (2 * ((l) % 4) + 8 * ((r) >> 1))
 
 struct cuda_ff_prepared {
   void *dev;      /* one device allocation holding every array */

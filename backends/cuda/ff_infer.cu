@@ -36,7 +36,7 @@ static size_t put(std::vector<float> &img, size_t n) {
 
 struct level_offsets {
   size_t decay[2], ig[2], og[2], sb[2], gate, ln_w, ln_b, w0t, b0, w2t, b2, dw, dwb, pwt, pwb,
-      nw, nb;
+      nw, nb, pwf; /* pwf: 0 where the level has none */
 };
 
 static void level_image(std::vector<float> &img, level_offsets &o, const apx_ff_level_params &p,
@@ -76,6 +76,34 @@ static void level_image(std::vector<float> &img, level_offsets &o, const apx_ff_
   for (int64_t oo = 0; oo < 2 * C; oo++)
     for (int64_t c = 0; c < C; c++) img[o.pwt + c * 2 * C + oo] = p.pw_weight[oo * C + c];
   copy(o.pwb, p.pw_bias, (size_t)(2 * C));
+  /* the tensor-core copy (cuda_ff_level.pwf): 8 words a lane and step */
+  o.pwf = 0;
+  if ((dt == APX_DTYPE_F16 || dt == APX_DTYPE_BF16) && C % 16 == 0) {
+    const int64_t KT = C / 16, MT = 2 * C / 16;
+    o.pwf = put(img, (size_t)(MT * KT * 32 * 8));
+    for (int64_t mt = 0; mt < MT; mt++)
+      for (int64_t ks = 0; ks < KT; ks++)
+        for (int l = 0; l < 32; l++)
+          for (int r = 0; r < 4; r++) {
+            uint32_t hw[2], lw[2];
+            for (int h = 0; h < 2; h++) {
+              const int64_t row = mt * 16 + CUDA_FF_PWF_ROW(l, r);
+              const int64_t col = ks * 16 + CUDA_FF_PWF_COL(l, r) + h;
+              const float w = p.pw_weight[row * C + col];
+              const __nv_bfloat16 hi = __float2bfloat16_rn(w);
+              const __nv_bfloat16 lo = __float2bfloat16_rn(w - __bfloat162float(hi));
+              unsigned short hb, lb;
+              memcpy(&hb, &hi, 2);
+              memcpy(&lb, &lo, 2);
+              hw[h] = hb;
+              lw[h] = lb;
+            }
+            const uint32_t hv = hw[0] | hw[1] << 16, lv = lw[0] | lw[1] << 16;
+            float *at = &img[o.pwf + (size_t)(((mt * KT + ks) * 32 + l) * 8)];
+            memcpy(at + r, &hv, 4);
+            memcpy(at + 4 + r, &lv, 4);
+          }
+  }
   copy(o.nw, p.norm_weight, (size_t)(2 * C));
   copy(o.nb, p.norm_bias, (size_t)(2 * C));
 }
@@ -126,6 +154,7 @@ static apx_status ff_make(void *state, const apx_ff_params *params, apx_dtype dt
     lv.dwb = base + o.dwb;
     lv.pwt = base + o.pwt;
     lv.pwb = base + o.pwb;
+    lv.pwf = o.pwf ? (const uint4 *)(base + o.pwf) : NULL;
     lv.nw = base + o.nw;
     lv.nb = base + o.nb;
     const apx_ff_level_params &p = params->level[l];
@@ -289,8 +318,9 @@ static apx_status launch_compute(cuda_state *st, cudaStream_t s, const cuda_ff_f
   if (f->B <= 0 || f->C <= 0 || f->H * f->W <= 0) return APX_OK;
   cuda_ff_route_dev r = route_of(f, L, scratch);
   apx_status rc = APX_OK;
-  /* the outside pass rides on level 0's scan launch where there is one */
-  const int l0 = f->K0 > 0 && f->B > 0;
+  /* the outside pass rides on level 1's scan launch where there is one
+   * (beside its few scan blocks, off level 0's chain), else on level 0's */
+  const int l0 = f->K0 > 0 && f->B > 0, l1 = l0 && f->K1 > 0;
   if (!l0) rc = cuda_ff_outside(st, s, f, w, r.tile_state);
   if (rc != APX_OK) return rc;
   cuda_ff_level_scratch sc;
@@ -300,10 +330,10 @@ static apx_status launch_compute(cuda_state *st, cudaStream_t s, const cuda_ff_f
   sc.partials = (float *)(scratch + L.partials);
   rc = cuda_ff_level_run(st, s, f, w, 0, f->K1 > 0 ? CUDA_FF_STORE_L0 : CUDA_FF_STORE_SINGLE,
                          f->dense, f->t0, f->gw0, r.l0_hilbert, f->kmax0, f->K0, r.tile_state,
-                         &sc, 1, 1);
+                         &sc, 1, !l1);
   if (rc != APX_OK) return rc;
   return cuda_ff_level_run(st, s, f, w, 1, CUDA_FF_STORE_L1, f->detail, f->t1, 2 * f->gw0,
-                           r.l1_hilbert, f->kmax1, f->K1, r.tile_state, &sc, 0, 0);
+                           r.l1_hilbert, f->kmax1, f->K1, r.tile_state, &sc, 0, l1);
 }
 
 /* validate = eager: the routing's NaN verdict, read after a wait. */

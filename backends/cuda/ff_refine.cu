@@ -113,18 +113,25 @@ static __device__ void ff_outside_body(const ff_outside_args &o, int64_t b, int6
     if (__ldcg(o.tile_state + b * o.G0 + (y / o.t0) * o.gw0 + x / o.t0) != CUDA_FF_TILE_OUT)
       continue;
     const int64_t c0 = z * FF_OUT_CPB;
-    const int64_t c1 = c0 + FF_OUT_CPB < o.C ? c0 + FF_OUT_CPB : o.C;
-    for (int64_t c = c0; c < c1; c++) {
-      const int64_t off = (b * o.C + c) * HW + i;
-      const float xv = cuda_dt<T>::to_f(X[off]);
-      const float h0 = ff_fuse<T>(xv, xv, a0);
-      float h = h0, base = xv;
+    const int nc = (int)(c0 + FF_OUT_CPB < o.C ? FF_OUT_CPB : o.C - c0);
+    const int64_t off0 = (b * o.C + c0) * HW + i;
+    /* the channels' loads first, all in flight (heavy and detail may
+     * alias nothing the loads read, but the compiler cannot know) */
+    float xv[FF_OUT_CPB];
+#pragma unroll
+    for (int j = 0; j < FF_OUT_CPB; j++)
+      xv[j] = j < nc ? cuda_dt<T>::to_f(X[off0 + j * HW]) : 0.0f;
+#pragma unroll
+    for (int j = 0; j < FF_OUT_CPB; j++) {
+      if (j >= nc) break;
+      const float h0 = ff_fuse<T>(xv[j], xv[j], a0);
+      float h = h0, base = xv[j];
       if (o.two) {
         h = ff_fuse<T>(h0, h0, a1);
         base = h0;
       }
-      heavy[off] = cuda_dt<T>::from_f(h);
-      detail[off] = cuda_dt<T>::from_f(rnd<T>(__fsub_rn(h, base)));
+      heavy[off0 + j * HW] = cuda_dt<T>::from_f(h);
+      detail[off0 + j * HW] = cuda_dt<T>::from_f(rnd<T>(__fsub_rn(h, base)));
     }
   }
 }
@@ -162,10 +169,14 @@ static __device__ __forceinline__ float ff_sanitise_tok(float x, float lim) {
   return fminf(fmaxf(x, -lim), lim); /* +-inf clamp to +-lim */
 }
 
-/* Blocks x >= K of a row (level 0 only) do the outside pass instead. */
+#define FF_SF_THREADS 512
+
+/* Blocks x >= K of a row (the level that carries the outside pass) do the
+ * outside pass instead. */
 template <typename T>
-__global__ void ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok,
-                                    float *__restrict__ film, ff_outside_args o, int n_out) {
+__global__ void __launch_bounds__(FF_SF_THREADS, 2)
+ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__restrict__ film,
+                    ff_outside_args o, int n_out) {
   cuda_allow_dependents();
   /* (cuda_launch_after) the tokens, ids and tile states come from the
    * kernels before: read through L2 after their completion */
@@ -179,6 +190,7 @@ __global__ void ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *to
    * read 16 bytes at a time */
   float *xs = ff_sf_sh;                    /* [C] normalised token */
   float *hs = xs + ((g.C + 3) & ~(int64_t)3); /* [C] hidden */
+  float *red = hs + ((g.C + 3) & ~(int64_t)3); /* [blockDim.x] partial sums */
   __shared__ float sh32[32];
   const int64_t k = blockIdx.x, b = blockIdx.y, C = g.C, K = g.K;
   const float lim = rnd<T>(1e4f);
@@ -233,23 +245,62 @@ __global__ void ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *to
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
     xs[c] = (xs[c] - mean) * rstd * lv.ln_w[c] + lv.ln_b[c];
   __syncthreads();
-  /* the two linear layers: a thread an output over the input-major
-   * weights (consecutive threads, consecutive outputs: coalesced), the
-   * loads unrolled so that many are in flight */
-  const int Ci = (int)C;
-  for (int o = threadIdx.x; o < Ci; o += blockDim.x) {
-    float acc = lv.b0[o];
+  /* the two linear layers over the input-major weights: where the block
+   * has more threads than the layer has outputs, np threads an output,
+   * each over a contiguous part of the inputs (consecutive threads,
+   * consecutive outputs: coalesced; the loads unrolled so that many are
+   * in flight), the parts' sums added in order through shared memory */
+  const int Ci = (int)C, nt = (int)blockDim.x, tid = (int)threadIdx.x;
+  const int np1 = nt / Ci > 1 ? nt / Ci : 1, np2 = nt / (2 * Ci) > 1 ? nt / (2 * Ci) : 1;
+  if (np1 > 1) {
+    const int o = tid % Ci, part = tid / Ci, len = (Ci + np1 - 1) / np1;
+    const int c0 = part * len, c1 = c0 + len < Ci ? c0 + len : Ci;
+    float acc = 0.0f;
+    if (part < np1) {
 #pragma unroll 16
-    for (int c = 0; c < Ci; c++) acc = fmaf(__ldg(lv.w0t + (int64_t)c * Ci + o), xs[c], acc);
-    hs[o] = acc * ff_sigmoid(acc);
+      for (int c = c0; c < c1; c++) acc = fmaf(__ldg(lv.w0t + (int64_t)c * Ci + o), xs[c], acc);
+      red[part * Ci + o] = acc;
+    }
+    __syncthreads();
+    if (tid < Ci) {
+      acc = lv.b0[tid];
+      for (int p = 0; p < np1; p++) acc = __fadd_rn(acc, red[p * Ci + tid]);
+      hs[tid] = acc * ff_sigmoid(acc);
+    }
+  } else {
+    for (int o = tid; o < Ci; o += nt) {
+      float acc = lv.b0[o];
+#pragma unroll 16
+      for (int c = 0; c < Ci; c++) acc = fmaf(__ldg(lv.w0t + (int64_t)c * Ci + o), xs[c], acc);
+      hs[o] = acc * ff_sigmoid(acc);
+    }
   }
   __syncthreads();
   float *out = film + (b * K + k) * 2 * C;
-  for (int j = threadIdx.x; j < 2 * Ci; j += blockDim.x) {
-    float acc = lv.b2[j];
+  if (np2 > 1) {
+    const int j = tid % (2 * Ci), part = tid / (2 * Ci), len = (Ci + np2 - 1) / np2;
+    const int c0 = part * len, c1 = c0 + len < Ci ? c0 + len : Ci;
+    float acc = 0.0f;
+    if (part < np2) {
 #pragma unroll 16
-    for (int c = 0; c < Ci; c++) acc = fmaf(__ldg(lv.w2t + (int64_t)c * 2 * Ci + j), hs[c], acc);
-    out[j] = j < Ci ? rnd<T>(tanhf(acc)) : rnd<T>(acc);
+      for (int c = c0; c < c1; c++)
+        acc = fmaf(__ldg(lv.w2t + (int64_t)c * 2 * Ci + j), hs[c], acc);
+      red[part * 2 * Ci + j] = acc;
+    }
+    __syncthreads();
+    if (tid < 2 * Ci) {
+      acc = lv.b2[tid];
+      for (int p = 0; p < np2; p++) acc = __fadd_rn(acc, red[p * 2 * Ci + tid]);
+      out[tid] = tid < Ci ? rnd<T>(tanhf(acc)) : rnd<T>(acc);
+    }
+  } else {
+    for (int j = tid; j < 2 * Ci; j += nt) {
+      float acc = lv.b2[j];
+#pragma unroll 16
+      for (int c = 0; c < Ci; c++)
+        acc = fmaf(__ldg(lv.w2t + (int64_t)c * 2 * Ci + j), hs[c], acc);
+      out[j] = j < Ci ? rnd<T>(tanhf(acc)) : rnd<T>(acc);
+    }
   }
 }
 
@@ -449,8 +500,9 @@ ff_store_kernel(ff_geom g, cuda_ff_level lv, const float *__restrict__ film,
 
 /* A cluster per tile, a block per FF_CW consecutive pixels of it (the
  * tile's row-major order): the tile's input rows around them (fp32) in
- * shared memory, FiLM and the depthwise 3x3, the pointwise conv (fp32 FMA,
- * a register tile of CW/4 outputs x 4 pixels a thread) into shared memory,
+ * shared memory, FiLM and the depthwise 3x3, the pointwise conv into shared
+ * memory (f16/bf16 frames with C % 16 == 0: tensor cores, ff_pw_mma; else
+ * fp32 FMA, a register tile of CW/4 outputs x 4 pixels a thread),
  * the tile's GroupNorm mean and variance (two passes, each block's sum
  * exchanged through distributed shared memory), then GroupNorm, ReGLU, the
  * residual, the fusion gate and the stores. The pointwise output never
@@ -466,14 +518,95 @@ static __host__ __device__ inline int ff_fused_rows(int t, int cw) {
 /* input channels of the pointwise weights staged in shared memory at once */
 #define FF_KC 8
 
+/* The depthwise output's row stride in the tensor-core layout (uint32
+ * words of two channels): 8 words of padding make a B fragment's 32 loads
+ * hit 32 banks. */
+#define FF_DS_PAD 8
+
 /* floats of the fused kernel's dynamic shared memory */
 static __host__ __device__ inline int64_t ff_fused_floats(int64_t C, int t, int cw) {
   const int64_t xs = (C * ff_fused_rows(t, cw) * t + 3) & ~(int64_t)3;
-  return xs + 3 * C * cw + FF_KC * 2 * C + 16 * C;
+  return xs + C * (cw + FF_DS_PAD) + 2 * C * cw + FF_KC * 2 * C + 16 * C;
 }
 
-template <typename T, int CW>
-__global__ void __launch_bounds__(FF_FUSED_THREADS)
+static __device__ __forceinline__ void ff_mma_bf16(float (&c)[4], const uint32_t a0,
+                                                   const uint32_t a1, const uint32_t a2,
+                                                   const uint32_t a3, const uint32_t b0,
+                                                   const uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* d as bf16 hi + lo (hi = bf16(d), lo = bf16(d - hi); lo = 0 where hi is
+ * not finite) */
+static __device__ __forceinline__ void ff_split_bf16(float d, __nv_bfloat16 &hi,
+                                                     __nv_bfloat16 &lo) {
+  hi = __float2bfloat16_rn(d);
+  const float h = __bfloat162float(hi);
+  lo = __float2bfloat16_rn(isfinite(h) ? d - h : 0.0f);
+}
+
+/* The pointwise conv of a block's CW pixels on tensor cores:
+ * ps[o][q] = pwb[o] + sum_c W[o][c] d[c][q], each product as
+ * W_lo d_hi + W_hi d_lo + W_hi d_hi (bf16 x bf16, exact in fp32; what it
+ * leaves out, W_lo d_lo and the splits' remainders, is below 3 * 2^-16 of
+ * |W d|), the sum in the fp32 accumulators (mma.m16n8k16). A warp a 16-row
+ * tile of outputs at a time, all CW pixels; its A fragments straight from
+ * the prepared copy (lv.pwf), 8 k steps in flight. dh, dl: [C/2][CW +
+ * FF_DS_PAD] words, word (c/2, q) holds channels c, c+1 of pixel q. */
+template <int CW>
+static __device__ __forceinline__ void ff_pw_mma(const cuda_ff_level &lv, int C,
+                                                 const uint32_t *dh, const uint32_t *dl,
+                                                 float *ps) {
+  constexpr int NT = CW / 8, DS = CW + FF_DS_PAD;
+  const int warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5, lane = threadIdx.x & 31;
+  const int gq = lane >> 2, tq = lane & 3, KT = C / 16, MT = C / 8;
+  for (int mt = warp; mt < MT; mt += nwarp) {
+    float acc[NT][4];
+    const float bias0 = __ldg(lv.pwb + mt * 16 + gq), bias1 = __ldg(lv.pwb + mt * 16 + gq + 8);
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+      acc[n][0] = acc[n][1] = bias0;
+      acc[n][2] = acc[n][3] = bias1;
+    }
+    const uint4 *ap = lv.pwf + ((size_t)mt * KT * 32 + lane) * 2;
+    for (int k0 = 0; k0 < KT; k0 += 8) {
+      uint4 ah[8], al[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        if (k0 + i < KT) {
+          ah[i] = __ldg(ap + (k0 + i) * 64);
+          al[i] = __ldg(ap + (k0 + i) * 64 + 1);
+        }
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        if (k0 + i >= KT) break;
+        const int r0 = ((k0 + i) * 8 + tq) * DS + gq, r1 = r0 + 4 * DS;
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+          const uint32_t bh0 = dh[r0 + n * 8], bh1 = dh[r1 + n * 8];
+          const uint32_t bl0 = dl[r0 + n * 8], bl1 = dl[r1 + n * 8];
+          ff_mma_bf16(acc[n], al[i].x, al[i].y, al[i].z, al[i].w, bh0, bh1);
+          ff_mma_bf16(acc[n], ah[i].x, ah[i].y, ah[i].z, ah[i].w, bl0, bl1);
+          ff_mma_bf16(acc[n], ah[i].x, ah[i].y, ah[i].z, ah[i].w, bh0, bh1);
+        }
+      }
+    }
+    float *o0 = ps + (mt * 16 + gq) * CW + 2 * tq, *o1 = o0 + 8 * CW;
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+      *(float2 *)(o0 + n * 8) = make_float2(acc[n][0], acc[n][1]);
+      *(float2 *)(o1 + n * 8) = make_float2(acc[n][2], acc[n][3]);
+    }
+  }
+}
+
+/* TT: the tile size where the launch fixes it (the index arithmetic by
+ * constants), 0: g.t */
+template <typename T, int CW, int TT>
+__global__ void __launch_bounds__(FF_FUSED_THREADS, 2)
 ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_store_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
@@ -485,14 +618,18 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
   __shared__ float sh32[32];
   __shared__ float cred[2];
   __shared__ float alp[2][CW];
-  const int C = (int)g.C, t = (int)g.t, tt = t * t, R = ff_fused_rows(t, CW), C2 = 2 * C;
-  const int tid = threadIdx.x, nt = blockDim.x;
+  const int C = (int)g.C, t = TT ? TT : (int)g.t, tt = t * t, R = ff_fused_rows(t, CW);
+  const int C2 = 2 * C, tid = threadIdx.x, nt = FF_FUSED_THREADS;
   const int S = (int)cl.num_blocks(), rank = (int)cl.block_rank();
   const int64_t k = blockIdx.y, b = blockIdx.z;
-  const int p0 = rank * CW, nv = tt - p0 < CW ? tt - p0 : CW;
+  const int p0 = rank * CW;
+  /* valid pixels of the block: all where CW divides the tile */
+  const int nv = TT && TT * TT % CW == 0 ? CW : tt - p0 < CW ? tt - p0 : CW;
   float *xs = sm;                          /* [C][R*t]: X at rows row0..row1 of the tile */
-  float *ds = xs + ((C * R * t + 3) & ~3); /* [C][CW]: depthwise output */
-  float *ps = ds + C * CW;                 /* [2C][CW]: pointwise output */
+  /* depthwise output: [C][CW] (FMA), or bf16 hi and lo words [C/2][CW +
+   * FF_DS_PAD] each (tensor cores) */
+  float *ds = xs + ((C * R * t + 3) & ~3);
+  float *ps = ds + C * (CW + FF_DS_PAD);   /* [2C][CW]: pointwise output */
   float *ws = ps + C2 * CW;                /* [FF_KC][2C]: pointwise weights */
   float *dwt = ws + FF_KC * C2;            /* [C][9] depthwise weights */
   float *dwb = dwt + 9 * C, *ga = dwb + C, *be = ga + C; /* [C] each */
@@ -520,11 +657,15 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
     ga[c] = 1.0f + __ldcg(gam + c);
     be[c] = __ldcg(bet + c);
   }
+  /* over R rows a channel (a constant stride with TT), those past row1
+   * skipped */
+  const int RT = R * t;
 #pragma unroll 8
-  for (int e = tid; e < C * nrt; e += nt) {
-    const int c = e / nrt, q = e - c * nrt;
-    xs[c * R * t + q] =
-        cuda_dt<T>::to_f(__ldcg(xb + (int64_t)c * HW + (int64_t)(row0 + q / t) * g.W + q % t));
+  for (int e = tid; e < C * RT; e += nt) {
+    const int c = e / RT, q = e - c * RT;
+    if (q < nrt)
+      xs[c * RT + q] =
+          cuda_dt<T>::to_f(__ldcg(xb + (int64_t)c * HW + (int64_t)(row0 + q / t) * g.W + q % t));
   }
   const int stm =
       a.mode == CUDA_FF_STORE_L0 ? __ldcg(a.tile_state + b * a.G0 + id) : CUDA_FF_TILE_L0;
@@ -536,7 +677,10 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
     alp[1][tid] = ff_alpha<T>(bpv, upv, a.wb1, a.wu1, a.gb1);
   }
   __syncthreads();
+  const bool tc = lv.pwf != nullptr; /* the tensor-core pointwise */
+  __nv_bfloat16 *dsh = (__nv_bfloat16 *)ds, *dsl = dsh + C * (CW + FF_DS_PAD);
   /* depthwise 3x3 of m = (1 + gamma) X + beta, zero outside the tile */
+#pragma unroll 4
   for (int e = tid; e < C * CW; e += nt) {
     const int c = e / CW, q = e - c * CW;
     float d = 0.0f;
@@ -558,12 +702,22 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
         }
       }
     }
-    ds[e] = d;
+    if (tc) {
+      const int w = ((c >> 1) * (CW + FF_DS_PAD) + q) * 2 + (c & 1);
+      ff_split_bf16(d, dsh[w], dsl[w]);
+    } else {
+      ds[e] = d;
+    }
   }
-  /* pointwise C -> 2C, the weights staged FF_KC input channels at a time */
+  if (tc) {
+    __syncthreads(); /* ds written */
+    ff_pw_mma<CW>(lv, C, (const uint32_t *)dsh, (const uint32_t *)dsl, ps);
+  }
+  /* else: pointwise C -> 2C, the weights staged FF_KC input channels at a
+   * time */
   const int og = tid / NPG, pg = tid % NPG;
   const bool vec = (C2 & 3) == 0;
-  for (int o0 = 0; o0 < C2; o0 += NOG * TO) {
+  for (int o0 = 0; !tc && o0 < C2; o0 += NOG * TO) {
     const int ob = o0 + og * TO;
     const bool mine = ob < C2, full = vec && ob + TO <= C2;
     float acc[TO][TP];
@@ -625,6 +779,7 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
    * deviations; each block's sum through the cluster, added in rank order */
   const float n_all = (float)C2 * (float)tt;
   float s = 0.0f;
+#pragma unroll 4
   for (int e = tid; e < C2 * nv; e += nt) {
     const int o = e / nv, q = e - o * nv;
     s += ps[o * CW + q];
@@ -636,6 +791,7 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
   for (int i = 0; i < S; i++) tot += *cl.map_shared_rank(&cred[0], i);
   const float mean = tot / n_all;
   float m2 = 0.0f;
+#pragma unroll 4
   for (int e = tid; e < C2 * nv; e += nt) {
     const int o = e / nv, q = e - o * nv;
     const float dv = ps[o * CW + q] - mean;
@@ -649,6 +805,7 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
   const float rstd = 1.0f / sqrtf(tot / n_all + 1e-5f);
   /* ReGLU, residual, fusion gate, stores */
   T *heavy = (T *)a.heavy, *detail = (T *)a.detail;
+#pragma unroll 2
   for (int e = tid; e < C * nv; e += nt) {
     const int c = e / nv, q = e - c * nv, px = p0 + q, y = px / t, x = px % t;
     const int64_t off = ((b * g.C + c) * g.H + y0 + y) * g.W + x0 + x;
@@ -700,7 +857,7 @@ int cuda_ff_fused_width(cuda_state *st, int dev, const cuda_ff_frame *f, int64_t
   return cw;
 }
 
-template <typename T, int CW>
+template <typename T, int CW, int TT>
 static apx_status launch_fused(cuda_state *st, int dev, cudaStream_t s, const T *X,
                                const ff_geom &g, const cuda_ff_level &lv, const float *film,
                                const ff_store_args &a) {
@@ -708,7 +865,7 @@ static apx_status launch_fused(cuda_state *st, int dev, cudaStream_t s, const T 
   /* the largest dynamic shared memory set so far, a device */
   static int smem_set[CUDA_MAX_DEVICES];
   if (smem > 40 * 1024 && (int)smem > __atomic_load_n(&smem_set[dev], __ATOMIC_ACQUIRE)) {
-    CUDA_TRY(st, cudaFuncSetAttribute(ff_fused_kernel<T, CW>,
+    CUDA_TRY(st, cudaFuncSetAttribute(ff_fused_kernel<T, CW, TT>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
              "ff_infer: refine shared memory");
     __atomic_store_n(&smem_set[dev], (int)smem, __ATOMIC_RELEASE);
@@ -727,11 +884,11 @@ static apx_status launch_fused(cuda_state *st, int dev, cudaStream_t s, const T 
   cudaLaunchConfig_t cfg =
       cuda_launch_config(dim3(S, (unsigned)g.K, (unsigned)g.B), dim3(FF_FUSED_THREADS), smem, s, attr);
   cfg.numAttrs = cuda_pdl_ok(st, dev) ? 2 : 1;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, ff_fused_kernel<T, CW>, X, g, lv, film, a);
+  cudaError_t err = cudaLaunchKernelEx(&cfg, ff_fused_kernel<T, CW, TT>, X, g, lv, film, a);
   if (err != cudaSuccess && cfg.numAttrs == 2) {
     (void)cudaGetLastError();
     cfg.numAttrs = 1;
-    err = cudaLaunchKernelEx(&cfg, ff_fused_kernel<T, CW>, X, g, lv, film, a);
+    err = cudaLaunchKernelEx(&cfg, ff_fused_kernel<T, CW, TT>, X, g, lv, film, a);
   }
   CUDA_TRY(st, err, "ff_infer: refine launch");
   return APX_OK;
@@ -767,9 +924,9 @@ static ff_outside_args outside_args(const cuda_ff_frame *f, const cuda_ff_prepar
   return o;
 }
 
-/* blocks of a row's outside pass: 256 work items a block, at most 4096 */
-static unsigned outside_blocks(const cuda_ff_frame *f) {
-  int64_t n = (f->H * f->W + 255) / 256 * ((f->C + FF_OUT_CPB - 1) / FF_OUT_CPB);
+/* blocks of a row's outside pass: a work item a thread, at most 4096 */
+static unsigned outside_blocks(const cuda_ff_frame *f, int64_t threads) {
+  int64_t n = ((f->H * f->W) * ((f->C + FF_OUT_CPB - 1) / FF_OUT_CPB) + threads - 1) / threads;
   return (unsigned)(n < 1 ? 1 : n > 4096 ? 4096 : n);
 }
 
@@ -798,12 +955,14 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
                                    sc->tok),
              "ff_infer: tokens launch");
   }
-  /* a thread an output of the C -> 2C layer where it fits */
-  int64_t sf = (2 * f->C + 31) / 32 * 32;
-  unsigned sf_threads = (unsigned)(sf < 64 ? 64 : sf > 512 ? 512 : sf);
-  const unsigned n_out = outside ? outside_blocks(f) : 0;
+  /* about four threads an output of the C -> C layer, two of the C -> 2C
+   * one (FF_SF_THREADS at most) */
+  int64_t sf = (4 * f->C + 31) / 32 * 32;
+  unsigned sf_threads = (unsigned)(sf < 64 ? 64 : sf > FF_SF_THREADS ? FF_SF_THREADS : sf);
+  const unsigned n_out = outside ? outside_blocks(f, sf_threads) : 0;
   CUDA_TRY(st, cuda_launch_after(st, f->dev, 1, dim3((unsigned)K + n_out, (unsigned)f->B),
-                                 dim3(sf_threads), 2 * sizeof(float) * (size_t)((f->C + 3) / 4 * 4), s,
+                                 dim3(sf_threads),
+                                 sizeof(float) * (2 * (size_t)((f->C + 3) / 4 * 4) + sf_threads), s,
                                  ff_scan_film_kernel<T>, g, lv, (const float *)sc->tok, sc->film,
                                  outside_args(f, w, tile_state), (int)n_out),
            "ff_infer: scan/FiLM launch");
@@ -827,8 +986,12 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   a.G0 = f->G0;
   a.gw0 = f->gw0;
   const int cw = f->cw[level];
-  if (cw == 32) return launch_fused<T, 32>(st, f->dev, s, Xt, g, lv, sc->film, a);
-  if (cw == 16) return launch_fused<T, 16>(st, f->dev, s, Xt, g, lv, sc->film, a);
+  /* the default profile's tiles (16 at level 0, 8 at level 1) with their
+   * sizes fixed at compile time */
+  if (cw == 32 && t == 16) return launch_fused<T, 32, 16>(st, f->dev, s, Xt, g, lv, sc->film, a);
+  if (cw == 32) return launch_fused<T, 32, 0>(st, f->dev, s, Xt, g, lv, sc->film, a);
+  if (cw == 16 && t == 8) return launch_fused<T, 16, 8>(st, f->dev, s, Xt, g, lv, sc->film, a);
+  if (cw == 16) return launch_fused<T, 16, 0>(st, f->dev, s, Xt, g, lv, sc->film, a);
   const int64_t tt = t * t, nch = (tt + CUDA_FF_CHUNK - 1) / CUDA_FF_CHUNK;
   size_t smem = sizeof(float) * (size_t)f->C * CUDA_FF_CHUNK;
   if (smem > 40 * 1024) /* with the static shared memory, over the default 48 KiB */
@@ -865,7 +1028,7 @@ apx_status cuda_ff_level_run(cuda_state *st, cudaStream_t s, const cuda_ff_frame
 template <typename T>
 static apx_status outside_t(cuda_state *st, cudaStream_t s, const cuda_ff_frame *f,
                             const cuda_ff_prepared *w, const int *tile_state) {
-  ff_outside_kernel<T><<<dim3(outside_blocks(f), (unsigned)f->B), 256, 0, s>>>(
+  ff_outside_kernel<T><<<dim3(outside_blocks(f, 256), (unsigned)f->B), 256, 0, s>>>(
       outside_args(f, w, tile_state));
   CUDA_LAUNCHED(st, "ff_infer: outside launch");
   return APX_OK;

@@ -5,8 +5,10 @@
 # (bench/gpu/ff_time; FF_NCU=1 adds ncu's per-kernel durations of one frame,
 # FF_NSYS=1 nsys's kernel table; FF_BASE=DIR: FF_ROUNDS rounds (default 2)
 # alternating the backend in DIR (a baseline build's backends/.libs), this
-# one, and this one with APEXX_CUDA_PDL=0), into $OUT/ff-report.txt
-# (default OUT=/tmp/out).
+# one, and this one with APEXX_CUDA_PDL=0; with FF_NCU, ncu's durations of
+# the baseline too), FF_NCU_DETAIL=1: ncu's warp states and scheduler of
+# the refine kernels, FF_SANITIZE=1: compute-sanitizer memcheck on
+# tests/test_cuda_ff; into $OUT/ff-report.txt (default OUT=/tmp/out).
 set -uo pipefail
 export APEXX_CONFIG=${APEXX_CONFIG:-$PWD/conf/apexx.ini}
 export APEXX_BACKEND_DIR=${APEXX_BACKEND_DIR:-$PWD/backends/.libs}
@@ -31,11 +33,31 @@ rep="$OUT/ff-report.txt"
       APEXX_CUDA_PDL=0 timeout 60 ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
     done
   fi
+  ncu_durations() {
+    timeout 240 ncu --metrics gpu__time_duration.sum,launch__registers_per_thread \
+      --launch-count ${FF_NCU_KERNELS:-7} -k regex:ff_ ./bench/gpu/ff_time 1 2>&1 |
+      grep -E "ff_[a-z_]+kernel|gpu__time_duration|registers|==ERR" |
+      sed -E 's/^ +//; s/\(int, int, int\)//; s/, Context.*//'
+  }
   if [ -n "${FF_NCU:-}" ] && command -v ncu >/dev/null; then
     echo "== ncu: the first frame's kernels (bench/gpu/ff_time 1), duration each"
-    timeout 240 ncu --metrics gpu__time_duration.sum --launch-count ${FF_NCU_KERNELS:-7} -k regex:ff_ \
-      ./bench/gpu/ff_time 1 2>&1 | grep -E "ff_[a-z_]+kernel|gpu__time_duration|==ERR" |
-      sed -E 's/^ +//; s/\(int, int, int\)//'
+    ncu_durations
+    if [ -n "${FF_BASE:-}" ]; then
+      echo "== ncu, baseline ($FF_BASE)"
+      APEXX_BACKEND_DIR=$FF_BASE ncu_durations
+    fi
+  fi
+  if [ -n "${FF_NCU_DETAIL:-}" ] && command -v ncu >/dev/null; then
+    echo "== ncu: warp states and scheduler of the refine kernels"
+    timeout 240 ncu --section WarpStateStats --section SchedulerStats --section Occupancy \
+      --metrics 'regex:smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio' \
+      --launch-count 2 -k regex:ff_fused ./bench/gpu/ff_time 1 2>&1 |
+      grep -E "ff_fused|Warp Cycles|Eligible|Active Warps|Occupancy  |stalled" | cut -c1-160
+  fi
+  if [ -n "${FF_SANITIZE:-}" ]; then
+    echo "== compute-sanitizer memcheck tests/test_cuda_ff"
+    CK_FORK=no timeout ${FF_SANITIZE_TIMEOUT:-400} compute-sanitizer --tool memcheck \
+      ./tests/test_cuda_ff 2>&1 | grep -E "ERROR SUMMARY|Checks|Invalid|exit" | head -40
   fi
   if [ -n "${FF_NSYS:-}" ] && command -v nsys >/dev/null; then
     echo "== nsys: kernels of bench/gpu/ff_time 50"
