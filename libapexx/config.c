@@ -289,16 +289,9 @@ static int handle_backend_key(parse_state *ps, const char *name, const char *key
     if (errno || end == value || *end || v < 0 || v > 1024)
       return fail_at(ps, "device = [%s] is not a device ordinal (in [backend %s])", value, name);
     b->device_index = (int)v;
-  } else if (strcmp(key, "threads") == 0) {
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (errno || end == value || *end || v < 0 || v > 4096)
-      return fail_at(ps, "threads = [%s] is not a count in [0, 4096] (in [backend %s])",
-                     value, name);
-  } else if (strcmp(key, "plugin_library") != 0) {
-    warn_at(ps, "unknown key [%s] in section [backend %s]", key, name);
   }
+  /* any other key belongs to the backend: checked against the keys its
+   * table declares when it loads (libapexx/keys.c) */
   return 1;
 }
 
@@ -715,9 +708,6 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
     if (!cfg->forced_backend) return config_nomem(path);
     noted &= note_override(cfg, &overrides_len, "APEXX_BACKEND", env_backend);
   }
-  const char *env_plugin = apx__getenv("APEXX_TRT_PLUGIN_LIB");
-  if (env_plugin && *env_plugin)
-    noted &= note_override(cfg, &overrides_len, "APEXX_TRT_PLUGIN_LIB", env_plugin);
   const char *env_log = apx__getenv("APEXX_LOG");
   if (env_log && *env_log) noted &= note_override(cfg, &overrides_len, "APEXX_LOG", env_log);
   if (!cfg->overrides) cfg->overrides = apx__strdup("");
@@ -730,15 +720,34 @@ const char *apx__config_get(const apx__config *cfg, const char *section,
   if (!section || !key) return NULL;
   if (strcmp(section, "apexx") == 0 && strcmp(key, "backend_dir") == 0)
     return cfg->backend_dir;
-  if (strcmp(section, "backend trt") == 0 && strcmp(key, "plugin_library") == 0) {
-    const char *env_plugin = apx__getenv("APEXX_TRT_PLUGIN_LIB");
-    if (env_plugin && *env_plugin) return env_plugin;
-  }
   for (int i = 0; i < cfg->entry_count; i++)
     if (strcmp(cfg->entries[i].section, section) == 0 &&
         strcmp(cfg->entries[i].key, key) == 0)
       return cfg->entries[i].value;
   return NULL;
+}
+
+/* Append "line\n" to a finished buffer (its capacity is unknown here: the
+ * buffer is reallocated to the exact size); 0 when out of memory. */
+static int append_after_load(char **buf, const char *line) {
+  size_t len = *buf ? strlen(*buf) : 0, n = strlen(line);
+  char *grown = realloc(*buf, len + n + 2);
+  if (!grown) return 0;
+  memcpy(grown + len, line, n);
+  grown[len + n] = '\n';
+  grown[len + n + 1] = '\0';
+  *buf = grown;
+  return 1;
+}
+
+int apx__config_warn(apx__config *cfg, const char *line) {
+  return append_after_load(&cfg->warnings, line);
+}
+
+int apx__config_note_override(apx__config *cfg, const char *name, const char *value) {
+  char line[1200];
+  snprintf(line, sizeof line, "%s=%s", name, value);
+  return append_after_load(&cfg->overrides, line);
 }
 
 void apx__config_free(apx__config *cfg) {

@@ -53,7 +53,15 @@ APX_API apx_status apx_open(apx_context **out, const char *config_path) {
   for (int i = 0; i < ctx->backend_count; i++) {
     apx__backend *b = &ctx->backends[i];
     b->config = &ctx->config.backends[i];
-    apx__backend_load(ctx, b);
+    apx_status load_status = apx__backend_load(ctx, b);
+    if (load_status != APX_OK) {
+      /* a bad value of a declared key (or no memory): the whole open fails */
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", apx_last_error());
+      ctx->backend_count = i + 1;
+      apx_close(ctx);
+      return apx__error(load_status, "%s", msg);
+    }
     /* a module that is there but cannot be used is a warning; one that is
      * switched off, not installed or has no device here is expected */
     apx_log_level level = APX_LOG_WARN;

@@ -94,6 +94,15 @@ void *apx__dlopen_checked(const char *path, int flags, const char *trusted_uids,
                           int *not_found, char *reason, size_t reason_size);
 
 /* ---- backends and the context (libapexx/loader.c, libapexx/context.c) ---- */
+/* A declared backend key resolved (libapexx/keys.c). */
+typedef struct apx__key_value {
+  const apx_backend_key *decl;
+  char *value; /* the text in effect, NULL when unset */
+  int64_t ival;
+  int bval;
+  char source[300]; /* "default", "file:line", "environment (VAR)", "unset" */
+} apx__key_value;
+
 typedef struct apx__backend {
   apx__backend_config *config;
   char *path; /* resolved library path */
@@ -105,6 +114,8 @@ typedef struct apx__backend {
   void *state_ptr;
   apx_core_services services;
   struct apx_context *ctx;
+  apx__key_value *keys; /* the table's declared keys, resolved */
+  int key_count;
 } apx__backend;
 
 struct apx_context {
@@ -124,7 +135,21 @@ struct apx_context {
 
 /* Load, check, probe and init one backend; always ends with a state and a
  * reason. */
-void apx__backend_load(apx_context *ctx, apx__backend *b);
+/* Load, check, probe and init one backend. Its failures are its state; the
+ * return is non-OK (message set) only for what fails apx_open: a declared
+ * key's bad value (APX_ERR_CONFIG) or no memory. */
+apx_status apx__backend_load(apx_context *ctx, apx__backend *b);
+/* keys.c: check b's section against its table's declared keys (unknown
+ * keys warned), resolve them; the services' typed getters; release. */
+apx_status apx__backend_keys_check(apx_context *ctx, apx__backend *b);
+void apx__backend_keys_free(apx__backend *b);
+int apx__svc_config_int(void *core, const char *key, int64_t *out);
+int apx__svc_config_bool(void *core, const char *key, int *out);
+int apx__svc_config_string(void *core, const char *key, const char **out);
+/* config.c: append a warning line / an override NAME=value; 0 when out of
+ * memory. */
+int apx__config_warn(apx__config *cfg, const char *line);
+int apx__config_note_override(apx__config *cfg, const char *name, const char *value);
 void apx__backend_unload(apx__backend *b);
 apx__backend *apx__backend_find(apx_context *ctx, const char *name);
 /* 1 when the table's size covers the op's slot and the slot is set. */

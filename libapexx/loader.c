@@ -64,7 +64,7 @@ static char *resolve_path(const apx__config *cfg, const char *library) {
   return apx__strdupf("%s/%s", cfg->backend_dir, library);
 }
 
-void apx__backend_load(apx_context *ctx, apx__backend *b) {
+apx_status apx__backend_load(apx_context *ctx, apx__backend *b) {
   apx__backend_config *bc = b->config;
   b->ctx = ctx;
   b->path = resolve_path(&ctx->config, bc->library);
@@ -74,11 +74,11 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
                   ? "out of memory resolving library [%s]"
                   : "library = [%s] has a \"..\" component (names resolve in backend_dir)",
               bc->library);
-    return;
+    return APX_OK;
   }
   if (bc->enabled == APX__ENABLED_NO) {
     set_state(b, APX_BACKEND_DISABLED, "disabled in the configuration (enabled = no)");
-    return;
+    return APX_OK;
   }
   /* RTLD_NODELETE: apx_close must not unmap code that is still running
    * elsewhere (idle OpenMP worker threads of the cpu kernels, a static CUDA
@@ -93,7 +93,7 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
       set_state(b, APX_BACKEND_NOT_FOUND, "library %s %s", b->path, why);
     else
       set_state(b, APX_BACKEND_LOAD_FAILED, "%s: %s", b->path, why);
-    return;
+    return APX_OK;
   }
   dlerror();
   void *sym = dlsym(b->handle, APX_BACKEND_ENTRY_SYMBOL);
@@ -102,7 +102,7 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
     set_state(b, APX_BACKEND_SYMBOL_MISSING, "%s does not export %s (%s)", b->path,
               APX_BACKEND_ENTRY_SYMBOL, sym_err ? sym_err : "NULL symbol");
     apx__backend_unload(b);
-    return;
+    return APX_OK;
   }
   apx_backend_entry_fn entry;
   memcpy(&entry, &sym, sizeof entry);
@@ -110,40 +110,46 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
   if (!t) {
     set_state(b, APX_BACKEND_SYMBOL_MISSING, "%s returned no table", APX_BACKEND_ENTRY_SYMBOL);
     apx__backend_unload(b);
-    return;
+    return APX_OK;
   }
   /* ABI version and size first: nothing else in the table is trusted yet. */
   if (t->abi_version != APX_BACKEND_ABI_VERSION) {
     set_state(b, APX_BACKEND_ABI_MISMATCH, "ABI version [%u], core expects [%u]",
               (unsigned)t->abi_version, (unsigned)APX_BACKEND_ABI_VERSION);
     apx__backend_unload(b);
-    return;
+    return APX_OK;
   }
   if (t->size < APX_BACKEND_TABLE_MIN_SIZE) {
     set_state(b, APX_BACKEND_ABI_MISMATCH, "table size [%u] is below the minimum [%u]",
               (unsigned)t->size, (unsigned)APX_BACKEND_TABLE_MIN_SIZE);
     apx__backend_unload(b);
-    return;
+    return APX_OK;
   }
   if (!t->name || strcmp(t->name, bc->name) != 0) {
     set_state(b, APX_BACKEND_NAME_MISMATCH, "library calls itself [%s], configured as [%s]",
               t->name ? t->name : "(null)", bc->name);
     apx__backend_unload(b);
-    return;
+    return APX_OK;
   }
   if (!t->probe || !t->init) {
     set_state(b, APX_BACKEND_SYMBOL_MISSING, "table lacks %s", !t->probe ? "probe" : "init");
     apx__backend_unload(b);
-    return;
+    return APX_OK;
   }
   b->table = t;
+  /* its section against the keys it declares: a bad value fails apx_open */
+  apx_status key_status = apx__backend_keys_check(ctx, b);
+  if (key_status != APX_OK) {
+    set_state(b, APX_BACKEND_INIT_FAILED, "%s", apx_last_error());
+    return key_status;
+  }
   char reason[512] = "";
   b->device_desc[0] = '\0';
   if (!t->probe(reason, sizeof reason, b->device_desc, sizeof b->device_desc)) {
     reason[sizeof reason - 1] = '\0';
     set_state(b, APX_BACKEND_UNAVAILABLE, "%s", reason[0] ? reason : "probe failed (no reason given)");
     b->device_desc[0] = '\0';
-    return; /* stays loaded so apexx-info can show its version */
+    return APX_OK; /* stays loaded so apexx-info can show its version */
   }
   b->device_desc[sizeof b->device_desc - 1] = '\0';
   b->services.size = sizeof b->services;
@@ -156,6 +162,10 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
   b->services.ff_cached = apx__ff_cached;
   b->services.ff_route = apx__ff_route;
   b->services.open_library = svc_open_library;
+  b->services.config_int = apx__svc_config_int;
+  b->services.config_bool = apx__svc_config_bool;
+  b->services.config_string = apx__svc_config_string;
+  b->services.device_index = bc->device_index;
   apx__clear_error();
   apx_status st = t->init(&b->services, &b->state_ptr);
   if (st != APX_OK) {
@@ -164,9 +174,10 @@ void apx__backend_load(apx_context *ctx, apx__backend *b) {
               msg[0] ? msg : "(no message)");
     b->state_ptr = NULL;
     apx__clear_error();
-    return;
+    return APX_OK;
   }
   set_state(b, APX_BACKEND_OK, "%s", "");
+  return APX_OK;
 }
 
 void apx__backend_unload(apx__backend *b) {
@@ -174,6 +185,7 @@ void apx__backend_unload(apx__backend *b) {
   if (b->table && b->state == APX_BACKEND_OK && b->table->fini) b->table->fini(b->state_ptr);
   b->state_ptr = NULL;
   b->table = NULL;
+  apx__backend_keys_free(b);
   if (b->handle) dlclose(b->handle);
   b->handle = NULL;
 }

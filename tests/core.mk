@@ -50,6 +50,19 @@ tests_test_dispatch_SOURCES = tests/test_dispatch.c
 tests_test_dispatch_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
 tests_test_dispatch_LDADD = $(APX_TEST_LIBS)
 
+# Keys a backend declares: typed values reach it, bad values are file:line
+# errors, undeclared keys warn, environment variables override
+# (tests/fixtures/backend_fixture.c FIXTURE_KEYS).
+check_LTLIBRARIES += tests/fixture-keyed.la
+tests_fixture_keyed_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_keyed_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_KEYS -DFIXTURE_NAME='"keyed"'
+tests_fixture_keyed_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+check_PROGRAMS += tests/test_backend_keys
+TESTS += tests/test_backend_keys
+tests_test_backend_keys_SOURCES = tests/test_backend_keys.c
+tests_test_backend_keys_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
+tests_test_backend_keys_LDADD = $(APX_TEST_LIBS)
+
 # exported symbols, sonames, no libcuda link
 TESTS += tests/test_symbols.sh
 EXTRA_DIST += tests/test_symbols.sh

@@ -12,13 +12,66 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: apexx-info [--json] [--config FILE]\n"
+          "usage: apexx-info [--keys] [--json] [--config FILE]\n"
           "Show apexx's configured backends, their state and reason, and the\n"
           "dispatch order of every op.\n"
+          "  --keys         list every configuration key and environment variable\n"
+          "                 (the core's and each backend's) with its value and source\n"
           "  --json         print the same as JSON\n"
           "  --config FILE  read FILE instead of $APEXX_CONFIG / the installed apexx.ini\n"
           "  --help         this text\n"
           "  --version      print the version\n");
+}
+
+static void add_string_or_null(cJSON *o, const char *name, const char *v) {
+  if (v)
+    cJSON_AddStringToObject(o, name, v);
+  else
+    cJSON_AddNullToObject(o, name);
+}
+
+/* --keys: every key and variable, with its value and where it came from. */
+static int print_keys(apx_context *ctx, int json) {
+  int n = apx_config_key_count(ctx);
+  cJSON *arr = json ? cJSON_CreateArray() : NULL;
+  for (int i = 0; i < n; i++) {
+    apx_config_key_info k;
+    if (apx_config_key(ctx, i, &k) != APX_OK) {
+      fprintf(stderr, "apexx-info: %s\n", apx_last_error());
+      cJSON_Delete(arr);
+      return 1;
+    }
+    if (json) {
+      cJSON *o = cJSON_CreateObject();
+      add_string_or_null(o, "section", k.section);
+      add_string_or_null(o, "key", k.key);
+      add_string_or_null(o, "owner", k.owner);
+      add_string_or_null(o, "type", k.type);
+      add_string_or_null(o, "range", k.range);
+      add_string_or_null(o, "default", k.default_value);
+      add_string_or_null(o, "environment", k.env);
+      add_string_or_null(o, "value", k.value);
+      add_string_or_null(o, "source", k.source);
+      add_string_or_null(o, "help", k.help);
+      cJSON_AddItemToArray(arr, o);
+      continue;
+    }
+    printf("[%s] %s%s%s %s: %s (%s)\n", k.section, k.key ? k.key : "",
+           k.key ? "" : "$", k.key ? "" : k.env, k.type, k.value ? k.value : "(unset)",
+           k.source);
+    printf("    %s", k.help);
+    if (k.range && *k.range) printf("; %s", k.range);
+    if (k.default_value) printf("; default %s", k.default_value);
+    if (k.key && k.env) printf("; environment %s", k.env);
+    printf("\n");
+  }
+  if (json) {
+    char *text = cJSON_Print(arr);
+    if (text) puts(text);
+    free(text);
+    cJSON_Delete(arr);
+  }
+  return 0;
 }
 
 static void split_lines(cJSON *arr, const char *text) {
@@ -38,11 +91,13 @@ static void print_indented(const char *lines) {
 }
 
 int main(int argc, char **argv) {
-  int json = 0;
+  int json = 0, keys = 0;
   const char *config = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
       json = 1;
+    } else if (strcmp(argv[i], "--keys") == 0) {
+      keys = 1;
     } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
       config = argv[++i];
     } else if (strncmp(argv[i], "--config=", 9) == 0) {
@@ -67,6 +122,11 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  if (keys) {
+    int rc = print_keys(ctx, json);
+    apx_close(ctx);
+    return rc;
+  }
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "version", apx_version());
   const char *source = apx_config_source(ctx);

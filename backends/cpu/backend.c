@@ -54,8 +54,10 @@ static apx_status cpu_init(const apx_core_services *svc, void **state) {
   cpu_state *st = calloc(1, sizeof *st);
   if (!st) return svc->set_error(APX_ERR_NO_MEMORY, "cpu: out of memory");
   st->svc = svc;
-  const char *threads = svc->config_get(svc->core, "backend cpu", "threads");
-  long n = threads ? strtol(threads, NULL, 10) : 0; /* the core checked the range */
+  int64_t n = 0; /* cpu_keys: checked by the core */
+  if (svc->size >= offsetof(apx_core_services, config_int) + sizeof svc->config_int &&
+      svc->config_int)
+    svc->config_int(svc->core, "threads", &n);
   st->threads = n > 0 ? (int)n : online_cores();
 #ifndef _OPENMP
   st->threads = 1;
@@ -137,6 +139,17 @@ static apx_status cpu_device_info(void *state, int index, struct apx_device_info
   return APX_OK;
 }
 
+/* [backend cpu] keys and the variables the kernels read per call. */
+static const apx_backend_key cpu_keys[] = {
+    {"threads", APX_KEY_INT, 0, 4096, "0",
+     "OpenMP threads of every op; 0: one per online core", NULL},
+};
+static const apx_backend_env cpu_env[] = {
+    {"APEXX_CPU_ISA", "portable or avx2: the newest SIMD path the tile ops may use "
+                      "(read per call; default the best the CPU has)"},
+    {"APEXX_CPU_SIMD", "off: an alias of APEXX_CPU_ISA=portable"},
+};
+
 static const apx_backend_table cpu_table = {
     .abi_version = APX_BACKEND_ABI_VERSION,
     .size = sizeof(apx_backend_table),
@@ -159,6 +172,10 @@ static const apx_backend_table cpu_table = {
 #define CPU_OP_SLOT_(upper, lower) .lower = cpu_##lower,
     APX_OP_MAP(CPU_OP_SLOT_)
 #undef CPU_OP_SLOT_
+    .keys = cpu_keys,
+    .key_count = sizeof cpu_keys / sizeof cpu_keys[0],
+    .env_vars = cpu_env,
+    .env_count = sizeof cpu_env / sizeof cpu_env[0],
 };
 
 APX_BACKEND_EXPORT const apx_backend_table *apx_backend_entry(void) { return &cpu_table; }

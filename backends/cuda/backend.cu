@@ -153,8 +153,11 @@ static apx_status cuda_init(const apx_core_services *svc, void **state) {
   if (!st) return svc->set_error(APX_ERR_NO_MEMORY, "cuda: out of host memory");
   st->svc = svc;
   st->validate_mode = svc->validate_mode;
-  const char *pdl = getenv("APEXX_CUDA_PDL"); /* docs/config.md */
-  st->pdl = !(pdl && strcmp(pdl, "0") == 0);
+  /* cuda_keys, checked and typed by the core (older cores: the defaults) */
+  int has_typed = svc->size >= offsetof(apx_core_services, device_index) + sizeof svc->device_index;
+  int pdl = 1;
+  if (has_typed && svc->config_bool) svc->config_bool(svc->core, "pdl", &pdl);
+  st->pdl = pdl;
   pthread_mutex_init(&st->lock, NULL);
   cudaError_t err = cudaGetDeviceCount(&st->device_count);
   if (err != cudaSuccess) {
@@ -165,20 +168,19 @@ static apx_status cuda_init(const apx_core_services *svc, void **state) {
   }
   if (st->device_count > CUDA_MAX_DEVICES) st->device_count = CUDA_MAX_DEVICES;
   st->default_device = 0;
-  const char *dev = svc->config_get(svc->core, "backend cuda", "device");
-  if (dev && *dev) {
-    char *end = NULL;
-    long v = strtol(dev, &end, 10);
-    int count = st->device_count;
-    if (*end != '\0' || v < 0 || v >= count) {
+  if (has_typed) {
+    /* the core parsed `device`; whether this machine has that device is ours */
+    int v = svc->device_index;
+    if (v < 0 || v >= st->device_count) {
+      int count = st->device_count;
       pthread_mutex_destroy(&st->lock);
       delete st;
       return svc->set_error(APX_ERR_CONFIG,
-                            "cuda: [backend cuda] device = [%s] is not a device ordinal in "
+                            "cuda: [backend cuda] device = [%d] is not a device ordinal in "
                             "[0, %d]",
-                            dev, count - 1);
+                            v, count - 1);
     }
-    st->default_device = (int)v;
+    st->default_device = v;
   }
   apx_status s = cuda_use_device(st, st->default_device);
   if (s != APX_OK) {
@@ -483,6 +485,12 @@ void cuda_ws_free(cuda_workspace *ws) {
 
 /* ---- the table ------------------------------------------------------------ */
 
+/* [backend cuda] keys (the core's `device` is not declared here). */
+static const apx_backend_key cuda_keys[] = {
+    {"pdl", APX_KEY_BOOL, 0, 0, "yes",
+     "programmatic dependent launch between a call's kernels on cc >= 9.0", "APEXX_CUDA_PDL"},
+};
+
 static const apx_backend_table cuda_table = {
     APX_BACKEND_ABI_VERSION,
     (uint32_t)sizeof(apx_backend_table),
@@ -505,6 +513,10 @@ static const apx_backend_table cuda_table = {
 #define CUDA_OP_ENTRY_(upper, lower) cuda_##lower,
     APX_OP_MAP(CUDA_OP_ENTRY_)
 #undef CUDA_OP_ENTRY_
+    cuda_keys,
+    (uint32_t)(sizeof cuda_keys / sizeof cuda_keys[0]),
+    NULL,
+    0,
 };
 
 extern "C" APX_BACKEND_EXPORT const apx_backend_table *apx_backend_entry(void) {

@@ -52,7 +52,7 @@ void *find_nvinfer(char *reason, size_t reason_size, int *version) {
   char tried[768] = "";
   const char *opened = nullptr;
   void *h = nullptr;
-  const char *env_dir = getenv("APEXX_TRT_DIR");
+  const char *env_dir = secure_getenv("APEXX_TRT_DIR"); /* trt_env */
   char dir[900];
   if (env_dir && *env_dir) {
     snprintf(dir, sizeof dir, "%s/lib", env_dir);
@@ -99,7 +99,10 @@ apx_status trt_init(const apx_core_services *svc, void **state) {
     free(st);
     return svc->set_error(APX_ERR_BACKEND, "trt: %s", reason);
   }
-  const char *plugins = svc->config_get(svc->core, "backend trt", "plugin_library");
+  const char *plugins = nullptr; /* trt_keys: APEXX_TRT_PLUGIN_LIB, else the file */
+  if (svc->size >= offsetof(apx_core_services, config_string) + sizeof svc->config_string &&
+      svc->config_string)
+    svc->config_string(svc->core, "plugin_library", &plugins);
   if (plugins && *plugins) {
     // the core's checks (ownership, writable by others, a truncated file)
     // before RTLD_GLOBAL puts the library's symbols in front of everyone's
@@ -121,6 +124,17 @@ void trt_fini(void *state) {
   free(st);
 }
 
+// [backend trt] keys, and the variable probe reads itself (probe has no
+// services: it is stateless and runs before init)
+const apx_backend_key trt_keys[] = {
+    {"plugin_library", APX_KEY_PATH, 0, 0, nullptr,
+     "TensorRT plugin library loaded (RTLD_GLOBAL, with the core's checks) at init",
+     "APEXX_TRT_PLUGIN_LIB"},
+};
+const apx_backend_env trt_env[] = {
+    {"APEXX_TRT_DIR", "TensorRT install prefix searched first for lib/libnvinfer.so.N"},
+};
+
 apx_backend_table make_table() {
   apx_backend_table t;
   memset(&t, 0, sizeof t);
@@ -132,6 +146,10 @@ apx_backend_table make_table() {
   t.probe = trt_probe;
   t.init = trt_init;
   t.fini = trt_fini;
+  t.keys = trt_keys;
+  t.key_count = sizeof trt_keys / sizeof trt_keys[0];
+  t.env_vars = trt_env;
+  t.env_count = sizeof trt_env / sizeof trt_env[0];
   return t;  // no memory functions: device memory comes from the cuda backend
 }
 

@@ -147,6 +147,28 @@ APX_API const char *apx_config_warnings(const apx_context *ctx);
 APX_API const char *apx_config_source(const apx_context *ctx);
 APX_API const char *apx_config_overrides(const apx_context *ctx);
 
+/* One configuration key or variable, as apexx-info --keys lists them: the
+ * core's keys ([apexx], and library/enabled/device of every backend
+ * section), then each configured backend's declared keys and the
+ * environment variables it reads itself (key NULL). Strings live as long as
+ * ctx; value is NULL when unset. */
+typedef struct apx_config_key_info {
+  const char *section;       /* "apexx" or "backend NAME" */
+  const char *key;           /* NULL for a variable the backend reads itself */
+  const char *owner;         /* "core" or the backend's name */
+  const char *type;          /* string, path, int, bool, enum, list, environment */
+  const char *range;         /* "[0, 4096]", "yes, no", ... or "" */
+  const char *default_value; /* NULL: unset by default */
+  const char *help;
+  const char *env;    /* the environment variable that sets it, or NULL */
+  const char *value;  /* in effect, or NULL */
+  const char *source; /* "default", "FILE:LINE", "environment (VAR)", "unset" */
+} apx_config_key_info;
+
+/* How many keys apx_config_key lists; fill *info for key i (0-based). */
+APX_API int apx_config_key_count(const apx_context *ctx);
+APX_API apx_status apx_config_key(apx_context *ctx, int i, apx_config_key_info *info);
+
 /* ---- backends -------------------------------------------------------------- */
 #define APX_BACKEND_STATE_MAP(X)                                               \
   X(OK, ok)                                                                    \

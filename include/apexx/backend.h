@@ -192,6 +192,45 @@ static inline float apx_ff_decay(float logit) {
 }
 static inline float apx_ff_gain(float raw) { return apx_ff_softplusf(raw) + 1e-6f; }
 
+/* ---- configuration keys a backend declares --------------------------------
+ * A backend lists the keys of its [backend NAME] section in its table
+ * (apx_backend_table.keys). The core checks the section against the list
+ * when the module loads (before probe): a declared key's value must parse
+ * as its type and lie in its range, else apx_open fails with APX_ERR_CONFIG
+ * and "file:line: KEY = [value] is not ..."; a key the list lacks is a
+ * warning (only for a backend whose table loaded: an absent module's keys
+ * cannot be judged). A key with an environment variable takes that
+ * variable's value when it is set and not empty, read by the core with
+ * secure_getenv (ignored in setuid programs) and shown among the overrides.
+ * The backend then reads typed, checked values through the services'
+ * config_int / config_bool / config_string. The core's own keys of every
+ * backend section (library, enabled, device) are not declared. */
+typedef enum apx_key_type {
+  APX_KEY_STRING = 0, /* any text */
+  APX_KEY_PATH = 1,   /* a file path (text, not checked for existence) */
+  APX_KEY_INT = 2,    /* a decimal integer in [min, max] */
+  APX_KEY_BOOL = 3    /* yes/no, true/false, on/off, 1/0 */
+} apx_key_type;
+
+typedef struct apx_backend_key {
+  const char *name;          /* the key, e.g. "threads" */
+  apx_key_type type;
+  int64_t min, max;          /* APX_KEY_INT: the inclusive range */
+  const char *default_value; /* as it would be written in the file; NULL:
+                                unset by default */
+  const char *help;          /* one line for apexx-info --keys */
+  const char *env;           /* environment variable that overrides the key,
+                                or NULL */
+} apx_backend_key;
+
+/* An environment variable a backend reads itself (in probe, which has no
+ * services, or per call), with secure_getenv: declared so that apexx-info
+ * --keys lists it with its value. */
+typedef struct apx_backend_env {
+  const char *name; /* e.g. "APEXX_CPU_ISA" */
+  const char *help; /* one line */
+} apx_backend_env;
+
 /* Services the core hands to init. The pointer stays valid until fini. */
 typedef struct apx_core_services {
   uint32_t size; /* sizeof(apx_core_services) of the core; fields appended */
@@ -242,6 +281,17 @@ typedef struct apx_core_services {
    * descriptor. NULL with the reason in reason[reason_size] on refusal. */
   void *(*open_library)(void *core, const char *path, int flags, char *reason,
                         size_t reason_size);
+  /* The backend's declared keys, checked and typed (see apx_backend_key):
+   * the environment variable's value, else the file's, else the declared
+   * default. Each returns 1 with *out set, or 0 when the key is unset (no
+   * value and no default) or not declared as that type. config_string
+   * serves string and path keys; its text lives until fini. */
+  int (*config_int)(void *core, const char *key, int64_t *out);
+  int (*config_bool)(void *core, const char *key, int *out);
+  int (*config_string)(void *core, const char *key, const char **out);
+  /* The section's `device` key (the device ordinal the core passes to the
+   * backend's calls for this backend's own work; 0 when unset). */
+  int device_index;
 } apx_core_services;
 
 /* One op function pointer type per op: (state, args, call). `call` is never
@@ -314,6 +364,13 @@ typedef struct apx_backend_table {
 #define APX_BACKEND_OP_FIELD_(upper, lower) apx_##lower##_fn lower;
   APX_OP_MAP(APX_BACKEND_OP_FIELD_)
 #undef APX_BACKEND_OP_FIELD_
+
+  /* The keys of its [backend NAME] section and the environment variables it
+   * reads itself (see apx_backend_key); NULL/0 when none. */
+  const apx_backend_key *keys;
+  uint32_t key_count;
+  const apx_backend_env *env_vars;
+  uint32_t env_count;
 } apx_backend_table;
 
 /* The smallest table the core accepts: everything up to the first op. */
