@@ -533,7 +533,7 @@ static __device__ __forceinline__ void ff_mma_bf16(float (&c)[4], const uint32_t
                                                    const uint32_t a1, const uint32_t a2,
                                                    const uint32_t a3, const uint32_t b0,
                                                    const uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -548,18 +548,33 @@ static __device__ __forceinline__ void ff_split_bf16(float d, __nv_bfloat16 &hi,
   lo = __float2bfloat16_rn(isfinite(h) ? d - h : 0.0f);
 }
 
+/* A warp's A fragments (hi, lo) of row tile mt, k steps k0..k0+7 (those
+ * below KT) */
+static __device__ __forceinline__ void ff_pw_load(const uint4 *pwf, int mt, int k0, int KT,
+                                                  uint4 (&ah)[8], uint4 (&al)[8]) {
+  const uint4 *ap = pwf + ((size_t)mt * KT * 32 + (threadIdx.x & 31)) * 2;
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    if (k0 + i < KT) {
+      ah[i] = __ldg(ap + (k0 + i) * 64);
+      al[i] = __ldg(ap + (k0 + i) * 64 + 1);
+    }
+}
+
 /* The pointwise conv of a block's CW pixels on tensor cores:
  * ps[o][q] = pwb[o] + sum_c W[o][c] d[c][q], each product as
  * W_lo d_hi + W_hi d_lo + W_hi d_hi (bf16 x bf16, exact in fp32; what it
  * leaves out, W_lo d_lo and the splits' remainders, is below 3 * 2^-16 of
  * |W d|), the sum in the fp32 accumulators (mma.m16n8k16). A warp a 16-row
  * tile of outputs at a time, all CW pixels; its A fragments straight from
- * the prepared copy (lv.pwf), 8 k steps in flight. dh, dl: [C/2][CW +
- * FF_DS_PAD] words, word (c/2, q) holds channels c, c+1 of pixel q. */
+ * the prepared copy (lv.pwf), 8 k steps in flight; ah, al hold the
+ * warp's first 8 (ff_pw_load of row tile warp, k0 0, loaded early). dh,
+ * dl: [C/2][CW + FF_DS_PAD] words, word (c/2, q) holds channels c, c+1 of
+ * pixel q. */
 template <int CW>
 static __device__ __forceinline__ void ff_pw_mma(const cuda_ff_level &lv, int C,
                                                  const uint32_t *dh, const uint32_t *dl,
-                                                 float *ps) {
+                                                 float *ps, uint4 (&ah)[8], uint4 (&al)[8]) {
   constexpr int NT = CW / 8, DS = CW + FF_DS_PAD;
   const int warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5, lane = threadIdx.x & 31;
   const int gq = lane >> 2, tq = lane & 3, KT = C / 16, MT = C / 8;
@@ -571,15 +586,8 @@ static __device__ __forceinline__ void ff_pw_mma(const cuda_ff_level &lv, int C,
       acc[n][0] = acc[n][1] = bias0;
       acc[n][2] = acc[n][3] = bias1;
     }
-    const uint4 *ap = lv.pwf + ((size_t)mt * KT * 32 + lane) * 2;
     for (int k0 = 0; k0 < KT; k0 += 8) {
-      uint4 ah[8], al[8];
-#pragma unroll
-      for (int i = 0; i < 8; i++)
-        if (k0 + i < KT) {
-          ah[i] = __ldg(ap + (k0 + i) * 64);
-          al[i] = __ldg(ap + (k0 + i) * 64 + 1);
-        }
+      if (mt != warp || k0 != 0) ff_pw_load(lv.pwf, mt, k0, KT, ah, al);
 #pragma unroll
       for (int i = 0; i < 8; i++) {
         if (k0 + i >= KT) break;
@@ -641,6 +649,11 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
     nb[e] = lv.nb[e];
   }
   for (int c = tid; c < C; c += nt) dwb[c] = lv.dwb[c];
+  /* the tensor-core pointwise: the warp's first A fragments (constant)
+   * in flight from here on */
+  const bool tc = lv.pwf != nullptr;
+  uint4 ah[8], al[8];
+  if (tc && tid / 32 < C / 8) ff_pw_load(lv.pwf, tid / 32, 0, C / 16, ah, al);
   /* (cuda_launch_after) the routing, FiLM and (level 1) X come from the
    * kernels before: read through L2 after their completion */
   cuda_wait_prerequisites();
@@ -660,7 +673,7 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
   /* over R rows a channel (a constant stride with TT), those past row1
    * skipped */
   const int RT = R * t;
-#pragma unroll 8
+#pragma unroll 16
   for (int e = tid; e < C * RT; e += nt) {
     const int c = e / RT, q = e - c * RT;
     if (q < nrt)
@@ -677,7 +690,6 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
     alp[1][tid] = ff_alpha<T>(bpv, upv, a.wb1, a.wu1, a.gb1);
   }
   __syncthreads();
-  const bool tc = lv.pwf != nullptr; /* the tensor-core pointwise */
   __nv_bfloat16 *dsh = (__nv_bfloat16 *)ds, *dsl = dsh + C * (CW + FF_DS_PAD);
   /* depthwise 3x3 of m = (1 + gamma) X + beta, zero outside the tile */
 #pragma unroll 4
@@ -711,7 +723,7 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
   }
   if (tc) {
     __syncthreads(); /* ds written */
-    ff_pw_mma<CW>(lv, C, (const uint32_t *)dsh, (const uint32_t *)dsl, ps);
+    ff_pw_mma<CW>(lv, C, (const uint32_t *)dsh, (const uint32_t *)dsl, ps, ah, al);
   }
   /* else: pointwise C -> 2C, the weights staged FF_KC input channels at a
    * time */
