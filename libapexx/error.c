@@ -104,17 +104,7 @@ APX_API const char *apx_dtype_name(apx_dtype dtype) {
   }
 }
 
-APX_API size_t apx_dtype_size(apx_dtype dtype) {
-  switch (dtype) {
-#define DTYPE_SIZE_(upper, lower, size)                                        \
-  case APX_DTYPE_##upper:                                                      \
-    return size;
-    APX_DTYPE_MAP(DTYPE_SIZE_)
-#undef DTYPE_SIZE_
-  default:
-    return 0;
-  }
-}
+APX_API size_t apx_dtype_size(apx_dtype dtype) { return apx_backend_dtype_size(dtype); }
 
 APX_API const char *apx_device_name(apx_device device) {
   switch (device) {
@@ -148,24 +138,12 @@ APX_API const char *apx_pass_over_name(apx_pass_over_code code) {
   }
 }
 
-APX_API const char *apx_op_name(apx_op_id op) {
-  switch (op) {
-#define OP_NAME_(upper, lower)                                                 \
-  case APX_OP_##upper:                                                         \
-    return #lower;
-    APX_OP_MAP(OP_NAME_)
-#undef OP_NAME_
-  default:
-    return NULL;
-  }
-}
+APX_API const char *apx_op_name(apx_op_id op) { return apx_backend_op_name(op); }
 
 APX_API int apx_op_from_name(const char *name) {
   if (!name) return -1;
-#define OP_MATCH_(upper, lower)                                                \
-  if (strcmp(name, #lower) == 0) return APX_OP_##upper;
-  APX_OP_MAP(OP_MATCH_)
-#undef OP_MATCH_
+  for (int op = 0; op < APX_OP_COUNT; op++)
+    if (strcmp(name, apx_backend_op_name((apx_op_id)op)) == 0) return op;
   return -1;
 }
 

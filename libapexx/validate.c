@@ -19,17 +19,12 @@
 
 #include "internal.h"
 
-/* ---- names (own tables, so this file has no link dependency on ops.c) ---- */
+/* ---- names (backend.h's and an own table, so this file has no link
+ * dependency on ops.c) ---- */
 
 static const char *op_label(apx_op_id op) {
-  static const char *const names[] = {
-#define APX_V_OP_NAME_(upper, lower) #lower,
-      APX_OP_MAP(APX_V_OP_NAME_)
-#undef APX_V_OP_NAME_
-  };
-  if ((unsigned)op >= (unsigned)APX_OP_COUNT)
-    return "apexx";
-  return names[op];
+  const char *name = apx_backend_op_name(op);
+  return name ? name : "apexx";
 }
 
 static const char *dtype_label(apx_dtype dtype) {
@@ -43,16 +38,6 @@ static const char *dtype_label(apx_dtype dtype) {
   return names[dtype];
 }
 
-static size_t dtype_bytes(apx_dtype dtype) {
-  static const size_t sizes[] = {
-#define APX_V_DTYPE_SIZE_(upper, lower, size) size,
-      APX_DTYPE_MAP(APX_V_DTYPE_SIZE_)
-#undef APX_V_DTYPE_SIZE_
-  };
-  if ((unsigned)dtype >= (unsigned)APX_DTYPE_COUNT)
-    return 0;
-  return sizes[dtype];
-}
 
 /* ---- the validation state of one call ---- */
 
@@ -122,7 +107,7 @@ static int64_t numel_of(const apx_tensor *t) {
   return n;
 }
 
-static size_t bytes_of(const apx_tensor *t) { return (size_t)numel_of(t) * dtype_bytes(t->dtype); }
+static size_t bytes_of(const apx_tensor *t) { return (size_t)numel_of(t) * apx_backend_dtype_size(t->dtype); }
 
 static int is_float(apx_dtype dtype) {
   return dtype == APX_DTYPE_F32 || dtype == APX_DTYPE_F16 || dtype == APX_DTYPE_BF16;
@@ -171,16 +156,16 @@ static apx_status check_tensor(vstate *v, const char *name, const apx_tensor *t,
       return fail(v, "%s shape %s is too large (element count overflows)", name,
                   shape_text(shape_buf, sizeof shape_buf, t->ndim, t->shape));
   int64_t bytes;
-  if (__builtin_mul_overflow(numel, (int64_t)dtype_bytes(t->dtype), &bytes) ||
+  if (__builtin_mul_overflow(numel, (int64_t)apx_backend_dtype_size(t->dtype), &bytes) ||
       (uint64_t)bytes > (uint64_t)SIZE_MAX)
     return fail(v, "%s shape %s is too large (byte size overflows)", name,
                 shape_text(shape_buf, sizeof shape_buf, t->ndim, t->shape));
   if (numel > 0 && !t->data)
     return fail(v, "%s.data is [NULL] with [%lld] elements", name, (long long)numel);
   /* C (and CUDA) need elements at their natural alignment. */
-  if ((uintptr_t)t->data % dtype_bytes(t->dtype) != 0)
+  if ((uintptr_t)t->data % apx_backend_dtype_size(t->dtype) != 0)
     return fail(v, "%s.data = [%p] is not aligned to its element size [%zu] (%s)", name, t->data,
-                dtype_bytes(t->dtype), dtype_label(t->dtype));
+                apx_backend_dtype_size(t->dtype), dtype_label(t->dtype));
 
   if (!v->have_site) {
     v->site.device = t->device;

@@ -38,17 +38,6 @@ static int64_t get_index(const apx_tensor *t, int64_t i) {
                                    : ((const int32_t *)t->data)[i];
 }
 
-static int64_t numel(const apx_tensor *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
-  return n;
-}
-
-static size_t elem_size(apx_dtype dt) {
-  return dt == APX_DTYPE_F16 || dt == APX_DTYPE_BF16 ? 2
-         : dt == APX_DTYPE_I64                       ? 8
-                                                     : 4;
-}
 
 /* ---- TileSSM ---------------------------------------------------------- */
 
@@ -163,9 +152,10 @@ static void coords_of(const apx_tensor *t, int64_t p, int64_t *coord) {
 
 void ref_gather(const apx_gather_args *a) {
   int dim = a->dim < 0 ? a->dim + a->index->ndim : a->dim;
-  size_t es = elem_size(a->src->dtype);
+  size_t es = apx_dtype_size(a->src->dtype);
   int64_t coord[APX_MAX_DIMS];
-  for (int64_t p = 0; p < numel(a->index); p++) {
+  const int64_t count = apx_tensor_numel(a->index);
+  for (int64_t p = 0; p < count; p++) {
     coords_of(a->index, p, coord);
     coord[dim] = get_index(a->index, p);
     memcpy((char *)a->out->data + (size_t)p * es,
@@ -175,7 +165,7 @@ void ref_gather(const apx_gather_args *a) {
 
 void ref_index_select(const apx_index_select_args *a) {
   int64_t N = a->index->shape[0], D = a->src->shape[1];
-  size_t es = elem_size(a->src->dtype);
+  size_t es = apx_dtype_size(a->src->dtype);
   for (int64_t i = 0; i < N; i++)
     for (int64_t j = 0; j < D; j++)
       memcpy((char *)a->out->data + (size_t)(i * D + j) * es,
@@ -187,7 +177,7 @@ static void scatter(const apx_tensor *self, int dim, const apx_tensor *index,
                     const apx_tensor *src, const apx_tensor *out) {
   dim = dim < 0 ? dim + index->ndim : dim;
   const apx_dtype dt = out->dtype;
-  const int64_t n = numel(out);
+  const int64_t n = apx_tensor_numel(out);
   const int is_float = dt == APX_DTYPE_F32 || dt == APX_DTYPE_F16 || dt == APX_DTYPE_BF16;
   float *facc = malloc((size_t)(n ? n : 1) * sizeof(float));
   uint64_t *iacc = malloc((size_t)(n ? n : 1) * sizeof(uint64_t));
@@ -199,7 +189,8 @@ static void scatter(const apx_tensor *self, int dim, const apx_tensor *index,
     else iacc[i] = (uint64_t)(int64_t)((const int32_t *)self->data)[i];
   }
   int64_t coord[APX_MAX_DIMS];
-  for (int64_t p = 0; p < numel(index); p++) {
+  const int64_t count = apx_tensor_numel(index);
+  for (int64_t p = 0; p < count; p++) {
     coords_of(index, p, coord);
     int64_t s = offset_of(src, coord);
     coord[dim] = get_index(index, p);

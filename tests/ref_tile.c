@@ -10,16 +10,7 @@
 
 #include "apx_half.h"
 
-int64_t ref_numel(const apx_tensor *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++)
-    n *= t->shape[d];
-  return n;
-}
-
-static size_t elem_size(apx_dtype dtype) {
-  return dtype == APX_DTYPE_F16 || dtype == APX_DTYPE_BF16 ? 2 : dtype == APX_DTYPE_I64 ? 8 : 4;
-}
+int64_t ref_numel(const apx_tensor *t) { return apx_tensor_numel(t); }
 
 float ref_get(const apx_tensor *t, int64_t i) {
   switch (t->dtype) {
@@ -115,7 +106,7 @@ const char *ref_isa_path_name(int path) {
 /* A scratch copy of a tensor's shape with its own memory. */
 static apx_tensor scratch_like(const apx_tensor *like) {
   apx_tensor t = *like;
-  size_t bytes = (size_t)ref_numel(like) * elem_size(like->dtype);
+  size_t bytes = (size_t)ref_numel(like) * apx_dtype_size(like->dtype);
   t.data = malloc(bytes ? bytes : 1);
   if (!t.data)
     abort();
@@ -123,7 +114,7 @@ static apx_tensor scratch_like(const apx_tensor *like) {
 }
 
 static void copy_into(const apx_tensor *dst, const apx_tensor *src) {
-  memmove(dst->data, src->data, (size_t)ref_numel(src) * elem_size(src->dtype));
+  memmove(dst->data, src->data, (size_t)ref_numel(src) * apx_dtype_size(src->dtype));
 }
 
 /* ---- 2.A tilepack ----------------------------------------------------------- */
@@ -141,7 +132,7 @@ void ref_tilepack(const apx_tilepack_args *args) {
             int64_t src = ((b * C + c) * H + ty * t + dy) * W + tx * t + dx;
             int64_t dst = (((b * K + k) * C + c) * t + dy) * t + dx;
             /* a copy: move the stored bits, not a float round trip */
-            size_t es = elem_size(f->dtype);
+            size_t es = apx_dtype_size(f->dtype);
             memcpy((char *)out->data + dst * es, (const char *)f->data + src * es, es);
           }
     }
@@ -199,7 +190,7 @@ void ref_tileunpack(const apx_tileunpack_args *args) {
   }
   int64_t *key = malloc(sizeof(int64_t) * (size_t)(K ? K : 1));
   int64_t *order = malloc(sizeof(int64_t) * (size_t)(K ? K : 1));
-  size_t es = elem_size(base->dtype);
+  size_t es = apx_dtype_size(base->dtype);
   for (int64_t b = 0; b < B; b++) {
     for (int64_t k = 0; k < K; k++) {
       key[k] = args->levels ? ((ref_index(args->levels, b * K + k) - lmin) << order_bits) + k : k;
@@ -257,7 +248,7 @@ void ref_fused_pack_op_unpack(const apx_fused_pack_op_unpack_args *args) {
   packed.shape[2] = C;
   packed.shape[3] = t;
   packed.shape[4] = t;
-  packed.data = malloc((size_t)(B * K * C * t * t) * elem_size(dt) + 1);
+  packed.data = malloc((size_t)(B * K * C * t * t) * apx_dtype_size(dt) + 1);
   apx_tilepack_args pack = {f, args->idx, t, &packed};
   ref_tilepack(&pack);
   /* transform every packed element: scalars as fp32, R-model */

@@ -625,27 +625,18 @@ void cuda_ws_free(cuda_workspace *ws);
 /* Bytes rounded up so that consecutive carve-outs stay 256-byte aligned. */
 static inline size_t cuda_align_up(size_t n) { return (n + 255u) & ~(size_t)255u; }
 
-/* ---- ops (one file each) ------------------------------------------------ */
+/* ---- ops (one file each, <op>.cu) ------------------------------------------------ */
 #define CUDA_OP_DECL_(upper, lower)                                            \
   apx_status cuda_##lower(void *state, const apx_##lower##_args *args,         \
                           const apx_call *call);
 APX_OP_MAP(CUDA_OP_DECL_)
 #undef CUDA_OP_DECL_
 
-/* Element size of a dtype (host). */
-static inline size_t cuda_dtype_size(apx_dtype dt) {
-  switch (dt) {
-  case APX_DTYPE_F32: case APX_DTYPE_I32: return 4;
-  case APX_DTYPE_F16: case APX_DTYPE_BF16: return 2;
-  case APX_DTYPE_I64: return 8;
-  default: return 0;
-  }
-}
-
-static inline int64_t cuda_numel(const apx_tensor *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
-  return n;
-}
+/* scatter_add.cu: out = self (NULL: zeros) with src added along `dim` at
+ * index (scatter_add; gather_backward with self NULL, gather_backward.cu).
+ * `op` names the op in errors and index checks. */
+apx_status cuda_scatter_accumulate(cuda_state *st, apx_op_id op, const apx_tensor *self,
+                                   const apx_tensor *index, const apx_tensor *src,
+                                   const apx_tensor *out, int dim, const apx_call *call);
 
 #endif /* APX_CUDA_BACKEND_H */

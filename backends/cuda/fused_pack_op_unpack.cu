@@ -178,7 +178,7 @@ static fused_geometry geometry(const apx_fused_pack_op_unpack_args *a, int alias
   g.t = a->tile;
   g.gw = g.W / g.t;
   g.tiles = (g.H / g.t) * g.gw;
-  size_t elem = cuda_dtype_size(a->features->dtype);
+  size_t elem = apx_backend_dtype_size(a->features->dtype);
   int vec = (int)(16 / elem);
   while (vec > 1 && (g.t % vec != 0 || (uintptr_t)a->features->data % (vec * elem) != 0 ||
                      (uintptr_t)a->out->data % (vec * elem) != 0))
@@ -268,7 +268,7 @@ apx_status cuda_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack
                               "fused_pack_op_unpack: H*W = [%lld] is beyond the cuda backend's "
                               "2^31 pixels per plane",
                               (long long)(g.H * g.W));
-  size_t elem = cuda_dtype_size(a->features->dtype);
+  size_t elem = apx_backend_dtype_size(a->features->dtype);
   if (g.K == 0) { /* output = copy of features (docs/ops.md, fused_pack_op_unpack) */
     if (!aliased)
       CUDA_TRY(st, cudaMemcpyAsync(a->out->data, a->features->data, (size_t)numel * elem,

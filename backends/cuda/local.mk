@@ -7,10 +7,13 @@ cuda_backend_sources = \
 	backends/cuda/tilepack.cu \
 	backends/cuda/tileunpack.cu \
 	backends/cuda/fused_pack_op_unpack.cu \
-	backends/cuda/fusiongate.cu \
-	backends/cuda/tilessm.cu \
-	backends/cuda/indexing.cu \
+	backends/cuda/fusiongate_alpha.cu \
+	backends/cuda/fusiongate_fuse.cu \
+	backends/cuda/tilessm_scan.cu \
+	backends/cuda/gather.cu \
+	backends/cuda/index_select.cu \
 	backends/cuda/scatter_add.cu \
+	backends/cuda/gather_backward.cu \
 	backends/cuda/ff_infer.cu \
 	backends/cuda/ff_route.cu \
 	backends/cuda/ff_refine.cu

@@ -1,5 +1,6 @@
-/* scatter_add and gather_backward on CUDA (docs/ops.md, scatter_add,
- * gather_backward). out = self (zeros for gather_backward), then every
+/* scatter_add on CUDA (docs/ops.md, scatter_add), and the accumulation
+ * gather_backward shares (gather_backward.cu, cuda_scatter_accumulate).
+ * out = self (zeros for gather_backward), then every
  * destination gets the sources that name it added in ascending linear
  * position of the index, accumulated in fp32 (floats) or exactly with
  * wrap-around (integers) and rounded once. No atomics: each destination is
@@ -1102,7 +1103,7 @@ static apx_status run_rows(cuda_state *st, const scatter_call *c, const int *bad
                                                      (int)g.idx_cols, seg_begin, seg_end, 0,
                                                      end_bit, s);
     if (err == cudaSuccess) {
-      size_t bytes = (size_t)cuda_numel(c->out) * sizeof(T);
+      size_t bytes = (size_t)apx_backend_numel(c->out) * sizeof(T);
       err = start_out(c->self ? c->self->data : nullptr, c->out->data, bytes, bad, vary, wave,
                       s);
     }
@@ -1128,8 +1129,8 @@ static apx_status run_general(cuda_state *st, const scatter_call *c, const int *
   strides_of(c->src, g.src_stride);
   strides_of(c->out, g.out_stride);
   g.out_dim = c->out->shape[c->dim];
-  g.n = cuda_numel(c->index);
-  int64_t out_n = cuda_numel(c->out);
+  g.n = apx_backend_numel(c->index);
+  int64_t out_n = apx_backend_numel(c->out);
   KEY sentinel = (KEY)out_n;
   int end_bit = 1;
   while (end_bit < (int)(8 * sizeof(KEY)) && ((uint64_t)1 << end_bit) <= (uint64_t)out_n)
@@ -1153,7 +1154,7 @@ static apx_status run_general(cuda_state *st, const scatter_call *c, const int *
    * add on top */
   const void *self = c->self ? c->self->data : nullptr;
   void *out = c->out->data;
-  size_t bytes = (size_t)out_n * cuda_dtype_size(c->out->dtype);
+  size_t bytes = (size_t)out_n * apx_backend_dtype_size(c->out->dtype);
   int wide = bytes % 16 == 0 && (uintptr_t)out % 16 == 0 && (uintptr_t)self % 16 == 0;
   int64_t units = self == out ? 0 : (int64_t)(bytes / (wide ? 16 : 2));
   cuda_geom launch = cuda_geom_1d(g.n, 256);
@@ -1289,14 +1290,14 @@ static int direct_eligible(const scatter_call *c) {
   if (!small_shape(c, &sh)) return 0;
   int64_t RB = c->out->dtype == APX_DTYPE_I64 ? direct_rows<int64_t>() : direct_rows<float>();
   int64_t row_chunks = (sh.M + RB - 1) / RB;
-  int64_t index_bytes = sh.N * sh.idx_cols * (int64_t)cuda_dtype_size(c->index->dtype);
+  int64_t index_bytes = sh.N * sh.idx_cols * (int64_t)apx_backend_dtype_size(c->index->dtype);
   return row_chunks >= 1 && row_chunks <= DIRECT_MAX_ROW_CHUNKS &&
          index_bytes <= DIRECT_MAX_INDEX_READS / row_chunks &&
          (sh.cols + DIRECT_COLS - 1) / DIRECT_COLS <= INT_MAX;
 }
 
 static int direct_vec(const apx_tensor *t, int64_t row) {
-  size_t bytes = (size_t)row * cuda_dtype_size(t->dtype);
+  size_t bytes = (size_t)row * apx_backend_dtype_size(t->dtype);
   return (uintptr_t)t->data % 16 == 0 && bytes % 16 == 0;
 }
 
@@ -1404,7 +1405,7 @@ template <typename T>
 static apx_status run_typed(cuda_state *st, const scatter_call *c, int rows, const int *bad,
                             const int *vary, cudaStream_t s) {
   if (rows) return run_rows<T>(st, c, bad, rows < 0 ? vary : nullptr, s);
-  int64_t big = cuda_numel(c->out) > cuda_numel(c->src) ? cuda_numel(c->out) : cuda_numel(c->src);
+  int64_t big = apx_backend_numel(c->out) > apx_backend_numel(c->src) ? apx_backend_numel(c->out) : apx_backend_numel(c->src);
   if (big < (int64_t)0xffffffffLL) return run_general<T, uint32_t>(st, c, bad, s);
   return run_general<T, unsigned long long>(st, c, bad, s);
 }
@@ -1414,9 +1415,9 @@ static apx_status scatter_run(cuda_state *st, const scatter_call *c, const apx_c
   apx_status s = cuda_use_device(st, dev);
   if (s != APX_OK) return s;
   cudaStream_t stream = cuda_stream(call);
-  int64_t out_n = cuda_numel(c->out), n = cuda_numel(c->index);
+  int64_t out_n = apx_backend_numel(c->out), n = apx_backend_numel(c->index);
   if (out_n == 0) return APX_OK;
-  size_t bytes = (size_t)out_n * cuda_dtype_size(c->out->dtype);
+  size_t bytes = (size_t)out_n * apx_backend_dtype_size(c->out->dtype);
   if (n == 0) { /* empty index: out = self (or zeros) */
     if (!c->self)
       CUDA_TRY(st, cudaMemsetAsync(c->out->data, 0, bytes, stream), "gather_backward: zero fill");
@@ -1484,25 +1485,20 @@ static apx_status scatter_run(cuda_state *st, const scatter_call *c, const apx_c
   }
 }
 
-apx_status cuda_scatter_add(void *state, const apx_scatter_add_args *a, const apx_call *call) {
+apx_status cuda_scatter_accumulate(cuda_state *st, apx_op_id op, const apx_tensor *self,
+                                   const apx_tensor *index, const apx_tensor *src,
+                                   const apx_tensor *out, int dim, const apx_call *call) {
   scatter_call c;
-  c.op = APX_OP_SCATTER_ADD;
-  c.self = a->self;
-  c.index = a->index;
-  c.src = a->src;
-  c.out = a->out;
-  c.dim = a->dim < 0 ? a->dim + a->self->ndim : a->dim;
-  return scatter_run((cuda_state *)state, &c, call);
+  c.op = op;
+  c.self = self;
+  c.index = index;
+  c.src = src;
+  c.out = out;
+  c.dim = dim < 0 ? dim + out->ndim : dim;
+  return scatter_run(st, &c, call);
 }
 
-apx_status cuda_gather_backward(void *state, const apx_gather_backward_args *a,
-                                const apx_call *call) {
-  scatter_call c;
-  c.op = APX_OP_GATHER_BACKWARD;
-  c.self = NULL;
-  c.index = a->index;
-  c.src = a->grad_out;
-  c.out = a->grad_src;
-  c.dim = a->dim < 0 ? a->dim + a->grad_src->ndim : a->dim;
-  return scatter_run((cuda_state *)state, &c, call);
+apx_status cuda_scatter_add(void *state, const apx_scatter_add_args *a, const apx_call *call) {
+  return cuda_scatter_accumulate((cuda_state *)state, APX_OP_SCATTER_ADD, a->self, a->index,
+                                 a->src, a->out, a->dim, call);
 }

@@ -212,7 +212,7 @@ apx_status cuda_tilepack(void *state, const apx_tilepack_args *a, const apx_call
   apx_status s = cuda_use_device(st, dev);
   if (s != APX_OK) return s;
   cudaStream_t stream = cuda_stream(call);
-  size_t elem = cuda_dtype_size(a->features->dtype);
+  size_t elem = apx_backend_dtype_size(a->features->dtype);
   tilepack_geometry g = geometry(a, elem);
   if (g.planes * g.plane_work == 0) return APX_OK; /* K = 0 or B = 0: nothing to write */
   if (g.plane_work > 0x7fffffffLL)

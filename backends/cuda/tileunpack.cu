@@ -1023,7 +1023,7 @@ static unpack_geometry geometry(const apx_tileunpack_args *a) {
   int ob = g.K > 1 ? bit_length((uint64_t)(g.K - 1)) : 1;
   g.order_bits = ob < 1 ? 1 : ob;
   g.end_bit = 32 + bit_length((uint64_t)g.cells);
-  size_t elem = cuda_dtype_size(a->base->dtype);
+  size_t elem = apx_backend_dtype_size(a->base->dtype);
   int vec = (int)(16 / elem);
   while (vec > 1 && (g.t % vec != 0 || (uintptr_t)a->base->data % (vec * elem) != 0 ||
                      (uintptr_t)a->out->data % (vec * elem) != 0 ||
@@ -1122,7 +1122,7 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
   if (s != APX_OK) return s;
   cudaStream_t stream = cuda_stream(call);
   unpack_geometry g = geometry(a);
-  size_t elem = cuda_dtype_size(a->base->dtype);
+  size_t elem = apx_backend_dtype_size(a->base->dtype);
   int64_t numel = g.B * g.C * g.H * g.W;
   if (numel == 0) return APX_OK;
   int aliased = a->out->data == a->base->data;

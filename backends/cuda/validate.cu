@@ -15,12 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const op_names[] = {
-#define CUDA_OP_NAME_(upper, lower) #lower,
-    APX_OP_MAP(CUDA_OP_NAME_)
-#undef CUDA_OP_NAME_
-};
-
 void cuda_check_init(cuda_check_desc *d, apx_op_id op, const char *arg,
                      const apx_tensor *index) {
   memset(d, 0, sizeof *d);
@@ -31,7 +25,7 @@ void cuda_check_init(cuda_check_desc *d, apx_op_id op, const char *arg,
   d->is64 = index->dtype == APX_DTYPE_I64;
   d->ndim = index->ndim;
   for (int i = 0; i < index->ndim && i < APX_MAX_DIMS; i++) d->shape[i] = index->shape[i];
-  d->count = cuda_numel(index);
+  d->count = apx_backend_numel(index);
 }
 
 static __device__ __forceinline__ int64_t row_start_of(const cuda_check_desc &d, int64_t i) {
@@ -377,7 +371,7 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
     desc->unique_map = nullptr;            /* the record's copy must not name it */
   }
   char what[64];
-  snprintf(what, sizeof what, "%s: index check launch", op_names[desc->op]);
+  snprintf(what, sizeof what, "%s: index check launch", apx_backend_op_name((apx_op_id)desc->op));
   CUDA_LAUNCHED(st, what);
   out->slot = slot;
   out->lmin = &slot->result.lmin;
@@ -385,7 +379,7 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
   if (mode == APX_VALIDATE_DEVICE) out->bad = &slot->result.bad;
   if (mode == APX_VALIDATE_EAGER) {
     cuda_check_result r;
-    snprintf(what, sizeof what, "%s: index check", op_names[desc->op]);
+    snprintf(what, sizeof what, "%s: index check", apx_backend_op_name((apx_op_id)desc->op));
     CUDA_TRY(st, cudaMemcpyAsync(&r, &slot->result, sizeof r, cudaMemcpyDeviceToHost, stream),
              what);
     CUDA_TRY(st, cudaStreamSynchronize(stream), what);
@@ -449,7 +443,8 @@ static void format_position(char *buf, size_t size, const int64_t *shape, int nd
 
 void cuda_check_message(const cuda_check_desc *d, const cuda_check_result *r, char *buf,
                         size_t size) {
-  const char *op = d->op >= 0 && d->op < APX_OP_COUNT ? op_names[d->op] : "?";
+  const char *op = apx_backend_op_name((apx_op_id)d->op);
+  if (!op) op = "?";
   char where[160];
   switch (r->kind) {
   case CUDA_BAD_ORIGIN:

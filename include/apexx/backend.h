@@ -113,13 +113,17 @@ typedef enum apx_validate_mode {
  * wherever libapexx loads (also dlopen'ed with RTLD_LOCAL, where the core's
  * symbols are not visible to the modules it loads). */
 
-/* Bytes per element (apx_dtype_size without the library); 0 if unknown. */
+/* Bytes per element (apx_dtype_size without the library; the sizes of
+ * APX_DTYPE_MAP); 0 if unknown. */
 static inline size_t apx_backend_dtype_size(apx_dtype dtype) {
   switch (dtype) {
-  case APX_DTYPE_F32: case APX_DTYPE_I32: return 4;
-  case APX_DTYPE_F16: case APX_DTYPE_BF16: return 2;
-  case APX_DTYPE_I64: return 8;
-  default: return 0;
+#define APX_BACKEND_DTYPE_SIZE_(upper, lower, size)                            \
+  case APX_DTYPE_##upper:                                                      \
+    return size;
+    APX_DTYPE_MAP(APX_BACKEND_DTYPE_SIZE_)
+#undef APX_BACKEND_DTYPE_SIZE_
+  default:
+    return 0;
   }
 }
 
@@ -128,6 +132,20 @@ static inline int64_t apx_backend_numel(const apx_tensor *t) {
   int64_t n = 1;
   for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
   return n;
+}
+
+/* An op's name, "tilepack", ... (apx_op_name without the library; the one
+ * table of names, from APX_OP_MAP); NULL for an unknown id. */
+static inline const char *apx_backend_op_name(apx_op_id op) {
+  switch (op) {
+#define APX_BACKEND_OP_NAME_(upper, lower)                                     \
+  case APX_OP_##upper:                                                         \
+    return #lower;
+    APX_OP_MAP(APX_BACKEND_OP_NAME_)
+#undef APX_BACKEND_OP_NAME_
+  default:
+    return NULL;
+  }
 }
 
 /* ---- end-to-end FF path (apx_ff_infer; docs/ff_infer.md) ----

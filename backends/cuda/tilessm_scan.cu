@@ -637,7 +637,7 @@ static ssm_geometry geometry(const apx_tilessm_scan_args *a, int64_t B, int sm_c
   g.C = a->tokens->shape[2];
   g.direction = (int)a->direction;
   g.merge = (int)a->merge;
-  size_t elem = cuda_dtype_size(a->tokens->dtype);
+  size_t elem = apx_backend_dtype_size(a->tokens->dtype);
   g.V = g.C % 2 == 0 && (uintptr_t)a->tokens->data % (2 * elem) == 0 &&
                 (uintptr_t)a->out->data % (2 * elem) == 0
             ? 2
