@@ -29,6 +29,7 @@
 #include <apexx/apexx.h>
 
 #include "apx_half.h"
+#include "apx_splitmix.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -39,16 +40,9 @@ static const apx_call cpu_call = {"cpu", NULL};
 /* ---- seeded data (splitmix64) -------------------------------------------- */
 static uint64_t rng_state = 0x5eed5eedULL;
 
-static uint64_t rng_next(void) {
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 /* uniform in [-1, 1) */
 static float rng_signed_unit(void) {
-  return (float)((double)(rng_next() >> 11) * 0x1.0p-52 - 1.0);
+  return (float)((double)(apx_splitmix64(&rng_state) >> 11) * 0x1.0p-52 - 1.0);
 }
 
 static double now_s(void) {
@@ -115,7 +109,7 @@ static void fill_distinct(const apx_tensor *t, int64_t rows, int64_t count, int6
   for (int64_t r = 0; r < rows; r++) {
     for (int64_t i = 0; i < range; i++) perm[i] = i;
     for (int64_t i = 0; i < count; i++) {
-      int64_t j = i + (int64_t)(rng_next() % (uint64_t)(range - i));
+      int64_t j = i + (int64_t)(apx_splitmix64(&rng_state) % (uint64_t)(range - i));
       int64_t tmp = perm[i];
       perm[i] = perm[j];
       perm[j] = tmp;

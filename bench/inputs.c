@@ -5,21 +5,15 @@
 #include "bench.h"
 
 #include "apx_half.h"
+#include "apx_splitmix.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t bench_rng_next(bench_rng *rng) {
-  uint64_t z = (rng->state += UINT64_C(0x9E3779B97F4A7C15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-  return z ^ (z >> 31);
-}
+uint64_t bench_rng_next(bench_rng *rng) { return apx_splitmix64(&rng->state); }
 
-double bench_rng_uniform(bench_rng *rng) {
-  return (double)(bench_rng_next(rng) >> 11) * 0x1.0p-53;
-}
+double bench_rng_uniform(bench_rng *rng) { return apx_splitmix64_uniform(&rng->state); }
 
 double bench_rng_normal(bench_rng *rng) {
   /* 1-u1 lies in (0, 1], so the log is finite */

@@ -4,17 +4,13 @@
 #include <string.h>
 
 #include "apx_half.h"
+#include "apx_splitmix.h"
 
 #include <unistd.h>
 
-uint64_t tu_next(tu_rng *r) {
-  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+uint64_t tu_next(tu_rng *r) { return apx_splitmix64(&r->s); }
 
-double tu_uniform(tu_rng *r) { return (double)(tu_next(r) >> 11) * 0x1.0p-53; }
+double tu_uniform(tu_rng *r) { return apx_splitmix64_uniform(&r->s); }
 
 double tu_normal(tu_rng *r) {
   double u1 = tu_uniform(r), u2 = tu_uniform(r);

@@ -32,6 +32,7 @@
  * CUDA_BW_SORTED_IDS=1 gives the tile ops each row's ids in ascending
  * order (a diagnostic: the tables use random order). */
 #include <apexx/apexx.h>
+#include "apx_splitmix.h"
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
@@ -46,14 +47,9 @@ static const apx_call on_gpu = {"cuda", NULL};
 static apx_call op_call = {"cuda", NULL};
 static uint64_t rng_state = 0x5eed1234abcdull;
 
-static uint64_t next_u64(void) {
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+static uint64_t next_u64(void) { return apx_splitmix64(&rng_state); }
 
-static double next_uniform(void) { return (double)(next_u64() >> 11) * 0x1.0p-53; }
+static double next_uniform(void) { return apx_splitmix64_uniform(&rng_state); }
 
 static void die(const char *what, apx_status st) {
   fprintf(stderr, "cuda_bw: %s: %s: %s\n", what, apx_status_name(st), apx_last_error());
