@@ -1,9 +1,32 @@
-# GPU suite of the cuda backend (tests/test_cuda.c): every op against the
-# cpu backend through the public API. It uses only the public API, so it
-# builds without CUDA too; where the cuda backend cannot run it prints
-# "SKIP: <reason>" and exits 77.
-check_PROGRAMS += tests/test_cuda
-TESTS += tests/test_cuda
-tests_test_cuda_SOURCES = tests/test_cuda.c
-tests_test_cuda_CPPFLAGS = $(APX_TEST_CPPFLAGS)
-tests_test_cuda_LDADD = $(APX_TEST_LIBS)
+# GPU suites of the cuda backend (tests/test_cuda_<group>.c), one per op
+# group: every op against the cpu backend through the public API, each case
+# through the one cpu-vs-cuda helper of tests/cuda_case.c. They use only the
+# public API, so they build without CUDA too; where the cuda backend cannot
+# run they print "SKIP: <reason>" and exit 77.
+check_LTLIBRARIES += tests/libcudacase.la
+tests_libcudacase_la_SOURCES = tests/cuda_case.c tests/cuda_case.h
+tests_libcudacase_la_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+APX_CUDA_TEST_LIBS = tests/libcudacase.la $(APX_TEST_LIBS)
+
+check_PROGRAMS += tests/test_cuda_tile tests/test_cuda_fusiongate tests/test_cuda_tilessm \
+	tests/test_cuda_index tests/test_cuda_validate tests/test_cuda_memory
+TESTS += tests/test_cuda_tile tests/test_cuda_fusiongate tests/test_cuda_tilessm \
+	tests/test_cuda_index tests/test_cuda_validate tests/test_cuda_memory
+tests_test_cuda_tile_SOURCES = tests/test_cuda_tile.c
+tests_test_cuda_tile_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cuda_tile_LDADD = $(APX_CUDA_TEST_LIBS)
+tests_test_cuda_fusiongate_SOURCES = tests/test_cuda_fusiongate.c
+tests_test_cuda_fusiongate_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cuda_fusiongate_LDADD = $(APX_CUDA_TEST_LIBS)
+tests_test_cuda_tilessm_SOURCES = tests/test_cuda_tilessm.c
+tests_test_cuda_tilessm_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cuda_tilessm_LDADD = $(APX_CUDA_TEST_LIBS)
+tests_test_cuda_index_SOURCES = tests/test_cuda_index.c
+tests_test_cuda_index_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cuda_index_LDADD = $(APX_CUDA_TEST_LIBS)
+tests_test_cuda_validate_SOURCES = tests/test_cuda_validate.c
+tests_test_cuda_validate_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cuda_validate_LDADD = $(APX_CUDA_TEST_LIBS)
+tests_test_cuda_memory_SOURCES = tests/test_cuda_memory.c
+tests_test_cuda_memory_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cuda_memory_LDADD = $(APX_CUDA_TEST_LIBS)

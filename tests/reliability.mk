@@ -89,7 +89,7 @@ VALGRIND_FLAGS = --quiet --error-exitcode=99 --leak-check=full \
 EXTRA_DIST += tests/valgrind.supp
 check-valgrind:
 	tests=; for t in $(TESTS); do case $$t in \
-	  *.sh|*.py|tests/test_cuda|tests/test_cuda_ff) ;; *) tests="$$tests $$t";; esac; done; \
+	  *.sh|*.py|tests/test_cuda_*) ;; *) tests="$$tests $$t";; esac; done; \
 	CK_FORK=no $(MAKE) $(AM_MAKEFLAGS) check TESTS="$$tests" \
 	  TEST_SUITE_LOG=test-suite-valgrind.log \
 	  LOG_COMPILER='$(LIBTOOL) --mode=execute $(VALGRIND) $(VALGRIND_FLAGS)'
