@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "apx_half.h"
+#include "apx_splitmix.h"
 #include "ff_internal.h"
 #include "internal.h"
 
@@ -343,14 +344,6 @@ APX_API void apx_ff_weights_free(apx_context *ctx, apx_ff_weights *weights) {
   weights_destroy(weights);
 }
 
-/* splitmix64 (the generator of docs/ff_weights.md and tests/testutil.c) */
-static uint64_t splitmix64(uint64_t *state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 APX_API apx_status apx_ff_weights_seeded(apx_context *ctx, int64_t channels, uint64_t seed,
                                          apx_ff_weights **weights) {
   static const char op[] = "apx_ff_weights_seeded";
@@ -383,7 +376,8 @@ APX_API apx_status apx_ff_weights_seeded(apx_context *ctx, int64_t channels, uin
         } else if (s->init == FF_INIT_ONE) {
           out[k] = 1.0f;
         } else {
-          double u = (double)(splitmix64(&state) >> 11) * 0x1p-53;
+          /* splitmix64, the generator of docs/ff_weights.md */
+          double u = apx_splitmix64_uniform(&state);
           out[k] = (float)((2.0 * u - 1.0) * bound);
         }
       }
