@@ -19,8 +19,8 @@
 
 #include "internal.h"
 
-/* ---- names (backend.h's and an own table, so this file has no link
- * dependency on ops.c) ---- */
+/* ---- names (backend.h's ops, error.c's dtypes: no link dependency on
+ * ops.c) ---- */
 
 static const char *op_label(apx_op_id op) {
   const char *name = apx_backend_op_name(op);
@@ -28,16 +28,9 @@ static const char *op_label(apx_op_id op) {
 }
 
 static const char *dtype_label(apx_dtype dtype) {
-  static const char *const names[] = {
-#define APX_V_DTYPE_NAME_(upper, lower, size) #lower,
-      APX_DTYPE_MAP(APX_V_DTYPE_NAME_)
-#undef APX_V_DTYPE_NAME_
-  };
-  if ((unsigned)dtype >= (unsigned)APX_DTYPE_COUNT)
-    return "?";
-  return names[dtype];
+  const char *name = apx_dtype_name(dtype);
+  return name ? name : "?";
 }
-
 
 /* ---- the validation state of one call ---- */
 
