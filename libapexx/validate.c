@@ -100,7 +100,9 @@ static int64_t numel_of(const apx_tensor *t) {
   return n;
 }
 
-static size_t bytes_of(const apx_tensor *t) { return (size_t)numel_of(t) * apx_backend_dtype_size(t->dtype); }
+static size_t bytes_of(const apx_tensor *t) {
+  return (size_t)numel_of(t) * apx_backend_dtype_size(t->dtype);
+}
 
 static int is_float(apx_dtype dtype) {
   return dtype == APX_DTYPE_F32 || dtype == APX_DTYPE_F16 || dtype == APX_DTYPE_BF16;

@@ -280,8 +280,8 @@ START_TEST(test_bad_indices) {
     fe.features = &tf.eager;
     fe.idx = &tuid.eager;
     fe.out = &tout.eager;
-    expect_rejected("fused require_unique", APX_OP_FUSED_PACK_OP_UNPACK, &fd, &fe, &tout.dev, &tout.eager,
-                    "idx[1][3] = [");
+    expect_rejected("fused require_unique", APX_OP_FUSED_PACK_OP_UNPACK, &fd, &fe, &tout.dev,
+                    &tout.eager, "idx[1][3] = [");
     /* the same with K = 80 (the pre-pass's id map, not the in-kernel
      * check): a repeat in row 1 and an out-of-range id after it */
     apx_tensor f96 = tu_host4(APX_DTYPE_F16, 2, 3, 40, 40), uid80 = tu_host2(it, 2, 80);

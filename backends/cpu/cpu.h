@@ -74,7 +74,8 @@ void cpu_thread_range(int64_t total, int64_t *begin, int64_t *end);
 /* A parallel region (CPU_OMP_PARALLEL) whose loop is shared out by
  * CPU_OMP_LOOP, for work that needs per-thread code after the loop. */
 #define CPU_OMP_PARALLEL(threads, work)                                                            \
-  CPU_PRAGMA_(omp parallel num_threads(threads) if ((threads) > 1 && (work) >= CPU_PARALLEL_MIN_WORK))
+  CPU_PRAGMA_(                                                                                     \
+      omp parallel num_threads(threads) if ((threads) > 1 && (work) >= CPU_PARALLEL_MIN_WORK))
 #define CPU_OMP_LOOP CPU_PRAGMA_(omp for schedule(dynamic, 1))
 #else
 /* Without OpenMP the loops run on the calling thread; the arguments are

@@ -51,7 +51,7 @@ gather_rows_impl(const cpu_axis_view *v, const char *src, const void *index,
 }
 
 #define GATHER_VARIANT_(es, idx64)                                             \
-  static void gather_rows_##es##_##idx64(const cpu_axis_view *v, const char *src,  \
+  static void gather_rows_##es##_##idx64(const cpu_axis_view *v, const char *src, \
                                          const void *index, char *out,         \
                                          int64_t r0, int64_t r1, si_isa isa,   \
                                          int stream) {                         \
@@ -90,8 +90,9 @@ apx_status cpu_gather(void *state, const apx_gather_args *args,
                                      index->dtype == APX_DTYPE_I64);
   int team = cpu_team_size(st, rows * v.inner);
   const si_isa isa = si_isa_level();
-  const int stream = (size_t)apx_backend_numel(args->out) * apx_backend_dtype_size(args->out->dtype) >=
-                     SI_STREAM_MIN_BYTES;
+  const int stream =
+      (size_t)apx_backend_numel(args->out) * apx_backend_dtype_size(args->out->dtype) >=
+      SI_STREAM_MIN_BYTES;
   (void)team;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(team) if (team > 1)

@@ -28,8 +28,9 @@ apx_status cpu_index_select(void *state, const apx_index_select_args *args,
     cpu_thread_range(rows, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
       if (r + CPU_PREFETCH_ROWS_AHEAD < r1)
-        cpu_prefetch_bytes(src + (size_t)cpu_index_at(index, idx64, r + CPU_PREFETCH_ROWS_AHEAD) * row_bytes,
-                       row_bytes);
+        cpu_prefetch_bytes(src + (size_t)cpu_index_at(index, idx64, r + CPU_PREFETCH_ROWS_AHEAD) *
+                                     row_bytes,
+                           row_bytes);
       si_copy_block(isa, stream, out + (size_t)r * row_bytes,
                     src + (size_t)cpu_index_at(index, idx64, r) * row_bytes, row_bytes);
     }

@@ -128,8 +128,8 @@ static inline void prefetch_chain_head(const scatter_job *jb, const cpu_axis_vie
   if (r >= end || head[r] < 0) return;
   const size_t es = apx_backend_dtype_size(jb->src->dtype);
   cpu_prefetch_bytes((const char *)jb->src->data +
-                     (size_t)(src_base + head[r] * vsrc->stride[vsrc->dim]) * es,
-                 (size_t)vsrc->inner * es);
+                         (size_t)(src_base + head[r] * vsrc->stride[vsrc->dim]) * es,
+                     (size_t)vsrc->inner * es);
 }
 
 static apx_status scatter_rows(const scatter_job *jb, const cpu_axis_view *vself,
@@ -228,11 +228,12 @@ scatter_elements_job(const scatter_job *jb, const cpu_axis_view *vself,
 
 /* One copy of the loop per (data dtype, index width): the per-element
  * switches then fold away. */
-typedef void (*scatter_elements_fn)(const scatter_job *, const cpu_axis_view *, const cpu_axis_view *,
-                                    char *, int64_t, int64_t, int64_t, int64_t, int64_t);
+typedef void (*scatter_elements_fn)(const scatter_job *, const cpu_axis_view *,
+                                    const cpu_axis_view *, char *, int64_t, int64_t, int64_t,
+                                    int64_t, int64_t);
 #define SCATTER_VARIANT_(upper, idx64)                                         \
   static void scatter_elements_##upper##_##idx64(                             \
-      const scatter_job *jb, const cpu_axis_view *vs, const cpu_axis_view *vr,         \
+      const scatter_job *jb, const cpu_axis_view *vs, const cpu_axis_view *vr, \
       char *acc, int64_t o, int64_t j0, int64_t j1, int64_t v0, int64_t v1) {  \
     scatter_elements_job(jb, vs, vr, acc, o, j0, j1, v0, v1, APX_DTYPE_##upper, \
                          idx64);                                               \
@@ -383,8 +384,9 @@ static apx_status scatter_add_common(cpu_state *st, const char *op, scatter_job 
   jb->isa = si_isa_level();
   jb->dim = cpu_normalize_dim(jb->dim, jb->index->ndim);
   jb->in_place = jb->self && jb->self->data == jb->out->data;
-  jb->stream = !jb->in_place && (size_t)apx_backend_numel(jb->out) *
-                                        apx_backend_dtype_size(jb->out->dtype) >= SI_STREAM_MIN_BYTES;
+  jb->stream = !jb->in_place &&
+               (size_t)apx_backend_numel(jb->out) * apx_backend_dtype_size(jb->out->dtype) >=
+                   SI_STREAM_MIN_BYTES;
   jb->team = cpu_team_size(st, apx_backend_numel(jb->out) + apx_backend_numel(jb->index));
   cpu_axis_view vself, vsrc;
   int ok_self = cpu_axis_view_init(&vself, jb->index, jb->dim, jb->out);

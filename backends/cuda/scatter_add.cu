@@ -1405,7 +1405,8 @@ template <typename T>
 static apx_status run_typed(cuda_state *st, const scatter_call *c, int rows, const int *bad,
                             const int *vary, cudaStream_t s) {
   if (rows) return run_rows<T>(st, c, bad, rows < 0 ? vary : nullptr, s);
-  int64_t big = apx_backend_numel(c->out) > apx_backend_numel(c->src) ? apx_backend_numel(c->out) : apx_backend_numel(c->src);
+  int64_t big = apx_backend_numel(c->out) > apx_backend_numel(c->src) ? apx_backend_numel(c->out)
+                                                                      : apx_backend_numel(c->src);
   if (big < (int64_t)0xffffffffLL) return run_general<T, uint32_t>(st, c, bad, s);
   return run_general<T, unsigned long long>(st, c, bad, s);
 }
