@@ -91,6 +91,16 @@ void cpu_thread_range(int64_t total, int64_t *begin, int64_t *end);
 #define CPU_OMP_LOOP
 #endif
 
+/* ---- streaming stores ---------------------------------------------------- */
+
+/* Non-temporal stores are weakly ordered: each thread that streamed drains
+ * them before the op returns (and another thread or the caller reads). */
+static inline void cpu_stream_fence(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_ia32_sfence();
+#endif
+}
+
 /* ---- index tensors -------------------------------------------------------- */
 
 /* Element i of an i32|i64 index tensor's data. */

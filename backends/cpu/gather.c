@@ -101,7 +101,7 @@ apx_status cpu_gather(void *state, const apx_gather_args *args,
     int64_t r0, r1;
     cpu_thread_range(rows, &r0, &r1);
     fn(&v, args->src->data, index->data, args->out->data, r0, r1, isa, stream);
-    if (stream) si_stream_fence();
+    if (stream) cpu_stream_fence();
   }
   cpu_axis_view_free(&v);
   return APX_OK;

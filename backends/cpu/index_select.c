@@ -34,7 +34,7 @@ apx_status cpu_index_select(void *state, const apx_index_select_args *args,
       si_copy_block(isa, stream, out + (size_t)r * row_bytes,
                     src + (size_t)cpu_index_at(index, idx64, r) * row_bytes, row_bytes);
     }
-    if (stream) si_stream_fence();
+    if (stream) cpu_stream_fence();
   }
   return APX_OK;
 }

@@ -44,7 +44,7 @@ static inline int si_is_float(apx_dtype dt) {
 }
 
 /* Element i of a float tensor as fp32 (exact). */
-static inline float si_load_f32(apx_dtype dt, const void *p, int64_t i) {
+static inline __attribute__((always_inline)) float si_load_f32(apx_dtype dt, const void *p, int64_t i) {
   switch (dt) {
   case APX_DTYPE_F16: return apx_f16_to_f32(((const uint16_t *)p)[i]);
   case APX_DTYPE_BF16: return apx_bf16_to_f32(((const uint16_t *)p)[i]);
@@ -53,7 +53,7 @@ static inline float si_load_f32(apx_dtype dt, const void *p, int64_t i) {
 }
 
 /* Store fp32 v into element i of a float tensor, RNE. */
-static inline void si_store_f32(apx_dtype dt, void *p, int64_t i, float v) {
+static inline __attribute__((always_inline)) void si_store_f32(apx_dtype dt, void *p, int64_t i, float v) {
   switch (dt) {
   case APX_DTYPE_F16: ((uint16_t *)p)[i] = apx_f32_to_f16(v); break;
   case APX_DTYPE_BF16: ((uint16_t *)p)[i] = apx_f32_to_bf16(v); break;
@@ -62,7 +62,7 @@ static inline void si_store_f32(apx_dtype dt, void *p, int64_t i, float v) {
 }
 
 /* R-model `fl`: round fp32 v to dtype dt and back (identity for fp32). */
-static inline float si_round(apx_dtype dt, float v) {
+static inline __attribute__((always_inline)) float si_round(apx_dtype dt, float v) {
   switch (dt) {
   case APX_DTYPE_F16: return apx_round_f16(v);
   case APX_DTYPE_BF16: return apx_round_bf16(v);
@@ -228,7 +228,7 @@ SI_TARGET_AVX2 static inline int si_index_row_uniform_avx2(const void *p, int id
 }
 
 /* Copy (src != NULL) or zero a block; non-temporal when `stream`. Call
- * si_stream_fence() before other threads may read what was streamed. */
+ * cpu_stream_fence() before other threads may read what was streamed. */
 static inline void si_copy_block(si_isa isa, int stream, void *dst, const void *src,
                                  size_t bytes) {
 #if SI_HAVE_X86
@@ -245,12 +245,6 @@ static inline void si_copy_block(si_isa isa, int stream, void *dst, const void *
     memcpy(dst, src, bytes);
   else
     memset(dst, 0, bytes);
-}
-
-static inline void si_stream_fence(void) {
-#if SI_HAVE_X86
-  __builtin_ia32_sfence();
-#endif
 }
 
 /* Outputs at least this large are written with non-temporal stores. */

@@ -162,7 +162,7 @@ static apx_status scatter_rows(const scatter_job *jb, const cpu_axis_view *vself
           scatter_one_row(jb, vself, vsrc, self_base, src_base, r, head[r], next);
         }
       }
-      if (jb->stream) si_stream_fence();
+      if (jb->stream) cpu_stream_fence();
     }
   } else {
     /* few outer blocks: link on one thread (cheap: one value per row),
@@ -181,7 +181,7 @@ static apx_status scatter_rows(const scatter_job *jb, const cpu_axis_view *vself
           prefetch_chain_head(jb, vsrc, src_base, head, r + CPU_PREFETCH_ROWS_AHEAD, r1);
           scatter_one_row(jb, vself, vsrc, self_base, src_base, r, head[r], next);
         }
-        if (jb->stream) si_stream_fence();
+        if (jb->stream) cpu_stream_fence();
       }
     }
   }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "apx_half.h"
+#include "scan_index_simd.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define CPU_HAVE_X86 1
@@ -24,33 +25,22 @@
  * One always-inline body per kernel, instantiated per dtype with constant
  * `dtype` so the conversions inline and the switch disappears. `fl` is the
  * R-model rounding to storage and back. */
-#define DT_F32 0
-#define DT_F16 1
-#define DT_BF16 2
+#define DT_F32 APX_DTYPE_F32
+#define DT_F16 APX_DTYPE_F16
+#define DT_BF16 APX_DTYPE_BF16
 
+/* The conversions of scan_index_simd.h (si_load_f32, si_store_f32,
+ * si_round) in the argument order of these loops. */
 static inline __attribute__((always_inline)) float load_dt(const void *p, size_t i, int dtype) {
-  if (dtype == DT_F32)
-    return ((const float *)p)[i];
-  if (dtype == DT_F16)
-    return apx_f16_to_f32(((const uint16_t *)p)[i]);
-  return apx_bf16_to_f32(((const uint16_t *)p)[i]);
+  return si_load_f32((apx_dtype)dtype, p, (int64_t)i);
 }
 
 static inline __attribute__((always_inline)) void store_dt(void *p, size_t i, float v, int dtype) {
-  if (dtype == DT_F32)
-    ((float *)p)[i] = v;
-  else if (dtype == DT_F16)
-    ((uint16_t *)p)[i] = apx_f32_to_f16(v);
-  else
-    ((uint16_t *)p)[i] = apx_f32_to_bf16(v);
+  si_store_f32((apx_dtype)dtype, p, (int64_t)i, v);
 }
 
 static inline __attribute__((always_inline)) float fl_dt(float v, int dtype) {
-  if (dtype == DT_F32)
-    return v;
-  if (dtype == DT_F16)
-    return apx_round_f16(v);
-  return apx_round_bf16(v);
+  return si_round((apx_dtype)dtype, v);
 }
 
 static inline __attribute__((always_inline)) void blend_body(void *cur, const void *tile,

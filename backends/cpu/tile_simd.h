@@ -42,14 +42,6 @@ static inline int cpu_stream_ok(const void *data, int64_t total_bytes, size_t pi
          (uintptr_t)data % 16 == 0;
 }
 
-/* Streaming stores are weakly ordered: each thread that streamed drains
- * them before the op returns (and another thread or the caller reads). */
-static inline void cpu_stream_fence(void) {
-#if CPU_HAVE_STREAM
-  _mm_sfence();
-#endif
-}
-
 /* The name ff_infer.c calls cpu_isa_level by (cpu.h: the backend's one
  * ISA selector). */
 static inline cpu_simd_level cpu_tile_simd_level(void) { return cpu_isa_level(); }
