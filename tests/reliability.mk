@@ -97,9 +97,10 @@ check-valgrind:
 # Fault injection and concurrency suites (docs/reliability.md).
 check_PROGRAMS += tests/test_faults
 TESTS += tests/test_faults
-tests_test_faults_SOURCES = tests/test_faults.c $(VALIDATE_COMMON)
-tests_test_faults_CPPFLAGS = $(APX_TEST_CPPFLAGS)
-tests_test_faults_LDADD = $(APX_TEST_LIBS)
+tests_test_faults_SOURCES = tests/test_faults.c $(VALIDATE_COMMON) bench/report_json.c \
+	bench/bench.h
+tests_test_faults_CPPFLAGS = $(APX_TEST_CPPFLAGS) $(CJSON_CFLAGS) -I$(top_srcdir)
+tests_test_faults_LDADD = $(APX_TEST_LIBS) $(CJSON_LIBS)
 
 check_PROGRAMS += tests/test_concurrency
 TESTS += tests/test_concurrency

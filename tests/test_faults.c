@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "test_validate_common.h"
 #include "testutil.h"
 
@@ -515,6 +516,75 @@ START_TEST(save_timer_explain_survive_every_failing_allocation) {
 }
 END_TEST
 
+/* ---- apexx-bench's report writing (bench/report_json.c compiled in) ---- */
+static char *text_of(const char *path) {
+  size_t size;
+  char *bytes = read_all(path, &size);
+  if (bytes) bytes[size ? size - 1 : 0] = '\0'; /* the texts end in a newline */
+  return bytes;
+}
+
+START_TEST(report_writing_survives_every_failing_allocation) {
+  /* the JSON and Markdown pair as apexx-bench writes it (bench/main.c):
+   * both temporaries, then both renames */
+  char dir[] = "/tmp/apexx-faults-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char json_path[64], md_path[64];
+  snprintf(json_path, sizeof json_path, "%s/r.json", dir);
+  snprintf(md_path, sizeof md_path, "%s/r.md", dir);
+  cJSON *report = cJSON_CreateObject();
+  cJSON_AddStringToObject(report, "status", "ok");
+  cJSON_AddNumberToObject(report, "p50_ms", 1.5);
+  char err[512];
+  long n = 1;
+  for (;; n++) {
+    int hit = 0, rc = 0, printed = 0;
+    for (int pass = 0; pass < 2; pass++) {
+      ck_assert_int_eq(bench_write_atomic(json_path, "{\"old\": 1}\n", err, sizeof err), 0);
+      ck_assert_int_eq(bench_write_atomic(md_path, "old\n", err, sizeof err), 0);
+      if (pass == 1) track_begin();
+      arm(n);
+      err[0] = '\0';
+      char *json = bench_report_print(report);
+      printed = json != NULL;
+      bench_pending_file pj = {0}, pm = {0};
+      rc = !json ? -1 : bench_write_temp(json_path, json, &pj, err, sizeof err);
+      if (rc == 0 && bench_write_temp(md_path, "new\n", &pm, err, sizeof err) != 0) {
+        bench_discard_temp(&pj);
+        rc = -1;
+      }
+      if (rc == 0 && bench_commit_temp(&pj, err, sizeof err) != 0) {
+        bench_discard_temp(&pm);
+        rc = -1;
+      }
+      if (rc == 0 && bench_commit_temp(&pm, err, sizeof err) != 0) rc = -2;
+      hit = disarm();
+      free(json);
+    }
+    expect_no_leak("report writing with allocation %ld failing", n);
+    char *j = text_of(json_path), *m = text_of(md_path);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_ptr_nonnull(m);
+    int json_new = strstr(j, "p50_ms") != NULL, md_new = strcmp(m, "new") == 0;
+    ck_assert_msg(json_new || strcmp(j, "{\"old\": 1}") == 0, "allocation %ld: JSON [%s]", n, j);
+    ck_assert_msg(md_new || strcmp(m, "old") == 0, "allocation %ld: Markdown [%s]", n, m);
+    ck_assert_msg(rc == 0 ? json_new && md_new : !md_new,
+                  "report writing with allocation %ld failing (rc %d, [%s]): JSON %s, Markdown %s",
+                  n, rc, err, json_new ? "new" : "old", md_new ? "new" : "old");
+    if (rc != 0 && printed) ck_assert_msg(err[0], "report writing, allocation %ld: no message", n);
+    ck_assert_int_eq(dir_entries(dir), 2); /* no temporary left */
+    free(j);
+    free(m);
+    if (!hit) break;
+  }
+  printf("report JSON and Markdown pair: %ld allocations, each failed once\n", n - 1);
+  cJSON_Delete(report);
+  unlink(json_path);
+  unlink(md_path);
+  rmdir(dir);
+}
+END_TEST
+
 int main(void) {
   need_interposer();
   Suite *s = suite_create("faults");
@@ -525,6 +595,7 @@ int main(void) {
   tcase_add_test(tc, every_op_survives_every_failing_allocation);
   tcase_add_test(tc, helpers_and_weights_survive_every_failing_allocation);
   tcase_add_test(tc, save_timer_explain_survive_every_failing_allocation);
+  tcase_add_test(tc, report_writing_survives_every_failing_allocation);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
