@@ -217,6 +217,10 @@ apx_status cpu_tilessm_scan(void *state, const apx_tilessm_scan_args *args,
   const apx_dtype dt = tokens->dtype;
   const int64_t B = tokens->shape[0], K = tokens->shape[1], C = tokens->shape[2];
   const si_isa isa = si_isa_level();
+  /* no channel or no batch: out and final_state are empty (the loops over
+   * the other dims would still count up to their extents, ~2^58 for a shape
+   * the core accepts) */
+  if (B == 0 || C == 0) return APX_OK;
 
   /* per-channel fp32 vectors, then [B][2][C] init, final, and the gate */
   size_t param_floats = (size_t)C * 5;
