@@ -217,6 +217,18 @@ apx_status cc_call_op(apx_context *c, apx_op_id op, const void *args, const apx_
   return APX_ERR_INVALID_ARG;
 }
 
+/* APEXX_TEST_CUDA_REPEATS: how many more times each out-of-place case's
+ * device call runs (0: only cases marked `repeat`, once more). */
+int cc_repeats(void) {
+  static int n = -1;
+  if (n < 0) {
+    const char *e = getenv("APEXX_TEST_CUDA_REPEATS");
+    long v = e ? strtol(e, NULL, 10) : 0;
+    n = v > 0 && v < 100000 ? (int)v : 0;
+  }
+  return n;
+}
+
 void cc_run(const cc_case *c, apx_tensor got[CC_MAX_OUTPUTS]) {
   const apx_tensor *host_in[CC_MAX_INPUTS] = {NULL}, *host_out[CC_MAX_OUTPUTS] = {NULL};
   apx_tensor dev_in[CC_MAX_INPUTS], dev_out[CC_MAX_OUTPUTS];
@@ -247,8 +259,12 @@ void cc_run(const cc_case *c, apx_tensor got[CC_MAX_OUTPUTS]) {
     memset(&got[o], 0, sizeof got[o]);
     if (host_out[o]) got[o] = to_host(ctx, *c->outputs[o]);
   }
-  if (c->repeat && c->alias < 0) {
-    /* run-to-run: the same device inputs again give the same bits */
+  /* run-to-run: the same device inputs again give the same bits; a case
+   * with `repeat` once more, every out-of-place case cc_repeats() times
+   * more when APEXX_TEST_CUDA_REPEATS asks (the determinism step of
+   * bench/gpu/run-all.sh) */
+  int again_runs = c->alias >= 0 ? 0 : cc_repeats() > 0 ? cc_repeats() : c->repeat ? 1 : 0;
+  for (int run = 0; run < again_runs; run++) {
     for (int o = 0; o < CC_MAX_OUTPUTS; o++)
       if (own_out[o]) dev_poison(ctx, &dev_out[o]);
     CHECK_OK(cc_call_op(ctx, c->op, c->args, &on_gpu), c->what);
@@ -256,7 +272,8 @@ void cc_run(const cc_case *c, apx_tensor got[CC_MAX_OUTPUTS]) {
     for (int o = 0; o < CC_MAX_OUTPUTS; o++) {
       if (!own_out[o]) continue;
       apx_tensor again = to_host(ctx, &dev_out[o]);
-      ck_assert_msg(tu_bytes_equal(&again, &got[o]), "%s: not run-to-run bit-identical", c->what);
+      ck_assert_msg(tu_bytes_equal(&again, &got[o]), "%s: run %d of the same call differs bitwise",
+                    c->what, run + 2);
       tu_free(&again);
     }
   }

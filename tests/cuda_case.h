@@ -86,7 +86,8 @@ typedef struct cc_case {
   const apx_tensor **inputs[CC_MAX_INPUTS];
   const apx_tensor **outputs[CC_MAX_OUTPUTS];
   int alias;  /* >= 0: outputs[0] is inputs[alias]'s device copy (in place) */
-  int repeat; /* run the device call twice: the same bits (not when aliased) */
+  int repeat; /* run the device call twice: the same bits (not when aliased);
+                 APEXX_TEST_CUDA_REPEATS runs every out-of-place case N more times */
 } cc_case;
 
 /* Runs the case on the cpu backend, copies the inputs to the device,
@@ -95,6 +96,10 @@ typedef struct cc_case {
  * them; a zero tensor for an absent output). The args hold the host
  * tensors again on return. */
 void cc_run(const cc_case *c, apx_tensor got[CC_MAX_OUTPUTS]);
+
+/* APEXX_TEST_CUDA_REPEATS=N: every out-of-place case's device call runs N
+ * more times and must give the same bits each time (0 when unset). */
+int cc_repeats(void);
 
 /* main() of a test_cuda_* program: opens the contexts (exit 77 with the
  * reason when the cuda backend cannot run), seeds rng, runs the tests that

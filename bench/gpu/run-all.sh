@@ -4,7 +4,7 @@
 #
 #   bash .gpu/remote-build bash bench/gpu/run-all.sh
 #
-# It runs the GPU suite (tests/test_cuda) with its output, compute-sanitizer
+# It runs the GPU suites (tests/test_cuda_*) with their output, compute-sanitizer
 # (memcheck, racecheck, initcheck) on it, the bandwidth table
 # (bench/gpu/cuda_bw, validate=device and validate=off), apexx-bench at the
 # seed and large profiles (when it is built), the torch peers
@@ -20,7 +20,7 @@
 # takes ~350 s: give "racecheck initcheck" a build without make check
 # (configure && make && make check TESTS=, then this script), ~560 s.
 # RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
-# bench peers ff python (and nopdl, the suite with APEXX_CUDA_PDL=0, and the
+# bench peers ff python determinism (and nopdl, the suites with APEXX_CUDA_PDL=0, and the
 # experiments l2, ncu, ncudiag, ncudeep and ncustall: not in the default). Exit
 # status: 0 when every step run passed or was skipped with a reason.
 set -uo pipefail
@@ -37,7 +37,7 @@ report="$OUT/gpu-report.txt"
 : >"$report"
 status=0
 say() { echo "$*" | tee -a "$report"; }
-RUN_STEPS=${RUN_STEPS:-tests memcheck racecheck initcheck bw bench peers ff python}
+RUN_STEPS=${RUN_STEPS:-tests determinism memcheck racecheck initcheck bw bench peers ff python}
 want() { case " $RUN_STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 export APEXX_CONFIG="$srcdir/conf/apexx.ini"
@@ -74,15 +74,42 @@ say "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,nohe
 say "$(nvcc --version 2>&1 | grep -m1 release)"
 say ""
 
-# 1. the GPU suite, with its own output (make check already ran it)
+# the GPU suites of the ops (tests/cuda.mk; test_cuda_ff is the ff step's)
+cuda_suites="tests/test_cuda_tile tests/test_cuda_fusiongate tests/test_cuda_tilessm \
+tests/test_cuda_index tests/test_cuda_validate tests/test_cuda_memory"
+# $run_suites PREFIX...: every suite, each through PREFIX (a script, so that
+# step's timeout can run it); fails when one fails
+run_suites="bash $work/run_suites.sh"
+cat >"$work/run_suites.sh" <<EOF_SUITES
+rc=0 ran=0
+for t in $cuda_suites; do
+  echo "== \$t"
+  "\$@" "./\$t"
+  r=\$?
+  [ \$r -eq 77 ] && continue
+  ran=1
+  [ \$r -ne 0 ] && rc=1
+done
+[ \$ran -eq 0 ] && exit 77
+exit \$rc
+EOF_SUITES
+
+# 1. the GPU suites, with their own output (make check already ran them)
 if want tests; then
-  step test_cuda 300 ./tests/test_cuda
-  tail -5 "$work/test_cuda.log" | sed 's/^/    /' | tee -a "$report"
+  step test_cuda 300 $run_suites env
+  grep -E '^== |^[0-9]+%' "$work/test_cuda.log" | sed 's/^/    /' | tee -a "$report"
 fi
-# (RUN_STEPS "nopdl") the suite again with plain launches only
+# (RUN_STEPS "nopdl") the suites again with plain launches only
 if want nopdl; then
-  step test_cuda-nopdl 300 env APEXX_CUDA_PDL=0 ./tests/test_cuda
-  tail -3 "$work/test_cuda-nopdl.log" | sed 's/^/    /' | tee -a "$report"
+  step test_cuda-nopdl 300 $run_suites env APEXX_CUDA_PDL=0
+  grep -E '^[0-9]+%' "$work/test_cuda-nopdl.log" | sed 's/^/    /' | tee -a "$report"
+fi
+# determinism: every out-of-place case's device call 100 more times, the
+# same bits each time (tests/cuda_case.c, APEXX_TEST_CUDA_REPEATS)
+if want determinism; then
+  step determinism 400 $run_suites env APEXX_TEST_CUDA_REPEATS=100
+  grep -E '^== |^[0-9]+%|differs bitwise' "$work/determinism.log" | sed 's/^/    /' \
+    | tee -a "$report"
 fi
 
 # 2. compute-sanitizer on the suite (libtool's wrapper runs the real binary)
@@ -92,8 +119,8 @@ if command -v compute-sanitizer >/dev/null; then
     extra=()
     [ "$tool" = memcheck ] && extra=(--leak-check no)
     # racecheck took 232 s of the suite in run 30 (H100), 346 s in run 43
-    step "sanitizer-$tool" 500 ./libtool --mode=execute compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "${extra[@]}" ./tests/test_cuda
+    step "sanitizer-$tool" 500 $run_suites ./libtool --mode=execute compute-sanitizer \
+      --tool "$tool" --error-exitcode 1 "${extra[@]}"
     grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL|^[0-9]+%' "$work/sanitizer-$tool.log" \
       | tail -3 | sed 's/^/    /' | tee -a "$report"
   done
