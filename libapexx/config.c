@@ -643,6 +643,7 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
 
   if (!path) {
     cfg->source = apx__strdup("");
+    cfg->warnings = apx__strdup("");
     set_builtin_default(cfg);
     if (!config_complete(cfg) || cfg->backend_count != 3) return config_nomem(path);
   } else {
