@@ -40,10 +40,10 @@ EXTRA_DIST += bench/baselines/cpu-ci.json bench/results/README.md \
 # make bench-check: run the suite on the cpu backend (one thread:
 # bench/bench-check.ini says why) with the baseline's profile and
 # BENCH_REPETITIONS independent repetitions of every row, compare with
-# BENCH_BASELINE by the noise-aware rule (apexx-bench(1) "COMPARE": a row
-# regressed when the Mann-Whitney test on the per-repetition medians gives
-# p < 0.05 and the median grew by more than BENCH_MAX_RATIO plus
-# BENCH_MAX_ABS_MS), print the Markdown table, say when the baseline is
+# BENCH_BASELINE by the noise-aware rule on the per-repetition minima
+# (BENCH_STATISTIC; apexx-bench(1) "COMPARE": a row regressed when the
+# Mann-Whitney test on them gives p < 0.05 and their median grew by more
+# than BENCH_MAX_RATIO plus BENCH_MAX_ABS_MS), print the Markdown table, say when the baseline is
 # stale (BENCH_COMPARE_FLAGS adds compare flags, e.g. --relative). A
 # machine shared with other jobs slows rows for seconds at a time (on the
 # 2-core development VM by up to 2x while other builds run); a regression
@@ -56,15 +56,15 @@ EXTRA_DIST += bench/baselines/cpu-ci.json bench/results/README.md \
 # profile/machine mismatch fails at once (exit 1).
 # Record a new baseline of this machine: make bench-baseline (see below).
 BENCH_BASELINE = $(top_srcdir)/bench/baselines/cpu-ci.json
-BENCH_MAX_RATIO = 0.15
-BENCH_MAX_ABS_MS = 0.0005
-BENCH_REPETITIONS = 7
+BENCH_MAX_RATIO = 0.10
+BENCH_MAX_ABS_MS = 0.0001
+BENCH_REPETITIONS = 11
 BENCH_ATTEMPTS = 3
 BENCH_COMPARE_FLAGS =
 BENCH_STATISTIC = min
 BENCH_CHECK_CONFIG = $(abs_top_srcdir)/bench/bench-check.ini
 BENCH_CHECK_FLAGS = --backends cpu --channels 32 --height 64 --width 64 \
-	--kmax 16 --steps 64 --warmup 3 --iters 20 --seed 123 \
+	--kmax 16 --steps 64 --warmup 3 --iters 50 --seed 123 \
 	--repetitions $(BENCH_REPETITIONS)
 bench-check: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
 	$(AM_V_at)attempt=1; confirm=; rm -f bench-check-compare-prev.json; \
