@@ -1414,12 +1414,13 @@ int bench_compare_main(int argc, char **argv) {
       if (isfinite(c->allowed)) {
         printf(" %s=%.6g", c->kind == KIND_RATE ? "allowed_min" : "allowed_max", c->allowed);
       }
-      if (isfinite(c->cur.value))
+      int absent = strcmp(v, "missing") == 0; /* no current value to show */
+      if (isfinite(c->cur.value) && !absent)
         printf(" current=%.6g", c->cur.value);
-      double change = change_of(c);
+      double change = absent ? NAN : change_of(c);
       if (isfinite(change))
         printf(" change=%+.1f%%", 100.0 * change);
-      if (c->relative != 1.0 && isfinite(change)) {
+      if (c->relative > 0 && c->relative != 1.0 && isfinite(change)) {
         printf(" relative_change=%+.1f%%", 100.0 * ((change + 1.0) / c->relative - 1.0));
       }
       if (isfinite(c->p_value))

@@ -175,6 +175,12 @@ START_TEST(missing_and_new_rows) {
   ck_assert_ptr_nonnull(strstr(r.out, "verdict=missing"));
   ck_assert_ptr_nonnull(strstr(r.out, "missing=1"));
   bt_result_free(&r);
+  /* with --relative too: no current value, no change, no nan */
+  ck_assert_int_eq(compare(&r, base, lost, "--relative", NULL, NULL, NULL), 2);
+  ck_assert_ptr_nonnull(strstr(r.out, "verdict=missing"));
+  ck_assert_ptr_null(strstr(r.out, "nan"));
+  ck_assert_ptr_null(strstr(r.out, "change=-100"));
+  bt_result_free(&r);
   /* a row the baseline does not know: the baseline is stale (a note) */
   c = make_report(1, 2.0, 0.02);
   cJSON *rows = (cJSON *)bt_get(c, "benchmarks.tile_ops.tilepack.rows");
