@@ -384,7 +384,9 @@ typedef struct apx_backend_table {
 #undef APX_BACKEND_OP_FIELD_
 
   /* The keys of its [backend NAME] section and the environment variables it
-   * reads itself (see apx_backend_key); NULL/0 when none. */
+   * reads itself (see apx_backend_key); NULL/0 when none. These follow the
+   * op vtable, so an op added to APX_OP_MAP from now on would move them:
+   * new ops get their own fields after env_count instead. */
   const apx_backend_key *keys;
   uint32_t key_count;
   const apx_backend_env *env_vars;
