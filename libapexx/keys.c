@@ -370,9 +370,10 @@ APX_API apx_status apx_config_key(apx_context *ctx, int i, apx_config_key_info *
       file_source(ctx, section, ck->name, NULL, info);
       return APX_OK;
     }
-    const apx_backend_key *keys;
-    const apx_backend_env *env;
-    declared(b->table, &keys, &count, &env, &env_count);
+    const apx_backend_key *keys = NULL;
+    const apx_backend_env *env = NULL;
+    count = env_count = 0;
+    if (b->table) declared(b->table, &keys, &count, &env, &env_count);
     info->owner = b->config->name;
     if (k < count) {
       const apx_backend_key *d = &keys[k];
@@ -390,6 +391,7 @@ APX_API apx_status apx_config_key(apx_context *ctx, int i, apx_config_key_info *
       return APX_OK;
     }
     k -= count;
+    if (!env || k >= env_count) break;
     const apx_backend_env *v = &env[k];
     info->key = NULL; /* a variable the backend reads itself */
     info->type = "environment";
