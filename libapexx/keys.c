@@ -306,6 +306,19 @@ static void file_source(apx_context *ctx, const char *section, const char *key,
   }
 }
 
+/* info of one of the core's keys in `section`, with its value and source. */
+static void core_key_info(apx_context *ctx, const core_key *ck, const char *section,
+                          apx_config_key_info *info) {
+  info->key = ck->name;
+  info->type = ck->type;
+  info->range = ck->range;
+  info->default_value = ck->default_value;
+  info->help = ck->help;
+  info->env = ck->env;
+  info->owner = "core";
+  file_source(ctx, section, ck->name, ck->env, info);
+}
+
 APX_API apx_status apx_config_key(apx_context *ctx, int i, apx_config_key_info *info) {
   apx__clear_error();
   if (!ctx || !info) return apx__error(APX_ERR_INVALID_ARG, "apx_config_key: NULL argument");
@@ -320,14 +333,7 @@ APX_API apx_status apx_config_key(apx_context *ctx, int i, apx_config_key_info *
     if (k-- > 0) continue;
     const core_key *ck = &core_keys[c];
     info->section = "apexx";
-    info->key = ck->name;
-    info->type = ck->type;
-    info->range = ck->range;
-    info->default_value = ck->default_value;
-    info->help = ck->help;
-    info->env = ck->env;
-    info->owner = "core";
-    file_source(ctx, "apexx", ck->name, ck->env, info);
+    core_key_info(ctx, ck, "apexx", info);
     if (strcmp(ck->name, "backend_dir") == 0 && ctx->config.backend_dir)
       info->value = ctx->config.backend_dir;
     return APX_OK;
@@ -360,14 +366,7 @@ APX_API apx_status apx_config_key(apx_context *ctx, int i, apx_config_key_info *
     for (int c = 0; c < CORE_KEY_COUNT; c++) {
       if (strcmp(core_keys[c].section, "backend") != 0) continue;
       if (k-- > 0) continue;
-      const core_key *ck = &core_keys[c];
-      info->key = ck->name;
-      info->type = ck->type;
-      info->range = ck->range;
-      info->default_value = ck->default_value;
-      info->help = ck->help;
-      info->owner = "core";
-      file_source(ctx, section, ck->name, NULL, info);
+      core_key_info(ctx, &core_keys[c], section, info);
       return APX_OK;
     }
     const apx_backend_key *keys = NULL;
