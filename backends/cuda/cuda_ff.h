@@ -90,7 +90,9 @@ apx_status cuda_ff_route(cuda_state *st, int device_index, cudaStream_t s,
 
 /* Scratch of one level's compute, in floats. */
 struct cuda_ff_level_scratch {
-  float *tok;      /* [B,K,C], or [B,G0,C] by tile id (level 0, tok_all) */
+  float *tok;      /* [B,K,C], or [B,tok_G,C] by tile id (cuda_ff_level_run) */
+  float *tok1;     /* [B,4*G0,C]: level 1's tokens by tile id, written by level
+                      0's refine where cuda_ff_tok1 */
   float *film;     /* [B,K,2C]: gamma, beta */
   float *p;        /* [B,K,2C,t*t] the pointwise conv's output (two-kernel refine) */
   float *partials; /* [B,K,chunks,3] (count, mean, M2) (two-kernel refine) */
@@ -106,13 +108,19 @@ enum {
 
 /* Run one level (tokens, scan + FiLM, refine, store) over K tiles per row
  * whose ids (Hilbert order) are ids[b*kstride + k] on a grid gw wide.
- * tok_all: the tokens are already in sc->tok by tile id (the router's);
+ * tok_G > 0: the tokens are already in sc->tok, [B,tok_G,C] by tile id (the
+ * router's for level 0, level 0's refine's for level 1); 0: the level's
+ * tokens kernel writes them, [B,K,C].
  * outside: the scan's launch also does the outside pass (cuda_ff_outside). */
 apx_status cuda_ff_level_run(cuda_state *st, cudaStream_t s, const cuda_ff_frame *f,
                              const cuda_ff_prepared *w, int level, int store_mode,
                              const void *X, int64_t t, int64_t gw, const int *ids,
                              int64_t kstride, int64_t K, const int *tile_state,
-                             const cuda_ff_level_scratch *sc, int tok_all, int outside);
+                             const cuda_ff_level_scratch *sc, int64_t tok_G, int outside);
+
+/* Does level 0's refine write level 1's tokens (sc->tok1)? (two levels,
+ * tiles of 16 on the tensor-core refine) */
+int cuda_ff_tok1(const cuda_ff_frame *f, const cuda_ff_prepared *w);
 
 /* Pixels a block of the fused refine of a level takes (16 or 32: a
  * cluster per tile, sm_90), or 0 where the level needs the two-kernel

@@ -246,7 +246,7 @@ static void frame_of(const apx_ff_infer_args *a, cuda_ff_frame *f) {
 struct frame_layout {
   size_t stats, stats_bytes; /* l0_count .. l1_ids, contiguous */
   size_t nan_pos, l0h, l1h, tiles;
-  size_t tok, film, p, partials;
+  size_t tok, tok1, film, p, partials;
   size_t total;
 };
 
@@ -269,6 +269,8 @@ static frame_layout layout_of(const cuda_ff_frame *f) {
   const size_t ntok = (size_t)(f->K0 > 0 ? (f->G0 > f->K1 ? f->G0 : f->K1) : f->K1);
   L.tok = at;
   at += cuda_align_up(4 * B * ntok * C);
+  L.tok1 = at; /* level 1's tokens by tile id, from level 0's refine */
+  at += cuda_align_up(f->K1 > 0 ? 4 * B * 4 * (size_t)f->G0 * C : 0);
   L.film = at;
   at += cuda_align_up(8 * B * kmax * C);
   const size_t tt0 = (size_t)(f->t0 * f->t0), tt1 = (size_t)(f->t1 * f->t1);
@@ -325,15 +327,22 @@ static apx_status launch_compute(cuda_state *st, cudaStream_t s, const cuda_ff_f
   if (rc != APX_OK) return rc;
   cuda_ff_level_scratch sc;
   sc.tok = (float *)(scratch + L.tok);
+  sc.tok1 = (float *)(scratch + L.tok1);
   sc.film = (float *)(scratch + L.film);
   sc.p = (float *)(scratch + L.p);
   sc.partials = (float *)(scratch + L.partials);
   rc = cuda_ff_level_run(st, s, f, w, 0, f->K1 > 0 ? CUDA_FF_STORE_L0 : CUDA_FF_STORE_SINGLE,
                          f->dense, f->t0, f->gw0, r.l0_hilbert, f->kmax0, f->K0, r.tile_state,
-                         &sc, 1, !l1);
+                         &sc, f->G0, !l1);
   if (rc != APX_OK) return rc;
+  /* level 1's tokens: from level 0's refine where it writes them, else
+   * level 1's own tokens kernel */
+  const int tok1 = l1 && cuda_ff_tok1(f, w);
+  cuda_ff_level_scratch sc1 = sc;
+  if (tok1) sc1.tok = sc.tok1;
   return cuda_ff_level_run(st, s, f, w, 1, CUDA_FF_STORE_L1, f->detail, f->t1, 2 * f->gw0,
-                           r.l1_hilbert, f->kmax1, f->K1, r.tile_state, &sc, 0, l1);
+                           r.l1_hilbert, f->kmax1, f->K1, r.tile_state, &sc1,
+                           tok1 ? 4 * f->G0 : 0, l1);
 }
 
 /* validate = eager: the routing's NaN verdict, read after a wait. */

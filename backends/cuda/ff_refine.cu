@@ -434,6 +434,10 @@ struct ff_store_args {
   float wb1, wu1, gb1; /* level 1's gate (mode L0) */
   const int *tile_state;
   int64_t G0, gw0;
+  /* level 0 of two on the tensor-core refine with tiles of 16 (ff_tc_kernel):
+   * level 1's tokens, [B,4*G0,C] by level-1 tile id, written from each
+   * parent tile's output; NULL: level 1 has its own tokens kernel */
+  float *tok1;
 };
 
 template <typename T>
@@ -562,7 +566,7 @@ static __device__ __forceinline__ void ff_pw_load(const uint4 *pwf, int mt, int 
 }
 
 /* The pointwise conv of a block's CW pixels on tensor cores:
- * ps[o][q] = pwb[o] + sum_c W[o][c] d[c][q], each product as
+ * ps[o*PSS + q] = pwb[o] + sum_c W[o][c] d[c][q], each product as
  * W_lo d_hi + W_hi d_lo + W_hi d_hi (bf16 x bf16, exact in fp32; what it
  * leaves out, W_lo d_lo and the splits' remainders, is below 3 * 2^-16 of
  * |W d|), the sum in the fp32 accumulators (mma.m16n8k16). A warp a 16-row
@@ -570,12 +574,13 @@ static __device__ __forceinline__ void ff_pw_load(const uint4 *pwf, int mt, int 
  * the prepared copy (lv.pwf), 8 k steps in flight; ah, al hold the
  * warp's first 8 (ff_pw_load of row tile warp, k0 0, loaded early). dh,
  * dl: [C/2][CW + FF_DS_PAD] words, word (c/2, q) holds channels c, c+1 of
- * pixel q. */
-template <int CW>
-static __device__ __forceinline__ void ff_pw_mma(const cuda_ff_level &lv, int C,
-                                                 const uint32_t *dh, const uint32_t *dl,
-                                                 float *ps, uint4 (&ah)[8], uint4 (&al)[8]) {
+ * pixel q. Returns the sum of the thread's outputs (all CW pixels). */
+template <int CW, int PSS = CW>
+static __device__ __forceinline__ float ff_pw_mma(const cuda_ff_level &lv, int C,
+                                                  const uint32_t *dh, const uint32_t *dl,
+                                                  float *ps, uint4 (&ah)[8], uint4 (&al)[8]) {
   constexpr int NT = CW / 8, DS = CW + FF_DS_PAD;
+  float sum = 0.0f;
   const int warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5, lane = threadIdx.x & 31;
   const int gq = lane >> 2, tq = lane & 3, KT = C / 16, MT = C / 8;
   for (int mt = warp; mt < MT; mt += nwarp) {
@@ -602,13 +607,15 @@ static __device__ __forceinline__ void ff_pw_mma(const cuda_ff_level &lv, int C,
         }
       }
     }
-    float *o0 = ps + (mt * 16 + gq) * CW + 2 * tq, *o1 = o0 + 8 * CW;
+    float *o0 = ps + (mt * 16 + gq) * PSS + 2 * tq, *o1 = o0 + 8 * PSS;
 #pragma unroll
     for (int n = 0; n < NT; n++) {
       *(float2 *)(o0 + n * 8) = make_float2(acc[n][0], acc[n][1]);
       *(float2 *)(o1 + n * 8) = make_float2(acc[n][2], acc[n][3]);
+      sum += (acc[n][0] + acc[n][1]) + (acc[n][2] + acc[n][3]);
     }
   }
+  return sum;
 }
 
 /* TT: the tile size where the launch fixes it (the index arithmetic by
@@ -723,7 +730,7 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
   }
   if (tc) {
     __syncthreads(); /* ds written */
-    ff_pw_mma<CW>(lv, C, (const uint32_t *)dsh, (const uint32_t *)dsl, ps, ah, al);
+    (void)ff_pw_mma<CW>(lv, C, (const uint32_t *)dsh, (const uint32_t *)dsl, ps, ah, al);
   }
   /* else: pointwise C -> 2C, the weights staged FF_KC input channels at a
    * time */
@@ -847,10 +854,338 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
 #endif
 }
 
+/* ---- the fused refine of the default tiles on tensor cores (sm_90) ------------------ */
+
+/* ff_fused_kernel's arithmetic for the tile sizes the launch fixes (TT 16
+ * with 32-pixel blocks, TT 8 with 16: CW a multiple of TT, every pixel of a
+ * block inside the tile), f16/bf16 frames with C % 16 == 0 and X, heavy and
+ * detail 16-byte aligned, laid out for fewer instructions a warp:
+ *  - X's rows by 16-byte loads (8 values), into [C][XS] fp32 rows;
+ *  - the depthwise a thread a (channel, 8 pixels of a row): the three input
+ *    rows' 10 values of m in registers, the taps in the definition's order
+ *    (those outside the tile left out);
+ *  - the pointwise on tensor cores (ff_pw_mma), its output rows PSS floats
+ *    apart (conflict-free stores and row reads);
+ *  - the GroupNorm statistics: each block's mean (the sum of the mma's
+ *    accumulators) and sum of squared deviations from it (a second pass),
+ *    merged over the cluster in rank order by Chan's formula, one exchange;
+ *  - the epilogue a thread a (channel, 8 pixels of a row), 16-byte stores.
+ * Level 0 of two with tiles of 16 (a.tok1): each parent tile also writes
+ * level 1's tokens, the means of its four 8x8 quadrants of the output (the
+ * values level 1 reads): each block's sums of its rows' halves pushed to
+ * the quadrant's block through distributed shared memory, added there in
+ * order. */
+template <int CW, int TT> struct ff_tc_geom {
+  static_assert(CW % TT == 0 && (TT * TT) % CW == 0 && TT % 8 == 0, "tc refine tiles");
+  static constexpr int OWN = CW / TT;                         /* rows a block owns */
+  static constexpr int R = OWN + 2 < TT ? OWN + 2 : TT;       /* with the halo */
+  static constexpr int VR = TT / 8;                           /* 8-value runs a row */
+  static constexpr int XS = R * TT + 4;                       /* xs row stride */
+  static constexpr int PSS = CW + 8;                          /* ps row stride */
+  static constexpr int DS = CW + FF_DS_PAD;                   /* depthwise word stride */
+};
+
+/* floats of ff_tc_kernel's dynamic shared memory */
+template <int CW, int TT> static inline int64_t ff_tc_floats(int64_t C) {
+  typedef ff_tc_geom<CW, TT> G;
+  return C * G::XS + C * G::DS + 2 * C * G::PSS + 16 * C + 8 * C;
+}
+
+template <typename T> static __device__ __forceinline__ float ff_bits_f(unsigned u);
+template <> __device__ __forceinline__ float ff_bits_f<__half>(unsigned u) {
+  return __half2float(__ushort_as_half((unsigned short)u));
+}
+template <> __device__ __forceinline__ float ff_bits_f<__nv_bfloat16>(unsigned u) {
+  return __bfloat162float(__ushort_as_bfloat16((unsigned short)u));
+}
+template <typename T> static __device__ __forceinline__ unsigned ff_f_bits(float v);
+template <> __device__ __forceinline__ unsigned ff_f_bits<__half>(float v) {
+  return __half_as_ushort(__float2half_rn(v));
+}
+template <> __device__ __forceinline__ unsigned ff_f_bits<__nv_bfloat16>(float v) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+/* 8 values of a 2-byte T at p (16-byte aligned), through L2 */
+template <typename T>
+static __device__ __forceinline__ void ff_load8(const T *p, float (&f)[8]) {
+  const uint4 v = __ldcg((const uint4 *)p);
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    f[2 * i] = ff_bits_f<T>(w[i] & 0xffffu);
+    f[2 * i + 1] = ff_bits_f<T>(w[i] >> 16);
+  }
+}
+
+template <typename T>
+static __device__ __forceinline__ void ff_store8(T *p, const float (&f)[8]) {
+  uint4 v;
+  v.x = ff_f_bits<T>(f[0]) | ff_f_bits<T>(f[1]) << 16;
+  v.y = ff_f_bits<T>(f[2]) | ff_f_bits<T>(f[3]) << 16;
+  v.z = ff_f_bits<T>(f[4]) | ff_f_bits<T>(f[5]) << 16;
+  v.w = ff_f_bits<T>(f[6]) | ff_f_bits<T>(f[7]) << 16;
+  *(uint4 *)p = v;
+}
+
+static __device__ __forceinline__ void ff_read8(const float *p, float (&f)[8]) {
+  const float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+  f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+  f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+}
+
+static __device__ __forceinline__ void ff_cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+}
+static __device__ __forceinline__ void ff_cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+template <typename T, int CW, int TT>
+__global__ void __launch_bounds__(FF_FUSED_THREADS, 2)
+ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_store_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  typedef ff_tc_geom<CW, TT> G;
+  constexpr int OWN = G::OWN, R = G::R, VR = G::VR, XS = G::XS, PSS = G::PSS, DS = G::DS;
+  constexpr int nt = FF_FUSED_THREADS;
+  cuda_allow_dependents();
+  cg::cluster_group cl = cg::this_cluster();
+  extern __shared__ float4 ff_fused_sh4[];
+  float *sm = (float *)ff_fused_sh4;
+  __shared__ float sh32[32];
+  __shared__ float cred[2];
+  __shared__ float stat[2];
+  __shared__ __align__(16) float alp[2][CW];
+  const int C = (int)g.C, C2 = 2 * C, tid = threadIdx.x;
+  const int S = (int)cl.num_blocks(), rank = (int)cl.block_rank();
+  const int64_t k = blockIdx.y, b = blockIdx.z;
+  const int p0 = rank * CW, yb = p0 / TT; /* the block's first row */
+  float *xs = sm;                                         /* [C][XS] */
+  uint32_t *dh = (uint32_t *)(xs + C * XS), *dl = dh + (C / 2) * DS; /* [C/2][DS] */
+  float *ps = (float *)(dl + (C / 2) * DS);               /* [2C][PSS] */
+  float *dwt = ps + C2 * PSS, *dwb = dwt + 9 * C, *ga = dwb + C, *be = ga + C;
+  float *nw = be + C, *nb = nw + C2;
+  float *tq = nb + C2;                                    /* [8][C] quadrant parts */
+  /* the weights (constant): before the wait for the kernels before */
+  for (int e = tid; e < 9 * C; e += nt) dwt[e] = lv.dw[e];
+  for (int e = tid; e < C2; e += nt) {
+    nw[e] = lv.nw[e];
+    nb[e] = lv.nb[e];
+  }
+  for (int c = tid; c < C; c += nt) dwb[c] = lv.dwb[c];
+  uint4 ah[8], al[8];
+  if (tid / 32 < C / 8) ff_pw_load(lv.pwf, tid / 32, 0, C / 16, ah, al);
+  /* (cuda_launch_after) the routing, FiLM and (level 1) X come from the
+   * kernels before: read through L2 after their completion */
+  cuda_wait_prerequisites();
+  const int id = __ldcg(g.ids + b * g.kstride + k);
+  const int ty = id / (int)g.gw, tx = id % (int)g.gw;
+  const int row0 = yb > 0 ? yb - 1 : 0;
+  const int nrow = (yb + OWN < TT ? yb + OWN : TT - 1) - row0 + 1;
+  const float *gam = film + (b * g.K + k) * 2 * C, *bet = gam + C;
+  const int64_t HW = g.H * g.W, W = g.W;
+  const int64_t y0 = (int64_t)ty * TT, x0 = (int64_t)tx * TT;
+  for (int c = tid; c < C; c += nt) {
+    ga[c] = 1.0f + __ldcg(gam + c);
+    be[c] = __ldcg(bet + c);
+  }
+  /* X at rows row0.. of the tile, 8 values a load */
+  const T *xb = X + b * g.C * HW + (y0 + row0) * W + x0;
+#pragma unroll 4
+  for (int e = tid; e < C * R * VR; e += nt) {
+    const int c = e / (R * VR), rv = e - c * (R * VR), r = rv / VR, v = rv - r * VR;
+    if (r < nrow) {
+      float f[8];
+      ff_load8<T>(xb + (int64_t)c * HW + (int64_t)r * W + v * 8, f);
+      float *dst = xs + c * XS + r * TT + v * 8;
+      *(float4 *)dst = make_float4(f[0], f[1], f[2], f[3]);
+      *(float4 *)(dst + 4) = make_float4(f[4], f[5], f[6], f[7]);
+    }
+  }
+  const int stm =
+      a.mode == CUDA_FF_STORE_L0 ? __ldcg(a.tile_state + b * a.G0 + id) : CUDA_FF_TILE_L0;
+  if (tid < CW) { /* the gate of each pixel: level 0's and level 1's */
+    const int px = p0 + tid;
+    const int64_t pix = b * HW + (y0 + px / TT) * W + x0 + px % TT;
+    const float bpv = ff_proxy<T>(a.bp, a.bp_dt, pix), upv = ff_proxy<T>(a.up, a.up_dt, pix);
+    alp[0][tid] = ff_alpha<T>(bpv, upv, a.wb0, a.wu0, a.gb0);
+    alp[1][tid] = ff_alpha<T>(bpv, upv, a.wb1, a.wu1, a.gb1);
+  }
+  __syncthreads();
+  /* depthwise 3x3 of m = (1 + gamma) X + beta, zero outside the tile: a
+   * thread a (channel, 8 pixels of a row) */
+  __nv_bfloat16 *dsh = (__nv_bfloat16 *)dh, *dsl = (__nv_bfloat16 *)dl;
+  for (int e = tid; e < C * OWN * VR; e += nt) {
+    const int c = e / (OWN * VR), rv = e - c * (OWN * VR), r = rv / VR, xo = (rv - r * VR) * 8;
+    const int y = yb + r;
+    const float gc = ga[c], bc = be[c];
+    const float *wc = dwt + 9 * c;
+    float d[8];
+    const float bias = dwb[c];
+#pragma unroll
+    for (int j = 0; j < 8; j++) d[j] = bias;
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+      const int yy = y + i - 1;
+      if (yy < 0 || yy >= TT) continue;
+      const float *xr = xs + c * XS + (yy - row0) * TT + xo;
+      float xv[8], m[10];
+      ff_read8(xr, xv);
+#pragma unroll
+      for (int j = 0; j < 8; j++) m[j + 1] = fmaf(gc, xv[j], bc);
+      m[0] = xo > 0 ? fmaf(gc, xr[-1], bc) : 0.0f;
+      m[9] = xo + 8 < TT ? fmaf(gc, xr[8], bc) : 0.0f;
+      const float w0 = wc[3 * i], w1 = wc[3 * i + 1], w2 = wc[3 * i + 2];
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        if (j > 0 || xo > 0) d[j] = fmaf(w0, m[j], d[j]);
+        d[j] = fmaf(w1, m[j + 1], d[j]);
+        if (j < 7 || xo + 8 < TT) d[j] = fmaf(w2, m[j + 2], d[j]);
+      }
+    }
+    const int q0 = r * TT + xo;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const int w = ((c >> 1) * DS + q0 + j) * 2 + (c & 1);
+      ff_split_bf16(d[j], dsh[w], dsl[w]);
+    }
+  }
+  __syncthreads(); /* dh, dl written */
+  float s = ff_pw_mma<CW, PSS>(lv, C, dh, dl, ps, ah, al);
+  /* GroupNorm over the tile: this block's mean, then its sum of squared
+   * deviations from it; merged over the cluster */
+  const float nblk = (float)C2 * (float)CW;
+  const float bmean = ff_block_sum(s, sh32) / nblk; /* (its barriers: ps written) */
+  float m2 = 0.0f;
+#pragma unroll 4
+  for (int e = tid; e < C2 * (CW / 4); e += nt) {
+    const int o = e / (CW / 4), v = e - o * (CW / 4);
+    const float4 p = *(const float4 *)(ps + o * PSS + v * 4);
+    const float d0 = p.x - bmean, d1 = p.y - bmean, d2 = p.z - bmean, d3 = p.w - bmean;
+    m2 += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+  }
+  m2 = ff_block_sum(m2, sh32);
+  if (tid == 0) {
+    cred[0] = bmean;
+    cred[1] = m2;
+  }
+  cl.sync();
+  if (tid < 32) { /* Chan's merge of the blocks' (mean, M2), in rank order */
+    float rm = 0.0f, r2 = 0.0f;
+    if (tid < S) {
+      const float *rc = cl.map_shared_rank(cred, tid);
+      rm = rc[0];
+      r2 = rc[1];
+    }
+    float n = 0.0f, mean = 0.0f, M2 = 0.0f;
+    for (int i = 0; i < S; i++) {
+      const float pm = __shfl_sync(0xffffffffu, rm, i), pq = __shfl_sync(0xffffffffu, r2, i);
+      const float nn = n + nblk, delta = pm - mean;
+      mean += delta * nblk / nn;
+      M2 += pq + delta * delta * n * nblk / nn;
+      n = nn;
+    }
+    if (tid == 0) {
+      stat[0] = mean;
+      stat[1] = 1.0f / sqrtf(M2 / n + 1e-5f);
+    }
+  }
+  __syncthreads();
+  ff_cluster_arrive(); /* this block reads no other block's cred any more */
+  const float mean = stat[0], rstd = stat[1];
+  /* ReGLU, residual, fusion gate, stores: a thread a (channel, 8 pixels of
+   * a row) */
+  T *heavy = (T *)a.heavy, *detail = (T *)a.detail;
+  const bool parent = a.mode == CUDA_FF_STORE_L0 && stm == CUDA_FF_TILE_PARENT;
+  const bool tok = TT == 16 && CW == 32 && parent && a.tok1 != nullptr;
+  for (int e = tid; e < C * OWN * VR; e += nt) {
+    const int c = e / (OWN * VR), rv = e - c * (OWN * VR), r = rv / VR, xo = (rv - r * VR) * 8;
+    const int y = yb + r, q0 = r * TT + xo;
+    const float gc = ga[c], bc = be[c], nwa = nw[c], nba = nb[c], nwb = nw[C + c],
+                nbb = nb[C + c];
+    float pa[8], pb[8], xv[8], a0[8], a1[8], hv[8], dv[8];
+    ff_read8(ps + c * PSS + q0, pa);
+    ff_read8(ps + (C + c) * PSS + q0, pb);
+    ff_read8(xs + c * XS + (y - row0) * TT + xo, xv);
+    ff_read8(&alp[0][q0], a0);
+    ff_read8(&alp[1][q0], a1);
+    float tsum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const float na = (pa[j] - mean) * rstd * nwa + nba;
+      const float nbv = (pb[j] - mean) * rstd * nwb + nbb;
+      const float m = fmaf(gc, xv[j], bc);
+      const float rr = rnd<T>(fmaf(na, fmaxf(nbv, 0.0f), m));
+      const float h = ff_fuse<T>(xv[j], rr, a0[j]);
+      if (a.mode == CUDA_FF_STORE_L0) {
+        if (parent) {
+          dv[j] = h; /* level 1's input */
+          tsum += h;
+        } else {
+          hv[j] = ff_fuse<T>(h, h, a1[j]);
+          dv[j] = rnd<T>(__fsub_rn(hv[j], h));
+        }
+      } else {
+        hv[j] = h;
+        dv[j] = rnd<T>(__fsub_rn(h, xv[j]));
+      }
+    }
+    const int64_t off = ((b * g.C + c) * g.H + y0 + y) * W + x0 + xo;
+    ff_store8<T>(detail + off, dv);
+    if (!parent) ff_store8<T>(heavy + off, hv);
+    /* tile row 2 rank + r, columns xo..xo+7: quadrant (rank / 4, xo / 8),
+     * its part (rank % 4) * 2 + r, to the quadrant's block */
+    if (tok) cl.map_shared_rank(tq, (rank / 4) * 4 + xo / 8)[((rank % 4) * 2 + r) * C + c] = tsum;
+  }
+  ff_cluster_wait();
+  if (tok) {
+    cl.sync(); /* the quadrant sums pushed */
+    if (rank % 4 < 2) { /* the block of quadrant (rank / 4, rank % 4) */
+      const int qy = rank / 4, qx = rank % 4;
+      const int64_t gw1 = 2 * g.gw;
+      const int64_t child = (2 * (int64_t)ty + qy) * gw1 + 2 * (int64_t)tx + qx;
+      float *out = a.tok1 + (b * 4 * a.G0 + child) * C;
+      for (int c = tid; c < C; c += nt) {
+        float sq = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) sq += tq[i * C + c];
+        out[c] = rnd<T>(__fdiv_rn(sq, 64.0f));
+      }
+    }
+  }
+#else
+  (void)X; (void)g; (void)lv; (void)film; (void)a;
+  __trap();
+#endif
+}
+
 /* ---- host side ------------------------------------------------------------------- */
 
 static size_t fused_smem(int64_t C, int64_t t, int cw) {
   return sizeof(float) * (size_t)ff_fused_floats(C, (int)t, cw);
+}
+
+/* ff_tc_kernel's dynamic shared memory for tiles t of cw-pixel blocks; 0
+ * where it has no form for them */
+static size_t tc_smem(int64_t C, int64_t t, int cw) {
+  if (cw == 32 && t == 16) return sizeof(float) * (size_t)ff_tc_floats<32, 16>(C);
+  if (cw == 16 && t == 8) return sizeof(float) * (size_t)ff_tc_floats<16, 8>(C);
+  return 0;
+}
+
+/* Does level `level` (input X, tiles t) run ff_tc_kernel? */
+static int tc_path(const cuda_ff_frame *f, const cuda_ff_prepared *w, int level, const void *X,
+                   int64_t t) {
+  const int cw = f->cw[level];
+  const uintptr_t al = (uintptr_t)X | (uintptr_t)f->heavy | (uintptr_t)f->detail;
+  return (f->dt == APX_DTYPE_F16 || f->dt == APX_DTYPE_BF16) && w->level[level].pwf &&
+         tc_smem(f->C, t, cw) > 0 && (al & 15) == 0;
+}
+
+int cuda_ff_tok1(const cuda_ff_frame *f, const cuda_ff_prepared *w) {
+  return f->K0 > 0 && f->K1 > 0 && f->t0 == 16 && f->cw[0] == 32 &&
+         tc_path(f, w, 0, f->dense, f->t0);
 }
 
 int cuda_ff_fused_width(cuda_state *st, int dev, const cuda_ff_frame *f, int64_t t, int64_t K) {
@@ -864,8 +1199,11 @@ int cuda_ff_fused_width(cuda_state *st, int dev, const cuda_ff_frame *f, int64_t
   /* 16-pixel blocks where 32-pixel ones would leave SMs idle */
   int cw = f->B * K * ((tt + 31) / 32) < sms && (tt + 15) / 16 <= 8 ? 16 : 32;
   if ((tt + cw - 1) / cw > 8) return 0; /* a portable cluster: at most 8 blocks */
-  /* static shared memory: sh32, cred, alp */
-  if (fused_smem(f->C, t, cw) + sizeof(float) * (34 + 2 * 32) > (size_t)optin) return 0;
+  /* static shared memory: sh32, cred, alp (and the tc kernel's stat) */
+  size_t smem = fused_smem(f->C, t, cw);
+  const size_t tsm = tc_smem(f->C, t, cw);
+  if (tsm > smem) smem = tsm;
+  if (smem + sizeof(float) * (36 + 2 * 32) > (size_t)optin) return 0;
   return cw;
 }
 
@@ -901,6 +1239,39 @@ static apx_status launch_fused(cuda_state *st, int dev, cudaStream_t s, const T 
     (void)cudaGetLastError();
     cfg.numAttrs = 1;
     err = cudaLaunchKernelEx(&cfg, ff_fused_kernel<T, CW, TT>, X, g, lv, film, a);
+  }
+  CUDA_TRY(st, err, "ff_infer: refine launch");
+  return APX_OK;
+}
+
+template <typename T, int CW, int TT>
+static apx_status launch_tc(cuda_state *st, int dev, cudaStream_t s, const T *X, const ff_geom &g,
+                            const cuda_ff_level &lv, const float *film, const ff_store_args &a) {
+  const size_t smem = tc_smem(g.C, TT, CW);
+  /* the largest dynamic shared memory set so far, a device */
+  static int smem_set[CUDA_MAX_DEVICES];
+  if (smem > 40 * 1024 && (int)smem > __atomic_load_n(&smem_set[dev], __ATOMIC_ACQUIRE)) {
+    CUDA_TRY(st, cudaFuncSetAttribute(ff_tc_kernel<T, CW, TT>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+             "ff_infer: refine shared memory");
+    __atomic_store_n(&smem_set[dev], (int)smem, __ATOMIC_RELEASE);
+  }
+  const unsigned S = (unsigned)(TT * TT / CW);
+  cudaLaunchAttribute attr[2] = {};
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = S;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg =
+      cuda_launch_config(dim3(S, (unsigned)g.K, (unsigned)g.B), dim3(FF_FUSED_THREADS), smem, s, attr);
+  cfg.numAttrs = cuda_pdl_ok(st, dev) ? 2 : 1;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, ff_tc_kernel<T, CW, TT>, X, g, lv, film, a);
+  if (err != cudaSuccess && cfg.numAttrs == 2) {
+    (void)cudaGetLastError();
+    cfg.numAttrs = 1;
+    err = cudaLaunchKernelEx(&cfg, ff_tc_kernel<T, CW, TT>, X, g, lv, film, a);
   }
   CUDA_TRY(st, err, "ff_infer: refine launch");
   return APX_OK;
@@ -947,7 +1318,7 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
                               const cuda_ff_prepared *w, int level, int store_mode,
                               const void *X, int64_t t, int64_t gw, const int *ids,
                               int64_t kstride, int64_t K, const int *tile_state,
-                              const cuda_ff_level_scratch *sc, int tok_all, int outside) {
+                              const cuda_ff_level_scratch *sc, int64_t tok_G, int outside) {
   ff_geom g;
   g.B = f->B;
   g.C = f->C;
@@ -958,10 +1329,10 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   g.K = K;
   g.kstride = kstride;
   g.ids = ids;
-  g.tok_G = tok_all ? f->G0 : 0;
+  g.tok_G = tok_G;
   const cuda_ff_level &lv = w->level[level];
   const T *Xt = (const T *)X;
-  if (!tok_all) {
+  if (!tok_G) {
     dim3 gt((unsigned)K, (unsigned)f->B, (unsigned)((f->C + 7) / 8));
     CUDA_TRY(st, cuda_launch_after(st, f->dev, 1, gt, dim3(256), 0, s, ff_tokens_kernel<T>, Xt, g,
                                    sc->tok),
@@ -999,7 +1370,14 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   a.gw0 = f->gw0;
   const int cw = f->cw[level];
   /* the default profile's tiles (16 at level 0, 8 at level 1) with their
-   * sizes fixed at compile time */
+   * sizes fixed at compile time; f16/bf16 on tensor cores in ff_tc_kernel */
+  if constexpr (sizeof(T) == 2) {
+    if (tc_path(f, w, level, X, t)) {
+      if (store_mode == CUDA_FF_STORE_L0 && cuda_ff_tok1(f, w)) a.tok1 = sc->tok1;
+      if (cw == 32) return launch_tc<T, 32, 16>(st, f->dev, s, Xt, g, lv, sc->film, a);
+      return launch_tc<T, 16, 8>(st, f->dev, s, Xt, g, lv, sc->film, a);
+    }
+  }
   if (cw == 32 && t == 16) return launch_fused<T, 32, 16>(st, f->dev, s, Xt, g, lv, sc->film, a);
   if (cw == 32) return launch_fused<T, 32, 0>(st, f->dev, s, Xt, g, lv, sc->film, a);
   if (cw == 16 && t == 8) return launch_fused<T, 16, 8>(st, f->dev, s, Xt, g, lv, sc->film, a);
@@ -1022,18 +1400,18 @@ apx_status cuda_ff_level_run(cuda_state *st, cudaStream_t s, const cuda_ff_frame
                              const cuda_ff_prepared *w, int level, int store_mode,
                              const void *X, int64_t t, int64_t gw, const int *ids,
                              int64_t kstride, int64_t K, const int *tile_state,
-                             const cuda_ff_level_scratch *sc, int tok_all, int outside) {
+                             const cuda_ff_level_scratch *sc, int64_t tok_G, int outside) {
   if (K <= 0 || f->B <= 0) return APX_OK;
   switch (f->dt) {
   case APX_DTYPE_F16:
     return level_run_t<__half>(st, s, f, w, level, store_mode, X, t, gw, ids, kstride, K,
-                               tile_state, sc, tok_all, outside);
+                               tile_state, sc, tok_G, outside);
   case APX_DTYPE_BF16:
     return level_run_t<__nv_bfloat16>(st, s, f, w, level, store_mode, X, t, gw, ids, kstride,
-                                      K, tile_state, sc, tok_all, outside);
+                                      K, tile_state, sc, tok_G, outside);
   default:
     return level_run_t<float>(st, s, f, w, level, store_mode, X, t, gw, ids, kstride, K,
-                              tile_state, sc, tok_all, outside);
+                              tile_state, sc, tok_G, outside);
   }
 }
 

@@ -8,7 +8,9 @@
 # one, and this one with APEXX_CUDA_PDL=0; with FF_NCU, ncu's durations of
 # the baseline too), FF_NCU_DETAIL=1: ncu's warp states and scheduler of
 # the refine kernels, FF_SANITIZE=1: compute-sanitizer memcheck on
-# tests/test_cuda_ff; into $OUT/ff-report.txt (default OUT=/tmp/out).
+# tests/test_cuda_ff; FF_TEST_TIMEOUT, FF_TIME_TIMEOUT: seconds of the suite
+# (500) and of each ff_time run (60); into $OUT/ff-report.txt (default
+# OUT=/tmp/out).
 set -uo pipefail
 export APEXX_CONFIG=${APEXX_CONFIG:-$PWD/conf/apexx.ini}
 export APEXX_BACKEND_DIR=${APEXX_BACKEND_DIR:-$PWD/backends/.libs}
@@ -19,18 +21,19 @@ rep="$OUT/ff-report.txt"
   echo "== card"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   if [ "${FF_TESTS:-1}" = 1 ]; then
     echo "== tests/test_cuda_ff"
-    CK_FORK=no timeout 500 ./tests/test_cuda_ff; echo "exit $?"
+    t0=$(date +%s)
+    CK_FORK=no timeout "${FF_TEST_TIMEOUT:-500}" ./tests/test_cuda_ff; echo "exit $? ($(( $(date +%s) - t0 )) s)"
   fi
   echo "== bench/gpu/ff_time"
-  timeout 120 ./bench/gpu/ff_time ${FF_TIME_ITERS:-200}; echo "exit $?"
+  timeout "${FF_TIME_TIMEOUT:-60}" ./bench/gpu/ff_time ${FF_TIME_ITERS:-200}; echo "exit $?"
   if [ -n "${FF_BASE:-}" ]; then
     for r in $(seq 1 "${FF_ROUNDS:-2}"); do
       echo "== baseline ($FF_BASE), round $r"
-      APEXX_BACKEND_DIR=$FF_BASE timeout 60 ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
+      APEXX_BACKEND_DIR=$FF_BASE timeout "${FF_TIME_TIMEOUT:-60}" ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
       echo "== this build, round $r"
-      timeout 60 ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
+      timeout "${FF_TIME_TIMEOUT:-60}" ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
       echo "== this build, APEXX_CUDA_PDL=0, round $r"
-      APEXX_CUDA_PDL=0 timeout 60 ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
+      APEXX_CUDA_PDL=0 timeout "${FF_TIME_TIMEOUT:-60}" ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
     done
   fi
   ncu_durations() {
