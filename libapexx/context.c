@@ -90,6 +90,7 @@ APX_API apx_status apx_open(apx_context **out, const char *config_path) {
 APX_API void apx_close(apx_context *ctx) {
   if (!ctx) return;
   apx__ff_close_all(ctx); /* handles the caller left open, with their caches */
+  apx__graph_close_all(ctx); /* graphs likewise, before their backends go */
   for (int i = ctx->backend_count - 1; i >= 0; i--) {
     apx__backend_unload(&ctx->backends[i]);
     free(ctx->backends[i].path);

@@ -131,6 +131,8 @@ struct apx_context {
   uint64_t host_bytes_in_use, host_peak_bytes;
   struct apx_ff_weights *ff_weights; /* open weights handles (ff_weights.c),
                                         a list guarded by lock */
+  struct apx_graph *graphs; /* graph.c: the context's graphs, guarded by lock */
+  int captures_open;        /* graphs capturing now (atomic: read unlocked) */
 };
 
 /* Load, check, probe and init one backend; always ends with a state and a
@@ -173,6 +175,17 @@ const char *apx__log_env_unknown(void);
 /* docs/ops.md, tile_order: the Hilbert index of cell (x = column, y = row) on an n x n
  * grid, n a power of two (up to 2^63), as a 128-bit (hi, lo) pair. */
 void apx__hilbert_key(uint64_t x, uint64_t y, uint64_t n, uint64_t *hi, uint64_t *lo);
+
+/* ---- graph capture (libapexx/graph.c) ---- */
+/* Free every graph the caller left (apx_close). */
+void apx__graph_close_all(apx_context *ctx);
+/* APX_ERR_INVALID_ARG (message set) when a call of fn on backend (NULL:
+ * any) would wait for `stream` while a graph captures it, or, for stream
+ * NULL, while the calling thread captures; `what` says how it waits
+ * ("waits for the stream"). APX_OK otherwise; no lock when nothing is
+ * being captured. */
+apx_status apx__graph_waits_refused(apx_context *ctx, const char *fn, const char *backend,
+                                    void *stream, const char *what);
 
 /* ---- dispatch (libapexx/dispatch.c) ---- */
 /* Validate, then choose the backend for op; fills *expl when non-NULL. */

@@ -17,7 +17,8 @@ libapexx_libapexx_la_SOURCES = \
 	libapexx/ff_weights.c \
 	libapexx/ff_route.c \
 	libapexx/validate_ff.c \
-	libapexx/keys.c
+	libapexx/keys.c \
+	libapexx/graph.c
 libapexx_libapexx_la_CPPFLAGS = $(AM_CPPFLAGS) $(INIH_CFLAGS) $(CJSON_CFLAGS) \
 	-DAPEXX_BACKEND_DIR='"$(pkglibdir)"' \
 	-DAPEXX_SYSCONF_INI='"$(sysconfdir)/apexx/apexx.ini"'

@@ -132,6 +132,14 @@ APX_API apx_status apx_tensor_copy(apx_context *ctx, const apx_tensor *dst,
                       apx_device_name(src->device), apx_device_name(dst->device));
   apx__backend *b = apx__backend_for_device(ctx, device);
   if (!b) return APX_ERR_UNSUPPORTED;
+  /* docs/graph.md: a capture records device-to-device copies only */
+  void *stream = call ? call->stream : NULL;
+  if (!stream || dst->device == APX_DEVICE_HOST || src->device == APX_DEVICE_HOST) {
+    st = apx__graph_waits_refused(ctx, "apx_tensor_copy", b->config->name, stream,
+                                  stream ? "a copy with host memory cannot be captured"
+                                         : "a copy without a stream is synchronous");
+    if (st != APX_OK) return st;
+  }
   return b->table->copy(b->state_ptr, dst->data, dst->device, dst->device_index, src->data,
                         src->device, src->device_index, dst_bytes, call ? call->stream : NULL);
 }
@@ -142,7 +150,10 @@ APX_API apx_status apx_sync(apx_context *ctx, const apx_call *call) {
   if (call && call->backend && !apx__backend_find(ctx, call->backend))
     return apx__error(APX_ERR_INVALID_ARG, "apx_sync: backend = [%s] is not configured",
                       call->backend);
-  apx_status first = APX_OK;
+  apx_status first = apx__graph_waits_refused(ctx, "apx_sync", call ? call->backend : NULL,
+                                              call ? call->stream : NULL,
+                                              "apx_sync waits for it");
+  if (first != APX_OK) return first;
   char message[1024] = "";
   for (int i = 0; i < ctx->backend_count; i++) {
     apx__backend *b = &ctx->backends[i];
@@ -219,6 +230,10 @@ APX_API apx_status apx_timer_begin(apx_context *ctx, const char *backend, const 
   *timer = NULL;
   apx__backend *b;
   apx_status st = named_backend(ctx, "apx_timer_begin", backend, &b);
+  if (st != APX_OK) return st;
+  /* a timer's end waits for its stream */
+  st = apx__graph_waits_refused(ctx, "apx_timer_begin", b->config->name,
+                                call ? call->stream : NULL, "a timer waits for its stream");
   if (st != APX_OK) return st;
   if (!b->table->timer_begin || !b->table->timer_end)
     return apx__error(APX_ERR_UNSUPPORTED, "apx_timer_begin: backend %s has no timer", backend);

@@ -4,6 +4,24 @@
 
 #include "internal.h"
 
+/* Calls that wait for the host cannot be captured into a graph
+ * (docs/graph.md): validate = eager checks device indices by waiting for
+ * the stream, and ff_infer's stats are copied home inside the call. */
+static apx_status graph_refusal(apx_context *ctx, apx_op_id op, const void *args,
+                                const apx__backend *b, const apx_call *call) {
+  if (__atomic_load_n(&ctx->captures_open, __ATOMIC_ACQUIRE) == 0) return APX_OK;
+  const char *what = NULL;
+  if (op == APX_OP_FF_INFER && ((const apx_ff_infer_args *)args)->stats)
+    what = "ff_infer's stats wait for the stream (leave stats NULL in captured calls)";
+  else if (ctx->config.validate == APX_VALIDATE_EAGER && op != APX_OP_FUSIONGATE_ALPHA &&
+           op != APX_OP_FUSIONGATE_FUSE && op != APX_OP_TILESSM_SCAN)
+    what = "validate = eager waits for the stream to check the indices (captured calls need "
+           "validate = device or off)";
+  if (!what) return APX_OK;
+  return apx__graph_waits_refused(ctx, apx_op_name(op), b->config->name,
+                                  call ? call->stream : NULL, what);
+}
+
 #define OP_ENTRY_(upper, lower)                                                \
   APX_API apx_status apx_##lower(apx_context *ctx,                            \
                                  const apx_##lower##_args *args,               \
@@ -12,6 +30,8 @@
     apx__clear_error();                                                        \
     apx__backend *b = NULL;                                                    \
     apx_status st = apx__dispatch(ctx, APX_OP_##upper, args, call, &b, NULL);  \
+    if (st != APX_OK) return st;                                               \
+    st = graph_refusal(ctx, APX_OP_##upper, args, b, call);                    \
     if (st != APX_OK) return st;                                               \
     st = b->table->lower(b->state_ptr, args, call ? call : &default_call);     \
     if (st != APX_OK && !apx_last_error()[0])                                  \

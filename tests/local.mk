@@ -31,3 +31,4 @@ include tests/ff_route.mk
 include tests/cpu_ff.mk
 include tests/cuda_ff.mk
 include tests/reliability.mk
+include tests/graph.mk

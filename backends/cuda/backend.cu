@@ -517,6 +517,10 @@ static const apx_backend_table cuda_table = {
     (uint32_t)(sizeof cuda_keys / sizeof cuda_keys[0]),
     NULL,
     0,
+    cuda_graph_begin,
+    cuda_graph_end,
+    cuda_graph_replay,
+    cuda_graph_free,
 };
 
 extern "C" APX_BACKEND_EXPORT const apx_backend_table *apx_backend_entry(void) {

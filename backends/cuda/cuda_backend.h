@@ -175,6 +175,24 @@ int cuda_ff_supports(cuda_state *st, const apx_ff_infer_args *a, apx_pass_over_c
                      char *reason, size_t reason_size);
 void cuda_ff_fini(cuda_state *st);
 
+/* graph.cu: capture of the backend's launches into a CUDA graph, shared by
+ * apx_graph_* and ff_infer's graph replay. begin starts a thread-local
+ * capture on `stream`, or on a new non-blocking stream when it is NULL
+ * (*own = 1: the caller destroys it after end); a stream already being
+ * captured is APX_ERR_INVALID_ARG. end ends the capture and instantiates it
+ * into *exec; with launched != APX_OK (a launch inside failed) it only
+ * discards the capture and returns launched. `what` prefixes messages. */
+apx_status cuda_capture_begin(cuda_state *st, cudaStream_t stream, cudaStream_t *capture,
+                              int *own, const char *what);
+apx_status cuda_capture_end(cuda_state *st, cudaStream_t capture, apx_status launched,
+                            cudaGraphExec_t *exec, const char *what);
+/* The table's graph entries (include/apexx/backend.h). */
+apx_status cuda_graph_begin(void *state, int device_index, void *stream, void **graph,
+                            void **capture_stream);
+apx_status cuda_graph_end(void *state, void *graph);
+apx_status cuda_graph_replay(void *state, void *graph, void *stream);
+void cuda_graph_free(void *state, void *graph);
+
 /* ---- errors ------------------------------------------------------------ */
 
 /* Report a CUDA error through the core (apx_last_error) and return the

@@ -16,7 +16,8 @@ cuda_backend_sources = \
 	backends/cuda/gather_backward.cu \
 	backends/cuda/ff_infer.cu \
 	backends/cuda/ff_route.cu \
-	backends/cuda/ff_refine.cu
+	backends/cuda/ff_refine.cu \
+	backends/cuda/graph.cu
 EXTRA_DIST += $(cuda_backend_sources) backends/cuda/cuda_backend.h build-aux/nvcc-libtool \
 	backends/cuda/cuda_ff.h \
 	backends/cuda/apexx-cuda.map

@@ -251,6 +251,52 @@ APX_API apx_status apx_timer_begin(apx_context *ctx, const char *backend,
 APX_API apx_status apx_timer_end(apx_context *ctx, apx_timer *timer,
                                  double *elapsed_ms);
 
+/* ---- graph capture (docs/graph.md) -----------------------------------------
+ * Record a sequence of calls once and replay it (a CUDA graph on cuda), as
+ * cudaStreamBeginCapture / torch.cuda.graph do:
+ *
+ *   apx_graph *g;
+ *   apx_graph_begin(ctx, &call, &g);          // capture on call's backend
+ *   apx_tilepack(ctx, &a, apx_graph_call(g)); // recorded, not run
+ *   ...
+ *   apx_graph_end(ctx, g);                    // instantiate
+ *   apx_graph_replay(ctx, g, &call);          // run them all, as recorded
+ *   apx_graph_free(ctx, g);
+ *
+ * Captured calls are recorded with their tensors' pointers and arguments:
+ * a replay reads the inputs' current contents and writes the same outputs,
+ * so those tensors must stay allocated until the graph is freed. Only calls
+ * that never wait for the host can be captured: an op call under validate =
+ * eager, apx_sync or a timer on the capture's stream, and apx_ff_infer with
+ * stats fail with APX_ERR_INVALID_ARG and leave the capture intact. A device
+ * index error of a replayed call comes back from the next apx_sync, as for
+ * an eager call. A backend without graphs (cpu) returns APX_ERR_UNSUPPORTED
+ * from apx_graph_begin. */
+typedef struct apx_graph apx_graph;
+
+/* Start capturing on call->backend (NULL: $APEXX_BACKEND, else the first
+ * loaded backend that can capture) and call->stream (NULL: a stream the
+ * graph creates; the default stream cannot be captured). Calls made with
+ * apx_graph_call(*graph) from this thread are then recorded until
+ * apx_graph_end, which this thread must call. One capture per stream. */
+APX_API apx_status apx_graph_begin(apx_context *ctx, const apx_call *call,
+                                   apx_graph **graph);
+/* The call options that capture into graph: its backend and stream. Lives
+ * as long as graph; NULL for NULL. */
+APX_API const apx_call *apx_graph_call(const apx_graph *graph);
+/* End the capture and make the graph ready to replay. A failure (a captured
+ * call failed inside the backend, or the capture was invalidated) leaves the
+ * graph unusable; it is freed with apx_graph_free either way. */
+APX_API apx_status apx_graph_end(apx_context *ctx, apx_graph *graph);
+/* Run the captured calls on call->stream (NULL: the default stream), in
+ * order after the stream's earlier work; returns without waiting. Replays
+ * of one graph run one after another even on different streams. */
+APX_API apx_status apx_graph_replay(apx_context *ctx, apx_graph *graph,
+                                    const apx_call *call);
+/* End a capture still open, release the graph. NULL is a no-op. A graph
+ * must be freed before its context closes (apx_close frees any left). */
+APX_API void apx_graph_free(apx_context *ctx, apx_graph *graph);
+
 /* ---- ops ------------------------------------------------------------------- */
 /* Op ids for apx_explain and the backend vtable; tile_order is a host op in
  * core and has no id. New ops go at the end. */

@@ -32,6 +32,9 @@
  * - timer_begin, timer_end (both or neither): apx_timer_begin returns
  *   APX_ERR_UNSUPPORTED (apexx-bench then times on the host's clock).
  * - device_info: apx_device_info returns APX_ERR_UNSUPPORTED.
+ * - graph_begin, graph_end, graph_replay, graph_free (all four or none; a
+ *   table too small to hold them has none): apx_graph_begin returns
+ *   APX_ERR_UNSUPPORTED for the backend.
  * - an op function (or an op past the table's size): the op is not provided;
  *   dispatch passes the backend over with op_unsupported.
  *
@@ -391,6 +394,24 @@ typedef struct apx_backend_table {
   uint32_t key_count;
   const apx_backend_env *env_vars;
   uint32_t env_count;
+
+  /* Graph capture (apx_graph_*): the four together, or all NULL (the core
+   * then answers APX_ERR_UNSUPPORTED). graph_begin starts capturing the
+   * backend's work on `stream` (NULL: a stream the backend creates for the
+   * graph) on device device_index, stores the stream captured in
+   * *capture_stream and an opaque handle in *graph; the core calls
+   * graph_end from the same thread, after every captured call returned.
+   * graph_end ends the capture and prepares the replay (failure: the handle
+   * stays valid for graph_free). graph_replay runs it on `stream` (NULL:
+   * the default stream) without waiting. graph_free ends a capture still
+   * open and releases everything, its own stream too. The core serialises
+   * nothing but begin/end of one handle: replays of one handle may come
+   * from several threads at once. */
+  apx_status (*graph_begin)(void *state, int device_index, void *stream,
+                            void **graph, void **capture_stream);
+  apx_status (*graph_end)(void *state, void *graph);
+  apx_status (*graph_replay)(void *state, void *graph, void *stream);
+  void (*graph_free)(void *state, void *graph);
 } apx_backend_table;
 
 /* The smallest table the core accepts: everything up to the first op. */
