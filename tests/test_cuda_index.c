@@ -230,10 +230,11 @@ START_TEST(test_scatter_add) {
       /* 25 column chunks, src as wide as the index only */
       int64_t self9[2] = {600, 200}, idx9[2] = {50, 150};
       scatter_case(dt, it, 2, self9, idx9, idx9, 0, 0, 0, 0);
-      /* validate=device: 150 column chunks, checked in the kernel; 4000,
-       * checked beside it */
+      /* validate=device: 150 and 4000 column chunks, checked in the
+       * kernel; out = self: checked beside it */
       int64_t self10[2] = {300, 1200}, idx10[2] = {256, 1200};
       scatter_case(dt, it, 2, self10, idx10, idx10, 0, 0, 0, 0);
+      scatter_case(dt, it, 2, self10, idx10, idx10, 0, 0, 1, 0);
       int64_t self11[2] = {16, 32000}, idx11[2] = {4, 32000};
       scatter_case(dt, it, 2, self11, idx11, idx11, 0, 0, 0, 0);
       /* the prep/tile path (out rows beyond the direct path's 16 row

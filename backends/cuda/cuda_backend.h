@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -17,22 +18,20 @@
 #include <atomic>
 
 #define CUDA_MAX_DEVICES 16
-/* Check slots per device: each validated call takes the next one, round
- * robin. A slot is reused only CUDA_CHECK_SLOTS calls later, so calls in
- * flight on different streams never share one in practice. Known limit:
- * CUDA graphs hold the slots their capture took, so two graphs captured
- * CUDA_CHECK_SLOTS or more checked calls apart may hold the same slot;
- * replayed at the same time on two streams they would mix their
- * verdicts, and scatter_add's in-kernel check
- * (grid_* below) could then wait forever instead of misreporting. A slot
- * a stream, or a time limit on that wait, would close it. */
+/* Check slots per device, for the pre-pass (validate.cu): each pre-pass
+ * takes the next one, round robin, for its blocks' partial results and its
+ * verdict. A slot is reused only CUDA_CHECK_SLOTS pre-passes later, so
+ * calls in flight on different streams never share one in practice. Known
+ * limit: CUDA graphs hold the slots their capture took, so two graphs
+ * captured CUDA_CHECK_SLOTS or more pre-passes apart may hold the same
+ * slot; replayed at the same time on two streams they could mix their
+ * verdicts (nothing waits on a slot, so nothing can hang). Checks inside
+ * an op's kernel (cuda_check_own, cuda_block_check) use no slot. */
 #define CUDA_CHECK_SLOTS 128
 /* The check kernel's grid is capped so that its per-block partial results
  * fit in the slot (grid-stride loops cover any size). */
 #define CUDA_CHECK_MAX_BLOCKS 1024
 #define CUDA_CHECK_THREADS 256
-/* Report words of a kernel that checks its own index (cuda_check_slot) */
-#define CUDA_GRID_REPORT_WORDS 16
 
 /* n / d and n % d for n, d < 2^31 with a multiply and a shift
  * (Granlund-Montgomery, as PyTorch's IntDivider): 64-bit division by a
@@ -90,6 +89,9 @@ struct cuda_check_desc {
   int64_t levels_count;
   int order_bits;
   int64_t key_k;       /* K, for the key bound */
+  /* the call's id on its device (cuda_check_stamp): the error record
+   * keeps one call's failure; 0 for a check with no id (ff_infer) */
+  unsigned long long call;
   /* unique_row with a map (cuda_check_run sets it for few rows over a
    * small id range): [rows, hi - lo + 1] ints holding the least in-row
    * position of each id, so a repeat is one lookup instead of a scan of
@@ -118,19 +120,20 @@ struct cuda_check_slot {
   long long partial_lmax[CUDA_CHECK_MAX_BLOCKS];
   long long partial_kat[CUDA_CHECK_MAX_BLOCKS]; /* largest k at lmax */
   int partial_rows_vary[CUDA_CHECK_MAX_BLOCKS];
-  /* a kernel that checks its own index (scatter_add's direct path):
-   * blocks done with the fields below, ~(least bad position) (0: none),
-   * reports counted in one word per warp of a block, 128 bytes apart; all
-   * zero between calls (the last block done with them clears them) */
-  unsigned grid_exits;
-  unsigned long long grid_first_inv;
-  unsigned grid_reports[CUDA_GRID_REPORT_WORDS * 32];
 };
 
-/* The deferred error of one device (validate=device). */
+/* The deferred error of one device (validate=device): the first failing
+ * call since the last sync holds it (`call`), and among that call's
+ * publishers the least bad position wins (`pos_inv`, an atomic max of
+ * ~position), so the message names the call's first bad entry in
+ * row-major order whichever blocks saw bad entries, in whatever order.
+ * All zero between syncs. */
 struct cuda_error_record {
-  int claimed;          /* set by the first failing check */
-  int ready;            /* set once the fields below are complete */
+  unsigned long long call;    /* the holding call's desc.call + 1 (0: none) */
+  unsigned long long pos_inv; /* ~(least bad position published), 1: a
+                               * failure without a position (levels span) */
+  int lock;             /* guards result and desc while one is written */
+  int ready;            /* set once result and desc are complete */
   cuda_check_result result;
   cuda_check_desc desc; /* the failing check (pointers are stale) */
 };
@@ -142,6 +145,7 @@ struct cuda_device_res {
   cudaError_t init_error;   /* result of creating them */
   cuda_error_record *record; /* device memory */
   cuda_check_slot *slots;    /* device memory, CUDA_CHECK_SLOTS of them */
+  std::atomic<unsigned long long> next_call; /* ids of checked calls (desc.call) */
   /* the backend's own stream-ordered pool for op workspace: it keeps what
    * it has between calls (release threshold: never), as a framework's
    * caching allocator does, so a call's scratch is not mapped and unmapped
@@ -462,33 +466,75 @@ static __device__ cuda_check_result cuda_check_result_of(const cuda_check_desc &
   return r;
 }
 
-/* The first failure since the last sync into the device's record
- * (validate=device; apx_sync reports it). */
+/* A failure into the device's record (validate=device; apx_sync reports
+ * it). The first failing call since the last sync takes the record; its
+ * publishers (blocks or warps that saw bad entries, in any order) then
+ * raise pos_inv, and the one that raises it writes its result under the
+ * record's lock, so the record ends with the call's least bad position.
+ * Only failures come here: the lock is taken by failing publishers alone,
+ * each holds it for a few stores, and no thread waits for another to
+ * reach a point (nothing like a grid barrier). */
 static __device__ void cuda_check_publish(cuda_error_record *record, const cuda_check_desc &d,
                                           const cuda_check_result &r) {
-  if (atomicCAS(&record->claimed, 0, 1) == 0) {
+  const unsigned long long token = d.call + 1;
+  const unsigned long long held = atomicCAS(&record->call, 0ULL, token);
+  if (held != 0 && held != token) return; /* an earlier call's failure holds it */
+  const unsigned long long inv = r.pos == ~0ULL ? 1ULL : ~r.pos;
+  if (atomicMax(&record->pos_inv, inv) >= inv) return; /* a lesser position is in */
+  while (atomicCAS(&record->lock, 0, 1) != 0) {
+  }
+  __threadfence();
+  if (*(volatile unsigned long long *)&record->pos_inv == inv) { /* still the least */
     record->result = r;
     record->desc = d;
     __threadfence();
     atomicExch(&record->ready, 1);
   }
+  __threadfence();
+  atomicExch(&record->lock, 0);
 }
 
-/* ---- in-kernel checks of small indices ----------------------------------- */
+/* ---- checks inside an op's kernel (validate=device) --------------------- */
 
-/* A small index (validate=device) is checked by the main kernel itself:
- * every block checks all of it before its first store and stores nothing
- * when it is bad, so the call needs no pre-pass launch and no flag read
- * (a pre-pass costs 2-4 us of a 6 us budget at the seed profile); block
- * (0,0,0) publishes the failure. The bounds keep each block's share small:
- * a few loads a thread, from L2 after the first block. */
-#define CUDA_INLINE_CHECK_MAX 1024  /* entries (and levels) */
-#define CUDA_INLINE_UNIQUE_MAX 64   /* row length of a uniqueness check */
-
+/* An op whose kernel checks the index entries it reads itself gets one of
+ * these (cuda_check_own; record NULL: no check, e.g. validate=off or
+ * eager, whose pre-pass has run). A kernel of an out-of-place call checks
+ * only what it reads, clamps what it reads into range, and publishes the
+ * least bad position it saw (cuda_warp_publish): no block waits for
+ * another, and its stores happen or not (the output's values are
+ * unspecified after a failure, docs/ops.md, Validation modes). */
 struct cuda_inline_check {
   cuda_error_record *record; /* NULL: nothing to check in the kernel */
   cuda_check_desc desc;
 };
+
+/* Every lane of a warp (all 32 present): `first`, the lane's least bad
+ * position (~0ULL: none). When any lane has one, the warp's least goes to
+ * the record (the result is read from the index there, as the pre-pass
+ * does, so the message is the pre-pass's). Costs one vote otherwise. */
+static __device__ __forceinline__ void cuda_warp_publish(const cuda_inline_check &ic,
+                                                         unsigned long long first) {
+  if (!__any_sync(0xffffffffu, first != ~0ULL)) return;
+  for (int off = 16; off > 0; off >>= 1) {
+    const unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
+    first = o < first ? o : first;
+  }
+  if ((threadIdx.x & 31) == 0)
+    cuda_check_publish(ic.record, ic.desc,
+                       cuda_check_result_of(ic.desc, first, LLONG_MAX, LLONG_MIN, -1, 0));
+}
+
+/* ---- in-kernel checks of small indices ----------------------------------- */
+
+/* A small index (validate=device) of an op whose blocks must agree (an
+ * aliased output, uniqueness, the levels' span) is checked by the main
+ * kernel itself: every block checks all of it before its first store and
+ * stores nothing when it is bad, so the call needs no pre-pass launch and
+ * no flag read, and an aliased output stays untouched; block (0,0,0)
+ * publishes the failure. The bounds keep each block's share small:
+ * a few loads a thread, from L2 after the first block. */
+#define CUDA_INLINE_CHECK_MAX 1024  /* entries (and levels) */
+#define CUDA_INLINE_UNIQUE_MAX 64   /* row length of a uniqueness check */
 
 /* The block's least bad position and the levels' (min, (max, k at max))
  * in thread 0: warp shuffles, then one slot a warp in shared memory (no
@@ -573,7 +619,7 @@ static __device__ int cuda_block_check(const cuda_inline_check &ic) {
     cuda_check_result r = cuda_check_result_of(d, all.pos, all.lmin, all.lmax, all.kat, 0);
     s_bad = r.bad;
     if (r.bad && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
-      cuda_check_publish(ic.record, d, r);
+      cuda_check_publish(ic.record, d, r); /* every block saw the same */
   }
   __syncthreads();
   return s_bad;
@@ -611,6 +657,19 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
  * Returns the flag in *rows_vary. */
 apx_status cuda_check_read_rows_vary(cuda_state *st, cudaStream_t stream,
                                      const cuda_checked *chk, int *rows_vary);
+
+/* Give `desc` the next call id of the device (desc->call): every check of
+ * one call, pre-pass or in a kernel, carries the same one. */
+void cuda_check_stamp(cuda_state *st, int device_index, cuda_check_desc *desc);
+
+/* validate=device: fill *ic (stamped, the range checked) so that the op's
+ * kernels check the entries they read (cuda_warp_publish) and return 1.
+ * Otherwise ic->record = NULL and 0: eager runs cuda_check_run first, off
+ * checks nothing. For out-of-place outputs only: an aliased output must
+ * stay untouched, which takes every block's verdict before any store
+ * (cuda_check_run, cuda_block_check). */
+int cuda_check_own(cuda_state *st, int device_index, const cuda_check_desc *desc,
+                   cuda_inline_check *ic);
 
 /* validate=device and an index within the in-kernel bounds: fill *ic so
  * that the main kernel checks it (cuda_block_check) and return 1; no

@@ -1,7 +1,9 @@
 /* gather on CUDA (docs/ops.md, gather): out[p] = src[p with coordinate
- * `dim` replaced by index[p]]. A pure copy of any dtype (bit-exact); index
- * values are checked by the pre-pass (validate.cu) before any element is
- * written. */
+ * `dim` replaced by index[p]]. A pure copy of any dtype (bit-exact). The
+ * output is never aliased, so with validate=device the kernel checks the
+ * index values it reads itself (cuda_check_own): it reads in bounds
+ * whatever they are and publishes the least bad position it saw; eager's
+ * pre-pass has run before it. */
 #include "cuda_backend.h"
 
 /* The index/out shape with adjacent non-`dim` dimensions merged where the
@@ -18,16 +20,17 @@ struct gather_geometry {
 
 /* VEC consecutive outputs per thread along the last dimension (when that
  * is not `dim`, so the source is contiguous there too): one wide store.
- * With validate=device a small call's kernel runs beside the check
- * (cuda_launch_after): a thread loads its first group (index values
- * clamped into range, since the check may not have finished), then waits
- * for the check and reads its verdict before its first store. */
+ * ic.record (validate=device): index values are clamped into range for
+ * the loads, and each warp publishes the least position of a bad value
+ * among its entries (a thread's positions ascend, so its first is its
+ * least). */
 template <typename E, typename I, int VEC>
 __global__ void gather_kernel(const E *__restrict__ src, const I *__restrict__ index,
-                              E *__restrict__ out, gather_geometry g, const int *bad) {
+                              E *__restrict__ out, gather_geometry g, cuda_inline_check ic) {
   struct alignas(sizeof(E) * VEC) pack { E v[VEC]; };
   const int64_t v_max = g.dim_extent - 1;
-  int waited = 0;
+  const bool check = ic.record != nullptr;
+  unsigned long long first = ~0ULL;
   const int last = g.ndim - 1;
   const int64_t groups = g.row_len / VEC;
   CUDA_FOR_OUTER(r, g.rows) {
@@ -49,19 +52,18 @@ __global__ void gather_kernel(const E *__restrict__ src, const I *__restrict__ i
 #pragma unroll
       for (int q = 0; q < VEC; q++) {
         int64_t j = j0 + q, v = (int64_t)index[p0 + j];
-        if (bad) v = v < 0 ? 0 : (v > v_max ? v_max : v); /* reads in bounds */
+        if (check && (v < 0 || v > v_max)) {
+          if (first == ~0ULL) first = (unsigned long long)(p0 + j);
+          v = v < 0 ? 0 : v_max; /* reads in bounds */
+        }
         int64_t off = base + (last == g.dim ? v * g.stride[last] : j * g.stride[last]);
         if (dim_outer) off += v * g.stride[g.dim];
         o.v[q] = src[off];
       }
-      if (!waited) { /* thread-uniform state: no barrier is involved */
-        cuda_wait_prerequisites();
-        if (cuda_call_failed_after_wait(bad)) return;
-        waited = 1;
-      }
       *(pack *)(out + p0 + j0) = o;
     }
   }
+  if (check) cuda_warp_publish(ic, first); /* blocks are whole warps */
 }
 
 /* Merge dims d and d+1 (neither is `dim`) when the index covers the
@@ -104,43 +106,30 @@ static int gather_vec(const gather_geometry &g, const apx_tensor *out, size_t el
   return vec;
 }
 
-/* A small call with validate=device: the kernel beside the check (see
- * gather_kernel); at most this many entries, so that the check's blocks
- * (2048 entries each) and the kernel's first blocks fit the GPU together
- * and a large call's waiting blocks do not hold SMs the check needs. */
-#define GATHER_BESIDE_CHECK_MAX (1 << 20)
-
 template <typename E, typename I>
-static cudaError_t launch_gather_typed(const cuda_state *st, int dev, gather_geometry g,
-                                       const apx_gather_args *a, const int *bad,
-                                       cudaStream_t s) {
+static cudaError_t launch_gather_typed(gather_geometry g, const apx_gather_args *a,
+                                       const cuda_inline_check &ic, cudaStream_t s) {
   int vec = gather_vec(g, a->out, sizeof(E));
   g.launch = cuda_geom_2d(g.rows, g.row_len / vec, g.row_len / vec >= 256 ? 256 : 64);
   dim3 grid = g.launch.grid, block = g.launch.block;
   const E *src = (const E *)a->src->data;
   const I *index = (const I *)a->index->data;
   E *out = (E *)a->out->data;
-  const int beside = bad != nullptr && g.n <= GATHER_BESIDE_CHECK_MAX;
   switch (vec) {
-  case 4:
-    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 4>, src,
-                             index, out, g, bad);
-  case 2:
-    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 2>, src,
-                             index, out, g, bad);
-  default:
-    return cuda_launch_after(st, dev, beside, grid, block, 0, s, gather_kernel<E, I, 1>, src,
-                             index, out, g, bad);
+  case 4: gather_kernel<E, I, 4><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
+  case 2: gather_kernel<E, I, 2><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
+  default: gather_kernel<E, I, 1><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
   }
+  return cudaGetLastError();
 }
 
 template <typename I>
-static cudaError_t launch_gather(const cuda_state *st, int dev, const gather_geometry &g,
-                                 const apx_gather_args *a, const int *bad, cudaStream_t s) {
+static cudaError_t launch_gather(const gather_geometry &g, const apx_gather_args *a,
+                                 const cuda_inline_check &ic, cudaStream_t s) {
   switch (apx_backend_dtype_size(a->src->dtype)) {
-  case 2: return launch_gather_typed<uint16_t, I>(st, dev, g, a, bad, s);
-  case 8: return launch_gather_typed<uint64_t, I>(st, dev, g, a, bad, s);
-  default: return launch_gather_typed<uint32_t, I>(st, dev, g, a, bad, s);
+  case 2: return launch_gather_typed<uint16_t, I>(g, a, ic, s);
+  case 8: return launch_gather_typed<uint64_t, I>(g, a, ic, s);
+  default: return launch_gather_typed<uint32_t, I>(g, a, ic, s);
   }
 }
 
@@ -163,13 +152,18 @@ apx_status cuda_gather(void *state, const apx_gather_args *a, const apx_call *ca
   cuda_check_init(&d, APX_OP_GATHER, "index", a->index);
   d.lo = 0;
   d.hi = a->src->shape[dim] - 1;
-  cuda_checked chk;
-  s = cuda_check_run(st, dev, stream, &d, 0, &chk);
-  if (s != APX_OK) return s;
-  cudaError_t err = a->index->dtype == APX_DTYPE_I64
-                        ? launch_gather<int64_t>(st, dev, g, a, chk.bad, stream)
-                        : launch_gather<int32_t>(st, dev, g, a, chk.bad, stream);
-  if (err == cudaSuccess) err = cudaGetLastError();
+  cuda_inline_check ic;
+  if (g.dim_extent == 0) { /* every value is bad and nothing can be read: the check alone */
+    cuda_checked chk;
+    return cuda_check_run(st, dev, stream, &d, 0, &chk);
+  }
+  if (!cuda_check_own(st, dev, &d, &ic)) { /* eager: the pre-pass, waited for */
+    cuda_checked chk;
+    s = cuda_check_run(st, dev, stream, &d, 0, &chk);
+    if (s != APX_OK) return s;
+  }
+  cudaError_t err = a->index->dtype == APX_DTYPE_I64 ? launch_gather<int64_t>(g, a, ic, stream)
+                                                     : launch_gather<int32_t>(g, a, ic, stream);
   if (err != cudaSuccess) return cuda_fail(st, err, "gather: launch");
   return APX_OK;
 }

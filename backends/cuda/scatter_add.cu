@@ -10,8 +10,8 @@
  * Paths, one result:
  *  - direct (dim 0, 1-D or 2-D index of at most SMALL_MAX_ROWS rows, out of
  *    at most DIRECT_MAX_ROW_CHUNKS row chunks, a small index): one launch
- *    (validate=device: the check inside it, or the range check beside it
- *    when its grid cannot be resident at once). Each block owns an out
+ *    (validate=device: the check inside it for an out-of-place out, the
+ *    range check beside it for an aliased one). Each block owns an out
  *    tile of 512 rows (256 for 64-bit values) x 8 columns, reads its
  *    columns of the index and src whole, counts each element's sources in
  *    shared memory and finishes it from self in ascending source row.
@@ -22,10 +22,10 @@
  *    each block of the tile kernel owns an out tile of R rows x 32
  *    columns, starts each element from self (or zero), adds its sources in
  *    ascending source row and writes it once. validate=device checks the
- *    index inside these two kernels (no pre-pass). At the bench's seed
- *    shape the general path took ~40 us of GPU time, almost all of it the
- *    radix sort's four or five launches. Taken where the direct path is
- *    not; the paths below serve every other call.
+ *    index inside these two kernels (no pre-pass). For small calls the
+ *    general path's radix sort (four or five launches) costs far more
+ *    than these two kernels (docs/performance.md). Taken where the direct
+ *    path is not; the paths below serve every other call.
  *  - rows (dim 0, every index row constant, e.g. index_add-like use): the
  *    N source rows are sorted by destination row (stable radix sort, N
  *    keys); then one pass over out, where each element adds its row's run
@@ -34,8 +34,9 @@
  *    pair; a stable radix sort groups pairs by destination keeping index
  *    order; the first thread of each group sums the group.
  * The rows path needs to know that index rows are constant. For 1-D index
- * that is given. For a large 2-D (dim 0) index the validation pre-pass
- * notes it in device memory and the device decides, so that a call never
+ * that is given. For a large 2-D (dim 0) index the pre-pass (one streaming
+ * read of the index, which checks its range in the same pass) notes it in
+ * device memory and the device decides, so that a call never
  * waits for the host (a call stays asynchronous and can be captured into a
  * CUDA graph): the rows path's kernels run, its output kernel only when
  * the rows are constant, and then the columns path, whose kernels only work
@@ -54,7 +55,6 @@
 
 #include <limits.h>
 
-#include <cuda/atomic>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
@@ -233,39 +233,72 @@ __global__ void rows_starts_kernel(const unsigned *__restrict__ keys, rows_geome
   }
 }
 
+/* Destination rows a thread (rows_out_kernel): their loads in flight
+ * together. */
+#define ROWS_OUT_UNROLL 4
+
+/* Thread (x: column group, y: a run of ROWS_OUT_UNROLL destination rows)
+ * finishes its group of each row: self (or zero), then the row's source
+ * rows in ascending order (the stable sort's), one rounding, one store.
+ * Each row's self and first source (the common case: one or none) are
+ * loaded for all the thread's rows before any is used, the chain start ->
+ * rows -> src of each row in flight beside the others'; further sources
+ * are added in a loop. An aliased out skips what no source names. */
 template <typename T, int VEC>
 __global__ void rows_out_kernel(const T *self, const T *__restrict__ src, T *out,
                                 const int *__restrict__ start, const unsigned *__restrict__ rows,
                                 rows_geometry g, int aliased, const int *bad, const int *vary) {
   if (path_skipped(bad, vary, 0)) return;
+  constexpr int RU = ROWS_OUT_UNROLL;
   struct alignas(sizeof(T) * VEC) pack { T v[VEC]; };
   typedef typename acc_of<T>::type A;
   const int64_t groups = g.cols / VEC;
-  CUDA_FOR_OUTER(m, g.M) {
-    int s0 = start[m], s1 = start[m + 1];
-    if (s0 == s1 && aliased) continue; /* no source row names m */
+  const int64_t runs = (g.M + RU - 1) / RU;
+  CUDA_FOR_OUTER(mr, runs) {
+    const int64_t m0 = mr * RU;
+    int s0[RU], s1[RU];
+#pragma unroll
+    for (int j = 0; j < RU; j++) {
+      const int64_t m = m0 + j < g.M ? m0 + j : g.M - 1;
+      s0[j] = start[m];
+      s1[j] = start[m + 1];
+    }
     CUDA_FOR_INNER(gi, groups) {
-      int64_t q = (int64_t)gi * VEC, e = m * g.cols + q;
-      int end = q < g.idx_cols ? s1 : s0; /* columns the index does not reach: self */
-      if (end == s0 && aliased) continue;
-      A acc[VEC];
-      if (self) {
-        pack v = *(const pack *)(self + e);
+      const int64_t q = (int64_t)gi * VEC;
+      const bool reached = q < g.idx_cols; /* columns the index does not reach: self */
+      pack base[RU], first[RU];
 #pragma unroll
-        for (int j = 0; j < VEC; j++) acc[j] = to_acc<T>(v.v[j]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; j++) acc[j] = (A)0;
+      for (int j = 0; j < RU; j++) {
+        const int64_t e = (m0 + j) * g.cols + q;
+        const bool here = m0 + j < g.M;
+        const bool has = here && reached && s0[j] < s1[j];
+        if (self && here && (has || !aliased)) base[j] = *(const pack *)(self + e);
+        else memset(&base[j], 0, sizeof base[j]);
+        if (has) first[j] = *(const pack *)(src + (int64_t)rows[s0[j]] * g.src_row + q);
+        else memset(&first[j], 0, sizeof first[j]);
       }
-      for (int s = s0; s < end; s++) { /* ascending source row: the stable sort's order */
-        pack v = *(const pack *)(src + (int64_t)rows[s] * g.src_row + q);
 #pragma unroll
-        for (int j = 0; j < VEC; j++) acc[j] += to_acc<T>(v.v[j]);
+      for (int j = 0; j < RU; j++) {
+        const int64_t e = (m0 + j) * g.cols + q;
+        const bool has = m0 + j < g.M && reached && s0[j] < s1[j];
+        if (m0 + j >= g.M || (!has && aliased)) continue;
+        A acc[VEC];
+#pragma unroll
+        for (int c = 0; c < VEC; c++) acc[c] = to_acc<T>(base[j].v[c]);
+        if (has) {
+#pragma unroll
+          for (int c = 0; c < VEC; c++) acc[c] += to_acc<T>(first[j].v[c]);
+          for (int s = s0[j] + 1; s < s1[j]; s++) { /* ascending source row */
+            pack v = *(const pack *)(src + (int64_t)rows[s] * g.src_row + q);
+#pragma unroll
+            for (int c = 0; c < VEC; c++) acc[c] += to_acc<T>(v.v[c]);
+          }
+        }
+        pack o;
+#pragma unroll
+        for (int c = 0; c < VEC; c++) o.v[c] = from_acc<T>(acc[c]);
+        *(pack *)(out + e) = o;
       }
-      pack o;
-#pragma unroll
-      for (int j = 0; j < VEC; j++) o.v[j] = from_acc<T>(acc[j]);
-      *(pack *)(out + e) = o;
     }
   }
 }
@@ -335,13 +368,9 @@ __global__ void columns_out_kernel(const unsigned *__restrict__ keys,
  *     list order, and writes every element once. validate=device: every block reads
  *     all prep blocks' verdicts before any store. It is launched
  *     programmatically (sm_90): its self loads overlap the prep kernel.
- * At the bench's seed shape (index 256 x 128, out 4096 x 128) the one-kernel
- * form before this loaded each block's 32 index columns whole (64 KB a
- * block, 8 MB of L2 loads in all; 17 us under ncu) after a separate check
- * launch; here the index is read once and a thread reads only its own
- * rows' entries (run 15 sorted by tile, R rows: a thread walked its whole
- * column of the tile, 128 entries at the seed shape, for its 16 rows:
- * 9.1 us). */
+ * The index is read once, and a thread reads only its own rows' entries
+ * (sorting by tile instead had a thread walk its whole column of the
+ * tile; docs/performance.md, scatter_add). */
 #define SMALL_MAX_ROWS 256
 #define SMALL_COLS 32 /* one column per lane of a tile block */
 #define SMALL_THREADS 256
@@ -392,9 +421,8 @@ struct small_geometry {
 
 /* The lanes of the warp holding the same key as this lane (all lanes take
  * part; key < 2^SMALL_KEY_BITS): one ballot a key bit, a fixed cost.
- * MATCH.ANY cost more at the seed shape (runs 16, 17, 19), a ballot per
- * distinct key far more (run 18: 33 us; a step of 32 random index values
- * names ~30 groups). */
+ * MATCH.ANY costs more, a ballot per distinct key far more (a step of 32
+ * random index values names ~30 groups). */
 #define SMALL_KEY_BITS 11
 #define SMALL_NO_GROUP ((1u << SMALL_KEY_BITS) - 1u)
 static_assert(SMALL_MAX_GROUPS < SMALL_NO_GROUP, "small path: a group fits a peer key");
@@ -631,7 +659,8 @@ __global__ void __launch_bounds__(SMALL_THREADS)
 /* ---- direct path ----------------------------------------------------------- */
 
 /* A small call whose index is cheap to read several times is one launch
- * (and, with validate=device, the range check beside it): block (x:
+ * (and, with validate=device and an aliased out, the range check beside
+ * it): block (x:
  * column chunk, y: row chunk) owns out rows [r0, r0 + RB) and columns
  * [q0, q0 + DIRECT_COLS), a thread a row. It loads the index and src
  * columns of its chunk whole (index row i to thread i) and self under its
@@ -642,23 +671,15 @@ __global__ void __launch_bounds__(SMALL_THREADS)
  * list sorted, at most DIRECT_LIST; a longer list, rare with spread
  * values, walks the chunk's keys once for the whole row), one rounding,
  * one store. Every block of a column chunk reads that chunk's index
- * columns: DIRECT_MAX_INDEX_READS bounds what the row chunks read in all.
- * At the seed shape (index 256 x 128, out 4096 x 128) that is 8 x 256 KB
- * of L2 reads against the prep/tile path's two dependent kernels (8.6
- * us). A first form kept only each element's count, least and sum of
- * source rows and walked a column for three or more sources: one thread's
- * walk set the kernel's time (20 us at the seed, run 25).
- * validate=device: the blocks of the first row chunk publish their
- * columns' verdict and every block waits for it, one cooperative launch
- * (direct_check below). The range check as a kernel of its own,
- * this one started beside it, cost 2.5 us of the seed's 8.2 (run 26) and
- * is kept for grids too large to be resident at once. A row chunk's 16
- * column chunks as one thread block cluster exchanging the blocks'
- * verdicts through distributed shared memory around a split cluster
- * barrier measured slower: 9.7 us, 9.9 with the blocks spread over the
- * SMs (runs 27, 28). */
+ * columns: DIRECT_MAX_INDEX_READS bounds what the row chunks read in all
+ * (at the seed shape, index 256 x 128 and out 4096 x 128, 8 x 256 KB of
+ * L2 reads, less than the prep/tile path's two dependent kernels cost).
+ * validate=device: an out-of-place call's first row chunk checks the
+ * entries it loaded and publishes the least bad position
+ * (direct_first_bad); an aliased call reads the verdict of the range
+ * check beside it. What was tried: docs/performance.md, scatter_add. */
 /* columns a thread: 4 (twice the blocks, half the work a thread)
- * measured slower at the seed, 6.5 / 8.0 us against 5.8 / 6.9 (run 36) */
+ * measured slower at the seed profile */
 #define DIRECT_COLS 8
 static_assert(DIRECT_COLS == 4 || DIRECT_COLS == 8, "direct path: 4 or 8 columns a thread");
 #define DIRECT_LIST 4 /* source rows kept a slot: one byte each (N <= 256) */
@@ -671,7 +692,6 @@ template <typename T> static __host__ __device__ constexpr int direct_rows() {
   return sizeof(typename acc_of<T>::type) == 8 ? 256 : 512;
 }
 static_assert(SMALL_MAX_ROWS <= 256, "direct path: an index row a thread, a source row a byte");
-static_assert(SMALL_MAX_ROWS <= 32 * CUDA_GRID_REPORT_WORDS, "a report word a warp of index rows");
 
 struct direct_geometry {
   int N;            /* index rows, 1..SMALL_MAX_ROWS */
@@ -716,101 +736,24 @@ static __device__ __forceinline__ unsigned direct_sort4(unsigned w) {
   return b0 | b1 << 8 | b2 << 16 | b3 << 24;
 }
 
-/* validate=device in the direct kernel itself, launched cooperatively
- * (every block resident at once, so a block may wait for another). Every
- * block loads whole index columns, so the blocks of the first row chunk
- * (the publishers, one a column chunk that holds index columns) between
- * them hold every entry. Each warp of a publisher that holds index rows
- * reports as soon as its loads arrive: a count in its warp's word of the
- * call's slot (and, when it holds a bad value, the least bad position
- * first). Every block's last warp waits for all the words, with the
- * block's lists built, before the first store; then the block counts
- * itself out, and the last block out publishes the failure and clears the
- * slot for its next call. No block waits for a block that is waiting.
- * What it cost at the seed (bench/results/cuda/NOTES.md, runs 34 to 42;
- * validate=off 4.9 to 5.8 us): checker blocks reading the index a second
- * time 7.6 us; a report a block after its first barrier 6.9 (6.1 to 6.4
- * with this kernel's single-source path); a report a warp into one word
- * 6.6. The fences did it: a release or acquire-release atomic before the
- * barrier that the stores wait for cost ~0.8 us. Now only a report with a
- * bad value releases (the waiting warp's acquire loads then see the
- * position), and the count out (acquire-release, for the last block out)
- * comes after that barrier: 5.6 us, 0.5 over validate=off (runs 41, 42). */
-struct direct_check {
-  cuda_check_slot *slot; /* NULL: no check in the kernel */
-  cuda_error_record *record;
-  int64_t publishers; /* column chunks with index columns */
-  int words;          /* report words: warps with index rows */
-  unsigned blocks;    /* the grid's */
-  cuda_check_desc desc;
-};
-
-typedef cuda::atomic_ref<unsigned, cuda::thread_scope_device> direct_u32;
-typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> direct_u64;
-
-/* A report: release after a fetch_max (the waiting warp's acquire then
- * sees it), else relaxed: nothing to order, and no fence (above). */
-static __device__ __forceinline__ void direct_count_report(unsigned &word, bool bad) {
-  if (bad) direct_u32(word).fetch_add(1u, cuda::memory_order_release);
-  else direct_u32(word).fetch_add(1u, cuda::memory_order_relaxed);
-}
-
-/* A publisher's warp that holds index rows, every lane (the thread's row
- * is t, its DIRECT_COLS values ix of which n_idx exist): the report, a
- * count in its warp's word. */
+/* validate=device in the direct kernel of an out-of-place call: the
+ * blocks of the first row chunk between them load every index entry (one
+ * block a column chunk), so each of their warps that holds index rows
+ * publishes the least bad position among its rows' entries
+ * (cuda_warp_publish), after its stores: no block waits for another. The
+ * thread's row is t, its DIRECT_COLS values ix of which n_idx exist. */
 template <typename I>
-static __device__ __forceinline__ void direct_report(const direct_check &ck,
-                                                     const direct_row<I> &ix, int n_idx,
-                                                     const direct_geometry &g, int64_t q0,
-                                                     int t) {
-  unsigned long long first = ULLONG_MAX; /* the row's least bad position */
+static __device__ __forceinline__ unsigned long long direct_first_bad(const direct_row<I> &ix,
+                                                                      int n_idx,
+                                                                      const direct_geometry &g,
+                                                                      int64_t q0, int t) {
+  unsigned long long first = ULLONG_MAX;
   if (t < g.N)
     for (int c = DIRECT_COLS - 1; c >= 0; c--) {
       const int64_t x = (int64_t)ix.v[c];
       if (c < n_idx && (x < 0 || x >= g.M)) first = (unsigned long long)(t * g.idx_cols + q0 + c);
     }
-  const bool bad = __any_sync(0xffffffffu, first != ULLONG_MAX);
-  if (bad) { /* rare: the warp's least */
-    for (int off = 16; off > 0; off >>= 1) {
-      const unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
-      first = o < first ? o : first;
-    }
-    if ((t & 31) == 0)
-      direct_u64(ck.slot->grid_first_inv).fetch_max(~first, cuda::memory_order_relaxed);
-  }
-  if ((t & 31) == 0)
-    direct_count_report(ck.slot->grid_reports[(t >> 5) * 32], bad);
-}
-
-/* The block's last warp, every lane: wait for every report, the verdict
- * into s_bad (lane 0). */
-static __device__ __forceinline__ void direct_wait(const direct_check &ck, int *s_bad) {
-  const int lane = threadIdx.x & 31;
-  for (;;) {
-    const unsigned v = lane < ck.words
-                           ? direct_u32(ck.slot->grid_reports[lane * 32])
-                                 .load(cuda::memory_order_acquire)
-                           : ~0u;
-    if (__all_sync(0xffffffffu, v >= (unsigned)ck.publishers)) break;
-  }
-  __syncwarp(); /* every lane's acquire before lane 0 reads */
-  if (lane == 0)
-    *s_bad = direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed) != 0;
-}
-
-/* The last block out, lane 0 of its last warp, at its end: the failure
- * into the record, the slot cleared for its next call. */
-static __device__ void direct_last_out(const direct_check &ck) {
-  const unsigned long long inv =
-      direct_u64(ck.slot->grid_first_inv).load(cuda::memory_order_relaxed);
-  if (inv != 0) {
-    const cuda_check_result r = cuda_check_result_of(ck.desc, ~inv, LLONG_MAX, LLONG_MIN, -1, 0);
-    cuda_check_publish(ck.record, ck.desc, r);
-  }
-  for (int w = 0; w < CUDA_GRID_REPORT_WORDS; w++)
-    direct_u32(ck.slot->grid_reports[w * 32]).store(0, cuda::memory_order_relaxed);
-  direct_u64(ck.slot->grid_first_inv).store(0, cuda::memory_order_relaxed);
-  direct_u32(ck.slot->grid_exits).store(0, cuda::memory_order_relaxed);
+  return first;
 }
 
 /* Step 5 of the direct kernel: thread t's out row, every element
@@ -878,7 +821,7 @@ static __device__ __forceinline__ void direct_finish_row(const int *s_direct,
 template <typename T, typename I>
 __global__ void __launch_bounds__(direct_rows<T>())
     scatter_direct_kernel(const I *__restrict__ index, const T *self, const T *__restrict__ src,
-                          T *out, direct_geometry g, const int *bad, direct_check ck) {
+                          T *out, direct_geometry g, const int *bad, cuda_inline_check ic) {
   typedef typename acc_of<T>::type A;
   constexpr int RB = direct_rows<T>(), CB = DIRECT_COLS, SLOTS = RB * CB;
   static_assert(DIRECT_LIST == 4, "a slot's list is one 32-bit word");
@@ -887,7 +830,6 @@ __global__ void __launch_bounds__(direct_rows<T>())
    * order; 0xff: none); then, per index row i, its DIRECT_COLS sources and
    * keys (row within the tile, -1: none here) */
   extern __shared__ __align__(16) int s_direct[];
-  __shared__ int s_bad;
   int *s_count = s_direct;
   unsigned *s_list = (unsigned *)(s_direct + SLOTS);
   A *s_src = (A *)(s_direct + 2 * SLOTS);
@@ -913,11 +855,6 @@ __global__ void __launch_bounds__(direct_rows<T>())
     ((int4 *)s_count)[CB / 4 * t + j] = make_int4(0, 0, 0, 0);
     ((int4 *)s_list)[CB / 4 * t + j] = make_int4(-1, -1, -1, -1);
   }
-  /* validate=device in this kernel (direct_check): a publisher's warps
-   * with index rows report them (warp-uniform) */
-  const bool reporter = ck.slot && blockIdx.y == 0 && (int64_t)blockIdx.x < ck.publishers &&
-                        (t & ~31) < g.N;
-  if (reporter) direct_report(ck, ix, n_idx, g, q0, t);
   __syncthreads();
 
   /* 3: the thread's index row: keys and sources to shared memory, its
@@ -945,22 +882,17 @@ __global__ void __launch_bounds__(direct_rows<T>())
     ((direct_row<short> *)s_key)[t] = key;
     ((direct_row<A> *)s_src)[t] = v;
   }
-  /* 4: validate=device in this kernel: the last warp (idle in step 3
-   * when N <= RB - 32) waits for every report */
-  if (ck.slot && t >= RB - 32) direct_wait(ck, &s_bad);
   __syncthreads();
-  /* done with the slot: count out (acq_rel, a fence: after the barrier,
-   * off the block's path to its stores; the last block out sees every
-   * read done); the result is first needed at the end */
-  unsigned out_ticket = 0;
-  if (ck.slot && t == RB - 32)
-    out_ticket = direct_u32(ck.slot->grid_exits).fetch_add(1u, cuda::memory_order_acq_rel);
   /* validate=device with the check launched beside this kernel
-   * (cuda_launch_after): its verdict before the first store */
+   * (cuda_launch_after, an aliased out): its verdict before the first
+   * store */
   cuda_wait_prerequisites();
-  if (m < g.M && !cuda_call_failed_after_wait(bad) && !(ck.slot && s_bad))
+  if (m < g.M && !cuda_call_failed_after_wait(bad))
     direct_finish_row<T>(s_direct, g, start, t, self != nullptr, n_out, out + m * g.cols + q0);
-  if (ck.slot && t == RB - 32 && out_ticket == ck.blocks - 1) direct_last_out(ck);
+  /* validate=device in this kernel (an out-of-place out): the first row
+   * chunk's warps with index rows (warp-uniform) */
+  if (ic.record && blockIdx.y == 0 && (t & ~31) < g.N)
+    cuda_warp_publish(ic, direct_first_bad(ix, n_idx, g, q0, t));
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -1017,7 +949,8 @@ static apx_status run_rows(cuda_state *st, const scatter_call *c, const int *bad
   }
   g.vec = vec;
   int64_t groups = g.cols / vec;
-  g.out_launch = cuda_geom_2d(g.M, groups, groups >= 256 ? 256 : (groups >= 128 ? 128 : 64));
+  g.out_launch = cuda_geom_2d((g.M + ROWS_OUT_UNROLL - 1) / ROWS_OUT_UNROLL, groups,
+                              groups >= 256 ? 256 : (groups >= 128 ? 128 : 64));
   if (groups > 0x7fffffffLL)
     return st->svc->set_error(APX_ERR_UNSUPPORTED,
                               "scatter_add: rows of [%lld] elements are beyond the cuda "
@@ -1219,8 +1152,9 @@ static int small_eligible(const scatter_call *c) {
 
 /* validate=eager runs the pre-pass and waits for it (a bad index returns
  * its message here, as in every other path); validate=device checks in the
- * two kernels (no pre-pass launch: at the seed shape it cost ~4.5 us of
- * graph time); validate=off checks nothing. */
+ * two kernels (no pre-pass launch); validate=off checks nothing. Every
+ * tile block reads all prep blocks' verdicts (written before the tile
+ * kernel's wait), so an aliased out stays untouched too. */
 template <typename T>
 static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t s) {
   const int R = small_rows<T>();
@@ -1248,6 +1182,7 @@ static apx_status run_small(cuda_state *st, const scatter_call *c, cudaStream_t 
    * settings for a plain range check), so that the message is the same */
   d.check_range = 1;
   const int check = st->validate_mode == APX_VALIDATE_DEVICE;
+  if (check) cuda_check_stamp(st, dev, &d);
   const int prep_blocks = (int)((g.idx_cols + PREP_COLS - 1) / PREP_COLS);
   size_t bad_bytes = check ? cuda_align_up((size_t)prep_blocks * sizeof(unsigned long long)) : 0;
   size_t off_bytes = cuda_align_up((size_t)g.idx_cols * (size_t)(g.groups + 1) * sizeof(int));
@@ -1301,48 +1236,10 @@ static int direct_vec(const apx_tensor *t, int64_t row) {
   return (uintptr_t)t->data % 16 == 0 && bytes % 16 == 0;
 }
 
-/* The cooperative launch of a validate=device call (direct_check).
- * Returns cudaErrorNotSupported without launching when the grid cannot be
- * resident at once; the caller then checks beside. */
-template <typename T, typename I>
-static cudaError_t launch_direct_checked(cuda_state *st, int dev, const scatter_call *c,
-                                         const direct_geometry &g, dim3 grid, size_t smem,
-                                         cudaStream_t s) {
-  const int RB = direct_rows<T>();
-  void (*kernel)(const I *, const T *, const T *, T *, direct_geometry, const int *,
-                 direct_check) = scatter_direct_kernel<T, I>;
-  const int64_t blocks = (int64_t)grid.x * grid.y;
-  int per_sm = 0;
-  cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, RB, smem);
-  if (err != cudaSuccess) return err;
-  if (blocks > (int64_t)per_sm * st->dev[dev].sm_count) return cudaErrorNotSupported;
-  direct_check ck;
-  memset(&ck, 0, sizeof ck);
-  cuda_check_init(&ck.desc, c->op, "index", c->index);
-  /* the description the pre-pass would publish (cuda_check_run's settings
-   * for a plain range check), so that the message is the same */
-  ck.desc.lo = 0;
-  ck.desc.hi = g.M - 1;
-  ck.desc.check_range = 1;
-  ck.slot = cuda_check_take_slot(st, dev);
-  ck.record = st->dev[dev].record;
-  ck.publishers = (g.idx_cols + DIRECT_COLS - 1) / DIRECT_COLS;
-  ck.words = (g.N + 31) / 32;
-  ck.blocks = (unsigned)blocks;
-  cudaLaunchAttribute attr = {};
-  attr.id = cudaLaunchAttributeCooperative;
-  attr.val.cooperative = 1;
-  cudaLaunchConfig_t cfg = cuda_launch_config(grid, dim3((unsigned)RB), smem, s, &attr);
-  const int *no_bad = nullptr;
-  return cudaLaunchKernelEx(&cfg, kernel, (const I *)c->index->data,
-                            c->self ? (const T *)c->self->data : (const T *)nullptr,
-                            (const T *)c->src->data, (T *)c->out->data, g, no_bad, ck);
-}
-
-/* validate=device: the kernel checks the index itself (cooperative launch,
- * direct_check), or where its grid cannot be resident at once the range
- * check is a kernel of its own and this one starts beside it
- * (cuda_launch_after) and reads its verdict before the first store.
+/* validate=device: an out-of-place call's kernel checks the index itself
+ * (cuda_check_own, direct_first_bad); an aliased call's range check is a
+ * kernel of its own, this one started beside it (cuda_launch_after),
+ * reading its verdict before the first store, so that out stays untouched.
  * validate=eager: the pre-pass, waited for. */
 template <typename T>
 static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t s) {
@@ -1367,33 +1264,29 @@ static apx_status run_direct(cuda_state *st, const scatter_call *c, cudaStream_t
                   (unsigned)((g.M + RB - 1) / RB));
   const int i64 = c->index->dtype == APX_DTYPE_I64;
   cudaError_t err;
-  if (st->validate_mode == APX_VALIDATE_DEVICE) {
-    err = i64 ? launch_direct_checked<T, int64_t>(st, dev, c, g, grid, smem, s)
-              : launch_direct_checked<T, int32_t>(st, dev, c, g, grid, smem, s);
-    if (err == cudaSuccess) err = cudaGetLastError();
-    if (err == cudaSuccess) return APX_OK;
-    /* not launched (too many blocks, or the launch refused): beside */
-    (void)cudaGetLastError();
-  }
   cuda_check_desc d;
   cuda_check_init(&d, c->op, "index", c->index);
   d.lo = 0;
   d.hi = g.M - 1;
-  cuda_checked chk;
-  apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
-  if (status != APX_OK) return status;
+  const int aliased = c->self && c->self->data == c->out->data;
+  cuda_inline_check ic;
+  memset(&ic, 0, sizeof ic);
+  const int *bad = nullptr;
+  if (aliased || !cuda_check_own(st, dev, &d, &ic)) {
+    cuda_checked chk;
+    apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
+    if (status != APX_OK) return status;
+    bad = chk.bad;
+  }
   const T *self = c->self ? (const T *)c->self->data : nullptr;
-  const int *bad = chk.bad;
-  direct_check none;
-  memset(&none, 0, sizeof none);
   if (i64)
     err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(RB), smem, s,
                             scatter_direct_kernel<T, int64_t>, (const int64_t *)c->index->data,
-                            self, (const T *)c->src->data, (T *)c->out->data, g, bad, none);
+                            self, (const T *)c->src->data, (T *)c->out->data, g, bad, ic);
   else
     err = cuda_launch_after(st, dev, bad != nullptr, grid, dim3(RB), smem, s,
                             scatter_direct_kernel<T, int32_t>, (const int32_t *)c->index->data,
-                            self, (const T *)c->src->data, (T *)c->out->data, g, bad, none);
+                            self, (const T *)c->src->data, (T *)c->out->data, g, bad, ic);
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return cuda_fail(st, err, "scatter_add: launch");
   return APX_OK;

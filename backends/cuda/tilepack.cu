@@ -1,7 +1,10 @@
 /* tilepack on CUDA (docs/ops.md, tilepack): out[b,k,c,dy,dx] =
  * features[b,c,ty*t+dy,tx*t+dx], ids in the given order. A pure copy:
  * bit-exact, moved in the widest unit (16, 8, 4 or 2 bytes) that divides
- * a tile row, an image row and both base addresses.
+ * a tile row, an image row and both base addresses. The output is never
+ * aliased, so with validate=device the kernels check the ids they read
+ * themselves (cuda_check_own): ids are clamped for the loads and the least
+ * bad position is published; eager's pre-pass has run before them.
  *
  * The grid's y runs over the channel planes (b, c), x over the work items
  * (k, dy, unit) of one plane, so that the tiles of one plane are read
@@ -9,7 +12,7 @@
  * is still written as one contiguous run. A copy unit's chain is three
  * dependent steps (id load, feature load, store); with one unit per
  * thread the SMs most likely wait on that latency rather than on DRAM
- * (57% of copy bandwidth on H100, see bench/results/cuda/NOTES.md). Each
+ * (well below copy bandwidth, docs/performance.md). Each
  * thread therefore takes TILEPACK_UNITS items spaced one block apart
  * (w0 + j*blockDim.x, j < TILEPACK_UNITS) and issues all their id loads,
  * then all feature loads, then all stores: the chains overlap, while at
@@ -20,8 +23,8 @@
  * not in k order. DRAM serves the 64-byte pieces that neighbouring tiles
  * share while they are open, instead of reopening them at random: at the
  * large profile (K 2048 of 4096 tiles, t 8 fp16) ids in spatial order
- * took the kernel from 56% to 66% of copy bandwidth (run 45,
- * CUDA_BW_SORTED_IDS). A kernel of one block a batch row sorts the row's
+ * raised the kernel's share of copy bandwidth by about ten points
+ * (docs/performance.md). A kernel of one block a batch row sorts the row's
  * (id, k) pairs first (stable: equal ids keep k order); each work item
  * then loads its pair instead of its id, so its chain is no longer. */
 #include "cuda_backend.h"
@@ -53,21 +56,30 @@ struct tilepack_geometry {
 
 /* Batch row blockIdx.x's (id, k) pairs by ascending id into order[b*K ..]:
  * the ids as 32-bit keys (as the copy kernel reads them; a bad id's place
- * only changes the order, and no store happens before the check's
- * verdict), their low key_bits bits sorted; places past K sort last. */
+ * only changes the order, and the copy kernel clamps it), their low
+ * key_bits bits sorted; places past K sort last. ic.record
+ * (validate=device): this kernel reads every id once, so it checks them
+ * (the copy kernel then only clamps) and each warp publishes its least
+ * bad position. */
 template <typename I, int ITEMS>
 __global__ void __launch_bounds__(TILEPACK_SORT_THREADS)
-    tilepack_order_kernel(const I *__restrict__ idx, int64_t K, int key_bits, uint2 *order) {
+    tilepack_order_kernel(const I *__restrict__ idx, int64_t K, int key_bits, uint2 *order,
+                          cuda_inline_check ic) {
   typedef cub::BlockRadixSort<uint32_t, TILEPACK_SORT_THREADS, ITEMS, uint32_t> sort_t;
   __shared__ typename sort_t::TempStorage tmp;
   const int64_t b = blockIdx.x;
   uint32_t key[ITEMS], val[ITEMS];
+  unsigned long long first = ~0ULL;
 #pragma unroll
   for (int j = 0; j < ITEMS; j++) { /* blocked: place threadIdx.x * ITEMS + j */
     const int64_t k = (int64_t)threadIdx.x * ITEMS + j;
-    key[j] = k < K ? (uint32_t)idx[b * K + k] : 0xffffffffu;
+    const int64_t id = k < K ? (int64_t)idx[b * K + k] : 0;
+    if (ic.record && (id < ic.desc.lo || id > ic.desc.hi) && first == ~0ULL)
+      first = (unsigned long long)(b * K + k);
+    key[j] = k < K ? (uint32_t)id : 0xffffffffu;
     val[j] = (uint32_t)k;
   }
+  if (ic.record) cuda_warp_publish(ic, first);
   sort_t(tmp).SortBlockedToStriped(key, val, 0, key_bits);
 #pragma unroll
   for (int j = 0; j < ITEMS; j++) { /* striped: rank j * THREADS + threadIdx.x */
@@ -80,9 +92,11 @@ template <typename U, typename I>
 __global__ void __launch_bounds__(TILEPACK_THREADS)
     tilepack_kernel(const unsigned char *__restrict__ features, const I *__restrict__ idx,
                     unsigned char *__restrict__ out, tilepack_geometry g, int elem,
-                    const uint2 *__restrict__ order, const int *bad) {
-  if (cuda_call_failed(bad)) return;
+                    const uint2 *__restrict__ order, cuda_inline_check ic) {
   const int64_t row_bytes = g.t * elem;
+  const bool check = ic.record != nullptr;
+  const uint32_t id_max = (uint32_t)ic.desc.hi; /* with check: >= 0 */
+  unsigned long long first = ~0ULL;
   /* n < 2^31 and the grid stride (gridDim.x*span, the first multiple of
    * span >= n) is at most 2^31, so w0 + j*blockDim.x and w0 + stride stay
    * below 2^32 in 32 bits */
@@ -106,13 +120,19 @@ __global__ void __launch_bounds__(TILEPACK_THREADS)
         uint32_t w = min(w0 + j * blockDim.x, n - 1);
         const uint32_t rank = g.per_tile.div(w);
         r[j] = w - rank * g.per_tile.d;
-        if (plane_order) {
+        if (plane_order) { /* checked by the order kernel: clamped only */
           const uint2 p = plane_order[rank];
-          id[j] = p.x;
+          id[j] = check && p.x > id_max ? id_max : p.x;
           k[j] = p.y;
         } else {
           k[j] = rank;
-          id[j] = (uint32_t)plane_idx[rank];
+          const int64_t v = (int64_t)plane_idx[rank];
+          id[j] = (uint32_t)v;
+          if (check && (v < 0 || v > (int64_t)id_max)) { /* reads in bounds */
+            const unsigned long long pos = (unsigned long long)(b * g.K + rank);
+            first = pos < first ? pos : first;
+            id[j] = v < 0 ? 0u : id_max;
+          }
         }
       }
 #pragma unroll
@@ -130,6 +150,7 @@ __global__ void __launch_bounds__(TILEPACK_THREADS)
         if (w0 + j * blockDim.x < n) *(U *)dst[j] = v[j];
     }
   }
+  if (check) cuda_warp_publish(ic, first); /* blocks are whole warps */
 }
 
 /* The widest unit that divides every byte offset the kernel forms. */
@@ -169,7 +190,7 @@ static tilepack_geometry geometry(const apx_tilepack_args *a, size_t elem) {
 /* order: NULL (k order) or the (id, k) pairs by id, filled here. */
 template <typename I>
 static void launch(const tilepack_geometry &g, const apx_tilepack_args *a, int elem,
-                   uint2 *order, const int *bad, cudaStream_t s) {
+                   uint2 *order, const cuda_inline_check &ic, cudaStream_t s) {
   const unsigned char *f = (const unsigned char *)a->features->data;
   unsigned char *o = (unsigned char *)a->out->data;
   const I *idx = (const I *)a->idx->data;
@@ -180,28 +201,28 @@ static void launch(const tilepack_geometry &g, const apx_tilepack_args *a, int e
     while (key_bits < 32 && (tiles - 1) >> key_bits) key_bits++;
     const unsigned nb = (unsigned)g.B;
     if (items <= 2)
-      tilepack_order_kernel<I, 2><<<nb, TILEPACK_SORT_THREADS, 0, s>>>(idx, g.K, key_bits, order);
+      tilepack_order_kernel<I, 2><<<nb, TILEPACK_SORT_THREADS, 0, s>>>(idx, g.K, key_bits, order, ic);
     else if (items <= 4)
-      tilepack_order_kernel<I, 4><<<nb, TILEPACK_SORT_THREADS, 0, s>>>(idx, g.K, key_bits, order);
+      tilepack_order_kernel<I, 4><<<nb, TILEPACK_SORT_THREADS, 0, s>>>(idx, g.K, key_bits, order, ic);
     else if (items <= 8)
-      tilepack_order_kernel<I, 8><<<nb, TILEPACK_SORT_THREADS, 0, s>>>(idx, g.K, key_bits, order);
+      tilepack_order_kernel<I, 8><<<nb, TILEPACK_SORT_THREADS, 0, s>>>(idx, g.K, key_bits, order, ic);
     else
       tilepack_order_kernel<I, 16><<<nb, TILEPACK_SORT_THREADS, 0, s>>>(idx, g.K, key_bits,
-                                                                         order);
+                                                                         order, ic);
   }
   const uint2 *ord = order;
   dim3 grid = g.launch.grid, block = g.launch.block;
   switch (g.unit) {
-  case 16: tilepack_kernel<uint4, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, bad); break;
-  case 8: tilepack_kernel<uint2, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, bad); break;
+  case 16: tilepack_kernel<uint4, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, ic); break;
+  case 8: tilepack_kernel<uint2, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, ic); break;
   case 4:
-    tilepack_kernel<uint32_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, bad);
+    tilepack_kernel<uint32_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, ic);
     break;
   case 2:
-    tilepack_kernel<uint16_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, bad);
+    tilepack_kernel<uint16_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, ic);
     break;
   default:
-    tilepack_kernel<uint8_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, bad);
+    tilepack_kernel<uint8_t, I><<<grid, block, 0, s>>>(f, idx, o, g, elem, ord, ic);
     break;
   }
 }
@@ -224,9 +245,13 @@ apx_status cuda_tilepack(void *state, const apx_tilepack_args *a, const apx_call
   cuda_check_init(&d, APX_OP_TILEPACK, "idx", a->idx);
   d.lo = 0;
   d.hi = (g.H / g.t) * g.gw - 1;
-  cuda_checked chk;
-  s = cuda_check_run(st, dev, stream, &d, 0, &chk);
-  if (s != APX_OK) return s;
+  cuda_inline_check ic;
+  if (d.hi < 0 || !cuda_check_own(st, dev, &d, &ic)) {
+    /* eager: the pre-pass, waited for; no tile at all: the check alone */
+    cuda_checked chk;
+    s = cuda_check_run(st, dev, stream, &d, 0, &chk);
+    if (s != APX_OK || d.hi < 0) return s;
+  }
   /* large K: the spatial order, its pairs in stream-ordered workspace */
   cuda_workspace ws;
   ws.ptr = nullptr;
@@ -236,9 +261,9 @@ apx_status cuda_tilepack(void *state, const apx_tilepack_args *a, const apx_call
     if (s != APX_OK) return s;
   }
   if (a->idx->dtype == APX_DTYPE_I64)
-    launch<int64_t>(g, a, (int)elem, (uint2 *)ws.ptr, chk.bad, stream);
+    launch<int64_t>(g, a, (int)elem, (uint2 *)ws.ptr, ic, stream);
   else
-    launch<int32_t>(g, a, (int)elem, (uint2 *)ws.ptr, chk.bad, stream);
+    launch<int32_t>(g, a, (int)elem, (uint2 *)ws.ptr, ic, stream);
   cudaError_t err = cudaGetLastError();
   if (ws.ptr) cuda_ws_free(&ws); /* stream-ordered: after the copy kernel */
   if (err != cudaSuccess) return cuda_fail(st, err, "tilepack: launch");

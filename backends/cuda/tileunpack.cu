@@ -279,9 +279,8 @@ __device__ __forceinline__ void unpack_group(const T *base, const T *__restrict_
  * the groups of a plane. UNITS = 1 (free origins): a thread takes one
  * group and runs unpack_group. UNITS > 1 (ids: the winner map): a group
  * is a chain of two dependent loads (the map, then the tile row or base)
- * and a store, which left the SMs waiting on latency (59% of copy
- * bandwidth on H100 for override, bench/results/cuda/NOTES.md; 72% with
- * four groups a thread); so a thread takes UNITS groups spaced one block
+ * and a store, which left the SMs waiting on latency (override far below
+ * copy bandwidth with one group a thread, docs/performance.md); so a thread takes UNITS groups spaced one block
  * apart (i0 + j*blockDim.x) and issues all map loads, then all data
  * loads, then all stores, each warp's addresses at each step j being
  * those of the one-group form (override; blend with ids has its own
@@ -351,8 +350,8 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * tile blends its row over base, several compose their sorted entries in
  * ascending key. With ids every tile covers its whole cell, so that last
  * case is a short loop of whole-vector blends; the general walk
- * (unpack_group) inlined here held the kernel at 64 registers and 44%
- * occupancy, waiting on its loads (run 13, NOTES.md). */
+ * (unpack_group) inlined here held the kernel at 64 registers and low
+ * occupancy, waiting on its loads. */
 template <typename T, int VEC, int UNITS>
 __global__ void __launch_bounds__(UNPACK_THREADS)
     unpack_blend_ids_kernel(const T *base, const T *__restrict__ packed, T *out,
@@ -453,8 +452,7 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * entry, the largest (level, k); blend composes the run in order. A
  * thread takes UNITS groups (4 override, 2 blend), their loads issued
  * together. (A scan of all K ids per thread and a group a thread, the
- * first form, cost 13 us at the seed profile under ncu, more than the
- * data movement: bench/results/cuda/NOTES.md.)
+ * first form, cost more than the data movement at the seed profile.)
  * Ids are cell-aligned and VEC divides t, so a tile covers the whole
  * group; ids out of range are left out. Tile grids of at most
  * UNPACK_TABLE_CELLS cells (the seed profile's) take unpack_table_kernel
@@ -507,8 +505,7 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
       __syncthreads();
       /* tile k's rank: UNPACK_RANK_PARTS adjacent lanes count the tiles
        * before it among every UNPACK_RANK_PARTS-th tile each, then add
-       * (one thread counting all K kept the block at the barrier: 37% of
-       * the kernel's stalls under ncu, run 13) */
+       * (one thread counting all K kept the block at the barrier) */
       const int k = threadIdx.x / UNPACK_RANK_PARTS, part = threadIdx.x % UNPACK_RANK_PARTS;
       int valid = 0, rank = 0;
       long long id = 0;
@@ -633,9 +630,11 @@ __global__ void __launch_bounds__(UNPACK_THREADS)
  * thread e holds entry e, each warp reduces its entries to one share
  * before the table build's barrier, and after it every thread merges the
  * shares itself, so the verdict costs no launch, no flag and no barrier
- * of its own (the check kernel beside it cost 0.7 us of the seed's 6.0,
- * the in-kernel cuda_block_check with its own barriers 1.0, NOTES.md
- * runs 15 to 21). A share: whether an id is out of range, and the levels'
+ * of its own (a check kernel beside it, or cuda_block_check with its own
+ * barriers, cost more at the seed profile). Every block merges every
+ * share, so every block reaches the same verdict before any store and an
+ * aliased out stays untouched; a suspect verdict is confirmed and
+ * published by cuda_block_check. A share: whether an id is out of range, and the levels'
  * minimum, maximum and the largest k at that maximum (docs/ops.md, tileunpack
  * step 4, the statistics of cuda_check_result_of). */
 typedef cuda_block_partial unpack_check_share; /* pos 0: an id outside [0, gh*gw - 1] */
@@ -1170,7 +1169,7 @@ apx_status cuda_tileunpack(void *state, const apx_tileunpack_args *a, const apx_
    * cuda_check_inline below, which takes B*K <= 1024); with more entries
    * on sm_90 the check is a kernel of its own and the table kernel starts
    * beside it (launch_small), which cost less than cuda_block_check inside
-   * the kernel at the seed profile (bench/results/cuda/NOTES.md, run 16) */
+   * the kernel at the seed profile */
   const int own_check = table && device_mode && g.B * g.K <= UNPACK_THREADS;
   const int check_beside = table && device_mode && !own_check && cuda_pdl_ok(st, dev);
   cuda_inline_check ic;

@@ -1,6 +1,13 @@
-/* Device-side index checks: the validation pre-pass of every op whose
- * index values live in device memory (include/apexx/backend.h
- * validate_mode; docs/ops.md, Errors).
+/* Device-side index checks: the validation pre-pass of ops whose index
+ * values live in device memory (include/apexx/backend.h validate_mode;
+ * docs/ops.md, Validation modes), the message formatter and the device's
+ * error record. validate=eager runs the pre-pass and waits for it;
+ * validate=device runs it for an aliased output (which must stay
+ * untouched, so every block needs the verdict before any store), for a
+ * large index of an op whose blocks must agree (uniqueness, the levels'
+ * span), and where the op needs the statistics anyway (scatter_add's row
+ * note); an out-of-place call's own kernel checks the entries it reads
+ * instead (cuda_check_own, cuda_warp_publish).
  *
  * One kernel checks one index tensor on the call's stream: ranges of ids
  * or origins, uniqueness per batch row (fused_pack_op_unpack's
@@ -194,13 +201,15 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   check_finish(d, slot, record, publish, all.pos, all.lmin, all.lmax, all.kat, any_vary);
 }
 
-/* The plain range check (no uniqueness, row note or levels), the common
- * case: every thread issues CUDA_CHECK_UNROLL loads before it compares
- * any, with no branch in the loop, so a large index streams at memory
- * bandwidth (the general kernel's data-dependent branches kept about one
- * load per thread in flight); the grid is sized so that each thread has
- * that many entries, so a small index takes one block or a few and a
- * cheap combine. */
+/* The plain range check and the row note (no uniqueness or levels), the
+ * common case: every thread issues CUDA_CHECK_UNROLL loads before it
+ * compares any, with no branch in the loop, so a large index streams at
+ * memory bandwidth (the general kernel's data-dependent branches kept
+ * about one load per thread in flight); the grid is sized so that each
+ * thread has that many entries, so a small index takes one block or a few
+ * and a cheap combine. ROWS: the row note too (d.const_row > 0; each
+ * entry against its row's first, which the cache serves), and the range
+ * only when d.check_range (validate=off asks for the note alone). */
 #define CUDA_CHECK_UNROLL 8
 /* The largest uniqueness map, in ints (16 MB) */
 #define CUDA_UNIQUE_MAP_MAX ((int64_t)1 << 22)
@@ -220,7 +229,7 @@ static __device__ __forceinline__ unsigned long long block_min(unsigned long lon
   return v;
 }
 
-template <typename I, int PAIRS>
+template <typename I, int PAIRS, int ROWS>
 __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     check_range_kernel(cuda_check_desc d, cuda_check_slot *slot, cuda_error_record *record,
                        int publish) {
@@ -231,6 +240,7 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
   const int t = threadIdx.x;
   const int64_t span = (int64_t)blockDim.x * CUDA_CHECK_UNROLL;
   unsigned long long first = ULLONG_MAX;
+  int vary = 0;
   for (int64_t base = (int64_t)blockIdx.x * span + t; base < d.count;
        base += (int64_t)gridDim.x * span) {
     I v[CUDA_CHECK_UNROLL], v2[CUDA_CHECK_UNROLL];
@@ -242,6 +252,9 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
       if (PAIRS) {
         v[j] = __ldg(data + 2 * at);
         v2[j] = __ldg(data + 2 * at + 1);
+      } else if (ROWS) {
+        v[j] = __ldg(data + at);
+        v2[j] = __ldg(data + row_start_of(d, at));
       } else {
         v[j] = __ldg(data + at);
       }
@@ -255,15 +268,21 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
         int64_t b = (int64_t)v2[j];
         bad = bad || b < d.lo2 || b > d.hi2;
       }
+      if (ROWS) {
+        vary |= v[j] != v2[j];
+        bad = bad && d.check_range;
+      }
       /* a thread's entries come in increasing order: its first is its least */
       if (bad && i < d.count && (unsigned long long)i < first) first = (unsigned long long)i;
     }
   }
+  int any_vary = ROWS ? __syncthreads_or(vary) : 0;
   first = block_min(first, s_min); /* the block's least bad position (thread 0) */
   if (t == 0) {
     s_last = 1;
     if (gridDim.x > 1) { /* several blocks: the last to finish combines */
       slot->partial_pos[blockIdx.x] = first;
+      if (ROWS) slot->partial_rows_vary[blockIdx.x] = any_vary;
       __threadfence();
       s_last = atomicAdd(&slot->blocks_done, 1u) == gridDim.x - 1;
     }
@@ -274,13 +293,16 @@ __global__ void __launch_bounds__(CUDA_CHECK_THREADS)
     __threadfence();
     volatile cuda_check_slot *vs = slot;
     first = ULLONG_MAX;
+    int share_vary = 0;
     for (unsigned b = t; b < gridDim.x; b += blockDim.x) {
       unsigned long long p = vs->partial_pos[b];
       first = p < first ? p : first;
+      if (ROWS) share_vary |= vs->partial_rows_vary[b];
     }
+    if (ROWS) any_vary = __syncthreads_or(share_vary);
     first = block_min(first, s_min); /* the sync before s_last's test ended its first use */
   }
-  if (t == 0) check_finish(d, slot, record, publish, first, LLONG_MAX, LLONG_MIN, -1, 0);
+  if (t == 0) check_finish(d, slot, record, publish, first, LLONG_MAX, LLONG_MIN, -1, any_vary);
 }
 
 /* Launch geometry of the check: enough blocks to cover the entries, at most
@@ -302,6 +324,7 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
   memset(out, 0, sizeof *out);
   apx_validate_mode mode = st->validate_mode;
   if (mode == APX_VALIDATE_OFF && !need_stats) return APX_OK;
+  if (!desc->call) cuda_check_stamp(st, device_index, desc);
   if (!desc->data) desc->count = 0;
   if (!desc->levels) desc->levels_count = 0;
   if (desc->count == 0 && desc->levels_count == 0) return APX_OK;
@@ -313,30 +336,38 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
   cuda_check_slot *slot = cuda_check_take_slot(st, device_index);
   cuda_geom g = check_geometry(desc);
   int publish = mode == APX_VALIDATE_DEVICE;
-  if (desc->check_range && desc->unique_row == 0 && desc->const_row == 0 &&
-      desc->levels_count == 0) {
+  if (desc->unique_row == 0 && desc->levels_count == 0 &&
+      (desc->const_row == 0 ? desc->check_range : !desc->pairs)) {
     int64_t per_block = (int64_t)CUDA_CHECK_THREADS * CUDA_CHECK_UNROLL;
     int64_t blocks = (desc->count + per_block - 1) / per_block;
     g.blocks = (unsigned)(blocks < CUDA_CHECK_MAX_BLOCKS ? blocks : CUDA_CHECK_MAX_BLOCKS);
     g.threads = CUDA_CHECK_THREADS;
-    if (desc->is64 && desc->pairs)
-      check_range_kernel<int64_t, 1><<<g.blocks, g.threads, 0, stream>>>(*desc, slot,
-                                                                          res->record, publish);
+    cuda_check_desc &dd = *desc;
+    cuda_error_record *rec = res->record;
+    if (desc->const_row > 0) {
+      if (desc->is64)
+        check_range_kernel<int64_t, 0, 1><<<g.blocks, g.threads, 0, stream>>>(dd, slot, rec,
+                                                                             publish);
+      else
+        check_range_kernel<int32_t, 0, 1><<<g.blocks, g.threads, 0, stream>>>(dd, slot, rec,
+                                                                             publish);
+    } else if (desc->is64 && desc->pairs)
+      check_range_kernel<int64_t, 1, 0><<<g.blocks, g.threads, 0, stream>>>(dd, slot, rec,
+                                                                           publish);
     else if (desc->is64)
-      check_range_kernel<int64_t, 0><<<g.blocks, g.threads, 0, stream>>>(*desc, slot,
-                                                                          res->record, publish);
+      check_range_kernel<int64_t, 0, 0><<<g.blocks, g.threads, 0, stream>>>(dd, slot, rec,
+                                                                           publish);
     else if (desc->pairs)
-      check_range_kernel<int32_t, 1><<<g.blocks, g.threads, 0, stream>>>(*desc, slot,
-                                                                          res->record, publish);
+      check_range_kernel<int32_t, 1, 0><<<g.blocks, g.threads, 0, stream>>>(dd, slot, rec,
+                                                                           publish);
     else
-      check_range_kernel<int32_t, 0><<<g.blocks, g.threads, 0, stream>>>(*desc, slot,
-                                                                          res->record, publish);
+      check_range_kernel<int32_t, 0, 0><<<g.blocks, g.threads, 0, stream>>>(dd, slot, rec,
+                                                                           publish);
   } else {
     /* require_unique over a small id range: a map of each id's first
      * position per row (one memset and one pass), then one lookup per
      * entry; without it each entry scans its row's earlier entries through
-     * shared memory, which took ~150 us for 8 rows of 2048 ids on H100
-     * (bench/results/cuda/NOTES.md, run 11) */
+     * shared memory, far slower for long rows (docs/performance.md) */
     cuda_workspace map_ws;
     map_ws.ptr = nullptr;
     int64_t range = desc->hi - desc->lo + 1;
@@ -392,6 +423,22 @@ apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
   return APX_OK;
 }
 
+void cuda_check_stamp(cuda_state *st, int device_index, cuda_check_desc *desc) {
+  desc->call = st->dev[device_index].next_call.fetch_add(1u) + 1u;
+}
+
+int cuda_check_own(cuda_state *st, int device_index, const cuda_check_desc *desc,
+                   cuda_inline_check *ic) {
+  memset(ic, 0, sizeof *ic);
+  if (st->validate_mode != APX_VALIDATE_DEVICE) return 0;
+  ic->desc = *desc;
+  if (!ic->desc.data) ic->desc.count = 0;
+  ic->desc.check_range = 1;
+  if (!ic->desc.call) cuda_check_stamp(st, device_index, &ic->desc);
+  ic->record = st->dev[device_index].record;
+  return 1;
+}
+
 int cuda_check_inline(cuda_state *st, int device_index, const cuda_check_desc *desc,
                       cuda_inline_check *ic) {
   memset(ic, 0, sizeof *ic);
@@ -406,6 +453,7 @@ int cuda_check_inline(cuda_state *st, int device_index, const cuda_check_desc *d
   ic->desc.count = count;
   ic->desc.levels_count = levels;
   ic->desc.check_range = 1;
+  if (!ic->desc.call) cuda_check_stamp(st, device_index, &ic->desc);
   ic->record = st->dev[device_index].record;
   return 1;
 }
@@ -488,7 +536,7 @@ apx_status cuda_check_take_deferred(cuda_state *st, int device_index, cudaStream
   CUDA_TRY(st, cudaMemcpyAsync(&h, res->record, sizeof h, cudaMemcpyDeviceToHost, stream),
            "sync: reading the device error record");
   CUDA_TRY(st, cudaStreamSynchronize(stream), "sync: reading the device error record");
-  if (!h.claimed || !h.ready) return APX_OK;
+  if (!h.call || !h.ready) return APX_OK;
   char msg[512];
   cuda_check_message(&h.desc, &h.result, msg, sizeof msg);
   CUDA_TRY(st, cudaMemsetAsync(res->record, 0, sizeof h, stream),
