@@ -28,7 +28,7 @@
 #define BENCH_EXIT_FAILED 2 /* a row failed, or compare found a regression */
 
 #define BENCH_SCHEMA_MAJOR 1
-#define BENCH_SCHEMA_MINOR 1
+#define BENCH_SCHEMA_MINOR 2
 #define BENCH_BASELINE_KIND "apexx-bench-baseline"
 #define BENCH_DEFAULT_REPETITIONS 5
 
@@ -46,6 +46,15 @@ typedef struct bench_options {
   int repetitions; /* independent repetitions of each row's timed loop */
   int cpu_time;    /* --timer cpu-time: host rows timed on the process's CPU
                       clock (CLOCK_PROCESS_CPUTIME_ID), device rows skipped */
+  /* --profile: "default", "seed" or "large" (flags.c, the presets) */
+  const char *profile;
+  /* the tilessm and indexing shapes: tokens [scan_batch, steps,
+   * scan_channels]; src [index_src_rows, index_width], index_rows rows
+   * picked. The default profile derives them from the map (batch,
+   * channels; B*H*W, C, B*kmax*t*t); the presets set them. */
+  int64_t scan_batch, scan_channels;
+  int64_t index_src_rows, index_width, index_rows;
+  int graph_replay; /* --graph-replay: device rows timed by graph replay */
   /* selection: entry or section names; backend names (0 = all) */
   int op_count;
   const char *ops[BENCH_MAX_LIST];
@@ -210,6 +219,15 @@ char *bench_render_markdown(const cJSON *report);
  * then not to be written; message in err). */
 int bench_run(apx_context *ctx, const bench_options *opts, cJSON *report,
               char *err, size_t err_size);
+
+/* ---- the copy reference (reference.c) ------------------------------------ */
+/* Calls a graph-replay sample holds (docs/report.md, Timing). */
+#define BENCH_GRAPH_CALLS 20
+/* Give every ok row with gb_per_s a `pct_of_copy`: its GB/s as a percentage
+ * of the same backend's reference.copy row in this report (docs/report.md,
+ * Rows), or null with a reason when that row did not run. Run once the
+ * passes are merged. */
+void bench_add_copy_shares(cJSON *report);
 
 /* ---- compare (compare.c) ------------------------------------------------- */
 int bench_compare_main(int argc, char **argv);

@@ -38,6 +38,8 @@ enum {
   FLAG_TRT_ENGINE_PATH,
   FLAG_TRT_INPUT_SHAPE,
   FLAG_FF_WEIGHTS,
+  FLAG_PROFILE,
+  FLAG_GRAPH_REPLAY,
   FLAG_QUIET,
   FLAG_HELP,
   FLAG_VERSION
@@ -70,6 +72,8 @@ static const struct option long_flags[] = {
     {"trt-engine-path", required_argument, NULL, FLAG_TRT_ENGINE_PATH},
     {"trt-input-shape", required_argument, NULL, FLAG_TRT_INPUT_SHAPE},
     {"ff-weights", required_argument, NULL, FLAG_FF_WEIGHTS},
+    {"profile", required_argument, NULL, FLAG_PROFILE},
+    {"graph-replay", required_argument, NULL, FLAG_GRAPH_REPLAY},
     {"quiet", no_argument, NULL, FLAG_QUIET},
     {"help", no_argument, NULL, FLAG_HELP},
     {"version", no_argument, NULL, FLAG_VERSION},
@@ -105,6 +109,37 @@ static void defaults(bench_options *opts) {
   /* five repetitions: the smallest count whose Mann-Whitney test can reach
    * p < 0.05 on a shift (two-sided exact p = 2/252 = 0.008 at best) */
   opts->repetitions = BENCH_DEFAULT_REPETITIONS;
+  opts->profile = "default";
+}
+
+/* --profile presets (apexx-bench(1), PROFILES): the shapes the GPU tables
+ * are measured at. seed is the default's map (batch 1, 128 channels,
+ * 128 x 128, tile 8, kmax 32) with the reference scan (B1, 256 steps, 128
+ * channels) and indexing over a (4096, 128) source, 256 rows, its device
+ * rows timed by graph replay; large is B8 C256 512 x 512 t8 kmax 2048, scan
+ * B8 4096 steps 1024 channels, indexing (262144, 1024) with 65536 rows. */
+static int apply_profile(const char *value, bench_options *o) {
+  if (strcmp(value, "default") == 0) {
+    o->profile = "default";
+    return 0;
+  }
+  if (strcmp(value, "seed") == 0) {
+    o->profile = "seed";
+    o->scan_batch = 1, o->steps = 256, o->scan_channels = 128;
+    o->index_src_rows = 4096, o->index_width = 128, o->index_rows = 256;
+    o->graph_replay = 1;
+    return 0;
+  }
+  if (strcmp(value, "large") == 0) {
+    o->profile = "large";
+    o->batch = 8, o->channels = 256, o->height = 512, o->width = 512;
+    o->tile_size = 8, o->kmax = 2048;
+    o->scan_batch = 8, o->steps = 4096, o->scan_channels = 1024;
+    o->index_src_rows = 262144, o->index_width = 1024, o->index_rows = 65536;
+    return 0;
+  }
+  fprintf(stderr, "apexx-bench: --profile: [%s] is not one of default, seed, large\n", value);
+  return 1;
 }
 
 static int bad(const char *flag, const char *value, const char *why) {
@@ -247,14 +282,35 @@ static int check_profile(const bench_options *o) {
              dense);
     return bad("channels", value, why);
   }
-  double tokens = (double)o->batch * (double)o->steps * (double)o->channels;
+  double tokens = (double)o->scan_batch * (double)o->steps * (double)o->scan_channels;
   if (tokens > (double)MAX_ELEMENTS) {
     snprintf(value, sizeof value, "%lld", (long long)o->steps);
     snprintf(why, sizeof why,
              "makes batch*steps*channels = %.0f exceed 2^31 elements", tokens);
     return bad("steps", value, why);
   }
+  /* the indexing shapes: src [M, D], N rows of D (the same bound) */
+  double table = (double)o->index_src_rows * (double)o->index_width;
+  double picked = (double)o->index_rows * (double)o->index_width;
+  if (table > (double)MAX_ELEMENTS || picked > (double)MAX_ELEMENTS) {
+    snprintf(value, sizeof value, "%lld", (long long)o->channels);
+    snprintf(why, sizeof why,
+             "makes the indexing source (%.0f elements) or its rows (%.0f) exceed 2^31 "
+             "elements",
+             table, picked);
+    return bad("channels", value, why);
+  }
   return 0;
+}
+
+/* The default profile's derived shapes (bench_options, scan_* and index_*)
+ * for the fields no preset set. */
+static void derive_shapes(bench_options *o) {
+  if (!o->scan_batch) o->scan_batch = o->batch;
+  if (!o->scan_channels) o->scan_channels = o->channels;
+  if (!o->index_src_rows) o->index_src_rows = o->batch * o->height * o->width;
+  if (!o->index_width) o->index_width = o->channels;
+  if (!o->index_rows) o->index_rows = o->batch * o->kmax * o->tile_size * o->tile_size;
 }
 
 void bench_print_usage(FILE *to) {
@@ -269,6 +325,10 @@ void bench_print_usage(FILE *to) {
           "[--metrics LIST] [--max-ratio R] [--max-abs-ms A]\n"
           "\n"
           "Profile (defaults: the fixed baseline profile):\n"
+          "  --profile default|seed|large (default): a preset of the shapes below\n"
+          "                    (apexx-bench(1) PROFILES); later flags change it\n"
+          "  --graph-replay on|off (off; on with --profile seed): time device rows\n"
+          "                    by replays of a captured graph of 20 calls\n"
           "  --batch N (1)  --channels N (128)  --height N (128)  --width N "
           "(128)\n"
           "  --tile-size N (8)  --kmax N (32)  --steps N (256)\n"
@@ -318,7 +378,16 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
   if (env_plugin && *env_plugin) opts->trt_plugin_lib = env_plugin;
 
   opterr = 0; /* our own messages name the flag and value */
+  /* a first pass applies --profile, so that the other flags change the
+   * preset whatever their order */
   optind = 1;
+  for (;;) {
+    int index = -1;
+    int c = getopt_long(argc, argv, ":", long_flags, &index);
+    if (c == -1) break;
+    if (c == FLAG_PROFILE && apply_profile(optarg, opts) != 0) return 1;
+  }
+  optind = 0; /* glibc: a second scan of the same vector reinitialises */
   for (;;) {
     int index = -1;
     int c = getopt_long(argc, argv, ":", long_flags, &index);
@@ -432,6 +501,17 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
       }
       if (rc == 0) opts->trt_input_shapes[opts->trt_input_shape_count++] = optarg;
       break;
+    case FLAG_PROFILE:
+      break; /* applied by the first pass */
+    case FLAG_GRAPH_REPLAY:
+      if (strcmp(optarg, "on") == 0) {
+        opts->graph_replay = 1;
+      } else if (strcmp(optarg, "off") == 0) {
+        opts->graph_replay = 0;
+      } else {
+        rc = bad(name, optarg, "is neither on nor off");
+      }
+      break;
     case FLAG_QUIET:
       opts->quiet = 1;
       break;
@@ -461,5 +541,6 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
     snprintf(value, sizeof value, "%d", opts->repetitions);
     return bad("repetitions", value, "makes iters*repetitions exceed 1000000");
   }
+  derive_shapes(opts);
   return check_profile(opts) != 0 ? 1 : 0;
 }

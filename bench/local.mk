@@ -7,6 +7,7 @@ bench_apexx_bench_SOURCES = \
 	bench/inputs.c \
 	bench/stats.c \
 	bench/runner.c \
+	bench/reference.c \
 	bench/report_json.c \
 	bench/report_md.c \
 	bench/compare.c \

@@ -330,6 +330,7 @@ static int run_suite(int argc, char **argv) {
     cJSON_Delete(pass);
   }
   if (run_rc != 1) finish_passes(report, opts.repetitions);
+  if (run_rc != 1) bench_add_copy_shares(report);
   apx_close(ctx);
   if (run_rc == 1) {
     fprintf(stderr, "apexx-bench: run aborted, no report written: %s\n", err);

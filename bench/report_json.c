@@ -238,6 +238,14 @@ static cJSON *config_object(apx_context *ctx, const bench_options *opts) {
   cJSON_AddNumberToObject(config, "budget_total", opts->budget_total);
   cJSON_AddStringToObject(config, "dtype", dtype_label(opts->dtype));
   cJSON_AddNumberToObject(config, "seed", (double)opts->seed);
+  /* schema 1.2: the preset and the scan and indexing shapes */
+  cJSON_AddStringToObject(config, "profile", opts->profile ? opts->profile : "default");
+  cJSON_AddNumberToObject(config, "scan_batch", (double)opts->scan_batch);
+  cJSON_AddNumberToObject(config, "scan_channels", (double)opts->scan_channels);
+  cJSON_AddNumberToObject(config, "index_src_rows", (double)opts->index_src_rows);
+  cJSON_AddNumberToObject(config, "index_width", (double)opts->index_width);
+  cJSON_AddNumberToObject(config, "index_rows", (double)opts->index_rows);
+  cJSON_AddBoolToObject(config, "graph_replay", opts->graph_replay);
   cJSON_AddNumberToObject(config, "warmup", opts->warmup);
   cJSON_AddNumberToObject(config, "iters", opts->iters);
   cJSON_AddNumberToObject(config, "repetitions", opts->repetitions);

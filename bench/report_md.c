@@ -84,6 +84,7 @@ static const char *section_title(const char *name) {
   if (strcmp(name, "indexing") == 0) return "Indexing";
   if (strcmp(name, "end_to_end_infer") == 0) return "End-to-End Infer";
   if (strcmp(name, "tensorrt") == 0) return "TensorRT";
+  if (strcmp(name, "reference") == 0) return "Reference (copy bandwidth)";
   return name;
 }
 
@@ -119,11 +120,22 @@ static void header(strbuf *sb, const cJSON *report) {
                                        "tile_size", "kmax", "steps", "budget_b1",
                                        "budget_b2", "budget_total", "seed",
                                        "warmup", "iters"};
-  sb_append(sb, "- profile:");
+  sb_append(sb, "- profile: `%s`", str(config, "profile", "default"));
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
     char v[64];
     fmt_number(v, sizeof v, get(config, fields[i]), "%.10g");
     sb_append(sb, "%s %s=%s", i ? "," : "", fields[i], v);
+  }
+  /* schema 1.2: the scan and indexing shapes, graph replay */
+  if (get(config, "scan_channels")) {
+    static const char *const shapes[] = {"scan_batch", "scan_channels", "index_src_rows",
+                                         "index_width", "index_rows"};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+      char v[64];
+      fmt_number(v, sizeof v, get(config, shapes[i]), "%.10g");
+      sb_append(sb, ", %s=%s", shapes[i], v);
+    }
+    sb_append(sb, ", graph_replay=%s", cJSON_IsTrue(get(config, "graph_replay")) ? "on" : "off");
   }
   sb_append(sb, "\n");
   const cJSON *files = get(env, "config_files");
@@ -204,6 +216,9 @@ static void row_cell(strbuf *sb, const cJSON *entry, const cJSON *row,
   char unit[32];
   snprintf(unit, sizeof unit, "%.*s/s", (int)strcspn(rate_key, "_"), rate_key);
   sb_append(sb, "p50 %s ms, p95 %s ms, %s %s, %s GB/s", p50, p95, rate, unit, gbs);
+  const cJSON *share = get(row, "pct_of_copy");
+  if (cJSON_IsNumber(share)) sb_append(sb, " (%.1f%% of copy)", share->valuedouble);
+  if (strcmp(str(row, "timer", ""), "graph_replay") == 0) sb_append(sb, ", graph replay");
   const cJSON *mem = get(row, "peak_memory_mb");
   if (cJSON_IsNumber(mem)) sb_append(sb, ", peak %.2f MB", mem->valuedouble);
   const cJSON *l0 = get(row, "selected_l0_per_call");
@@ -280,8 +295,10 @@ char *bench_render_markdown(const cJSON *report) {
   }
   sb_append(&sb,
             "\nTimes are the backend's own timer per call (p50 median, p95 = "
-            "sorted[floor(0.95*(n-1))]). Parity is against the cpu backend: "
-            "copy ops bit-exact, others |err| <= 2*(atol + rtol*|ref|).\n");
+            "sorted[floor(0.95*(n-1))]; \"graph replay\": a replay of 20 captured "
+            "calls, divided by 20). %% of copy is the row's GB/s over the same "
+            "backend's reference copy in this run. Parity is against the cpu "
+            "backend: copy ops bit-exact, others |err| <= 2*(atol + rtol*|ref|).\n");
   if (sb.failed) {
     free(sb.data);
     return NULL;

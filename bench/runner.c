@@ -35,13 +35,15 @@ typedef enum entry_id {
   E_TRT_TILESSM_PLUGIN,
   E_TRT_ENGINE,
   E_FF_INFER_GRAPH, /* appended: entry ids seed the inputs */
+  E_COPY,
   E_COUNT
 } entry_id;
 
 typedef enum entry_kind {
   KIND_OP,          /* an apexx op, run on every backend */
   KIND_TRT_PLUGIN,  /* an op forced onto the trt backend */
-  KIND_TRT_ENGINE   /* a serialized engine: no runner API in this version */
+  KIND_TRT_ENGINE,  /* a serialized engine: no runner API in this version */
+  KIND_COPY         /* the bandwidth reference: apx_tensor_copy, not an op */
 } entry_kind;
 
 typedef struct entry_def {
@@ -92,9 +94,14 @@ static const entry_def entries[E_COUNT] = {
     {E_FF_INFER_GRAPH, "end_to_end_infer", "ff_infer_graph", KIND_OP,
      APX_OP_FF_INFER, "graph replay, tiles 16/8, kmax K/2K", "frames_per_s", 0,
      2},
+    {E_COPY, "reference", "copy", KIND_COPY, APX_OP_COUNT,
+     "features-sized copy on the backend's device (host: memmove)",
+     "elements_per_s", 1, 0},
 };
 
-static const char *const sections[] = {"tile_ops", "tilessm", "indexing",
+/* reference first: its rows are the same run's copy bandwidth that the
+ * other rows' pct_of_copy divides by (reference.c) */
+static const char *const sections[] = {"reference", "tile_ops", "tilessm", "indexing",
                                        "end_to_end_infer", "tensorrt"};
 #define SECTION_COUNT ((int)(sizeof sections / sizeof sections[0]))
 
@@ -128,6 +135,16 @@ void bench_print_op_names(FILE *to) {
 
 static int entry_selected(const bench_options *opts, const entry_def *e) {
   if (opts->op_count == 0) return 1;
+  if (e->kind == KIND_COPY) {
+    /* the reference runs whenever an op runs, so every row has its share */
+    for (int i = 0; i < E_COUNT; i++)
+      if (entries[i].kind == KIND_OP && entry_selected(opts, &entries[i])) return 1;
+  }
+  if (e->kind == KIND_COPY) {
+    /* the reference runs whenever an op runs, so every row has its share */
+    for (int i = 0; i < E_COUNT; i++)
+      if (entries[i].kind == KIND_OP && entry_selected(opts, &entries[i])) return 1;
+  }
   for (int i = 0; i < opts->op_count; i++) {
     if (strcmp(opts->ops[i], e->name) == 0 ||
         strcmp(opts->ops[i], e->section) == 0) {
@@ -195,10 +212,13 @@ static void describe_case(const entry_def *e, const bench_options *o,
   const int64_t t = o->tile_size, K = o->kmax, S = o->steps;
   const int64_t grid = (H / t) * (W / t);
   const apx_dtype f = o->dtype, ix = APX_DTYPE_I32;
-  /* indexing: src rows are the pixels of the batch (M = B*H*W rows of C),
-   * the index picks N = B*kmax*t*t rows (as many as the selected tiles
-   * hold) uniformly */
-  const int64_t M = B * H * W, D = C, N = B * K * t * t;
+  /* indexing: src [M, D], N rows picked uniformly; the default profile
+   * takes the pixels of the batch (M = B*H*W rows of C) and as many rows
+   * as the selected tiles hold (N = B*kmax*t*t), the presets their own
+   * (flags.c) */
+  const int64_t M = o->index_src_rows, D = o->index_width, N = o->index_rows;
+  /* tilessm: tokens [SB, S, SC] (default: SB = B, SC = C) */
+  const int64_t SB = o->scan_batch, SC = o->scan_channels;
   switch (e->id) {
   case E_TILEPACK:
     ADD(c, "features", GEN_NORMAL, f, B, C, H, W);
@@ -251,20 +271,27 @@ static void describe_case(const entry_def *e, const bench_options *o,
     /* docs/report.md, Profile and inputs: decay rand*0.8+0.1, gains rand*1.5+0.05,
      * state_bias randn*0.1 */
     apx_dtype tok = e->id == E_TRT_TILESSM_PLUGIN ? APX_DTYPE_F16 : f;
-    ADD(c, "tokens", GEN_NORMAL, tok, B, S, C);
+    ADD(c, "tokens", GEN_NORMAL, tok, SB, S, SC);
     c->t[0].a = 1.0;
-    ADD(c, "decay", GEN_UNIFORM, tok, C);
+    ADD(c, "decay", GEN_UNIFORM, tok, SC);
     c->t[1].a = 0.1, c->t[1].b = 0.9;
-    ADD(c, "input_gain", GEN_UNIFORM, tok, C);
+    ADD(c, "input_gain", GEN_UNIFORM, tok, SC);
     c->t[2].a = 0.05, c->t[2].b = 1.55;
-    ADD(c, "output_gain", GEN_UNIFORM, tok, C);
+    ADD(c, "output_gain", GEN_UNIFORM, tok, SC);
     c->t[3].a = 0.05, c->t[3].b = 1.55;
-    ADD(c, "state_bias", GEN_NORMAL, tok, C);
+    ADD(c, "state_bias", GEN_NORMAL, tok, SC);
     c->t[4].a = 0.1;
-    ADD(c, "out", GEN_OUTPUT, tok, B, S, C);
-    c->work = (double)(B * S * C);
+    ADD(c, "out", GEN_OUTPUT, tok, SB, S, SC);
+    c->work = (double)(SB * S * SC);
     break;
   }
+  case E_COPY:
+    /* the map of the tile ops, copied: one read and one write of it */
+    ADD(c, "src", GEN_NORMAL, f, B, C, H, W);
+    c->t[0].a = 1.0;
+    ADD(c, "dst", GEN_OUTPUT, f, B, C, H, W);
+    c->work = (double)(B * C * H * W);
+    break;
   case E_GATHER:
     ADD(c, "src", GEN_NORMAL, f, M, D);
     c->t[0].a = 1.0;
@@ -350,6 +377,19 @@ static void free_case(apx_context *ctx, bench_case *c) {
   for (int i = 0; i < c->count; i++) apx_tensor_free(ctx, &c->t[i].host);
 }
 
+#define BENCH_DRAWN_MAX (INT64_C(1) << 24)
+
+/* Copy the first BENCH_DRAWN_MAX elements of t over the rest (n > that). */
+static void repeat_drawn(const apx_tensor *t, int64_t n) {
+  if (n <= BENCH_DRAWN_MAX) return;
+  size_t elem = apx_dtype_size(t->dtype), block = (size_t)BENCH_DRAWN_MAX * elem;
+  char *base = t->data;
+  for (int64_t at = BENCH_DRAWN_MAX; at < n; at += BENCH_DRAWN_MAX) {
+    int64_t len = n - at < BENCH_DRAWN_MAX ? n - at : BENCH_DRAWN_MAX;
+    memcpy(base + (size_t)at * elem, base, len == BENCH_DRAWN_MAX ? block : (size_t)len * elem);
+  }
+}
+
 /* Allocate and fill the host tensors. Stream seed of tensor j of entry e
  * (e, j counted from 0 in the order of apexx-bench(1)) = seed + 100*(e+1)
  * + j, so entries do not share draws and adding an entry changes no other
@@ -368,12 +408,22 @@ static int generate_case(apx_context *ctx, const bench_options *o,
     }
     bench_rng rng = {o->seed + 100u * ((uint64_t)e->id + 1u) + (uint64_t)j};
     int64_t n = apx_tensor_numel(&ct->host);
+    /* apexx-bench(1), INPUTS: a float tensor above 2^24 elements repeats
+     * its first 2^24 values (the large profile's maps would otherwise take
+     * minutes of Box-Muller on the host) */
+    apx_tensor drawn = ct->host;
+    if ((ct->gen == GEN_NORMAL || ct->gen == GEN_UNIFORM) && n > BENCH_DRAWN_MAX) {
+      drawn.ndim = 1;
+      drawn.shape[0] = BENCH_DRAWN_MAX;
+    }
     switch (ct->gen) {
     case GEN_NORMAL:
-      bench_fill_normal(&rng, &ct->host, ct->a, ct->b);
+      bench_fill_normal(&rng, &drawn, ct->a, ct->b);
+      repeat_drawn(&ct->host, n);
       break;
     case GEN_UNIFORM:
-      bench_fill_uniform(&rng, &ct->host, ct->a, ct->b);
+      bench_fill_uniform(&rng, &drawn, ct->a, ct->b);
+      repeat_drawn(&ct->host, n);
       break;
     case GEN_TILE_IDS:
       if (bench_fill_tile_ids(&rng, &ct->host, ct->limit) != 0) {
@@ -501,6 +551,9 @@ static apx_status invoke(apx_context *ctx, const entry_def *e,
     apx_ff_infer_args a = ff_args(e, o, ts, NULL);
     return RUN(apx_ff_infer, a);
   }
+  case E_COPY:
+    /* not dispatched: the copy goes to the backend serving the device */
+    return explain ? APX_OK : apx_tensor_copy(ctx, &ts[1], &ts[0], call);
   default:
     return APX_ERR_UNSUPPORTED;
   }
@@ -586,6 +639,16 @@ static const char *passed_over_reason(const apx_explanation *ex,
 static cJSON *explanation_json(apx_context *ctx, const entry_def *e,
                                const bench_options *o, const apx_tensor *ts,
                                const char *tensors_on) {
+  if (e->kind == KIND_COPY) {
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "tensors", tensors_on);
+    cJSON_AddNullToObject(d, "backend");
+    cJSON_AddStringToObject(d, "reason",
+                            "not dispatched: apx_tensor_copy goes to the backend serving the "
+                            "tensors' device");
+    cJSON_AddArrayToObject(d, "passed_over");
+    return d;
+  }
   apx_explanation ex;
   memset(&ex, 0, sizeof ex);
   apx_status st = invoke(ctx, e, o, ts, NULL, &ex);
@@ -763,6 +826,59 @@ static void ff_metrics(apx_context *ctx, const entry_def *e,
   free(counts), free(spent);
 }
 
+/* docs/report.md, Timing (graph replay): BENCH_GRAPH_CALLS calls of the
+ * entry captured once into a graph on the row's backend (apx_graph_*), one
+ * untimed replay, then `n` replays each between the backend's timer
+ * events: a sample is a replay's time over the calls it holds. Returns 1
+ * with samples filled; 0 when the calls cannot be captured (why says why:
+ * the row is then timed by events); -1 when a replay failed (why: the row
+ * fails). */
+static int time_by_graph(apx_context *ctx, const entry_def *e, const bench_options *o,
+                         const apx_tensor *ts, const apx_call *call, double *samples, int n,
+                         char *why, size_t why_size) {
+  apx_graph *g = NULL;
+  apx_status st = apx_graph_begin(ctx, call, &g);
+  if (st != APX_OK) {
+    snprintf(why, why_size, "apx_graph_begin: %s", apx_last_error());
+    return 0;
+  }
+  for (int k = 0; k < BENCH_GRAPH_CALLS && st == APX_OK; k++)
+    st = invoke(ctx, e, o, ts, apx_graph_call(g), NULL);
+  if (st != APX_OK) {
+    snprintf(why, why_size, "a captured call: %s", apx_last_error());
+    apx_graph_free(ctx, g);
+    return 0;
+  }
+  st = apx_graph_end(ctx, g);
+  if (st != APX_OK) {
+    snprintf(why, why_size, "apx_graph_end: %s", apx_last_error());
+    apx_graph_free(ctx, g);
+    return 0;
+  }
+  st = apx_graph_replay(ctx, g, call);
+  if (st == APX_OK) st = apx_sync(ctx, call);
+  for (int i = 0; i < n && st == APX_OK; i++) {
+    apx_timer *timer = NULL;
+    st = apx_timer_begin(ctx, call->backend, call, &timer);
+    if (st != APX_OK) break;
+    apx_status replayed = apx_graph_replay(ctx, g, call);
+    double ms = 0;
+    char replay_error[512];
+    snprintf(replay_error, sizeof replay_error, "%s", apx_last_error());
+    st = apx_timer_end(ctx, timer, &ms);
+    if (replayed != APX_OK) {
+      snprintf(why, why_size, "replay %d: %s", i + 1, replay_error);
+      apx_graph_free(ctx, g);
+      return -1;
+    }
+    samples[i] = ms / BENCH_GRAPH_CALLS;
+  }
+  if (st == APX_OK) st = apx_sync(ctx, call);
+  if (st != APX_OK) snprintf(why, why_size, "graph replay: %s", apx_last_error());
+  apx_graph_free(ctx, g);
+  return st == APX_OK ? 1 : -1;
+}
+
 /* Measure one backend; returns the row object. *p50_out is set for
  * speedups when the row is ok. Returns NULL when the run must abort. */
 static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
@@ -844,9 +960,21 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
   clockid_t host_clock_id = o->cpu_time ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
   char timer_reason[512] = "";
   if (o->cpu_time) snprintf(timer_reason, sizeof timer_reason, "--timer cpu-time");
+  /* --graph-replay: a device row's samples from graph replays; a row that
+   * cannot be captured is timed by events below and says why */
+  int graphed = 0;
+  char graph_reason[600] = "";
+  if (o->graph_replay && b->device != APX_DEVICE_HOST && !o->cpu_time) {
+    graphed = time_by_graph(ctx, e, o, dev.t, &call, samples, n_samples, graph_reason,
+                            sizeof graph_reason);
+    if (graphed < 0) {
+      row = row_failed(rs, "%s", graph_reason);
+      goto done;
+    }
+  }
   /* repetitions: the timed loop again, independently; each keeps its own
    * median, and the compare's test runs on those medians */
-  for (int i = 0; i < n_samples; i++) {
+  for (int i = graphed ? n_samples : 0; i < n_samples; i++) {
     progress(rs, e, b->name, o->warmup + i + 1, total);
     apx_timer *timer = NULL;
     struct timespec t0 = {0, 0}, t1 = {0, 0};
@@ -932,9 +1060,13 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
     cJSON_AddItemToArray(mins, cJSON_CreateNumber(rep_mins[r]));
   }
   cJSON_AddStringToObject(row, "timer", o->cpu_time ? "process_cpu_time"
+                                        : graphed     ? "graph_replay"
                                         : host_clock  ? "host_clock"
                                                       : "backend");
   if (host_clock) cJSON_AddStringToObject(row, "timer_reason", timer_reason);
+  /* schema 1.2: graph replay's calls per sample, or why events timed it */
+  if (graphed) cJSON_AddNumberToObject(row, "graph_calls", BENCH_GRAPH_CALLS);
+  if (graph_reason[0]) cJSON_AddStringToObject(row, "graph_replay_reason", graph_reason);
   double seconds = stats.p50_ms / 1000.0;
   if (stats.p50_ms > 0) {
     bench_json_number(row, e->throughput_key, c->work / seconds, NULL);
@@ -1200,7 +1332,7 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
   }
 
   cJSON *ej = cJSON_CreateObject();
-  cJSON_AddStringToObject(ej, "op", apx_op_name(e->op));
+  if (e->kind != KIND_COPY) cJSON_AddStringToObject(ej, "op", apx_op_name(e->op));
   cJSON_AddStringToObject(ej, "mode", e->mode);
   char err[1024];
   if (generate_case(ctx, rs->opts, e, &c, err, sizeof err) != 0) {

@@ -58,3 +58,10 @@ tests_test_bench_history_LDADD = $(BENCH_TEST_LDADD)
 tests_test_config_trust_SOURCES = tests/test_config_trust.c
 tests_test_config_trust_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
 tests_test_config_trust_LDADD = $(APX_TEST_LIBS)
+
+# --profile presets, the copy reference and pct_of_copy.
+check_PROGRAMS += tests/test_bench_profile
+TESTS += tests/test_bench_profile
+tests_test_bench_profile_SOURCES = tests/test_bench_profile.c $(BENCH_TEST_SOURCES)
+tests_test_bench_profile_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
+tests_test_bench_profile_LDADD = $(BENCH_TEST_LDADD)

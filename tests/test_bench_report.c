@@ -88,7 +88,7 @@ END_TEST
 START_TEST(top_level_schema) {
   cJSON *r = load_report();
   ck_assert_int_eq((int)bt_get(r, "schema_version.major")->valuedouble, 1);
-  ck_assert_int_eq((int)bt_get(r, "schema_version.minor")->valuedouble, 1);
+  ck_assert_int_eq((int)bt_get(r, "schema_version.minor")->valuedouble, 2);
   ck_assert_str_eq(bt_get(r, "suite")->valuestring, "apexx");
   const cJSON *ts = bt_get(r, "timestamp_utc");
   ck_assert(is_string(ts));
