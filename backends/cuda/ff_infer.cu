@@ -467,33 +467,17 @@ static apx_status capture(cuda_state *st, int dev, cudaStream_t s, graph_entry *
     entry_clear(e);
   }
   CUDA_TRY(st, cudaMalloc(&e->scratch, L.total ? L.total : 256), "ff_infer: graph scratch");
+  /* capture on a private stream (graph.cu; the legacy default stream
+   * cannot be captured); the graph is launched on the caller's */
   cudaStream_t cap;
-  /* capture on a private stream (the legacy default stream cannot be
-   * captured); the graph is launched on the caller's */
-  CUDA_TRY(st, cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking),
-           "ff_infer: graph replay: capture stream");
-  cudaError_t err = cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal);
-  if (err != cudaSuccess) {
-    cudaStreamDestroy(cap);
-    return cuda_fail(st, err, "ff_infer: graph replay: cudaStreamBeginCapture");
-  }
-  apx_status rc = launch_route(st, dev, cap, f, L, (char *)e->scratch);
+  int own = 0;
+  apx_status rc = cuda_capture_begin(st, NULL, &cap, &own, "ff_infer: graph replay");
+  if (rc != APX_OK) return rc;
+  rc = launch_route(st, dev, cap, f, L, (char *)e->scratch);
   if (rc == APX_OK) rc = launch_compute(st, cap, f, w, L, (char *)e->scratch);
-  cudaGraph_t graph = NULL;
-  err = cudaStreamEndCapture(cap, &graph);
-  cudaStreamDestroy(cap);
-  if (rc != APX_OK) {
-    if (graph) cudaGraphDestroy(graph);
-    return rc;
-  }
-  if (err != cudaSuccess) return cuda_fail(st, err, "ff_infer: graph replay: cudaStreamEndCapture");
-  err = cudaGraphInstantiate(&e->exec, graph, 0);
-  cudaGraphDestroy(graph);
-  if (err != cudaSuccess) {
-    e->exec = NULL;
-    return cuda_fail(st, err, "ff_infer: graph replay: cudaGraphInstantiate");
-  }
-  return APX_OK;
+  rc = cuda_capture_end(st, cap, rc, &e->exec, "ff_infer: graph replay");
+  if (own) cudaStreamDestroy(cap);
+  return rc;
 }
 
 static apx_status run_graph(cuda_state *st, int dev, cudaStream_t s, const apx_ff_infer_args *a,
