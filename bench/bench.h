@@ -55,6 +55,7 @@ typedef struct bench_options {
   int64_t scan_batch, scan_channels;
   int64_t index_src_rows, index_width, index_rows;
   int graph_replay; /* --graph-replay: device rows timed by graph replay */
+  int parity;       /* --parity (default on): rows compared with the cpu backend */
   /* selection: entry or section names; backend names (0 = all) */
   int op_count;
   const char *ops[BENCH_MAX_LIST];

@@ -40,6 +40,7 @@ enum {
   FLAG_FF_WEIGHTS,
   FLAG_PROFILE,
   FLAG_GRAPH_REPLAY,
+  FLAG_PARITY,
   FLAG_QUIET,
   FLAG_HELP,
   FLAG_VERSION
@@ -74,6 +75,7 @@ static const struct option long_flags[] = {
     {"ff-weights", required_argument, NULL, FLAG_FF_WEIGHTS},
     {"profile", required_argument, NULL, FLAG_PROFILE},
     {"graph-replay", required_argument, NULL, FLAG_GRAPH_REPLAY},
+    {"parity", required_argument, NULL, FLAG_PARITY},
     {"quiet", no_argument, NULL, FLAG_QUIET},
     {"help", no_argument, NULL, FLAG_HELP},
     {"version", no_argument, NULL, FLAG_VERSION},
@@ -110,6 +112,7 @@ static void defaults(bench_options *opts) {
    * p < 0.05 on a shift (two-sided exact p = 2/252 = 0.008 at best) */
   opts->repetitions = BENCH_DEFAULT_REPETITIONS;
   opts->profile = "default";
+  opts->parity = 1;
 }
 
 /* --profile presets (apexx-bench(1), PROFILES): the shapes the GPU tables
@@ -329,6 +332,8 @@ void bench_print_usage(FILE *to) {
           "                    (apexx-bench(1) PROFILES); later flags change it\n"
           "  --graph-replay on|off (off; on with --profile seed): time device rows\n"
           "                    by replays of a captured graph of 20 calls\n"
+          "  --parity on|off (on): compare every row with the cpu backend; off\n"
+          "                    skips the cpu reference (large GPU profiles)\n"
           "  --batch N (1)  --channels N (128)  --height N (128)  --width N "
           "(128)\n"
           "  --tile-size N (8)  --kmax N (32)  --steps N (256)\n"
@@ -508,6 +513,15 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
         opts->graph_replay = 1;
       } else if (strcmp(optarg, "off") == 0) {
         opts->graph_replay = 0;
+      } else {
+        rc = bad(name, optarg, "is neither on nor off");
+      }
+      break;
+    case FLAG_PARITY:
+      if (strcmp(optarg, "on") == 0) {
+        opts->parity = 1;
+      } else if (strcmp(optarg, "off") == 0) {
+        opts->parity = 0;
       } else {
         rc = bad(name, optarg, "is neither on nor off");
       }

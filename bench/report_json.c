@@ -246,6 +246,7 @@ static cJSON *config_object(apx_context *ctx, const bench_options *opts) {
   cJSON_AddNumberToObject(config, "index_width", (double)opts->index_width);
   cJSON_AddNumberToObject(config, "index_rows", (double)opts->index_rows);
   cJSON_AddBoolToObject(config, "graph_replay", opts->graph_replay);
+  cJSON_AddBoolToObject(config, "parity", opts->parity);
   cJSON_AddNumberToObject(config, "warmup", opts->warmup);
   cJSON_AddNumberToObject(config, "iters", opts->iters);
   cJSON_AddNumberToObject(config, "repetitions", opts->repetitions);

@@ -2,7 +2,8 @@
  * docs/report.md): --profile seed and large set the documented shapes and
  * later flags change them; the reference.copy row runs whenever an op
  * does and every ok row's pct_of_copy is its GB/s over that row's; host
- * rows are not graph-replayed; bad values exit 1 naming the flag. */
+ * rows are not graph-replayed; --parity off leaves parity null with a
+ * reason; bad values exit 1 naming the flag. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -155,10 +156,26 @@ START_TEST(copy_reference_and_shares) {
 }
 END_TEST
 
+START_TEST(parity_off_computes_no_reference) {
+  run r;
+  const char *flags[] = {"--parity", "off", "--ops", "tilepack", NULL};
+  bench(&r, flags);
+  const cJSON *j = r.report;
+  ck_assert(cJSON_IsFalse(bt_get(j, "config.parity")));
+  const cJSON *row = bt_get(j, "benchmarks.tile_ops.tilepack.rows.cpu");
+  ck_assert_str_eq(bt_get(row, "status")->valuestring, "ok");
+  ck_assert(cJSON_IsNull(bt_get(row, "parity")));
+  ck_assert_str_eq(bt_get(row, "parity_reason")->valuestring,
+                   "--parity off: no cpu reference computed");
+  run_free(&r);
+}
+END_TEST
+
 START_TEST(bad_profile_values) {
   static const char *const cases[][4] = {
       {"--profile", "huge", "--profile", "[huge]"},
       {"--graph-replay", "maybe", "--graph-replay", "[maybe]"},
+      {"--parity", "sometimes", "--parity", "[sometimes]"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *argv[] = {"--quiet", cases[i][0], cases[i][1], NULL};
@@ -180,6 +197,7 @@ int main(void) {
   tcase_add_test(tc, large_profile_and_overrides);
   tcase_add_test(tc, default_profile_derives_shapes);
   tcase_add_test(tc, copy_reference_and_shares);
+  tcase_add_test(tc, parity_off_computes_no_reference);
   tcase_add_test(tc, bad_profile_values);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
