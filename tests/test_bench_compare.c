@@ -595,7 +595,7 @@ START_TEST(statistic_min_compares_the_minima) {
   ck_assert_int_eq(compare(&r, base, slower, "--statistic", "min", "--output-md", "-"), 2);
   ck_assert_ptr_nonnull(strstr(r.out, "verdict=regressed"));
   ck_assert_ptr_nonnull(strstr(r.out, "change=+20.0%"));
-  ck_assert_ptr_nonnull(strstr(r.out, "per-repetition minima"));
+  ck_assert_ptr_nonnull(strstr(r.out, "floor (its fastest repetition)"));
   bt_result_free(&r);
   /* a baseline file keeps both statistics */
   char *baseline = bt_path(dir, "baseline.json");
@@ -626,6 +626,60 @@ START_TEST(statistic_min_compares_the_minima) {
   free(slower);
   free(baseline);
   free(old);
+}
+END_TEST
+
+/* The tilepack cpu row's per-repetition minima set to v[0..REPS-1]. */
+static cJSON *with_min_list(cJSON *r, const double *v) {
+  cJSON *reps = (cJSON *)bt_get(r, "benchmarks.tile_ops.tilepack.rows.cpu.repetitions");
+  cJSON *mins = cJSON_AddArrayToObject(reps, "mins_ms");
+  for (int k = 0; k < REPS; k++) cJSON_AddItemToArray(mins, cJSON_CreateNumber(v[k]));
+  return r;
+}
+
+/* --statistic min judges floors: the fastest repetition, with the gap to
+ * the third fastest as the noise band. */
+START_TEST(statistic_min_judges_the_floor) {
+  double base_v[REPS], state_v[REPS], slow_v[REPS], lucky_v[REPS];
+  for (int k = 0; k < REPS; k++) {
+    /* the baseline: its floor 1.0 met by every other repetition, the rest
+     * slowed by the machine */
+    base_v[k] = k % 2 ? 1.8 : 1.0 + 0.001 * k;
+    /* the machine slow in all but three repetitions: the same floor */
+    state_v[k] = k < 3 ? 1.0 + 0.002 * k : 1.9;
+    /* the code 20% slower: every repetition, the floor too */
+    slow_v[k] = 1.2 * base_v[k];
+    /* one lucky repetition at 1.0, the next fastest at 1.3 (a floor
+     * nothing else reaches: its band is wide) */
+    lucky_v[k] = k == 0 ? 1.0 : 1.3 + 0.01 * k;
+  }
+  char *base = save("base.json", with_min_list(make_report(1, 2.0, 0.02), base_v));
+  char *state = save("state.json", with_min_list(make_report(1, 3.0, 0.02), state_v));
+  char *slow = save("slow.json", with_min_list(make_report(1, 2.0, 0.02), slow_v));
+  char *lucky = save("lucky.json", with_min_list(make_report(1, 2.0, 0.02), lucky_v));
+  bt_result r;
+  /* the medians of the minima differ by 1.8 / 1.0 against each other, the
+   * floors by 0.2% */
+  ck_assert_int_eq(compare(&r, base, state, "--statistic", "min", NULL, NULL), 0);
+  ck_assert_ptr_nonnull(strstr(r.out, "verdict=unchanged"));
+  bt_result_free(&r);
+  ck_assert_int_eq(compare(&r, base, slow, "--statistic", "min", NULL, NULL), 2);
+  ck_assert_ptr_nonnull(strstr(r.out, "verdict=regressed"));
+  ck_assert_ptr_nonnull(strstr(r.out, "change=+20.0%"));
+  bt_result_free(&r);
+  /* the slow run as the baseline: the lucky floor is 17% lower, but inside
+   * the lucky run's own reach (0.3): not an improvement */
+  ck_assert_int_eq(compare(&r, slow, lucky, "--statistic", "min", NULL, NULL), 0);
+  ck_assert_ptr_nonnull(strstr(r.out, "verdict=unchanged"));
+  bt_result_free(&r);
+  /* and faster by more than the reach: improved */
+  ck_assert_int_eq(compare(&r, slow, base, "--statistic", "min", NULL, NULL), 0);
+  ck_assert_ptr_nonnull(strstr(r.out, "verdict=improved"));
+  bt_result_free(&r);
+  free(base);
+  free(state);
+  free(slow);
+  free(lucky);
 }
 END_TEST
 
@@ -669,6 +723,7 @@ int main(void) {
   tcase_add_test(tc, relative_judges_against_the_suite_speed);
   tcase_add_test(tc, several_currents_are_pooled);
   tcase_add_test(tc, statistic_min_compares_the_minima);
+  tcase_add_test(tc, statistic_min_judges_the_floor);
   tcase_add_test(tc, timer_mismatch_exits_1);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
