@@ -576,8 +576,9 @@ static __device__ __forceinline__ void ff_pw_load(const uint4 *pwf, int mt, int 
  * leaves out, W_lo d_lo and the splits' remainders, is below 3 * 2^-16 of
  * |W d|), the sum in the fp32 accumulators (mma.m16n8k16). A warp a 16-row
  * tile of outputs at a time, all CW pixels; its A fragments straight from
- * the prepared copy (lv.pwf), 8 k steps in flight; ah, al hold the
- * warp's first 8 (ff_pw_load of row tile warp, k0 0, loaded early). dh,
+ * the prepared copy (lv.pwf), 8 k steps in flight (the next chunk's loaded
+ * while this one runs); ah, al hold the warp's first 8 (ff_pw_load of row
+ * tile warp, k0 0, loaded early). dh,
  * dl: [C/2][CW + FF_DS_PAD] words, word (c/2, q) holds channels c, c+1 of
  * pixel q. Returns the sum of the thread's outputs (all CW pixels). */
 template <int CW, int PSS = CW>
@@ -597,18 +598,26 @@ static __device__ __forceinline__ float ff_pw_mma(const cuda_ff_level &lv, int C
       acc[n][2] = acc[n][3] = bias1;
     }
     for (int k0 = 0; k0 < KT; k0 += 8) {
-      if (mt != warp || k0 != 0) ff_pw_load(lv.pwf, mt, k0, KT, ah, al);
+      /* the warp's next chunk of 8 k steps: its fragment i loaded into
+       * slot i as soon as this chunk's step i has used it */
+      const int nk = k0 + 8 < KT ? k0 + 8 : 0, nm = k0 + 8 < KT ? mt : mt + nwarp;
+      const uint4 *np = lv.pwf + ((size_t)nm * KT * 32 + lane) * 2;
 #pragma unroll
       for (int i = 0; i < 8; i++) {
-        if (k0 + i >= KT) break;
-        const int r0 = ((k0 + i) * 8 + tq) * DS + gq, r1 = r0 + 4 * DS;
+        if (k0 + i < KT) {
+          const int r0 = ((k0 + i) * 8 + tq) * DS + gq, r1 = r0 + 4 * DS;
 #pragma unroll
-        for (int n = 0; n < NT; n++) {
-          const uint32_t bh0 = dh[r0 + n * 8], bh1 = dh[r1 + n * 8];
-          const uint32_t bl0 = dl[r0 + n * 8], bl1 = dl[r1 + n * 8];
-          ff_mma_bf16(acc[n], al[i].x, al[i].y, al[i].z, al[i].w, bh0, bh1);
-          ff_mma_bf16(acc[n], ah[i].x, ah[i].y, ah[i].z, ah[i].w, bl0, bl1);
-          ff_mma_bf16(acc[n], ah[i].x, ah[i].y, ah[i].z, ah[i].w, bh0, bh1);
+          for (int n = 0; n < NT; n++) {
+            const uint32_t bh0 = dh[r0 + n * 8], bh1 = dh[r1 + n * 8];
+            const uint32_t bl0 = dl[r0 + n * 8], bl1 = dl[r1 + n * 8];
+            ff_mma_bf16(acc[n], al[i].x, al[i].y, al[i].z, al[i].w, bh0, bh1);
+            ff_mma_bf16(acc[n], ah[i].x, ah[i].y, ah[i].z, ah[i].w, bl0, bl1);
+            ff_mma_bf16(acc[n], ah[i].x, ah[i].y, ah[i].z, ah[i].w, bh0, bh1);
+          }
+        }
+        if (nm < MT && nk + i < KT) {
+          ah[i] = __ldg(np + (nk + i) * 64);
+          al[i] = __ldg(np + (nk + i) * 64 + 1);
         }
       }
     }
