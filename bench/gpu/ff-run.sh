@@ -3,7 +3,7 @@
 # tree (bash .gpu/remote-build bash bench/gpu/ff-run.sh): the card, the FF
 # suite (tests/test_cuda_ff, no fork; FF_TESTS=0 skips it) and the frame timing
 # (bench/gpu/ff_time; FF_NCU=1 adds ncu's per-kernel durations of one frame,
-# FF_NSYS=1 nsys's kernel table; FF_BASE=DIR: FF_ROUNDS rounds (default 2)
+# FF_NSYS=1 nsys's kernel table (of the baseline too with FF_BASE); FF_BASE=DIR: FF_ROUNDS rounds (default 2)
 # alternating the backend in DIR (a baseline build's backends/.libs), this
 # one, and this one with APEXX_CUDA_PDL=0; with FF_NCU, ncu's durations of
 # the baseline too), FF_NCU_DETAIL=1: ncu's warp states and scheduler of
@@ -62,10 +62,18 @@ rep="$OUT/ff-report.txt"
     CK_FORK=no timeout ${FF_SANITIZE_TIMEOUT:-400} compute-sanitizer --tool memcheck \
       ./tests/test_cuda_ff 2>&1 | grep -E "ERROR SUMMARY|Checks|Invalid|exit" | head -40
   fi
-  if [ -n "${FF_NSYS:-}" ] && command -v nsys >/dev/null; then
-    echo "== nsys: kernels of bench/gpu/ff_time 50"
+  nsys_kernels() {
     timeout 180 nsys profile -o /tmp/ff-nsys --force-overwrite true --stats=false \
       ./bench/gpu/ff_time 50 >/dev/null 2>&1
-    timeout 120 nsys stats -q --report cuda_gpu_kern_sum --format column /tmp/ff-nsys.nsys-rep
+    timeout 120 nsys stats -q --report cuda_gpu_kern_sum --format column /tmp/ff-nsys.nsys-rep |
+      cut -c1-200
+  }
+  if [ -n "${FF_NSYS:-}" ] && command -v nsys >/dev/null; then
+    echo "== nsys: kernels of bench/gpu/ff_time 50 (eager and replayed frames, in the frame)"
+    nsys_kernels
+    if [ -n "${FF_BASE:-}" ]; then
+      echo "== nsys, baseline ($FF_BASE)"
+      APEXX_BACKEND_DIR=$FF_BASE nsys_kernels
+    fi
   fi
 } 2>&1 | tee "$rep"
