@@ -55,14 +55,11 @@ backends/cuda/ff_infer.lo backends/cuda/ff_route.lo backends/cuda/ff_refine.lo: 
 	$(top_srcdir)/backends/cuda/cuda_ff.h
 endif
 
-# GPU run tools (bench/gpu/, bench/peers/): the bandwidth table program uses
-# only the public API, so it builds with or without CUDA (and skips, exit 77,
-# where the cuda backend cannot run).
-noinst_PROGRAMS += bench/gpu/cuda_bw
-bench_gpu_cuda_bw_SOURCES = bench/gpu/cuda_bw.c
-bench_gpu_cuda_bw_LDADD = libapexx/libapexx.la $(M_LIBS)
+# GPU run tools (bench/gpu/, bench/peers/): they use only the public API,
+# so they build with or without CUDA (and skip, exit 77, where the cuda
+# backend cannot run). The bandwidth table is apexx-bench's (run-all.sh).
 noinst_PROGRAMS += bench/gpu/ff_time
 bench_gpu_ff_time_SOURCES = bench/gpu/ff_time.c
 bench_gpu_ff_time_LDADD = libapexx/libapexx.la $(M_LIBS)
 EXTRA_DIST += bench/gpu/ff-run.sh
-EXTRA_DIST += bench/gpu/run-all.sh bench/gpu/table.py bench/gpu/coop_probe.cu bench/peers/torch_peers.py
+EXTRA_DIST += bench/gpu/run-all.sh bench/gpu/table.py bench/peers/torch_peers.py

@@ -4,10 +4,12 @@
 #
 #   bash .gpu/remote-build bash bench/gpu/run-all.sh
 #
-# It runs the GPU suites (tests/test_cuda_*) with their output, compute-sanitizer
-# (memcheck, racecheck, initcheck) on it, the bandwidth table
-# (bench/gpu/cuda_bw, validate=device and validate=off), apexx-bench at the
-# seed and large profiles (when it is built), the torch peers
+# It runs the GPU suites (tests/test_cuda_*, test_graph_cuda) with their
+# output, compute-sanitizer (memcheck, racecheck, initcheck) on it, the
+# bandwidth table (apexx-bench --profile large and seed on the cuda backend,
+# validate=device and validate=off: time per call, GB/s, % of the same run's
+# device copy; seed rows by graph replay), apexx-bench at the default
+# profile beside the cpu backend, the torch peers
 # (bench/peers/torch_peers.py) and one table per profile of both
 # (bench/gpu/table.py). Into $OUT (default /tmp/out) it writes two
 # files beside remote-build's summary.txt and logs.tar.gz:
@@ -21,7 +23,7 @@
 # (configure && make && make check TESTS=, then this script), ~560 s.
 # RUN_STEPS picks steps (default all): tests memcheck racecheck initcheck bw
 # bench peers ff python determinism (and nopdl, the suites with APEXX_CUDA_PDL=0, and the
-# experiments l2, ncu, ncudiag, ncudeep and ncustall: not in the default). Exit
+# experiments ncu, ncudiag, ncudeep and ncustall: not in the default). Exit
 # status: 0 when every step run passed or was skipped with a reason.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -76,7 +78,7 @@ say ""
 
 # the GPU suites of the ops (tests/cuda.mk; test_cuda_ff is the ff step's)
 cuda_suites="tests/test_cuda_tile tests/test_cuda_fusiongate tests/test_cuda_tilessm \
-tests/test_cuda_index tests/test_cuda_validate tests/test_cuda_memory"
+tests/test_cuda_index tests/test_cuda_validate tests/test_cuda_memory tests/test_graph_cuda"
 # $run_suites PREFIX...: every suite, each through PREFIX (a script, so that
 # step's timeout can run it); fails when one fails
 run_suites="bash $work/run_suites.sh"
@@ -128,41 +130,60 @@ else
   say "compute-sanitizer        SKIP     not on PATH"
 fi
 
-# 3. the bandwidth table (validate=device, then validate=off)
+# 3. the bandwidth table: apexx-bench's presets on the cuda backend, each
+# with validate=device and validate=off; the large profile without the cpu
+# parity reference (minutes of host work; the suites check parity), the
+# seed profile with it and its device rows by graph replay
+bench=./bench/apexx-bench
+bw() { # NAME PROFILE CONFIG [flags...]
+  local name=$1 profile=$2 config=$3
+  shift 3
+  step "bw-$name" 240 env APEXX_CONFIG="$config" $bench --profile "$profile" --backends cuda \
+    --ops reference,tile_ops,tilessm,indexing --warmup 3 --iters 20 --repetitions 1 --quiet \
+    --output-json "$work/bw-$name.json" --output-md "$work/bw-$name.md" "$@"
+}
 if ! want bw; then
   :
-elif [ -x bench/gpu/cuda_bw ]; then
-  step cuda_bw 240 ./bench/gpu/cuda_bw --iters 20 --json "$work/cuda_bw.json"
-  grep '^|' "$work/cuda_bw.log" | tee -a "$report"
-  step cuda_bw-validate-off 240 env APEXX_CONFIG="$off_ini" ./bench/gpu/cuda_bw --iters 20 \
-    --json "$work/cuda_bw-validate-off.json"
-  grep '^|' "$work/cuda_bw-validate-off.log" | tee -a "$report"
+elif [ -x $bench ]; then
+  bw large large "$APEXX_CONFIG" --parity off
+  bw large-off large "$off_ini" --parity off
+  bw seed seed "$APEXX_CONFIG" --iters 50
+  bw seed-off seed "$off_ini" --iters 50
 else
-  say "cuda_bw                  SKIP     bench/gpu/cuda_bw not built"
+  say "bw                       SKIP     bench/apexx-bench not built"
 fi
 
-# 3b. (RUN_STEPS "l2" only) the large profile with the L2 fetch
-# granularity hint at 32 bytes: does DRAM over-fetch set tilepack's speed?
-if want l2 && [ -x bench/gpu/cuda_bw ]; then
-  step cuda_bw-l2fetch32 120 env CUDA_BW_L2_FETCH=32 APEXX_CONFIG="$off_ini" ./bench/gpu/cuda_bw \
-    --iters 10 --profile large --json "$work/cuda_bw-l2fetch32.json"
-  grep -E '^\||^L2' "$work/cuda_bw-l2fetch32.log" | tee -a "$report"
-fi
+# apexx-bench as a profiler's target: ONE calls of the entries in ONLY (a
+# comma list of --ops names) at PROFILE, events only, no parity
+# (ncu --launch-count picks the launches)
+bench_one() { # PROFILE ONLY
+  echo $bench --profile "$1" --backends cuda --ops "$2" --warmup 1 --iters 1 --repetitions 1 \
+    --parity off --graph-replay off --quiet --output-json /dev/null
+}
+# the experiments' short op names -> apexx-bench entries
+entry_of() {
+  case $1 in
+  override) echo tileunpack_override ;;
+  blend) echo tileunpack_blend ;;
+  fused) echo fused_pack_op_unpack ;;
+  *) echo "$1" ;;
+  esac
+}
 
 # 3c. (RUN_STEPS "ncu" only) per-kernel durations at the seed profile:
 # which kernels of a call cost the time (graph timing gives only the sum)
-if want ncu && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
+if want ncu && command -v ncu >/dev/null; then
   step ncu-seed 180 ./libtool --mode=execute ncu --launch-count 60 \
     --kernel-name 'regex:ssm_block|unpack_small|fused_' --section SpeedOfLight \
-    --print-summary per-kernel ./bench/gpu/cuda_bw --profile seed --iters 1
+    --print-summary per-kernel $(bench_one seed tile_ops,tilessm)
   grep -E '^  [a-z_]|Duration|DRAM Throughput' "$work/ncu-seed.log" | head -300 \
     | tee "$work/ncu-seed-summary.txt" | sed 's/^/    /' | tee -a "$report"
 fi
 
 # 3d. (RUN_STEPS "ncudiag" only) every kernel's duration for one op at a
-# time (CUDA_BW_ONLY): seed profile in both validate modes, and the large
-# profile's tile ops, to see what a call's check and setup kernels cost
-if want ncudiag && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
+# time: seed profile in both validate modes, and the large profile's tile
+# ops, to see what a call's check and setup kernels cost
+if want ncudiag && command -v ncu >/dev/null; then
   : >"$work/ncudiag-summary.txt"
   ncu_one() { # NAME ONLY PROFILE COUNT KERNEL-REGEX [env...]
     local name=$1 only=$2 profile=$3 count=$4 kernels=${5:-.} metrics=gpu__time_duration.sum
@@ -170,23 +191,22 @@ if want ncudiag && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
     # the large tile kernels: DRAM bytes and utilisation too (over-fetch or
     # an idle bus?)
     [ "$profile" = large ] && metrics=$metrics,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
-    step "ncudiag-$name" 150 env CUDA_BW_ONLY="$only" "$@" ./libtool --mode=execute ncu \
+    step "ncudiag-$name" 150 env "$@" ./libtool --mode=execute ncu \
       --launch-count "$count" --kernel-name "regex:$kernels" --metrics "$metrics" \
-      --print-summary per-kernel \
-      ./bench/gpu/cuda_bw --profile "$profile" --iters 1
-    { echo "== $name ($profile, CUDA_BW_ONLY=$only $*)"
+      --print-summary per-kernel $(bench_one "$profile" "$only")
+    { echo "== $name ($profile, $only $*)"
       grep -E '^  [a-zA-Z_]|gpu__time_duration|dram__' "$work/ncudiag-$name.log" \
         | sed -E 's/\(([^()]|\([^()]*\))*\) \(/(...) (/'; } >>"$work/ncudiag-summary.txt"
   }
   # NCUDIAG_OPS: the ops (default all of these); NCUDIAG_LARGE=0: no large
   for op in ${NCUDIAG_OPS:-override blend fused tilessm gather index_select scatter_add}; do
-    ncu_one "seed-dev-$op" "$op" seed 40 .
-    ncu_one "seed-off-$op" "$op" seed 40 . APEXX_CONFIG="$off_ini"
+    ncu_one "seed-dev-$op" "$(entry_of "$op")" seed 40 . APEXX_CONFIG="$APEXX_CONFIG"
+    ncu_one "seed-off-$op" "$(entry_of "$op")" seed 40 . APEXX_CONFIG="$off_ini"
   done
   if [ "${NCUDIAG_LARGE:-1}" != 0 ]; then
-    ncu_one large-dev-tiles "tilepack,override,blend,fused" large 40 \
-      'tilepack_kernel|unpack_cells|fused_copy|check|unique_map'
-    ncu_one large-off-tiles "fused" large 12 . APEXX_CONFIG="$off_ini"
+    ncu_one large-dev-tiles tile_ops large 40 \
+      'tilepack_kernel|unpack_cells|fused_copy|check|unique_map' APEXX_CONFIG="$APEXX_CONFIG"
+    ncu_one large-off-tiles fused_pack_op_unpack large 12 . APEXX_CONFIG="$off_ini"
   fi
   sed 's/^/    /' "$work/ncudiag-summary.txt" | tee -a "$report" >/dev/null
   cp "$work/ncudiag-summary.txt" "$OUT/ncudiag-summary.txt"
@@ -196,13 +216,13 @@ fi
 # reasons and memory traffic of one launch each of the seed profile's
 # small tileunpack (table form), fused and scatter_add (direct) kernels
 # and the large profile's override kernel
-if want ncudeep && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
+if want ncudeep && command -v ncu >/dev/null; then
   deep() { # NAME ONLY PROFILE KERNEL-REGEX
-    step "ncudeep-$1" 150 env CUDA_BW_ONLY="$2" APEXX_CONFIG="$off_ini" ./libtool \
+    step "ncudeep-$1" 150 env APEXX_CONFIG="$off_ini" ./libtool \
       --mode=execute ncu --launch-count 1 --kernel-name "regex:$4" --section SpeedOfLight \
       --section Occupancy --section LaunchStats --section WarpStateStats \
       --section MemoryWorkloadAnalysis --section SchedulerStats \
-      ./bench/gpu/cuda_bw --profile "$3" --iters 1
+      $(bench_one "$3" "$(entry_of "$2")")
   }
   # NCUDEEP: the profiles to take (default all of these)
   for d in ${NCUDEEP:-override blend fused scatter large-override}; do
@@ -217,21 +237,22 @@ if want ncudeep && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
   for f in "$work"/ncudeep-*.log; do cp "$f" "$OUT/"; done
 fi
 
-# 3f. (RUN_STEPS "ncustall" only) where a small kernel's time goes, as the
-# graph replay runs it: warm caches and the card's own clocks (ncudeep
-# flushes and locks them), the sixth launch of NCUSTALL_KERNEL (a regex,
-# default the direct scatter kernel) in CUDA_BW_ONLY's seed rows
-# (NCUSTALL_ONLY, default scatter_add), every stall reason per issued
-# instruction, validate=device then validate=off
-if want ncustall && command -v ncu >/dev/null && [ -x bench/gpu/cuda_bw ]; then
+# 3f. (RUN_STEPS "ncustall" only) where a small kernel's time goes: the
+# card's own clocks and warm caches (ncudeep flushes and locks them), the
+# sixth launch of NCUSTALL_KERNEL (a regex, default the direct scatter
+# kernel) in NCUSTALL_ONLY's seed rows (default scatter_add), every stall
+# reason per issued instruction, validate=device then validate=off
+if want ncustall && command -v ncu >/dev/null; then
   stall() { # NAME CONFIG
-    step "ncustall-$1" 150 env CUDA_BW_ONLY="${NCUSTALL_ONLY:-scatter_add}" APEXX_CONFIG="$2" \
+    step "ncustall-$1" 150 env APEXX_CONFIG="$2" \
       ./libtool --mode=execute ncu --cache-control none --clock-control none --launch-skip 5 \
       --launch-count 1 --kernel-name "regex:${NCUSTALL_KERNEL:-scatter_direct}" \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
       --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$,\
 smsp__inst_executed.sum,smsp__inst_executed.max,sm__cycles_elapsed.max" \
-      ./bench/gpu/cuda_bw --profile seed --iters 1
+      $bench --profile seed --backends cuda --ops "$(entry_of "${NCUSTALL_ONLY:-scatter_add}")" \
+      --warmup 5 --iters 1 --repetitions 1 --parity off --graph-replay off --quiet \
+      --output-json /dev/null
   }
   stall device "$APEXX_CONFIG"
   stall off "$off_ini"
@@ -272,19 +293,13 @@ if want python; then
   sed 's/^/    /' "$work/torch_ff.log" | tee -a "$report"
 fi
 
-# 4. apexx-bench at the seed and the large profile (when built)
+# 4. apexx-bench at the default profile, cuda beside cpu, with parity
 if ! want bench; then
   :
 elif [ -x bench/apexx-bench ]; then
-  step bench-seed 150 ./bench/apexx-bench --backends cuda,cpu \
-    --output-json "$work/bench-seed.json" --output-md "$work/bench-seed.md"
-  step bench-large-tiles 150 ./bench/apexx-bench --backends cuda --batch 8 --channels 256 \
-    --height 512 --width 512 --tile-size 8 --kmax 2048 --warmup 3 --iters 10 \
-    --ops tile_ops,indexing --output-json "$work/bench-large-tiles.json" \
-    --output-md "$work/bench-large-tiles.md"
-  step bench-large-scan 150 ./bench/apexx-bench --backends cuda --batch 8 --channels 1024 \
-    --steps 4096 --warmup 3 --iters 10 --ops tilessm \
-    --output-json "$work/bench-large-scan.json" --output-md "$work/bench-large-scan.md"
+  step bench-default 200 ./bench/apexx-bench --backends cuda,cpu \
+    --output-json "$work/bench-default.json" --output-md "$work/bench-default.md"
+  cp "$work/bench-default.md" "$OUT/bench-default.md"
 else
   say "apexx-bench              SKIP     bench/apexx-bench not built"
 fi
@@ -297,13 +312,17 @@ if want peers; then
 fi
 
 # 6. one table per profile: apexx beside the torch peers
-if [ -f "$work/cuda_bw.json" ]; then
-  peers=()
-  [ -f "$work/torch_peers.json" ] && peers=(--peers "$work/torch_peers.json")
+if ls "$work"/bw-*.json >/dev/null 2>&1; then
+  args=()
+  for p in large seed; do
+    [ -f "$work/bw-$p.json" ] && args+=(--bw "$work/bw-$p.json")
+    [ -f "$work/bw-$p-off.json" ] && args+=(--bw-off "$work/bw-$p-off.json")
+  done
+  [ -f "$work/torch_peers.json" ] && args+=(--peers "$work/torch_peers.json")
   say ""
-  python3 "$srcdir/bench/gpu/table.py" --bw "$work/cuda_bw.json" \
-    --bw-off "$work/cuda_bw-validate-off.json" "${peers[@]}" >"$work/table.md" 2>&1
+  python3 "$srcdir/bench/gpu/table.py" "${args[@]}" >"$work/table.md" 2>&1
   tee -a "$report" <"$work/table.md"
+  cp "$work/table.md" "$OUT/table.md"
 fi
 
 say ""

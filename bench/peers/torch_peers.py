@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Torch peers of the apexx cuda ops at the large and the seed profile (the
-same shapes and minimal-byte counts as bench/gpu/cuda_bw.c), so the cuda
-backend's numbers have a framework baseline on the same card. Large: the
-median of 5 back-to-back calls between CUDA events; seed: 20 calls captured in a
-CUDA graph, the replay's time per call (as cuda_bw times apexx there; back-
-to-back calls between events where capture fails, and the row says so).
+shapes of apexx-bench --profile large / seed), so the cuda backend's numbers
+have a framework baseline on the same card. Large: the median of 5
+back-to-back calls between CUDA events; seed: 20 calls captured in a CUDA
+graph, the replay's time per call (as apexx-bench --graph-replay times
+apexx there; back-to-back calls between events where capture fails, and the
+row says so).
 
   python3 bench/peers/torch_peers.py [--iters N] [--profile large|seed|both]
                                      [--json FILE]
@@ -117,7 +118,7 @@ def run_profile(profile, iters):
     rows = []
 
     def time_fn(fn):
-        if large:  # as cuda_bw: 5 back-to-back calls between events
+        if large:  # 5 back-to-back calls between events
             return batch_timed(fn, iters, calls=5), "events x5"
         ms = graph_timed(fn, max(iters, 20))
         if ms is not None:
