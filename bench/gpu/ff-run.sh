@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # One GPU run of the cuda backend's FF path, from the configured and built
 # tree (bash .gpu/remote-build bash bench/gpu/ff-run.sh): the card, the FF
-# suite (tests/test_cuda_ff, no fork; FF_TESTS=0 skips it) and the frame timing
-# (bench/gpu/ff_time; FF_NCU=1 adds ncu's per-kernel durations of one frame,
-# FF_NSYS=1 nsys's kernel table (of the baseline too with FF_BASE); FF_BASE=DIR: FF_ROUNDS rounds (default 2)
-# alternating the backend in DIR (a baseline build's backends/.libs), this
-# one, and this one with APEXX_CUDA_PDL=0; with FF_NCU, ncu's durations of
-# the baseline too), FF_NCU_DETAIL=1: ncu's warp states and scheduler of
-# the refine kernels, FF_SANITIZE=1: compute-sanitizer memcheck on
-# tests/test_cuda_ff; FF_TEST_TIMEOUT, FF_TIME_TIMEOUT: seconds of the suite
-# (500) and of each ff_time run (60); into $OUT/ff-report.txt (default
-# OUT=/tmp/out).
+# suite (tests/test_cuda_ff, no fork; FF_TESTS=0 skips it) and the frame
+# timing (bench/gpu/ff_time). Options:
+#   FF_BASE=DIR  FF_ROUNDS rounds (default 2) alternating the backend in DIR
+#                (a baseline build's backends/.libs), FF_MID's (another
+#                backend dir, if set), this one, and this one with
+#                APEXX_CUDA_PDL=0 (FF_PDL0=0 leaves it out);
+#   FF_NCU=1     ncu's per-kernel durations of one frame (of the baseline
+#                too with FF_BASE, unless FF_NCU_BASE=0);
+#   FF_NCU_DETAIL=1  ncu's warp states and scheduler of the refine kernels;
+#   FF_NSYS=1    nsys's kernel table of 50 frames (the baseline's too);
+#   FF_SANITIZE=1  compute-sanitizer memcheck on tests/test_cuda_ff;
+#   FF_TEST_TIMEOUT, FF_TIME_TIMEOUT  seconds of the suite (500) and of each
+#                ff_time run (60).
+# Into $OUT/ff-report.txt (default OUT=/tmp/out).
 set -uo pipefail
 export APEXX_CONFIG=${APEXX_CONFIG:-$PWD/conf/apexx.ini}
 export APEXX_BACKEND_DIR=${APEXX_BACKEND_DIR:-$PWD/backends/.libs}
@@ -30,10 +34,16 @@ rep="$OUT/ff-report.txt"
     for r in $(seq 1 "${FF_ROUNDS:-2}"); do
       echo "== baseline ($FF_BASE), round $r"
       APEXX_BACKEND_DIR=$FF_BASE timeout "${FF_TIME_TIMEOUT:-60}" ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
+      if [ -n "${FF_MID:-}" ]; then
+        echo "== FF_MID ($FF_MID), round $r"
+        APEXX_BACKEND_DIR=$FF_MID timeout "${FF_TIME_TIMEOUT:-60}" ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
+      fi
       echo "== this build, round $r"
       timeout "${FF_TIME_TIMEOUT:-60}" ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
-      echo "== this build, APEXX_CUDA_PDL=0, round $r"
-      APEXX_CUDA_PDL=0 timeout "${FF_TIME_TIMEOUT:-60}" ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
+      if [ "${FF_PDL0:-1}" = 1 ]; then
+        echo "== this build, APEXX_CUDA_PDL=0, round $r"
+        APEXX_CUDA_PDL=0 timeout "${FF_TIME_TIMEOUT:-60}" ./bench/gpu/ff_time ${FF_TIME_ITERS:-200} | grep -E '^(eager|graph)'
+      fi
     done
   fi
   ncu_durations() {
@@ -45,7 +55,7 @@ rep="$OUT/ff-report.txt"
   if [ -n "${FF_NCU:-}" ] && command -v ncu >/dev/null; then
     echo "== ncu: the first frame's kernels (bench/gpu/ff_time 1), duration each"
     ncu_durations
-    if [ -n "${FF_BASE:-}" ]; then
+    if [ -n "${FF_BASE:-}" ] && [ "${FF_NCU_BASE:-1}" = 1 ]; then
       echo "== ncu, baseline ($FF_BASE)"
       APEXX_BACKEND_DIR=$FF_BASE ncu_durations
     fi
