@@ -438,11 +438,6 @@ struct ff_store_args {
    * level 1's tokens, [B,4*G0,C] by level-1 tile id, written from each
    * parent tile's output; NULL: level 1 has its own tokens kernel */
   float *tok1;
-  /* ff_tc_kernel with film_in: the level's tokens (g.tok_G as the scan
-   * kernel reads them); the kernel computes its tile's scan and FiLM
-   * parameters itself (no film array) */
-  const float *tok;
-  int film_in;
 };
 
 template <typename T>
@@ -955,152 +950,15 @@ static __device__ __forceinline__ void ff_cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 }
 
-/* The scan (6.A) and FiLM parameters (8) of token k of the row inside the
- * refine cluster, as ff_scan_film_kernel computes them: every block runs
- * the scan, the merge and the LayerNorm (a thread a direction and channel
- * over the staged tokens tk [K][C]); the two linear layers are split over
- * the cluster's S blocks (block r: outputs r*C/S.. of the C -> C layer,
- * r*2C/S.. of the C -> 2C one, several threads an output over contiguous
- * parts of the inputs, the parts added in order), each layer's outputs
- * gathered from the blocks through distributed shared memory. wk: 2C +
- * FF_FUSED_THREADS floats of scratch; sl: C/S + 2C/S floats that other
- * blocks read (left alone until the cluster's next barrier). Writes
- * ga = 1 + gamma, be = beta. */
-template <typename T>
-static __device__ void ff_tc_film(const cuda_ff_level &lv, int C, int K, int k, const float *tk,
-                                  float *wk, float *sl, float *ga, float *be, float *sh32,
-                                  cooperative_groups::cluster_group &cl) {
-  constexpr int nt = FF_FUSED_THREADS;
-  const int tid = threadIdx.x, S = (int)cl.num_blocks(), rank = (int)cl.block_rank();
-  float *xs = wk, *hs = wk + C, *red = wk + 2 * C;
-  const float lim = rnd<T>(1e4f);
-  for (int e = tid; e < 2 * C; e += nt) {
-    const int dir = e >= C, c = e - dir * C;
-    const float d = fminf(fmaxf(lv.decay[dir][c], 1e-6f), 1.0f - 1e-6f);
-    const float om = __fsub_rn(1.0f, d), ig = lv.ig[dir][c], sb = lv.sb[dir][c];
-    float st = 0.0f;
-    if (dir == 0) {
-#pragma unroll 4
-      for (int j = 0; j <= k; j++) {
-        const float x = ff_sanitise_tok<T>(tk[j * C + c], lim);
-        const float drv = __fadd_rn(__fmul_rn(ig, x), sb);
-        st = __fadd_rn(__fmul_rn(d, st), __fmul_rn(om, drv));
-      }
-    } else {
-#pragma unroll 4
-      for (int j = K - 1; j >= k; j--) {
-        const float x = ff_sanitise_tok<T>(tk[j * C + c], lim);
-        const float drv = __fadd_rn(__fmul_rn(ig, x), sb);
-        st = __fadd_rn(__fmul_rn(d, st), __fmul_rn(om, drv));
-      }
-    }
-    (dir ? hs : xs)[c] = rnd<T>(__fmul_rn(lv.og[dir][c], st));
-  }
-  __syncthreads();
-  float lsum = 0.0f;
-  for (int c = tid; c < C; c += nt) {
-    const float gg = lv.gate[c];
-    float m = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(gg, xs[c])),
-                               rnd<T>(__fmul_rn(rnd<T>(__fsub_rn(1.0f, gg)), hs[c]))));
-    m = m != m ? 0.0f : fminf(fmaxf(m, -1e4f), 1e4f);
-    xs[c] = m;
-    lsum += m;
-  }
-  const float mean = ff_block_sum(lsum, sh32) / (float)C;
-  float lvar = 0.0f;
-  for (int c = tid; c < C; c += nt) {
-    const float dv = xs[c] - mean;
-    lvar += dv * dv;
-  }
-  const float var = ff_block_sum(lvar, sh32) / (float)C;
-  const float rstd = 1.0f / sqrtf(var + 1e-5f);
-  for (int c = tid; c < C; c += nt) xs[c] = (xs[c] - mean) * rstd * lv.ln_w[c] + lv.ln_b[c];
-  __syncthreads();
-  /* the C -> C layer, outputs o1.. (O1 of them), SiLU: into sl[0..O1) */
-  const int O1 = C / S, o1 = rank * O1, O2 = 2 * C / S, o2 = rank * O2;
-  float *sl1 = sl, *sl2 = sl + O1;
-  {
-    const int np = nt / O1 > 1 ? nt / O1 : 1;
-    if (np > 1) {
-      const int o = tid % O1, part = tid / O1, len = (C + np - 1) / np;
-      const int c0 = part * len, c1 = c0 + len < C ? c0 + len : C;
-      if (part < np) {
-        float acc = 0.0f;
-#pragma unroll 8
-        for (int c = c0; c < c1; c++) acc = fmaf(__ldg(lv.w0t + (int64_t)c * C + o1 + o), xs[c], acc);
-        red[part * O1 + o] = acc;
-      }
-      __syncthreads();
-      if (tid < O1) {
-        float acc = lv.b0[o1 + tid];
-        for (int p = 0; p < np; p++) acc = __fadd_rn(acc, red[p * O1 + tid]);
-        sl1[tid] = acc * ff_sigmoid(acc);
-      }
-    } else {
-      for (int o = tid; o < O1; o += nt) {
-        float acc = lv.b0[o1 + o];
-#pragma unroll 8
-        for (int c = 0; c < C; c++) acc = fmaf(__ldg(lv.w0t + (int64_t)c * C + o1 + o), xs[c], acc);
-        sl1[o] = acc * ff_sigmoid(acc);
-      }
-    }
-  }
-  cl.sync(); /* every block's hidden outputs */
-  for (int c = tid; c < C; c += nt) hs[c] = *cl.map_shared_rank(sl1 + c % O1, c / O1);
-  __syncthreads();
-  /* the C -> 2C layer, outputs o2.. (O2 of them): tanh for gamma */
-  {
-    const int np = nt / O2 > 1 ? nt / O2 : 1;
-    if (np > 1) {
-      const int j = tid % O2, part = tid / O2, len = (C + np - 1) / np;
-      const int c0 = part * len, c1 = c0 + len < C ? c0 + len : C;
-      if (part < np) {
-        float acc = 0.0f;
-#pragma unroll 8
-        for (int c = c0; c < c1; c++)
-          acc = fmaf(__ldg(lv.w2t + (int64_t)c * 2 * C + o2 + j), hs[c], acc);
-        red[part * O2 + j] = acc;
-      }
-      __syncthreads();
-      if (tid < O2) {
-        float acc = lv.b2[o2 + tid];
-        for (int p = 0; p < np; p++) acc = __fadd_rn(acc, red[p * O2 + tid]);
-        sl2[tid] = o2 + tid < C ? rnd<T>(tanhf(acc)) : rnd<T>(acc);
-      }
-    } else {
-      for (int j = tid; j < O2; j += nt) {
-        float acc = lv.b2[o2 + j];
-#pragma unroll 8
-        for (int c = 0; c < C; c++) acc = fmaf(__ldg(lv.w2t + (int64_t)c * 2 * C + o2 + j), hs[c], acc);
-        sl2[j] = o2 + j < C ? rnd<T>(tanhf(acc)) : rnd<T>(acc);
-      }
-    }
-  }
-  cl.sync(); /* every block's FiLM parameters */
-  for (int e = tid; e < 2 * C; e += nt) {
-    const float v = *cl.map_shared_rank(sl2 + e % O2, e / O2);
-    if (e < C) ga[e] = 1.0f + v;
-    else be[e - C] = v;
-  }
-  __syncthreads();
-}
-
 template <typename T, int CW, int TT>
 __global__ void __launch_bounds__(FF_FUSED_THREADS, 2)
-ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_store_args a,
-             ff_outside_args o, int n_out) {
+ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_store_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   typedef ff_tc_geom<CW, TT> G;
   constexpr int OWN = G::OWN, R = G::R, VR = G::VR, XS = G::XS, PSS = G::PSS, DS = G::DS;
   constexpr int nt = FF_FUSED_THREADS;
   cuda_allow_dependents();
-  if ((int64_t)blockIdx.y >= g.K) { /* clusters past the tiles: the outside pass */
-    cuda_wait_prerequisites();
-    ff_outside_body<T>(o, blockIdx.z, (blockIdx.y - g.K) * gridDim.x + blockIdx.x,
-                       (int64_t)n_out * gridDim.x);
-    return;
-  }
   cg::cluster_group cl = cg::this_cluster();
   extern __shared__ float4 ff_fused_sh4[];
   float *sm = (float *)ff_fused_sh4;
@@ -1134,24 +992,12 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
   const int ty = id / (int)g.gw, tx = id % (int)g.gw;
   const int row0 = yb > 0 ? yb - 1 : 0;
   const int nrow = (yb + OWN < TT ? yb + OWN : TT - 1) - row0 + 1;
+  const float *gam = film + (b * g.K + k) * 2 * C, *bet = gam + C;
   const int64_t HW = g.H * g.W, W = g.W;
   const int64_t y0 = (int64_t)ty * TT, x0 = (int64_t)tx * TT;
-  const int K = (int)g.K;
-  /* film_in: the row's tokens (staged where ps will be) */
-  float *tk = ps;
-  if (a.film_in) {
-#pragma unroll 8
-    for (int e = tid; e < K * C; e += nt) {
-      const int j = e / C, c = e - j * C;
-      tk[e] = __ldcg(g.tok_G ? a.tok + (b * g.tok_G + __ldcg(g.ids + b * g.kstride + j)) * C + c
-                             : a.tok + (b * K + j) * C + c);
-    }
-  } else {
-    const float *gam = film + (b * g.K + k) * 2 * C, *bet = gam + C;
-    for (int c = tid; c < C; c += nt) {
-      ga[c] = 1.0f + __ldcg(gam + c);
-      be[c] = __ldcg(bet + c);
-    }
+  for (int c = tid; c < C; c += nt) {
+    ga[c] = 1.0f + __ldcg(gam + c);
+    be[c] = __ldcg(bet + c);
   }
   /* X at rows row0.. of the tile, 8 values a load */
   const T *xb = X + b * g.C * HW + (y0 + row0) * W + x0;
@@ -1176,7 +1022,6 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
     alp[1][tid] = ff_alpha<T>(bpv, upv, a.wb1, a.wu1, a.gb1);
   }
   __syncthreads();
-  if (a.film_in) ff_tc_film<T>(lv, C, K, (int)k, tk, (float *)dh, tq, ga, be, sh32, cl);
   /* depthwise 3x3 of m = (1 + gamma) X + beta, zero outside the tile: a
    * thread a (channel, 8 pixels of a row) */
   __nv_bfloat16 *dsh = (__nv_bfloat16 *)dh, *dsl = (__nv_bfloat16 *)dl;
@@ -1410,8 +1255,7 @@ static apx_status launch_fused(cuda_state *st, int dev, cudaStream_t s, const T 
 
 template <typename T, int CW, int TT>
 static apx_status launch_tc(cuda_state *st, int dev, cudaStream_t s, const T *X, const ff_geom &g,
-                            const cuda_ff_level &lv, const float *film, const ff_store_args &a,
-                            const ff_outside_args &o, int n_out) {
+                            const cuda_ff_level &lv, const float *film, const ff_store_args &a) {
   const size_t smem = tc_smem(g.C, TT, CW);
   /* the largest dynamic shared memory set so far, a device */
   static int smem_set[CUDA_MAX_DEVICES];
@@ -1429,14 +1273,14 @@ static apx_status launch_tc(cuda_state *st, int dev, cudaStream_t s, const T *X,
   attr[0].val.clusterDim.z = 1;
   attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = cuda_launch_config(dim3(S, (unsigned)(g.K + n_out), (unsigned)g.B),
-                                              dim3(FF_FUSED_THREADS), smem, s, attr);
+  cudaLaunchConfig_t cfg =
+      cuda_launch_config(dim3(S, (unsigned)g.K, (unsigned)g.B), dim3(FF_FUSED_THREADS), smem, s, attr);
   cfg.numAttrs = cuda_pdl_ok(st, dev) ? 2 : 1;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, ff_tc_kernel<T, CW, TT>, X, g, lv, film, a, o, n_out);
+  cudaError_t err = cudaLaunchKernelEx(&cfg, ff_tc_kernel<T, CW, TT>, X, g, lv, film, a);
   if (err != cudaSuccess && cfg.numAttrs == 2) {
     (void)cudaGetLastError();
     cfg.numAttrs = 1;
-    err = cudaLaunchKernelEx(&cfg, ff_tc_kernel<T, CW, TT>, X, g, lv, film, a, o, n_out);
+    err = cudaLaunchKernelEx(&cfg, ff_tc_kernel<T, CW, TT>, X, g, lv, film, a);
   }
   CUDA_TRY(st, err, "ff_infer: refine launch");
   return APX_OK;
@@ -1497,15 +1341,6 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   g.tok_G = tok_G;
   const cuda_ff_level &lv = w->level[level];
   const T *Xt = (const T *)X;
-  /* f16/bf16 default tiles: ff_tc_kernel; with film_in (the row's tokens
-   * fit where the pointwise output will be) it computes the scan and FiLM
-   * itself and takes the outside pass as more clusters (a thread 4 work
-   * items) */
-  bool tc = false, film_in = false;
-  if constexpr (sizeof(T) == 2) {
-    tc = tc_path(f, w, level, X, t);
-    film_in = tc && K * (f->C + 1) <= 2 * f->C * (f->cw[level] + 8);
-  }
   if (!tok_G) {
     dim3 gt((unsigned)K, (unsigned)f->B, (unsigned)((f->C + 7) / 8));
     CUDA_TRY(st, cuda_launch_after(st, f->dev, 1, gt, dim3(256), 0, s, ff_tokens_kernel<T>, Xt, g,
@@ -1516,15 +1351,13 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
    * one (FF_SF_THREADS at most) */
   int64_t sf = (4 * f->C + 31) / 32 * 32;
   unsigned sf_threads = (unsigned)(sf < 64 ? 64 : sf > FF_SF_THREADS ? FF_SF_THREADS : sf);
-  if (!film_in) {
-    const unsigned n_out = outside ? outside_blocks(f, sf_threads) : 0;
-    CUDA_TRY(st, cuda_launch_after(st, f->dev, 1, dim3((unsigned)K + n_out, (unsigned)f->B),
-                                   dim3(sf_threads),
-                                   sizeof(float) * (2 * (size_t)((f->C + 3) / 4 * 4) + sf_threads),
-                                   s, ff_scan_film_kernel<T>, g, lv, (const float *)sc->tok,
-                                   sc->film, outside_args(f, w, tile_state), (int)n_out),
-             "ff_infer: scan/FiLM launch");
-  }
+  const unsigned n_out = outside ? outside_blocks(f, sf_threads) : 0;
+  CUDA_TRY(st, cuda_launch_after(st, f->dev, 1, dim3((unsigned)K + n_out, (unsigned)f->B),
+                                 dim3(sf_threads),
+                                 sizeof(float) * (2 * (size_t)((f->C + 3) / 4 * 4) + sf_threads), s,
+                                 ff_scan_film_kernel<T>, g, lv, (const float *)sc->tok, sc->film,
+                                 outside_args(f, w, tile_state), (int)n_out),
+           "ff_infer: scan/FiLM launch");
   ff_store_args a;
   memset(&a, 0, sizeof a);
   a.X = X;
@@ -1548,21 +1381,10 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   /* the default profile's tiles (16 at level 0, 8 at level 1) with their
    * sizes fixed at compile time; f16/bf16 on tensor cores in ff_tc_kernel */
   if constexpr (sizeof(T) == 2) {
-    if (tc) {
+    if (tc_path(f, w, level, X, t)) {
       if (store_mode == CUDA_FF_STORE_L0 && cuda_ff_tok1(f, w)) a.tok1 = sc->tok1;
-      a.tok = sc->tok;
-      a.film_in = film_in;
-      const int S = cw == 32 ? 8 : 4;
-      int n_out = 0; /* clusters of the outside pass */
-      if (film_in && outside) {
-        const int64_t items = f->H * f->W * ((f->C + FF_OUT_CPB - 1) / FF_OUT_CPB);
-        const int64_t blocks = (items + 4 * FF_FUSED_THREADS - 1) / (4 * FF_FUSED_THREADS);
-        n_out = (int)((blocks + S - 1) / S);
-        if (n_out > 1024) n_out = 1024; /* the pass loops over what is left */
-      }
-      const ff_outside_args o = outside_args(f, w, tile_state);
-      if (cw == 32) return launch_tc<T, 32, 16>(st, f->dev, s, Xt, g, lv, sc->film, a, o, n_out);
-      return launch_tc<T, 16, 8>(st, f->dev, s, Xt, g, lv, sc->film, a, o, n_out);
+      if (cw == 32) return launch_tc<T, 32, 16>(st, f->dev, s, Xt, g, lv, sc->film, a);
+      return launch_tc<T, 16, 8>(st, f->dev, s, Xt, g, lv, sc->film, a);
     }
   }
   if (cw == 32 && t == 16) return launch_fused<T, 32, 16>(st, f->dev, s, Xt, g, lv, sc->film, a);
