@@ -176,8 +176,32 @@ static __device__ __forceinline__ float ff_sanitise_tok(float x, float lim) {
 template <typename T>
 __global__ void __launch_bounds__(FF_SF_THREADS, 2)
 ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__restrict__ film,
-                    ff_outside_args o, int n_out) {
+                    ff_outside_args o, int n_out, int stage, int wstage) {
   cuda_allow_dependents();
+  extern __shared__ float ff_sf_sh[];
+  /* each array padded to a multiple of 4 floats: the unrolled loops below
+   * read 16 bytes at a time */
+  float *xs = ff_sf_sh;                    /* [C] normalised token */
+  float *hs = xs + ((g.C + 3) & ~(int64_t)3); /* [C] hidden */
+  float *red = hs + ((g.C + 3) & ~(int64_t)3); /* [blockDim.x] partial sums */
+  float *tk = red + ((blockDim.x + 3) & ~3u);  /* stage: [K][C] the row's tokens */
+  /* wstage: [C][C] the C -> C layer's weights (w0t), copied (cp.async)
+   * before the wait: constant */
+  float *w0s = tk + (stage ? (g.K * g.C + 3) & ~(int64_t)3 : 0);
+  if (wstage && (int64_t)blockIdx.x < g.K) {
+    const int n4 = (int)(g.C * g.C / 4);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned base = (unsigned)__cvta_generic_to_shared(w0s);
+    for (int e = threadIdx.x; e < n4; e += blockDim.x)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(base + 16u * (unsigned)e),
+                   "l"(lv.w0t + 4 * (size_t)e)
+                   : "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#else
+    for (int e = threadIdx.x; e < n4; e += blockDim.x)
+      ((float4 *)w0s)[e] = __ldg((const float4 *)lv.w0t + e);
+#endif
+  }
   /* (cuda_launch_after) the tokens, ids and tile states come from the
    * kernels before: read through L2 after their completion */
   cuda_wait_prerequisites();
@@ -185,18 +209,23 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
     ff_outside_body<T>(o, blockIdx.y, blockIdx.x - g.K, n_out);
     return;
   }
-  extern __shared__ float ff_sf_sh[];
-  /* each array padded to a multiple of 4 floats: the unrolled loops below
-   * read 16 bytes at a time */
-  float *xs = ff_sf_sh;                    /* [C] normalised token */
-  float *hs = xs + ((g.C + 3) & ~(int64_t)3); /* [C] hidden */
-  float *red = hs + ((g.C + 3) & ~(int64_t)3); /* [blockDim.x] partial sums */
   __shared__ float sh32[32];
   const int64_t k = blockIdx.x, b = blockIdx.y, C = g.C, K = g.K;
   const float lim = rnd<T>(1e4f);
   const int *ids = g.ids + b * g.kstride;
+  if (stage) { /* the row's tokens at once, all loads in flight */
+    const int Ci = (int)C, KC = (int)(K * C);
+#pragma unroll 8
+    for (int e = threadIdx.x; e < KC; e += blockDim.x) {
+      const int j = e / Ci, c = e - j * Ci;
+      tk[e] = __ldcg(g.tok_G ? tok + (b * g.tok_G + __ldcg(ids + j)) * C + c
+                             : tok + (b * K + j) * C + c);
+    }
+    __syncthreads();
+  }
   /* token j of the row, channel c */
   auto token = [&](int64_t j, int64_t c) -> float {
+    if (stage) return tk[j * C + c];
     return __ldcg(g.tok_G ? tok + (b * g.tok_G + __ldcg(ids + j)) * C + c : tok + (b * K + j) * C + c);
   };
   /* a thread a (direction, channel): forward into xs, backward into hs */
@@ -244,6 +273,9 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
   const float rstd = 1.0f / sqrtf(var + 1e-5f);
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
     xs[c] = (xs[c] - mean) * rstd * lv.ln_w[c] + lv.ln_b[c];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (wstage) asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
   __syncthreads();
   /* the two linear layers over the input-major weights: where the block
    * has more threads than the layer has outputs, np threads an output,
@@ -256,8 +288,12 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
     const int o = tid % Ci, part = tid / Ci, len = (Ci + np1 - 1) / np1;
     const int c0 = part * len, c1 = c0 + len < Ci ? c0 + len : Ci;
     float acc = 0.0f;
-    if (part < np1) {
+    if (part < np1 && wstage) {
 #pragma unroll 16
+      for (int c = c0; c < c1; c++) acc = fmaf(w0s[c * Ci + o], xs[c], acc);
+      red[part * Ci + o] = acc;
+    } else if (part < np1) {
+#pragma unroll 32
       for (int c = c0; c < c1; c++) acc = fmaf(__ldg(lv.w0t + (int64_t)c * Ci + o), xs[c], acc);
       red[part * Ci + o] = acc;
     }
@@ -268,10 +304,11 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
       hs[tid] = acc * ff_sigmoid(acc);
     }
   } else {
+    const float *w0 = wstage ? w0s : lv.w0t;
     for (int o = tid; o < Ci; o += nt) {
       float acc = lv.b0[o];
 #pragma unroll 16
-      for (int c = 0; c < Ci; c++) acc = fmaf(__ldg(lv.w0t + (int64_t)c * Ci + o), xs[c], acc);
+      for (int c = 0; c < Ci; c++) acc = fmaf(w0[(int64_t)c * Ci + o], xs[c], acc);
       hs[o] = acc * ff_sigmoid(acc);
     }
   }
@@ -282,7 +319,7 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
     const int c0 = part * len, c1 = c0 + len < Ci ? c0 + len : Ci;
     float acc = 0.0f;
     if (part < np2) {
-#pragma unroll 16
+#pragma unroll 32
       for (int c = c0; c < c1; c++)
         acc = fmaf(__ldg(lv.w2t + (int64_t)c * 2 * Ci + j), hs[c], acc);
       red[part * 2 * Ci + j] = acc;
@@ -1352,11 +1389,27 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   int64_t sf = (4 * f->C + 31) / 32 * 32;
   unsigned sf_threads = (unsigned)(sf < 64 ? 64 : sf > FF_SF_THREADS ? FF_SF_THREADS : sf);
   const unsigned n_out = outside ? outside_blocks(f, sf_threads) : 0;
+  /* the row's tokens staged in shared memory where they take 32 KiB at
+   * most; the C -> C layer's weights where they take 64 KiB at most (C <=
+   * 128, even: 16-byte copies) */
+  const int stage = K * f->C <= 8192, wstage = f->C <= 128 && f->C % 2 == 0;
+  const size_t sf_smem =
+      sizeof(float) * (2 * (size_t)((f->C + 3) / 4 * 4) + sf_threads +
+                       (stage ? (size_t)((K * f->C + 3) / 4 * 4) : 0) +
+                       (wstage ? (size_t)(f->C * f->C) : 0));
+  /* the largest dynamic shared memory set so far, a device */
+  static int sf_smem_set[CUDA_MAX_DEVICES];
+  if (sf_smem > 48 * 1024 &&
+      (int)sf_smem > __atomic_load_n(&sf_smem_set[f->dev], __ATOMIC_ACQUIRE)) {
+    CUDA_TRY(st, cudaFuncSetAttribute(ff_scan_film_kernel<T>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sf_smem),
+             "ff_infer: scan/FiLM shared memory");
+    __atomic_store_n(&sf_smem_set[f->dev], (int)sf_smem, __ATOMIC_RELEASE);
+  }
   CUDA_TRY(st, cuda_launch_after(st, f->dev, 1, dim3((unsigned)K + n_out, (unsigned)f->B),
-                                 dim3(sf_threads),
-                                 sizeof(float) * (2 * (size_t)((f->C + 3) / 4 * 4) + sf_threads), s,
-                                 ff_scan_film_kernel<T>, g, lv, (const float *)sc->tok, sc->film,
-                                 outside_args(f, w, tile_state), (int)n_out),
+                                 dim3(sf_threads), sf_smem, s, ff_scan_film_kernel<T>, g, lv,
+                                 (const float *)sc->tok, sc->film, outside_args(f, w, tile_state),
+                                 (int)n_out, stage, wstage),
            "ff_infer: scan/FiLM launch");
   ff_store_args a;
   memset(&a, 0, sizeof a);

@@ -58,6 +58,7 @@ struct ff_route_params {
   const void *X;
   float *tok_all; /* [B,G0,C]; NULL: none */
   int64_t C, H, W, t0;
+  int vec; /* rows read 16 bytes at a time (ff_tokens_all) */
 };
 
 static __device__ void ff_publish_nan(cuda_error_record *record, const char *arg, int64_t B,
@@ -78,8 +79,37 @@ static __device__ void ff_publish_nan(cuda_error_record *record, const char *arg
   cuda_check_publish(record, d, r);
 }
 
+/* The sum, in order, of the values of T in 16 bytes. */
+template <typename T> static __device__ __forceinline__ float ff_sum16(uint4 v);
+template <> __device__ __forceinline__ float ff_sum16<float>(uint4 v) {
+  return ((__uint_as_float(v.x) + __uint_as_float(v.y)) + __uint_as_float(v.z)) +
+         __uint_as_float(v.w);
+}
+template <> __device__ __forceinline__ float ff_sum16<__half>(uint4 v) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const float2 f = __half22float2(*(const __half2 *)&w[i]);
+    s = (s + f.x) + f.y;
+  }
+  return s;
+}
+template <> __device__ __forceinline__ float ff_sum16<__nv_bfloat16>(uint4 v) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const float2 f = __bfloat1622float2(*(const __nv_bfloat162 *)&w[i]);
+    s = (s + f.x) + f.y;
+  }
+  return s;
+}
+
 /* Level 0's token of tile id, channel c of every tile of the row: a warp
- * a (tile, channel), the mean of its t0 x t0 values, rounded. */
+ * a (tile, channel), the mean of its t0 x t0 values, rounded; with p.vec
+ * (t0 and W multiples of 16 bytes of T, X 16-byte aligned) each lane reads
+ * 16 bytes of a row at a time. */
 template <typename T>
 static __device__ void ff_tokens_all(const ff_route_params &p, int64_t b, int64_t blk) {
   const int64_t item = blk * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -90,8 +120,18 @@ static __device__ void ff_tokens_all(const ff_route_params &p, int64_t b, int64_
   const T *base = (const T *)p.X + ((b * p.C + c) * p.H + ty * t) * p.W + tx * t;
   const int tt = (int)(t * t), ti = (int)t;
   float s = 0.0f;
+  if (p.vec) {
+    constexpr int V = 16 / (int)sizeof(T);
+    const int nv = ti / V; /* 16-byte runs a row */
+    for (int e = lane; e < tt / V; e += 32) {
+      const int r = e / nv;
+      s += ff_sum16<T>(*(const uint4 *)(base + (int64_t)r * p.W + (e - r * nv) * V));
+    }
+  } else {
 #pragma unroll 4
-  for (int e = lane; e < tt; e += 32) s += cuda_dt<T>::to_f(base[(int64_t)(e / ti) * p.W + e % ti]);
+    for (int e = lane; e < tt; e += 32)
+      s += cuda_dt<T>::to_f(base[(int64_t)(e / ti) * p.W + e % ti]);
+  }
   for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
   if (lane == 0)
     p.tok_all[(b * p.G0 + id) * p.C + c] =
@@ -133,14 +173,25 @@ __global__ void ff_route_kernel(ff_route_params p) {
     }
   }
   __syncthreads();
-  /* L0: the rank of each candidate; the first K0 are taken */
-  for (int i = tid; i < G0; i += nt) {
-    double si = score[i];
-    int rank = 0;
-    for (int j = 0; j < G0; j++) rank += ff_before(score[j], j, si, i);
-    if (rank < K0) {
-      sel[rank] = i;
-      p.r.tile_state[b * p.G0 + i] = CUDA_FF_TILE_L0;
+  /* L0: the rank of each candidate (q lanes of a warp a candidate, each
+   * over every q-th other, the counts added by shuffles); the first K0
+   * are taken */
+  {
+    int q = 1;
+    while (q < 32 && 2 * q * G0 <= nt) q *= 2;
+    const int per = nt / q, rounds = (G0 + per - 1) / per, sub = tid % q;
+    for (int r = 0; r < rounds; r++) {
+      const int i = r * per + tid / q;
+      int rank = 0;
+      if (i < G0) {
+        const double si = score[i];
+        for (int j = sub; j < G0; j += q) rank += ff_before(score[j], j, si, i);
+      }
+      for (int off = q / 2; off > 0; off >>= 1) rank += __shfl_xor_sync(0xffffffffu, rank, off);
+      if (i < G0 && sub == 0 && rank < K0) {
+        sel[rank] = i;
+        p.r.tile_state[b * p.G0 + i] = CUDA_FF_TILE_L0;
+      }
     }
   }
   if (tid == 0) {
@@ -265,6 +316,8 @@ apx_status cuda_ff_route(cuda_state *st, int device_index, cudaStream_t s,
   p.H = f->H;
   p.W = f->W;
   p.t0 = f->t0;
+  const int64_t V = f->dt == APX_DTYPE_F32 ? 4 : 8; /* values in 16 bytes */
+  p.vec = f->t0 % V == 0 && f->W % V == 0 && ((uintptr_t)f->dense & 15) == 0;
   const unsigned threads = f->G0 >= 1024 ? 1024 : 256;
   unsigned tok_blocks = 0;
   if (tok_all && f->K0 > 0 && f->C > 0) {
