@@ -49,7 +49,7 @@ struct tilepack_geometry {
 #define TILEPACK_THREADS 256
 /* The spatial order for K in [TILEPACK_SORT_MIN_K, TILEPACK_SORT_THREADS *
  * TILEPACK_SORT_MAX_ITEMS]; below, a sort launch costs more than it saves
- * (the seed profile's K 32 calls take ~2 us in all). */
+ * (the seed profile's K 32 calls are a few microseconds in all). */
 #define TILEPACK_SORT_MIN_K 512
 #define TILEPACK_SORT_THREADS 256
 #define TILEPACK_SORT_MAX_ITEMS 16

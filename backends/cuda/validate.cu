@@ -52,8 +52,7 @@ static __device__ void check_finish(const cuda_check_desc &d, cuda_check_slot *s
   if (publish && r.bad) cuda_check_publish(record, d, r);
   /* no fence here: the main kernels that read the verdict come after this
    * kernel on the stream, and a kernel's end orders its writes before them
-   * (a device-wide fence per call cost about 2 us of a 4 us check at the
-   * seed profile) */
+   * (a device-wide fence per call cost half of a small check's time) */
 }
 
 /* The least in-row position of every (row, id) (require_unique with a
