@@ -343,6 +343,21 @@ START_TEST(test_odd_shapes) {
 }
 END_TEST
 
+/* The default tile sizes with other shapes: f16/bf16 take the tensor-core
+ * refine of tiles 16 and 8 (ff_tc_kernel) with B 2 and C 32 (2 k steps, 4
+ * row tiles of outputs: fewer than the block's warps), level 1's tokens
+ * from level 0's refine in both rows; then one level (nesting off). */
+START_TEST(test_tc_shapes) {
+  static const apx_dtype dts[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16};
+  for (int i = 0; i < 3; i++) {
+    ff_case a = {dts[i], 2, 32, 64, 64, 16, 8, 16, 6.0, 3.0, 1.0, 0.2, 1, 1, 1, 0};
+    run_case(&a, "tc two levels");
+    ff_case b = {dts[i], 2, 32, 64, 48, 16, 6, 8, 4.0, 2.0, 1.0, 0.2, 0, 1, 1, 0};
+    run_case(&b, "tc one level");
+  }
+}
+END_TEST
+
 /* Routing alone: many rows, large grids, ties (stats against the host). */
 START_TEST(test_routing) {
   ff_case cases[] = {
@@ -567,6 +582,7 @@ int main(void) {
   tcase_set_timeout(bad, 600);
   tcase_add_test(cmp, test_default_profile);
   tcase_add_test(cmp, test_odd_shapes);
+  tcase_add_test(cmp, test_tc_shapes);
   tcase_add_test(route, test_routing);
   tcase_add_test(graph, test_graph_replay);
   tcase_add_test(graph, test_stream);
