@@ -11,16 +11,17 @@
 #                too with FF_BASE, unless FF_NCU_BASE=0);
 #   FF_NCU_DETAIL=1  ncu's warp states and scheduler of the refine kernels;
 #   FF_NSYS=1    nsys's kernel table of 50 frames (the baseline's too);
-#   FF_SANITIZE=1  compute-sanitizer memcheck on tests/test_cuda_ff;
+#   FF_SANITIZE=1  compute-sanitizer memcheck on tests/test_cuda_ff (its
+#                summary and the suite's per-case worst errors);
 #   FF_TEST_TIMEOUT, FF_TIME_TIMEOUT  seconds of the suite (500) and of each
 #                ff_time run (60).
-# Into $OUT/ff-report.txt (default OUT=/tmp/out).
+# Into $OUT/ff-report.txt (FF_REPORT: another name; default OUT=/tmp/out).
 set -uo pipefail
 export APEXX_CONFIG=${APEXX_CONFIG:-$PWD/conf/apexx.ini}
 export APEXX_BACKEND_DIR=${APEXX_BACKEND_DIR:-$PWD/backends/.libs}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-rep="$OUT/ff-report.txt"
+rep="$OUT/${FF_REPORT:-ff-report.txt}"
 {
   echo "== card"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   if [ "${FF_TESTS:-1}" = 1 ]; then
@@ -70,7 +71,7 @@ rep="$OUT/ff-report.txt"
   if [ -n "${FF_SANITIZE:-}" ]; then
     echo "== compute-sanitizer memcheck tests/test_cuda_ff"
     CK_FORK=no timeout ${FF_SANITIZE_TIMEOUT:-400} compute-sanitizer --tool memcheck \
-      ./tests/test_cuda_ff 2>&1 | grep -E "ERROR SUMMARY|Checks|Invalid|exit" | head -40
+      ./tests/test_cuda_ff 2>&1 | grep -E "ERROR SUMMARY|Checks|Invalid|exit|worst|Failure" | head -400
   fi
   nsys_kernels() {
     timeout 180 nsys profile -o /tmp/ff-nsys --force-overwrite true --stats=false \
