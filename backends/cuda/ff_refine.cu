@@ -980,6 +980,25 @@ static __device__ __forceinline__ void ff_read8(const float *p, float (&f)[8]) {
   f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
 }
 
+/* ff_proxy in two steps: the bits of element i of a proxy (0 where it is
+ * absent), loaded without using them; then its value as ff_proxy has it */
+static __device__ __forceinline__ uint32_t ff_proxy_bits(const void *p, int dt, int64_t i) {
+  if (!p) return 0;
+  if (dt == APX_DTYPE_F16 || dt == APX_DTYPE_BF16) return __ldg((const unsigned short *)p + i);
+  return __ldg((const unsigned *)p + i);
+}
+template <typename T>
+static __device__ __forceinline__ float ff_proxy_of(bool present, int dt, uint32_t bits) {
+  if (!present) return 1.0f;
+  float v = dt == APX_DTYPE_F16    ? __half2float(__ushort_as_half((unsigned short)bits))
+            : dt == APX_DTYPE_BF16 ? __bfloat162float(__ushort_as_bfloat16((unsigned short)bits))
+                                   : __uint_as_float(bits);
+  v = rnd<T>(v);
+  if (v != v) return 0.0f;
+  if (isinf(v)) return v > 0 ? 1.0f : 0.0f;
+  return v;
+}
+
 static __device__ __forceinline__ void ff_cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release;" ::: "memory");
 }
@@ -1036,6 +1055,17 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
     ga[c] = 1.0f + __ldcg(gam + c);
     be[c] = __ldcg(bet + c);
   }
+  /* the gate's proxies of the block's pixels: their bits loaded here, in
+   * flight with X's */
+  uint32_t bbits = 0, ubits = 0;
+  if (tid < CW) {
+    const int px = p0 + tid;
+    const int64_t pix = b * HW + (y0 + px / TT) * W + x0 + px % TT;
+    bbits = ff_proxy_bits(a.bp, a.bp_dt, pix);
+    ubits = ff_proxy_bits(a.up, a.up_dt, pix);
+  }
+  const int stm =
+      a.mode == CUDA_FF_STORE_L0 ? __ldcg(a.tile_state + b * a.G0 + id) : CUDA_FF_TILE_L0;
   /* X at rows row0.. of the tile, 8 values a load */
   const T *xb = X + b * g.C * HW + (y0 + row0) * W + x0;
 #pragma unroll 4
@@ -1049,12 +1079,9 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
       *(float4 *)(dst + 4) = make_float4(f[4], f[5], f[6], f[7]);
     }
   }
-  const int stm =
-      a.mode == CUDA_FF_STORE_L0 ? __ldcg(a.tile_state + b * a.G0 + id) : CUDA_FF_TILE_L0;
   if (tid < CW) { /* the gate of each pixel: level 0's and level 1's */
-    const int px = p0 + tid;
-    const int64_t pix = b * HW + (y0 + px / TT) * W + x0 + px % TT;
-    const float bpv = ff_proxy<T>(a.bp, a.bp_dt, pix), upv = ff_proxy<T>(a.up, a.up_dt, pix);
+    const float bpv = ff_proxy_of<T>(a.bp != nullptr, a.bp_dt, bbits);
+    const float upv = ff_proxy_of<T>(a.up != nullptr, a.up_dt, ubits);
     alp[0][tid] = ff_alpha<T>(bpv, upv, a.wb0, a.wu0, a.gb0);
     alp[1][tid] = ff_alpha<T>(bpv, upv, a.wb1, a.wu1, a.gb1);
   }
