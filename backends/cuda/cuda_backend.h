@@ -512,10 +512,9 @@ struct cuda_inline_check {
  * position (~0ULL: none). When any lane has one, the warp's least goes to
  * the record (the result is read from the index there, as the pre-pass
  * does, so the message is the pre-pass's). Costs one vote otherwise. */
-/* The failure path, out of line so that the kernels that may take it
- * keep the registers of their hot loops. */
-static __device__ __noinline__ void cuda_warp_publish_failure(const cuda_inline_check &ic,
-                                                              unsigned long long first) {
+static __device__ __forceinline__ void cuda_warp_publish(const cuda_inline_check &ic,
+                                                         unsigned long long first) {
+  if (!__any_sync(0xffffffffu, first != ~0ULL)) return;
   for (int off = 16; off > 0; off >>= 1) {
     const unsigned long long o = __shfl_down_sync(0xffffffffu, first, off);
     first = o < first ? o : first;
@@ -523,11 +522,6 @@ static __device__ __noinline__ void cuda_warp_publish_failure(const cuda_inline_
   if ((threadIdx.x & 31) == 0)
     cuda_check_publish(ic.record, ic.desc,
                        cuda_check_result_of(ic.desc, first, LLONG_MAX, LLONG_MIN, -1, 0));
-}
-
-static __device__ __forceinline__ void cuda_warp_publish(const cuda_inline_check &ic,
-                                                         unsigned long long first) {
-  if (__any_sync(0xffffffffu, first != ~0ULL)) cuda_warp_publish_failure(ic, first);
 }
 
 /* ---- in-kernel checks of small indices ----------------------------------- */

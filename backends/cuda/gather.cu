@@ -18,37 +18,19 @@ struct gather_geometry {
   cuda_geom2 launch;
 };
 
-/* This thread's least bad position (the failure path of gather_kernel,
- * out of line: the thread's items again, their index values only). */
-template <typename I, int VEC>
-static __device__ __noinline__ unsigned long long gather_first_bad(const I *index,
-                                                                   const gather_geometry &g) {
-  const uint64_t v_max = (uint64_t)(g.dim_extent - 1);
-  const int64_t groups = g.row_len / VEC;
-  CUDA_FOR_OUTER(r, g.rows) {
-    CUDA_FOR_INNER(gi, groups) {
-      for (int q = 0; q < VEC; q++) {
-        const int64_t p = r * g.row_len + (int64_t)gi * VEC + q;
-        if ((uint64_t)(int64_t)index[p] > v_max) return (unsigned long long)p;
-      }
-    }
-  }
-  return ~0ULL;
-}
-
 /* VEC consecutive outputs per thread along the last dimension (when that
  * is not `dim`, so the source is contiguous there too): one wide store.
- * CHECK (validate=device, ic.record set): index values are clamped into
- * range for the loads, and a warp whose threads saw a bad value publishes
- * the least position of one among its items (gather_first_bad). */
-/* Six blocks of 256 an SM (40 registers): the occupancy of the form
- * without the check, which its loads in flight need. */
-template <typename E, typename I, int VEC, bool CHECK>
-__global__ void __launch_bounds__(256, 6) gather_kernel(const E *__restrict__ src, const I *__restrict__ index,
+ * ic.record (validate=device): index values are clamped into range for
+ * the loads, and each warp publishes the least position of a bad value
+ * among its entries (a thread's positions ascend, so its first is its
+ * least). */
+template <typename E, typename I, int VEC>
+__global__ void gather_kernel(const E *__restrict__ src, const I *__restrict__ index,
                               E *__restrict__ out, gather_geometry g, cuda_inline_check ic) {
   struct alignas(sizeof(E) * VEC) pack { E v[VEC]; };
-  const int64_t v_max = g.dim_extent - 1; /* >= 0 */
-  bool saw_bad = false;
+  const int64_t v_max = g.dim_extent - 1;
+  const bool check = ic.record != nullptr;
+  unsigned long long first = ~0ULL;
   const int last = g.ndim - 1;
   const int64_t groups = g.row_len / VEC;
   CUDA_FOR_OUTER(r, g.rows) {
@@ -70,8 +52,8 @@ __global__ void __launch_bounds__(256, 6) gather_kernel(const E *__restrict__ sr
 #pragma unroll
       for (int q = 0; q < VEC; q++) {
         int64_t j = j0 + q, v = (int64_t)index[p0 + j];
-        if (CHECK && (uint64_t)v > (uint64_t)v_max) { /* below 0 or above v_max */
-          saw_bad = true;
+        if (check && (v < 0 || v > v_max)) {
+          if (first == ~0ULL) first = (unsigned long long)(p0 + j);
           v = v < 0 ? 0 : v_max; /* reads in bounds */
         }
         int64_t off = base + (last == g.dim ? v * g.stride[last] : j * g.stride[last]);
@@ -81,9 +63,7 @@ __global__ void __launch_bounds__(256, 6) gather_kernel(const E *__restrict__ sr
       *(pack *)(out + p0 + j0) = o;
     }
   }
-  /* blocks are whole warps */
-  if (CHECK && __any_sync(0xffffffffu, saw_bad))
-    cuda_warp_publish(ic, saw_bad ? gather_first_bad<I, VEC>(index, g) : ~0ULL);
+  if (check) cuda_warp_publish(ic, first); /* blocks are whole warps */
 }
 
 /* Merge dims d and d+1 (neither is `dim`) when the index covers the
@@ -135,14 +115,10 @@ static cudaError_t launch_gather_typed(gather_geometry g, const apx_gather_args 
   const E *src = (const E *)a->src->data;
   const I *index = (const I *)a->index->data;
   E *out = (E *)a->out->data;
-  const bool check = ic.record != nullptr;
-  switch (vec * 2 + check) {
-  case 9: gather_kernel<E, I, 4, true><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
-  case 8: gather_kernel<E, I, 4, false><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
-  case 5: gather_kernel<E, I, 2, true><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
-  case 4: gather_kernel<E, I, 2, false><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
-  case 3: gather_kernel<E, I, 1, true><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
-  default: gather_kernel<E, I, 1, false><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
+  switch (vec) {
+  case 4: gather_kernel<E, I, 4><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
+  case 2: gather_kernel<E, I, 2><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
+  default: gather_kernel<E, I, 1><<<grid, block, 0, s>>>(src, index, out, g, ic); break;
   }
   return cudaGetLastError();
 }

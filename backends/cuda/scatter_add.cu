@@ -856,12 +856,6 @@ __global__ void __launch_bounds__(direct_rows<T>())
     ((int4 *)s_list)[CB / 4 * t + j] = make_int4(-1, -1, -1, -1);
   }
   __syncthreads();
-  /* validate=device in this kernel (an out-of-place out): the first row
-   * chunk's warps with index rows (warp-uniform) publish at the end; the
-   * position now, so that the index row need not stay in registers */
-  const bool publisher = ic.record && blockIdx.y == 0 && (t & ~31) < g.N;
-  const unsigned long long first_bad =
-      publisher ? direct_first_bad(ix, n_idx, g, q0, t) : ULLONG_MAX;
 
   /* 3: the thread's index row: keys and sources to shared memory, its
    * entries into their slots' lists. Values outside this tile's rows (or
@@ -895,7 +889,10 @@ __global__ void __launch_bounds__(direct_rows<T>())
   cuda_wait_prerequisites();
   if (m < g.M && !cuda_call_failed_after_wait(bad))
     direct_finish_row<T>(s_direct, g, start, t, self != nullptr, n_out, out + m * g.cols + q0);
-  if (publisher) cuda_warp_publish(ic, first_bad);
+  /* validate=device in this kernel (an out-of-place out): the first row
+   * chunk's warps with index rows (warp-uniform) */
+  if (ic.record && blockIdx.y == 0 && (t & ~31) < g.N)
+    cuda_warp_publish(ic, direct_first_bad(ix, n_idx, g, q0, t));
 }
 
 /* ---- host ------------------------------------------------------------------ */
