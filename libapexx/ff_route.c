@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "apx_half.h"
 #include "ff_internal.h"
 #include "internal.h"
 
@@ -72,18 +71,6 @@ static void hilbert_sort(int64_t *ids, int64_t count, int64_t grid_h, int64_t gr
     ids[i] = scratch[i].id;
 }
 
-/* Element i of a host float tensor (f32, f16, bf16), exactly. */
-static double utility_at(const apx_tensor *t, int64_t i) {
-  switch (t->dtype) {
-  case APX_DTYPE_F16:
-    return apx_f16_to_f32(((const uint16_t *)t->data)[i]);
-  case APX_DTYPE_BF16:
-    return apx_bf16_to_f32(((const uint16_t *)t->data)[i]);
-  default:
-    return ((const float *)t->data)[i];
-  }
-}
-
 static int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 apx_status apx__ff_route(const apx_ff_infer_args *args, apx_ff_route *route) {
@@ -123,7 +110,7 @@ apx_status apx__ff_route(const apx_ff_infer_args *args, apx_ff_route *route) {
     /* L0 greedy: the whole candidate list is walked; a tile that does not
      * fit the remaining budget is skipped, not the end of the walk. */
     for (int64_t id = 0; id < tiles_l0; id++) {
-      candidates[id].score = utility_at(utilities, b * tiles_l0 + id) / delta;
+      candidates[id].score = apx__float_at(utilities, b * tiles_l0 + id) / delta;
       candidates[id].id = id;
     }
     qsort(candidates, (size_t)tiles_l0, sizeof *candidates, compare_scored);
@@ -142,7 +129,7 @@ apx_status apx__ff_route(const apx_ff_infer_args *args, apx_ff_route *route) {
     double spent_b2 = 0.0;
     if (nesting && count_l0 > 0) {
       for (int64_t i = 0; i < count_l0; i++) {
-        candidates[i].score = utility_at(split, b * tiles_l0 + taken[i]) / 1.0;
+        candidates[i].score = apx__float_at(split, b * tiles_l0 + taken[i]) / 1.0;
         candidates[i].id = taken[i];
       }
       qsort(candidates, (size_t)count_l0, sizeof *candidates, compare_scored);

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "apx_half.h"
 #include "internal.h"
 #include "validate.h"
 
@@ -46,24 +45,12 @@ static const char *double_text(char *buf, size_t size, double x) {
   return buf;
 }
 
-/* Element i of a float tensor (f32, f16, bf16) in host memory, exactly. */
-static double float_at(const apx_tensor *t, int64_t i) {
-  switch (t->dtype) {
-  case APX_DTYPE_F16:
-    return apx_f16_to_f32(((const uint16_t *)t->data)[i]);
-  case APX_DTYPE_BF16:
-    return apx_bf16_to_f32(((const uint16_t *)t->data)[i]);
-  default:
-    return ((const float *)t->data)[i];
-  }
-}
-
 /* docs/ff_infer.md, Routing: NaN utilities cannot be ranked; ±inf can. */
 static apx_status require_no_nan(const char *name, const apx_tensor *t) {
   int64_t rows = t->shape[0], cols = t->shape[1];
   for (int64_t b = 0; b < rows; b++)
     for (int64_t i = 0; i < cols; i++)
-      if (isnan(float_at(t, b * cols + i)))
+      if (isnan(apx__float_at(t, b * cols + i)))
         return fail("%s[%lld][%lld] = [nan] is NaN (utilities must be comparable)", name,
                     (long long)b, (long long)i);
   return APX_OK;
