@@ -17,6 +17,9 @@
  *              (alpha from the proxies inline) and the stores of heavy and
  *              detail. Tiles are unique in a row, so the override unpack is
  *              a plain write.
+ * On sm_90, conv and store are one kernel, a cluster a tile: ff_fused_kernel,
+ * or ff_tc_kernel for the default tiles of f16/bf16 frames (which at level 0
+ * also writes level 1's tokens: no tokens kernel there).
  * Tokens, scan_film and the fused refine are launched programmatically
  * after the kernel before (cuda_launch_after; sm_90, $APEXX_CUDA_PDL): each
  * lets its successor start at its top, loads only weights before
