@@ -264,7 +264,7 @@ apx_status apx__graph_waits_refused(apx_context *ctx, const char *fn, const char
                       "which a capture cannot hold; end the capture first",
                       fn, stream, what);
   return apx__error(APX_ERR_INVALID_ARG,
-                    "%s: this thread is capturing a graph on %s (apx_graph_begin) and %s on "
-                    "the default stream, which would break the capture; end the capture first",
+                    "%s: this thread is capturing a graph on %s (apx_graph_begin) and %s, "
+                    "which would break the capture; end the capture first",
                     fn, capturing_on, what);
 }

@@ -79,6 +79,11 @@ APX_API apx_status apx_tensor_alloc(apx_context *ctx, apx_device device, int dev
   } else {
     apx__backend *b = apx__backend_for_device(ctx, device);
     if (!b) return APX_ERR_UNSUPPORTED;
+    /* docs/graph.md: a device allocation would break the thread's capture */
+    st = apx__graph_waits_refused(ctx, "apx_tensor_alloc", b->config->name, NULL,
+                                  "device memory is not allocated while it captures "
+                                  "(allocate before apx_graph_begin)");
+    if (st != APX_OK) return st;
     st = b->table->alloc(b->state_ptr, device_index, bytes, &t.data);
     if (st != APX_OK) return st;
   }
@@ -95,6 +100,10 @@ APX_API apx_status apx_tensor_free(apx_context *ctx, apx_tensor *t) {
   } else {
     apx__backend *b = apx__backend_for_device(ctx, t->device);
     if (!b) return APX_ERR_UNSUPPORTED;
+    apx_status st = apx__graph_waits_refused(ctx, "apx_tensor_free", b->config->name, NULL,
+                                             "device memory is not freed while it captures "
+                                             "(free it after apx_graph_end)");
+    if (st != APX_OK) return st;
     b->table->free(b->state_ptr, t->device_index, t->data);
   }
   t->data = NULL;
@@ -137,7 +146,7 @@ APX_API apx_status apx_tensor_copy(apx_context *ctx, const apx_tensor *dst,
   if (!stream || dst->device == APX_DEVICE_HOST || src->device == APX_DEVICE_HOST) {
     st = apx__graph_waits_refused(ctx, "apx_tensor_copy", b->config->name, stream,
                                   stream ? "a copy with host memory cannot be captured"
-                                         : "a copy without a stream is synchronous");
+                                         : "a copy without a stream waits for the device");
     if (st != APX_OK) return st;
   }
   return b->table->copy(b->state_ptr, dst->data, dst->device, dst->device_index, src->data,
@@ -152,7 +161,7 @@ APX_API apx_status apx_sync(apx_context *ctx, const apx_call *call) {
                       call->backend);
   apx_status first = apx__graph_waits_refused(ctx, "apx_sync", call ? call->backend : NULL,
                                               call ? call->stream : NULL,
-                                              "apx_sync waits for it");
+                                              "apx_sync waits for the device");
   if (first != APX_OK) return first;
   char message[1024] = "";
   for (int i = 0; i < ctx->backend_count; i++) {

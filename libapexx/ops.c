@@ -12,10 +12,10 @@ static apx_status graph_refusal(apx_context *ctx, apx_op_id op, const void *args
   if (__atomic_load_n(&ctx->captures_open, __ATOMIC_ACQUIRE) == 0) return APX_OK;
   const char *what = NULL;
   if (op == APX_OP_FF_INFER && ((const apx_ff_infer_args *)args)->stats)
-    what = "ff_infer's stats wait for the stream (leave stats NULL in captured calls)";
+    what = "ff_infer's stats wait for the device (leave stats NULL in captured calls)";
   else if (ctx->config.validate == APX_VALIDATE_EAGER && op != APX_OP_FUSIONGATE_ALPHA &&
            op != APX_OP_FUSIONGATE_FUSE && op != APX_OP_TILESSM_SCAN)
-    what = "validate = eager waits for the stream to check the indices (captured calls need "
+    what = "validate = eager waits for the device to check the indices (captured calls need "
            "validate = device or off)";
   if (!what) return APX_OK;
   return apx__graph_waits_refused(ctx, apx_op_name(op), b->config->name,

@@ -233,7 +233,7 @@ START_TEST(eager_index_checks_refused) {
   ck_assert_int_eq(apx_graph_begin(ctx, NULL, &g), APX_OK);
   ck_assert_int_eq(apx_tilepack(ctx, &p.args, apx_graph_call(g)), APX_ERR_INVALID_ARG);
   ck_assert_contains(apx_last_error(), "tilepack: stream [");
-  ck_assert_contains(apx_last_error(), "validate = eager waits for the stream to check the indices");
+  ck_assert_contains(apx_last_error(), "validate = eager waits for the device to check the indices");
   ck_assert(all_equal(&p.out, 0.0));
   /* the capturing thread's eager call on the default stream would wait too */
   ck_assert_int_eq(apx_tilepack(ctx, &p.args, NULL), APX_ERR_INVALID_ARG);

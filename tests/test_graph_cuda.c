@@ -1,8 +1,8 @@
 /* Graph capture on the cuda backend (docs/graph.md): a captured sequence of
  * every op replays bit for bit what the same calls give when made eagerly,
  * on every replay, reading the inputs' contents at replay time; capture
- * runs nothing; refused calls (apx_sync, validate = eager index checks)
- * leave the capture intact; a bad device index met in a replay comes back
+ * runs nothing; refused calls (apx_sync, device allocation, validate =
+ * eager index checks) leave the capture intact; a bad device index met in a replay comes back
  * from the next apx_sync. Skipped (exit 77, the reason on stdout) where the
  * cuda backend cannot run. */
 #include <stdint.h>
@@ -179,6 +179,14 @@ START_TEST(replay_equals_eager) {
   /* refused inside the capture, which goes on */
   ck_assert_int_eq(apx_sync(ctx, gc), APX_ERR_INVALID_ARG);
   ck_assert_int_eq(apx_sync(ctx, NULL), APX_ERR_INVALID_ARG);
+  const int64_t one[1] = {1};
+  apx_tensor extra;
+  ck_assert_int_eq(apx_tensor_alloc(ctx, APX_DEVICE_CUDA, 0, APX_DTYPE_F32, 1, one, &extra),
+                   APX_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(apx_last_error(), "allocate before apx_graph_begin") != NULL,
+                "message: %s", apx_last_error());
+  ck_assert_int_eq(apx_tensor_free(ctx, &q.t[OUT_GRAD]), APX_ERR_INVALID_ARG);
+  ck_assert_ptr_nonnull(q.t[OUT_GRAD].data);
   CHECK_OK(apx_graph_end(ctx, g), "graph_end");
   for (int i = OUT_PACKED; i < T_COUNT; i++)
     ck_assert_msg(dev_is_poisoned(ctx, &q.t[i]), "capture ran %s", out_names[i]);
@@ -214,6 +222,8 @@ START_TEST(eager_mode_refuses_index_checks) {
   apx_tensor f = to_dev(ctx_eager, &hf), idx = to_dev(ctx_eager, &hi);
   apx_tensor out = dev_alloc(ctx_eager, APX_DTYPE_F16, 5, packed);
   apx_tensor sum = dev_alloc(ctx_eager, APX_DTYPE_F16, 4, map);
+  apx_tensor ha = host_input(IN_BOUNDARY);
+  apx_tensor alpha = to_dev(ctx_eager, &ha); /* device memory before the capture */
   apx_graph *g = NULL;
   CHECK_OK(apx_graph_begin(ctx_eager, &on_gpu, &g), "graph_begin");
   apx_tilepack_args pack = APX_TILEPACK_ARGS_INIT;
@@ -222,8 +232,6 @@ START_TEST(eager_mode_refuses_index_checks) {
   ck_assert_msg(strstr(apx_last_error(), "validate = eager") != NULL, "message: %s",
                 apx_last_error());
   /* an op without indices waits for nothing under eager: captured */
-  apx_tensor ha = host_input(IN_BOUNDARY);
-  apx_tensor alpha = to_dev(ctx_eager, &ha);
   apx_fusiongate_fuse_args fz = APX_FUSIONGATE_FUSE_ARGS_INIT;
   fz.base = &f, fz.detail = &f, fz.alpha = &alpha, fz.out = &sum;
   CHECK_OK(apx_fusiongate_fuse(ctx_eager, &fz, apx_graph_call(g)), "captured fuse");

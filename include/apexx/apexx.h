@@ -267,8 +267,9 @@ APX_API apx_status apx_timer_end(apx_context *ctx, apx_timer *timer,
  * a replay reads the inputs' current contents and writes the same outputs,
  * so those tensors must stay allocated until the graph is freed. Only calls
  * that never wait for the host can be captured: an op call under validate =
- * eager, apx_sync or a timer on the capture's stream, and apx_ff_infer with
- * stats fail with APX_ERR_INVALID_ARG and leave the capture intact. A device
+ * eager, apx_sync or a timer on the capture's stream, apx_ff_infer with
+ * stats, and device allocations and frees from the capturing thread fail
+ * with APX_ERR_INVALID_ARG and leave the capture intact. A device
  * index error of a replayed call comes back from the next apx_sync, as for
  * an eager call. A backend without graphs (cpu) returns APX_ERR_UNSUPPORTED
  * from apx_graph_begin. */
