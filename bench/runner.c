@@ -7,6 +7,9 @@
  * cpu reference. Sizes, seeds and work counts are documented in
  * apexx-bench(1). */
 #include "bench.h"
+#include "../backends/trt/engine_runner.h"
+
+#include <dlfcn.h>
 
 #include <inttypes.h>
 #include <math.h>
@@ -133,6 +136,21 @@ void bench_print_op_names(FILE *to) {
   fprintf(to, "\n");
 }
 
+/* The presets (--profile seed|large) time the workloads of the GPU
+ * bandwidth table and its torch peers: tileunpack without levels (the
+ * peer is clone + index_copy_). The default profile keeps the suite's
+ * levels. */
+static int preset_profile(const bench_options *o) {
+  return o->profile && strcmp(o->profile, "default") != 0;
+}
+
+/* The op's setting as the report states it. */
+static const char *entry_mode(const entry_def *e, const bench_options *o) {
+  if (preset_profile(o) && e->id == E_TILEUNPACK_OVERRIDE) return "override, ids, no levels";
+  if (preset_profile(o) && e->id == E_TILEUNPACK_BLEND) return "blend alpha 0.5, ids, no levels";
+  return e->mode;
+}
+
 static int entry_selected(const bench_options *opts, const entry_def *e) {
   if (opts->op_count == 0) return 1;
   if (e->kind == KIND_COPY) {
@@ -237,6 +255,7 @@ static void describe_case(const entry_def *e, const bench_options *o,
     ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
     c->t[2].limit = grid;
     ADD(c, "levels", GEN_LEVELS, ix, B, K);
+    if (preset_profile(o)) c->t[3].touched_elems = 0; /* not passed */
     ADD(c, "out", GEN_OUTPUT, f, B, C, H, W);
     c->work = (double)(B * K);
     break;
@@ -491,7 +510,8 @@ static apx_status invoke(apx_context *ctx, const entry_def *e,
   case E_TILEUNPACK_OVERRIDE:
   case E_TILEUNPACK_BLEND: {
     apx_tileunpack_args a = APX_TILEUNPACK_ARGS_INIT;
-    a.base = &ts[0], a.packed = &ts[1], a.idx = &ts[2], a.levels = &ts[3];
+    a.base = &ts[0], a.packed = &ts[1], a.idx = &ts[2];
+    a.levels = preset_profile(o) ? NULL : &ts[3];
     a.out = &ts[4];
     if (e->id == E_TILEUNPACK_BLEND) {
       a.mode = APX_OVERLAP_BLEND;
@@ -1235,7 +1255,7 @@ static cJSON *work_json(const entry_def *e, const bench_case *c) {
 static cJSON *run_all_skipped(run_state *rs, const entry_def *e,
                               const bench_case *c, const char *reason) {
   cJSON *ej = cJSON_CreateObject();
-  cJSON_AddStringToObject(ej, "mode", e->mode);
+  cJSON_AddStringToObject(ej, "mode", entry_mode(e, rs->opts));
   cJSON *d = cJSON_AddObjectToObject(ej, "dispatch");
   cJSON_AddNullToObject(d, "backend");
   cJSON_AddStringToObject(d, "reason", reason);
@@ -1256,6 +1276,87 @@ static int find_backend(const run_state *rs, const char *name) {
   return -1;
 }
 
+static void trt_engine_warning(void *user, const char *line) {
+  (void)user;
+  fprintf(stderr, "apexx-bench: warning: %s\n", line);
+}
+
+/* tensorrt.engine with an engine file: the engine runner of the plugin
+ * library (backends/trt/engine_runner.h), from --trt-plugin-lib or
+ * $APEXX_TRT_PLUGIN_LIB, else libapexx_trt_plugins.so on the linker path.
+ * The library stays loaded (TensorRT and the cuda kernels keep state in
+ * it). Its skip reasons are spec/report.md's, plus tensorrt_unavailable:
+ * with the probe's reason where TensorRT or the library is missing. */
+static cJSON *trt_engine_row(run_state *rs, const char *path, int *ran) {
+  const bench_options *o = rs->opts;
+  const char *lib = o->trt_plugin_lib ? o->trt_plugin_lib : "libapexx_trt_plugins.so";
+  *ran = 0;
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *why = dlerror();
+    return row_skipped("tensorrt_unavailable:plugin library not loaded: %s", why ? why : lib);
+  }
+  void *sym = dlsym(h, APEXX_TRT_ENGINE_RUN_SYMBOL);
+  if (!sym) return row_skipped("tensorrt_unavailable:%s lacks %s", lib, APEXX_TRT_ENGINE_RUN_SYMBOL);
+  apexx_trt_engine_run_fn run;
+  memcpy(&run, &sym, sizeof run);
+  apexx_trt_engine_request q;
+  memset(&q, 0, sizeof q);
+  q.size = sizeof q;
+  q.engine_path = path;
+  q.input_shapes = o->trt_input_shapes;
+  q.input_shape_count = o->trt_input_shape_count;
+  q.warmup = o->warmup;
+  q.iters = o->iters;
+  q.seed = o->seed;
+  q.warn = trt_engine_warning;
+  apexx_trt_engine_result res;
+  int rc = run(&q, &res);
+  if (rc == 1) return row_skipped("%s", res.reason);
+  if (rc != 0) return row_failed(rs, "%s", res.reason);
+  *ran = 1;
+  rs->rows_measured++;
+  cJSON *row = cJSON_CreateObject();
+  cJSON_AddStringToObject(row, "status", "ok");
+  cJSON_AddNullToObject(row, "reason");
+  cJSON_AddStringToObject(row, "engine_path", path);
+  cJSON_AddStringToObject(row, "mode", res.mode);
+  cJSON_AddStringToObject(row, "tensorrt_version", res.trt_version);
+  bench_json_number(row, "p50_ms", res.p50_ms, NULL);
+  bench_json_number(row, "p95_ms", res.p95_ms, NULL);
+  bench_json_number(row, "mean_ms", res.mean_ms, NULL);
+  cJSON_AddNumberToObject(row, "iters", o->iters);
+  cJSON_AddNumberToObject(row, "warmup", o->warmup);
+  cJSON_AddStringToObject(row, "timer", "cuda_events");
+  bench_json_number(row, "peak_memory_mb", res.peak_memory_mb, NULL);
+  if (res.p50_ms > 0)
+    bench_json_number(row, "frames_per_s", (double)res.frames / (res.p50_ms / 1000.0), NULL);
+  else
+    bench_json_number(row, "frames_per_s", NAN, "p50_ms is 0: below the timer's resolution");
+  return row;
+}
+
+static cJSON *run_trt_engine_file(run_state *rs, const entry_def *e, const bench_case *c,
+                                  const char *path) {
+  int ran = 0;
+  cJSON *row = trt_engine_row(rs, path, &ran);
+  const cJSON *why = cJSON_GetObjectItemCaseSensitive(row, "reason");
+  cJSON *ej = run_all_skipped(rs, e, c,
+                              cJSON_IsString(why) ? why->valuestring : "trt engine runner");
+  cJSON *rows = cJSON_GetObjectItemCaseSensitive(ej, "rows");
+  for (int i = 0; i < rs->backend_count; i++) {
+    if (strcmp(rs->backends[i].name, "trt") != 0)
+      cJSON_DeleteItemFromObjectCaseSensitive(rows, rs->backends[i].name);
+  }
+  cJSON_DeleteItemFromObjectCaseSensitive(rows, "trt");
+  cJSON_AddItemToObject(rows, "trt", row);
+  if (ran) {
+    cJSON *d = cJSON_GetObjectItemCaseSensitive(ej, "dispatch");
+    cJSON_ReplaceItemInObjectCaseSensitive(d, "backend", cJSON_CreateString("trt"));
+  }
+  return ej;
+}
+
 static cJSON *run_trt_engine(run_state *rs, const entry_def *e,
                              const bench_case *c) {
   const char *path = rs->opts->trt_engine_path;
@@ -1271,8 +1372,7 @@ static cJSON *run_trt_engine(run_state *rs, const entry_def *e,
       snprintf(reason, sizeof reason, "engine_not_found:%s/%s", abs, path);
     }
   } else {
-    snprintf(reason, sizeof reason,
-             "not_implemented: apexx has no engine runner in this release");
+    return run_trt_engine_file(rs, e, c, path);
   }
   cJSON *ej = run_all_skipped(rs, e, c, reason);
   /* only the trt backend runs engines: other rows would say nothing */
@@ -1333,7 +1433,7 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
 
   cJSON *ej = cJSON_CreateObject();
   if (e->kind != KIND_COPY) cJSON_AddStringToObject(ej, "op", apx_op_name(e->op));
-  cJSON_AddStringToObject(ej, "mode", e->mode);
+  cJSON_AddStringToObject(ej, "mode", entry_mode(e, rs->opts));
   char err[1024];
   if (generate_case(ctx, rs->opts, e, &c, err, sizeof err) != 0) {
     free_case(ctx, &c);

@@ -32,3 +32,4 @@ include tests/cpu_ff.mk
 include tests/cuda_ff.mk
 include tests/reliability.mk
 include tests/graph.mk
+include tests/trt.mk

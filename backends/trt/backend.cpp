@@ -1,11 +1,15 @@
-// The trt (TensorRT) backend: a real probe, no ops yet.
+// The trt (TensorRT) backend: the probe, the plugin library's loading, no
+// ops of its own (dispatch passes it over with "op_unsupported"; TensorRT
+// runs apexx's kernels as plugins of its engines, docs/trt.md).
 //
-// TensorRT is found at run time, never at link time: the probe dlopens
-// libnvinfer (the major versions apexx knows, from $APEXX_TRT_DIR/lib, the
+// TensorRT is found at run time, never at link time (nvinfer_open.h): the
+// probe dlopens libnvinfer (majors 10 then 11; $APEXX_TRT_DIR/lib, the
 // configure-time --with-tensorrt prefix, then the dynamic linker's path),
-// reads its version through getInferLibVersion, and reports exactly what it
-// did not find. The op table is empty until the TensorRT plugins land, so
-// dispatch passes this backend over with "op_unsupported".
+// reads its version through getInferLibVersion, refuses one older than 10,
+// then asks the CUDA driver for a device, and reports exactly what it did
+// not find. Built with TensorRT's headers (the full backend) its
+// plugin_library defaults to the installed libapexx_trt_plugins.so; built
+// without them (probe only) a probe that finds TensorRT says so.
 #include "config.h"
 
 #include <apexx/backend.h>
@@ -14,9 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-namespace {
+#include "nvinfer_open.h"
 
-const char *const kLibraryNames[] = {"libnvinfer.so.10", "libnvinfer.so.8", "libnvinfer.so"};
+#ifndef APEXX_TRT_PLUGIN_DEFAULT
+#define APEXX_TRT_PLUGIN_DEFAULT nullptr
+#endif
+
+namespace {
 
 struct TrtState {
   const apx_core_services *svc;
@@ -24,68 +32,42 @@ struct TrtState {
   int version;
 };
 
-// Try one directory (or the linker path when dir is empty); on failure append
-// the dlerror text of the first name to `tried`.
-void *open_nvinfer(const char *dir, char *tried, size_t tried_size, const char **opened) {
-  for (const char *name : kLibraryNames) {
-    char path[1024];
-    if (dir && *dir)
-      snprintf(path, sizeof path, "%s/%s", dir, name);
-    else
-      snprintf(path, sizeof path, "%s", name);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (h) {
-      *opened = name;
-      return h;
-    }
-    if (name == kLibraryNames[0]) {
-      const char *err = dlerror();
-      size_t used = strlen(tried);
-      snprintf(tried + used, tried_size - used, "%s%s", used ? "; " : "",
-               err ? err : path);
-    }
+// The probe's and init's check: libnvinfer (lib->handle left open on
+// success) and a CUDA device. 1 when usable, else 0 with the reason.
+int find_runtime(char *reason, size_t reason_size, NvinferLib *lib) {
+  if (nvinfer_open(APEXX_TRT_DIR, lib, reason, reason_size) != 0) return 0;
+  int devices = 0;
+  if (cuda_device_count(&devices, reason, reason_size) != 0) {
+    dlclose(lib->handle);
+    lib->handle = nullptr;
+    return 0;
   }
-  return nullptr;
-}
-
-void *find_nvinfer(char *reason, size_t reason_size, int *version) {
-  char tried[768] = "";
-  const char *opened = nullptr;
-  void *h = nullptr;
-  const char *env_dir = secure_getenv("APEXX_TRT_DIR"); /* trt_env */
-  char dir[900];
-  if (env_dir && *env_dir) {
-    snprintf(dir, sizeof dir, "%s/lib", env_dir);
-    h = open_nvinfer(dir, tried, sizeof tried, &opened);
-  }
-  if (!h && APEXX_TRT_DIR[0]) {
-    snprintf(dir, sizeof dir, "%s/lib", APEXX_TRT_DIR);
-    h = open_nvinfer(dir, tried, sizeof tried, &opened);
-  }
-  if (!h) h = open_nvinfer("", tried, sizeof tried, &opened);
-  if (!h) {
-    snprintf(reason, reason_size, "TensorRT not found: %s", tried);
-    return nullptr;
-  }
-  void *sym = dlsym(h, "getInferLibVersion");
-  if (!sym) {
-    snprintf(reason, reason_size, "%s lacks getInferLibVersion: not a TensorRT library", opened);
-    dlclose(h);
-    return nullptr;
-  }
-  int (*get_version)(void);
-  memcpy(&get_version, &sym, sizeof get_version);
-  *version = get_version();
-  return h;
+#ifndef APEXX_TRT_HEADERS_VERSION
+  snprintf(reason, reason_size,
+           "%s (TensorRT %d.%d.%d) found, but this trt backend was built without TensorRT's "
+           "headers: %s",
+           lib->path, lib->version / 10000, (lib->version / 100) % 100, lib->version % 100,
+           APEXX_TRT_PROBE_ONLY_WHY);
+  dlclose(lib->handle);
+  lib->handle = nullptr;
+  return 0;
+#else
+  return 1;
+#endif
 }
 
 int trt_probe(char *reason, size_t reason_size, char *desc, size_t desc_size) {
-  int version = 0;
-  void *h = find_nvinfer(reason, reason_size, &version);
-  if (!h) return 0;
-  dlclose(h);
-  snprintf(desc, desc_size, "TensorRT %d.%d.%d", version / 10000, (version / 100) % 100,
-           version % 100);
+  NvinferLib lib;
+  if (!find_runtime(reason, reason_size, &lib)) return 0;
+  dlclose(lib.handle);
+#ifdef APEXX_TRT_HEADERS_VERSION
+  snprintf(desc, desc_size, "TensorRT %d.%d.%d (%s), plugins built against TensorRT %s headers",
+           lib.version / 10000, (lib.version / 100) % 100, lib.version % 100, lib.path,
+           APEXX_TRT_HEADERS_VERSION);
+#else
+  snprintf(desc, desc_size, "TensorRT %d.%d.%d", lib.version / 10000, (lib.version / 100) % 100,
+           lib.version % 100);
+#endif
   return 1;
 }
 
@@ -93,12 +75,14 @@ apx_status trt_init(const apx_core_services *svc, void **state) {
   TrtState *st = static_cast<TrtState *>(calloc(1, sizeof(TrtState)));
   if (!st) return svc->set_error(APX_ERR_NO_MEMORY, "trt: out of memory");
   st->svc = svc;
-  char reason[512];
-  st->nvinfer = find_nvinfer(reason, sizeof reason, &st->version);
-  if (!st->nvinfer) {
+  char reason[1600];
+  NvinferLib lib;
+  if (!find_runtime(reason, sizeof reason, &lib)) {
     free(st);
     return svc->set_error(APX_ERR_BACKEND, "trt: %s", reason);
   }
+  st->nvinfer = lib.handle;
+  st->version = lib.version;
   const char *plugins = nullptr; /* trt_keys: APEXX_TRT_PLUGIN_LIB, else the file */
   if (svc->size >= offsetof(apx_core_services, config_string) + sizeof svc->config_string &&
       svc->config_string)
@@ -111,6 +95,7 @@ apx_status trt_init(const apx_core_services *svc, void **state) {
     if (svc->size >= offsetof(apx_core_services, open_library) + sizeof svc->open_library &&
         svc->open_library)
       p = svc->open_library(svc->core, plugins, RTLD_NOW | RTLD_GLOBAL, why, sizeof why);
+    // kept loaded for the process's life: TensorRT holds its creators
     if (!p) svc->log(svc->core, APX_LOG_WARN, "plugin_library %s not loaded: %s", plugins, why);
   }
   *state = st;
@@ -127,7 +112,7 @@ void trt_fini(void *state) {
 // [backend trt] keys, and the variable probe reads itself (probe has no
 // services: it is stateless and runs before init)
 const apx_backend_key trt_keys[] = {
-    {"plugin_library", APX_KEY_PATH, 0, 0, nullptr,
+    {"plugin_library", APX_KEY_PATH, 0, 0, APEXX_TRT_PLUGIN_DEFAULT,
      "TensorRT plugin library loaded (RTLD_GLOBAL, with the core's checks) at init",
      "APEXX_TRT_PLUGIN_LIB"},
 };

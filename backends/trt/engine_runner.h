@@ -1,0 +1,58 @@
+/* The engine runner of libapexx_trt_plugins.so, for apexx-bench: plain C,
+ * reached with dlopen + dlsym(APEXX_TRT_ENGINE_RUN_SYMBOL), so the bench
+ * needs neither TensorRT's headers nor a link to the plugin library.
+ *
+ * It deserialises a TensorRT engine through the dlopened runtime
+ * (createInferRuntime_INTERNAL of libnvinfer, the plugins' creators
+ * registered first), sets each input's shape (dynamic dims from
+ * input_shapes "name=AxBx...", else 1 with a warning), fills the inputs
+ * with seeded values (floats in [-1, 1], integers 0), and times
+ * enqueueV3 with CUDA events. */
+#ifndef APX_TRT_ENGINE_RUNNER_H
+#define APX_TRT_ENGINE_RUNNER_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define APEXX_TRT_ENGINE_RUN_SYMBOL "apexx_trt_engine_run"
+
+typedef struct apexx_trt_engine_request {
+  uint32_t size; /* sizeof(apexx_trt_engine_request) of the caller */
+  const char *engine_path;
+  const char *const *input_shapes; /* "name=AxBx...", input_shape_count of them */
+  int input_shape_count;
+  int warmup;
+  int iters;
+  uint64_t seed;
+  /* one line per warning (an unresolved dynamic dim set to 1); may be NULL */
+  void (*warn)(void *user, const char *line);
+  void *user;
+} apexx_trt_engine_request;
+
+typedef struct apexx_trt_engine_result {
+  double p50_ms, p95_ms, mean_ms;
+  double peak_memory_mb; /* the engine's device memory plus the I/O buffers */
+  int64_t frames;        /* the first input's leading dim (frames_per_s) */
+  char mode[32];         /* "modern_io_tensors" */
+  char trt_version[32];  /* libnvinfer's, "10.13.0" */
+  /* when not run: spec/report.md's reason, "engine_deserialize_failed",
+   * "unsupported_dtype:<n>", "unresolved_tensor_shape:<name>",
+   * "tensorrt_unavailable:<probe reason>", ... */
+  char reason[1024];
+} apexx_trt_engine_result;
+
+/* 0: ran, *result filled; 1: skipped (TensorRT or a device missing, an
+ * engine it cannot run), result->reason set; -1: failed while running
+ * (a CUDA or enqueue error), result->reason set. */
+typedef int (*apexx_trt_engine_run_fn)(const apexx_trt_engine_request *request,
+                                       apexx_trt_engine_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
+
