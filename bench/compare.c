@@ -720,9 +720,12 @@ static void differ(text_list *t, const char *what, const char *key, const cJSON 
  * only qualify them (notes). */
 static void find_mismatches(const doc *base, const doc *cur, text_list *mismatch,
                             text_list *notes) {
-  static const char *const profile[] = {"batch",     "channels",     "height", "width",
-                                        "tile_size", "kmax",         "steps",  "budget_b1",
-                                        "budget_b2", "budget_total", "seed",   "ops"};
+  static const char *const profile[] = {"batch",         "channels",       "height",
+                                        "width",         "tile_size",      "kmax",
+                                        "steps",         "budget_b1",      "budget_b2",
+                                        "budget_total",  "seed",           "ops",
+                                        "scan_batch",    "scan_channels",  "index_src_rows",
+                                        "index_width",   "index_rows",     "graph_replay"};
   static const char *const settings[] = {"warmup", "iters", "repetitions"};
   const cJSON *bc = cJSON_GetObjectItemCaseSensitive(base->json, "config");
   const cJSON *cc = cJSON_GetObjectItemCaseSensitive(cur->json, "config");
@@ -730,6 +733,12 @@ static void find_mismatches(const doc *base, const doc *cur, text_list *mismatch
     differ(mismatch, "profile", profile[i], cJSON_GetObjectItemCaseSensitive(bc, profile[i]),
            cJSON_GetObjectItemCaseSensitive(cc, profile[i]));
   }
+  /* a report before --profile was of the default profile */
+  cJSON *default_profile = cJSON_CreateString("default");
+  const cJSON *bp = cJSON_GetObjectItemCaseSensitive(bc, "profile");
+  const cJSON *cp = cJSON_GetObjectItemCaseSensitive(cc, "profile");
+  differ(mismatch, "profile", "profile", bp ? bp : default_profile, cp ? cp : default_profile);
+  cJSON_Delete(default_profile);
   differ(mismatch, "dtype", "dtype", cJSON_GetObjectItemCaseSensitive(bc, "dtype"),
          cJSON_GetObjectItemCaseSensitive(cc, "dtype"));
   /* a report before the timer key was timed by the backend */

@@ -214,7 +214,9 @@ START_TEST(mismatches_exit_1_unless_allowed) {
   } cases[] = {{"config", "channels", "profile: channels", 1},
                {"config", "dtype", "dtype: dtype", 0},
                {"config", "backends", "backend set", 0},
-               {"environment", "cpu_model", "machine: cpu_model", 0}};
+               {"environment", "cpu_model", "machine: cpu_model", 0},
+               /* a report without the key was of the default profile */
+               {"config", "profile", "profile: profile baseline=\"default\"", 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cJSON *c = make_report(1, 2.0, 0.02);
     cJSON *holder = (cJSON *)bt_get(c, cases[i].path);
