@@ -77,8 +77,9 @@ say "$(nvcc --version 2>&1 | grep -m1 release)"
 say ""
 
 # the GPU suites of the ops (tests/cuda.mk; test_cuda_ff is the ff step's)
-cuda_suites="tests/test_cuda_tile tests/test_cuda_fusiongate tests/test_cuda_tilessm \
-tests/test_cuda_index tests/test_cuda_validate tests/test_cuda_memory tests/test_graph_cuda"
+# CUDA_SUITES overrides the list (e.g. a sanitizer step on the suites a change touched)
+cuda_suites=${CUDA_SUITES:-"tests/test_cuda_tile tests/test_cuda_fusiongate tests/test_cuda_tilessm \
+tests/test_cuda_index tests/test_cuda_validate tests/test_cuda_memory tests/test_graph_cuda"}
 # $run_suites PREFIX...: every suite, each through PREFIX (a script, so that
 # step's timeout can run it); fails when one fails
 run_suites="bash $work/run_suites.sh"
