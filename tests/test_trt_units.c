@@ -114,6 +114,13 @@ START_TEST(test_parse_values) {
   ck_assert_int_eq(apx__trt_parse_fields(APX_TRT_TILEUNPACK_FUSION, &fu, 1, &p, err, sizeof err),
                    0);
   ck_assert_int_eq(p.num_inputs, 5);
+
+  /* the ONNX parser's creator-naming attributes pass through */
+  apx__trt_field named[3] = {{"plugin_version", "1", APX_TRT_FIELD_CHAR, 1},
+                             {"plugin_namespace", "apexx", APX_TRT_FIELD_CHAR, 5},
+                             int_field("tile_size", &t32)};
+  ck_assert_int_eq(apx__trt_parse_fields(APX_TRT_TILEPACK, named, 3, &p, err, sizeof err), 0);
+  ck_assert_int_eq(p.tile_size, 16);
 }
 END_TEST
 

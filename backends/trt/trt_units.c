@@ -224,6 +224,9 @@ int apx__trt_parse_fields(apx__trt_kind kind, const apx__trt_field *fields, int 
       /* docs/ops.md, tilessm_scan: a negative clamp acts as its absolute
        * value (the seed's plugin floored it at 1.0 instead) */
       p.clamp_value = (float)fabs(fv);
+    } else if (strcmp(f->name, "plugin_version") == 0 ||
+               strcmp(f->name, "plugin_namespace") == 0) {
+      /* the ONNX parser's node attributes that name the creator: not ours */
     } else {
       return fail(err, err_size, "%s: field [%s] is not one of this plugin's fields",
                   kind_name(kind), f->name);
