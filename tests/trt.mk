@@ -31,3 +31,14 @@ TESTS += tests/test_trt_bench
 tests_test_trt_bench_SOURCES = tests/test_trt_bench.c $(BENCH_TEST_SOURCES)
 tests_test_trt_bench_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
 tests_test_trt_bench_LDADD = $(BENCH_TEST_LDADD) $(DL_LIBS)
+
+# the plugin classes, driven as TensorRT drives them, without its runtime
+# or a GPU (where the plugin library is built)
+if BUILD_TRT_PLUGINS
+check_PROGRAMS += tests/test_trt_plugins
+TESTS += tests/test_trt_plugins
+tests_test_trt_plugins_SOURCES = tests/test_trt_plugins.cpp
+tests_test_trt_plugins_CPPFLAGS = $(AM_CPPFLAGS) $(CHECK_CFLAGS) $(TRT_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_trt_plugins_CXXFLAGS = $(AM_CXXFLAGS) -std=c++17
+tests_test_trt_plugins_LDADD = backends/trt/libapexx_trt_plugins.la $(CHECK_LIBS)
+endif

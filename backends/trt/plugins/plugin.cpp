@@ -55,7 +55,8 @@ class Plugin final : public nvinfer1::IPluginV3,
         nvinfer1::IPluginV3OneBuild(other),
         nvinfer1::IPluginV3OneRuntime(other),
         params_(other.params_),
-        recorder_(other.recorder_) {}
+        recorder_(other.recorder_),
+        nb_inputs_(other.nb_inputs_) {}
   Plugin &operator=(const Plugin &) = delete;
   ~Plugin() override = default;
 
@@ -217,7 +218,6 @@ class Plugin final : public nvinfer1::IPluginV3,
   nvinfer1::IPluginV3 *attachToContext(nvinfer1::IPluginResourceContext *context) noexcept override {
     Plugin *p = new (std::nothrow) Plugin(*this);
     if (p && context) p->recorder_ = context->getErrorRecorder();
-    if (p) p->nb_inputs_ = nb_inputs_;
     return p;
   }
 
