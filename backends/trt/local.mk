@@ -31,10 +31,15 @@ backends_apexx_trt_la_CXXFLAGS = $(AM_CXXFLAGS) -fvisibility=hidden -fno-excepti
 backends_apexx_trt_la_LIBADD = $(DL_LIBS)
 backends_apexx_trt_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-export-symbols-regex '^apx_backend_entry$$' -no-undefined
+# one definition for both conditions: a per-target CPPFLAGS set in one
+# branch only would drop AM_CPPFLAGS (the include path) in the other
+backends_apexx_trt_la_CPPFLAGS = $(AM_CPPFLAGS) $(trt_backend_defines)
 if BUILD_TRT_PLUGINS
-backends_apexx_trt_la_CPPFLAGS = $(AM_CPPFLAGS) \
+trt_backend_defines = \
 	-DAPEXX_TRT_PLUGIN_DEFAULT='"$(libdir)/libapexx_trt_plugins.so"' \
 	-DAPEXX_TRT_HEADERS_VERSION='"$(TRT_HEADERS_VERSION)"'
+else
+trt_backend_defines =
 endif
 endif
 
