@@ -23,8 +23,8 @@
  * stores: that saves the read for ownership of every output line, a third
  * of a copy's memory traffic. tilepack streams its tiles; tileunpack and
  * fused build their output in place instead (they read it back while
- * building it), since assembling bands in a buffer and streaming them out
- * measured 7-20% slower on the 2-core EPYC this was tuned on. */
+ * building it), and assembling bands in a buffer to stream them out
+ * costs more than the saved reads (docs/performance.md, cpu tile ops). */
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #define CPU_HAVE_STREAM 1

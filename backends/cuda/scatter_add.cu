@@ -678,8 +678,8 @@ __global__ void __launch_bounds__(SMALL_THREADS)
  * entries it loaded and publishes the least bad position
  * (direct_first_bad); an aliased call reads the verdict of the range
  * check beside it. What was tried: docs/performance.md, scatter_add. */
-/* columns a thread: 4 (twice the blocks, half the work a thread)
- * measured slower at the seed profile */
+/* columns a thread: 8 (4 doubles the blocks and halves each thread's
+ * work; the choice is in docs/performance.md, scatter_add) */
 #define DIRECT_COLS 8
 static_assert(DIRECT_COLS == 4 || DIRECT_COLS == 8, "direct path: 4 or 8 columns a thread");
 #define DIRECT_LIST 4 /* source rows kept a slot: one byte each (N <= 256) */
