@@ -2,7 +2,8 @@
  * API: its reason names the libnvinfer names and places tried, a library
  * without getInferLibVersion, a TensorRT older than 10 (stand-in libraries
  * from tests/fixtures/trt_nvinfer_fixture.c behind $APEXX_TRT_DIR), and,
- * past a usable libnvinfer, the CUDA driver or device it lacks. Skips
+ * past a usable libnvinfer, a build without TensorRT's headers, headers of
+ * another major, or the CUDA driver or device it lacks. Skips
  * (exit 77) where a real libnvinfer is on the linker path: the reasons
  * then differ by design. */
 #include <check.h>
@@ -98,28 +99,41 @@ START_TEST(test_too_old) {
 }
 END_TEST
 
-START_TEST(test_usable_library_then_cuda) {
+/* A usable libnvinfer: a probe-only build says it was built without the
+ * headers; a full build checks the major against its headers', then asks
+ * the CUDA driver for a device. */
+START_TEST(test_usable_library) {
   apx_context *ctx;
   struct apx_backend_info b;
   char dir[1200];
   trt_info(fake_prefix("v10", "fixture-nvinfer-10.so", dir, sizeof dir), &b, &ctx);
-  void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!driver) {
-    /* past libnvinfer, the driver is what is missing */
+  const char *headers = APEXX_TEST_TRT_HEADERS; /* tests/trt.mk */
+  if (!*headers) {
     ck_assert_int_ne(b.state, APX_BACKEND_OK);
-    ck_assert_msg(strncmp(b.reason, "no CUDA driver: ", 16) == 0, "reason [%s]", b.reason);
+    ck_assert_msg(strstr(b.reason, "/v10/lib/libnvinfer.so.10 (TensorRT 10.13.0) found, but this "
+                                   "trt backend was built without TensorRT's headers: ") != NULL,
+                  "reason [%s]", b.reason);
+  } else if (atoi(headers) != 10) {
+    ck_assert_int_ne(b.state, APX_BACKEND_OK);
+    char want[200];
+    snprintf(want, sizeof want,
+             "libnvinfer.so.10 is TensorRT 10.13.0, but apexx's plugins were built against "
+             "TensorRT %s headers",
+             headers);
+    ck_assert_msg(strstr(b.reason, want) != NULL, "reason [%s]", b.reason);
   } else {
-    dlclose(driver);
-    /* a device or not; a probe-only build says what it lacks; a full
-     * build takes the stand-in as TensorRT 10.13.0 */
-    if (b.state == APX_BACKEND_OK)
-      ck_assert_msg(strstr(b.device_name, "TensorRT 10.13.0") != NULL, "desc [%s]",
-                    b.device_name);
-    else
-      ck_assert_msg(strncmp(b.reason, "no CUDA device: ", 16) == 0 ||
-                        strstr(b.reason, "(TensorRT 10.13.0) found, but this trt backend was "
-                                         "built without TensorRT's headers") != NULL,
-                    "reason [%s]", b.reason);
+    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!driver) {
+      ck_assert_int_ne(b.state, APX_BACKEND_OK);
+      ck_assert_msg(strncmp(b.reason, "no CUDA driver: ", 16) == 0, "reason [%s]", b.reason);
+    } else {
+      dlclose(driver);
+      if (b.state == APX_BACKEND_OK)
+        ck_assert_msg(strstr(b.device_name, "TensorRT 10.13.0") != NULL, "desc [%s]",
+                      b.device_name);
+      else
+        ck_assert_msg(strncmp(b.reason, "no CUDA device: ", 16) == 0, "reason [%s]", b.reason);
+    }
   }
   apx_close(ctx);
 }
@@ -147,7 +161,7 @@ int main(void) {
   tcase_add_test(tc, test_not_found_names_what_was_tried);
   tcase_add_test(tc, test_library_without_version);
   tcase_add_test(tc, test_too_old);
-  tcase_add_test(tc, test_usable_library_then_cuda);
+  tcase_add_test(tc, test_usable_library);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -12,6 +12,12 @@ tests_test_trt_units_LDADD = backends/trt/libtrtunits.la $(APX_TEST_LIBS)
 tests_test_trt_probe_SOURCES = tests/test_trt_probe.c
 tests_test_trt_probe_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_trt_probe_LDADD = $(APX_TEST_LIBS) $(DL_LIBS)
+# which headers the trt backend was built against (empty: probe only)
+if BUILD_TRT_PLUGINS
+tests_test_trt_probe_CPPFLAGS += -DAPEXX_TEST_TRT_HEADERS='"$(TRT_HEADERS_VERSION)"'
+else
+tests_test_trt_probe_CPPFLAGS += -DAPEXX_TEST_TRT_HEADERS='""'
+endif
 
 check_LTLIBRARIES += tests/fixture-nvinfer-nover.la tests/fixture-nvinfer-old.la \
 	tests/fixture-nvinfer-10.la

@@ -33,25 +33,37 @@ struct TrtState {
 };
 
 // The probe's and init's check: libnvinfer (lib->handle left open on
-// success) and a CUDA device. 1 when usable, else 0 with the reason.
+// success), one the plugins fit, and a CUDA device. 1 when usable, else 0
+// with the reason.
 int find_runtime(char *reason, size_t reason_size, NvinferLib *lib) {
   if (nvinfer_open(APEXX_TRT_DIR, lib, reason, reason_size) != 0) return 0;
+  int major = lib->version / 10000, minor = (lib->version / 100) % 100,
+      patch = lib->version % 100;
+#ifndef APEXX_TRT_HEADERS_VERSION
+  snprintf(reason, reason_size,
+           "%s (TensorRT %d.%d.%d) found, but this trt backend was built without TensorRT's "
+           "headers: %s",
+           lib->path, major, minor, patch, APEXX_TRT_PROBE_ONLY_WHY);
+  dlclose(lib->handle);
+  lib->handle = nullptr;
+  return 0;
+#else
+  // the plugins' interfaces change layout between majors
+  if (major != atoi(APEXX_TRT_HEADERS_VERSION)) {
+    snprintf(reason, reason_size,
+             "%s is TensorRT %d.%d.%d, but apexx's plugins were built against TensorRT %s "
+             "headers (configure --with-tensorrt with this version's)",
+             lib->path, major, minor, patch, APEXX_TRT_HEADERS_VERSION);
+    dlclose(lib->handle);
+    lib->handle = nullptr;
+    return 0;
+  }
   int devices = 0;
   if (cuda_device_count(&devices, reason, reason_size) != 0) {
     dlclose(lib->handle);
     lib->handle = nullptr;
     return 0;
   }
-#ifndef APEXX_TRT_HEADERS_VERSION
-  snprintf(reason, reason_size,
-           "%s (TensorRT %d.%d.%d) found, but this trt backend was built without TensorRT's "
-           "headers: %s",
-           lib->path, lib->version / 10000, (lib->version / 100) % 100, lib->version % 100,
-           APEXX_TRT_PROBE_ONLY_WHY);
-  dlclose(lib->handle);
-  lib->handle = nullptr;
-  return 0;
-#else
   return 1;
 #endif
 }
