@@ -1211,13 +1211,14 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
     }
   }
   __syncthreads();
-  ff_cluster_arrive(); /* this block reads no other block's cred any more */
+  /* tok is the same in every block of the cluster (its tile's state) */
+  const bool parent = a.mode == CUDA_FF_STORE_L0 && stm == CUDA_FF_TILE_PARENT;
+  const bool tok = TT == 16 && CW == 32 && parent && a.tok1 != nullptr;
+  if (!tok) ff_cluster_arrive(); /* this block reads no other block's cred any more */
   const float mean = stat[0], rstd = stat[1];
   /* ReGLU, residual, fusion gate, stores: a thread a (channel, 8 pixels of
    * a row) */
   T *heavy = (T *)a.heavy, *detail = (T *)a.detail;
-  const bool parent = a.mode == CUDA_FF_STORE_L0 && stm == CUDA_FF_TILE_PARENT;
-  const bool tok = TT == 16 && CW == 32 && parent && a.tok1 != nullptr;
   for (int e = tid; e < C * OWN * VR; e += nt) {
     const int c = e / (OWN * VR), rv = e - c * (OWN * VR), r = rv / VR, xo = (rv - r * VR) * 8;
     const int y = yb + r, q0 = r * TT + xo;
@@ -1257,9 +1258,9 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
      * its part (rank % 4) * 2 + r, to the quadrant's block */
     if (tok) cl.map_shared_rank(tq, (rank / 4) * 4 + xo / 8)[((rank % 4) * 2 + r) * C + c] = tsum;
   }
+  if (tok) ff_cluster_arrive(); /* after this block's quadrant pushes (release) */
   ff_cluster_wait();
-  if (tok) {
-    cl.sync(); /* the quadrant sums pushed */
+  if (tok) { /* the quadrant sums pushed (the wait's acquire) */
     if (rank % 4 < 2) { /* the block of quadrant (rank / 4, rank % 4) */
       const int qy = rank / 4, qx = rank % 4;
       const int64_t gw1 = 2 * g.gw;
