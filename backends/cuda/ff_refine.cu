@@ -615,16 +615,13 @@ static __device__ __forceinline__ void ff_pw_load(const uint4 *pwf, int mt, int 
  * while this one runs); ah, al hold the warp's first 8 (ff_pw_load of row
  * tile warp, k0 0, loaded early). dh,
  * dl: [C/2][CW + FF_DS_PAD] words, word (c/2, q) holds channels c, c+1 of
- * pixel q. With st, the thread's outputs' count, mean and sum of squared
- * deviations from it (st[0..2]): each row tile's 4 NT values in two passes
- * over the registers, merged over the row tiles by Chan's formula. */
+ * pixel q. Returns the sum of the thread's outputs (all CW pixels). */
 template <int CW, int PSS = CW>
-static __device__ __forceinline__ void ff_pw_mma(const cuda_ff_level &lv, int C,
-                                                 const uint32_t *dh, const uint32_t *dl,
-                                                 float *ps, uint4 (&ah)[8], uint4 (&al)[8],
-                                                 float *st = nullptr) {
+static __device__ __forceinline__ float ff_pw_mma(const cuda_ff_level &lv, int C,
+                                                  const uint32_t *dh, const uint32_t *dl,
+                                                  float *ps, uint4 (&ah)[8], uint4 (&al)[8]) {
   constexpr int NT = CW / 8, DS = CW + FF_DS_PAD;
-  float cn = 0.0f, cmean = 0.0f, cm2 = 0.0f;
+  float sum = 0.0f;
   const int warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5, lane = threadIdx.x & 31;
   const int gq = lane >> 2, tq = lane & 3, KT = C / 16, MT = C / 8;
   for (int mt = warp; mt < MT; mt += nwarp) {
@@ -664,31 +661,10 @@ static __device__ __forceinline__ void ff_pw_mma(const cuda_ff_level &lv, int C,
     for (int n = 0; n < NT; n++) {
       *(float2 *)(o0 + n * 8) = make_float2(acc[n][0], acc[n][1]);
       *(float2 *)(o1 + n * 8) = make_float2(acc[n][2], acc[n][3]);
-    }
-    if (st) {
-      constexpr float nb = 4.0f * NT;
-      float ls = 0.0f, lm2 = 0.0f;
-#pragma unroll
-      for (int n = 0; n < NT; n++) ls += (acc[n][0] + acc[n][1]) + (acc[n][2] + acc[n][3]);
-      const float lm = ls / nb;
-#pragma unroll
-      for (int n = 0; n < NT; n++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          const float d = acc[n][j] - lm;
-          lm2 = fmaf(d, d, lm2);
-        }
-      const float nn = cn + nb, delta = lm - cmean;
-      cmean += delta * nb / nn;
-      cm2 += lm2 + delta * delta * cn * nb / nn;
-      cn = nn;
+      sum += (acc[n][0] + acc[n][1]) + (acc[n][2] + acc[n][3]);
     }
   }
-  if (st) {
-    st[0] = cn;
-    st[1] = cmean;
-    st[2] = cm2;
-  }
+  return sum;
 }
 
 /* TT: the tile size where the launch fixes it (the index arithmetic by
@@ -803,7 +779,7 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
   }
   if (tc) {
     __syncthreads(); /* ds written */
-    ff_pw_mma<CW>(lv, C, (const uint32_t *)dsh, (const uint32_t *)dsl, ps, ah, al);
+    (void)ff_pw_mma<CW>(lv, C, (const uint32_t *)dsh, (const uint32_t *)dsl, ps, ah, al);
   }
   /* else: pointwise C -> 2C, the weights staged FF_KC input channels at a
    * time */
@@ -939,11 +915,9 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
  *    (those outside the tile left out);
  *  - the pointwise on tensor cores (ff_pw_mma), its output rows PSS floats
  *    apart (conflict-free stores and row reads);
- *  - the GroupNorm statistics from the mma's accumulators in registers:
- *    each thread's count, mean and sum of squared deviations from it (two
- *    passes over its values), merged over the warp, then over the block's
- *    warps and the cluster's blocks in (rank, warp) order by Chan's formula,
- *    one exchange;
+ *  - the GroupNorm statistics: each block's mean (the sum of the mma's
+ *    accumulators) and sum of squared deviations from it (a second pass),
+ *    merged over the cluster in rank order by Chan's formula, one exchange;
  *  - the epilogue a thread a (channel, 8 pixels of a row), 16-byte stores.
  * Level 0 of two with tiles of 16 (a.tok1): each parent tile also writes
  * level 1's tokens, the means of its four 8x8 quadrants of the output (the
@@ -1047,7 +1021,8 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
   cg::cluster_group cl = cg::this_cluster();
   extern __shared__ float4 ff_fused_sh4[];
   float *sm = (float *)ff_fused_sh4;
-  __shared__ float cred[3 * (FF_FUSED_THREADS / 32)];
+  __shared__ float sh32[32];
+  __shared__ float cred[2];
   __shared__ float stat[2];
   __shared__ __align__(16) float alp[2][CW];
   const int C = (int)g.C, C2 = 2 * C, tid = threadIdx.x;
@@ -1153,49 +1128,31 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
     }
   }
   __syncthreads(); /* dh, dl written */
-  float wst[3];
-  ff_pw_mma<CW, PSS>(lv, C, dh, dl, ps, ah, al, wst);
-  /* GroupNorm over the tile: each thread's (count, mean, M2) of its
-   * outputs, merged over the warp (equal counts: butterfly), each warp's in
-   * cred; then the block's warps and the cluster's blocks merged in (rank,
-   * warp) order by Chan's formula */
+  float s = ff_pw_mma<CW, PSS>(lv, C, dh, dl, ps, ah, al);
+  /* GroupNorm over the tile: this block's mean, then its sum of squared
+   * deviations from it; merged over the cluster */
   const float nblk = (float)C2 * (float)CW;
-  {
-    float wn = wst[0], wm = wst[1], w2 = wst[2];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      const float om = __shfl_xor_sync(0xffffffffu, wm, off);
-      const float o2 = __shfl_xor_sync(0xffffffffu, w2, off);
-      const float delta = om - wm;
-      wm = (wm + om) * 0.5f;
-      w2 = (w2 + o2) + delta * delta * (wn * 0.5f);
-      wn *= 2.0f;
-    }
-    if ((tid & 31) == 0) {
-      cred[3 * (tid >> 5)] = wn;
-      cred[3 * (tid >> 5) + 1] = wm;
-      cred[3 * (tid >> 5) + 2] = w2;
-    }
+  const float bmean = ff_block_sum(s, sh32) / nblk; /* (its barriers: ps written) */
+  float m2 = 0.0f;
+#pragma unroll 4
+  for (int e = tid; e < C2 * (CW / 4); e += nt) {
+    const int o = e / (CW / 4), v = e - o * (CW / 4);
+    const float4 p = *(const float4 *)(ps + o * PSS + v * 4);
+    const float d0 = p.x - bmean, d1 = p.y - bmean, d2 = p.z - bmean, d3 = p.w - bmean;
+    m2 += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
   }
-  cl.sync(); /* (also the block's barrier: ps written) */
-  if (tid < 32) { /* block tid's warps, then the blocks, in order */
+  m2 = ff_block_sum(m2, sh32);
+  if (tid == 0) {
+    cred[0] = bmean;
+    cred[1] = m2;
+  }
+  cl.sync();
+  if (tid < 32) { /* Chan's merge of the blocks' (mean, M2), in rank order */
     float rm = 0.0f, r2 = 0.0f;
     if (tid < S) {
       const float *rc = cl.map_shared_rank(cred, tid);
-      float rv[3 * (nt / 32)];
-#pragma unroll
-      for (int i = 0; i < 3 * (nt / 32); i++) rv[i] = rc[i];
-      float n = 0.0f;
-#pragma unroll
-      for (int i = 0; i < nt / 32; i++) {
-        const float pn = rv[3 * i];
-        if (pn > 0.0f) {
-          const float nn = n + pn, delta = rv[3 * i + 1] - rm;
-          rm += delta * pn / nn;
-          r2 += rv[3 * i + 2] + delta * delta * n * pn / nn;
-          n = nn;
-        }
-      }
+      rm = rc[0];
+      r2 = rc[1];
     }
     float n = 0.0f, mean = 0.0f, M2 = 0.0f;
     for (int i = 0; i < S; i++) {
@@ -1211,14 +1168,13 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
     }
   }
   __syncthreads();
-  /* tok is the same in every block of the cluster (its tile's state) */
-  const bool parent = a.mode == CUDA_FF_STORE_L0 && stm == CUDA_FF_TILE_PARENT;
-  const bool tok = TT == 16 && CW == 32 && parent && a.tok1 != nullptr;
-  if (!tok) ff_cluster_arrive(); /* this block reads no other block's cred any more */
+  ff_cluster_arrive(); /* this block reads no other block's cred any more */
   const float mean = stat[0], rstd = stat[1];
   /* ReGLU, residual, fusion gate, stores: a thread a (channel, 8 pixels of
    * a row) */
   T *heavy = (T *)a.heavy, *detail = (T *)a.detail;
+  const bool parent = a.mode == CUDA_FF_STORE_L0 && stm == CUDA_FF_TILE_PARENT;
+  const bool tok = TT == 16 && CW == 32 && parent && a.tok1 != nullptr;
   for (int e = tid; e < C * OWN * VR; e += nt) {
     const int c = e / (OWN * VR), rv = e - c * (OWN * VR), r = rv / VR, xo = (rv - r * VR) * 8;
     const int y = yb + r, q0 = r * TT + xo;
@@ -1258,9 +1214,9 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
      * its part (rank % 4) * 2 + r, to the quadrant's block */
     if (tok) cl.map_shared_rank(tq, (rank / 4) * 4 + xo / 8)[((rank % 4) * 2 + r) * C + c] = tsum;
   }
-  if (tok) ff_cluster_arrive(); /* after this block's quadrant pushes (release) */
   ff_cluster_wait();
-  if (tok) { /* the quadrant sums pushed (the wait's acquire) */
+  if (tok) {
+    cl.sync(); /* the quadrant sums pushed */
     if (rank % 4 < 2) { /* the block of quadrant (rank / 4, rank % 4) */
       const int qy = rank / 4, qx = rank % 4;
       const int64_t gw1 = 2 * g.gw;
