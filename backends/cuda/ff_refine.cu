@@ -96,6 +96,9 @@ struct ff_outside_args {
   int bp_dt, up_dt;
   float wb0, wu0, gb0, wb1, wu1, gb1;
   int two;
+  int early; /* the launch's outside blocks need nothing from the kernel before
+                it (which lets the launch start only after its own wait: the
+                routing is complete): they skip the wait */
 };
 
 /* Block blk of nblk of row b: work items (channel group, pixel), pixels
@@ -206,8 +209,9 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
 #endif
   }
   /* (cuda_launch_after) the tokens, ids and tile states come from the
-   * kernels before: read through L2 after their completion */
-  cuda_wait_prerequisites();
+   * kernels before: read through L2 after their completion (the outside
+   * blocks of an early launch: beside the kernel before) */
+  if (!o.early || (int64_t)blockIdx.x < g.K) cuda_wait_prerequisites();
   if ((int64_t)blockIdx.x >= g.K) {
     ff_outside_body<T>(o, blockIdx.y, blockIdx.x - g.K, n_out);
     return;
@@ -1017,7 +1021,6 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
   typedef ff_tc_geom<CW, TT> G;
   constexpr int OWN = G::OWN, R = G::R, VR = G::VR, XS = G::XS, PSS = G::PSS, DS = G::DS;
   constexpr int nt = FF_FUSED_THREADS;
-  cuda_allow_dependents();
   cg::cluster_group cl = cg::this_cluster();
   extern __shared__ float4 ff_fused_sh4[];
   float *sm = (float *)ff_fused_sh4;
@@ -1047,6 +1050,10 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
   /* (cuda_launch_after) the routing, FiLM and (level 1) X come from the
    * kernels before: read through L2 after their completion */
   cuda_wait_prerequisites();
+  /* the next launch may start only now (the routing complete: level 1's
+   * scan launch runs its outside blocks beside this kernel, ff_outside_args
+   * early) */
+  cuda_allow_dependents();
   const int id = __ldcg(g.ids + b * g.kstride + k);
   const int ty = id / (int)g.gw, tx = id % (int)g.gw;
   const int row0 = yb > 0 ? yb - 1 : 0;
@@ -1436,10 +1443,14 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
              "ff_infer: scan/FiLM shared memory");
     __atomic_store_n(&sf_smem_set[f->dev], (int)sf_smem, __ATOMIC_RELEASE);
   }
+  ff_outside_args oa = outside_args(f, w, tile_state);
+  /* level 1 with its tokens from level 0's ff_tc_kernel: that kernel is
+   * the one before this launch, and lets it start after its own wait */
+  oa.early = level == 1 && tok_G > 0;
   CUDA_TRY(st, cuda_launch_after(st, f->dev, 1, dim3((unsigned)K + n_out, (unsigned)f->B),
                                  dim3(sf_threads), sf_smem, s, ff_scan_film_kernel<T>, g, lv,
-                                 (const float *)sc->tok, sc->film, outside_args(f, w, tile_state),
-                                 (int)n_out, stage, wstage),
+                                 (const float *)sc->tok, sc->film, oa, (int)n_out, stage,
+                                 wstage),
            "ff_infer: scan/FiLM launch");
   ff_store_args a;
   memset(&a, 0, sizeof a);
