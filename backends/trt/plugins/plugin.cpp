@@ -341,7 +341,7 @@ nvinfer1::IPluginRegistry *process_registry() {
   return get();
 }
 
-__attribute__((constructor)) void register_at_load() {
+void register_at_load() {
   // only where TensorRT is already in the process (trtexec --staticPlugins,
   // Triton's plugin loading); never with $APEXX_TRT_NO_STATIC_REGISTER
   const char *off = secure_getenv("APEXX_TRT_NO_STATIC_REGISTER");
@@ -353,6 +353,12 @@ __attribute__((constructor)) void register_at_load() {
     done += reg->registerCreator(*creator_list[i], APX_TRT_NAMESPACE) ? 1 : 0;
   if (done) static_registry = reg;
 }
+
+// at load time, after the creators above (a translation unit's objects are
+// initialised in order)
+struct RegisterAtLoad {
+  RegisterAtLoad() { register_at_load(); }
+} register_at_load_instance;
 
 }  // namespace
 }  // namespace apexx_trt
