@@ -22,9 +22,9 @@
  * also writes level 1's tokens: no tokens kernel there).
  * Tokens, scan_film and the fused refine are launched programmatically
  * after the kernel before (cuda_launch_after; sm_90, $APEXX_CUDA_PDL): each
- * lets its successor start at its top, loads only weights before
- * cuda_wait_prerequisites and reads what earlier kernels of the frame wrote
- * through L2 (__ldcg) after it.
+ * lets its successor start at its top (ff_tc_kernel: after its wait),
+ * loads only weights before cuda_wait_prerequisites and reads what earlier
+ * kernels of the frame wrote through L2 (__ldcg) after it.
  * Values the definition rounds (rnd) are rounded here at the same points;
  * the sums run in fp32 in another order than the cpu backend's. */
 #include "cuda_ff.h"
