@@ -1290,6 +1290,35 @@ int cuda_ff_fused_width(cuda_state *st, int dev, const cuda_ff_frame *f, int64_t
   return cw;
 }
 
+/* Launch a refine kernel over the level's tiles: a cluster of S blocks a
+ * tile, programmatically after the scan/FiLM launch (plainly where that is
+ * refused, as cuda_launch_after falls back). */
+template <typename T>
+static apx_status launch_refine(cuda_state *st, int dev, cudaStream_t s, unsigned S, size_t smem,
+                                void (*kernel)(const T *, ff_geom, cuda_ff_level, const float *,
+                                               ff_store_args),
+                                const T *X, const ff_geom &g, const cuda_ff_level &lv,
+                                const float *film, const ff_store_args &a) {
+  cudaLaunchAttribute attr[2] = {};
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = S;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg =
+      cuda_launch_config(dim3(S, (unsigned)g.K, (unsigned)g.B), dim3(FF_FUSED_THREADS), smem, s, attr);
+  cfg.numAttrs = cuda_pdl_ok(st, dev) ? 2 : 1;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, X, g, lv, film, a);
+  if (err != cudaSuccess && cfg.numAttrs == 2) {
+    (void)cudaGetLastError();
+    cfg.numAttrs = 1;
+    err = cudaLaunchKernelEx(&cfg, kernel, X, g, lv, film, a);
+  }
+  CUDA_TRY(st, err, "ff_infer: refine launch");
+  return APX_OK;
+}
+
 template <typename T, int CW, int TT>
 static apx_status launch_fused(cuda_state *st, int dev, cudaStream_t s, const T *X,
                                const ff_geom &g, const cuda_ff_level &lv, const float *film,
@@ -1305,26 +1334,7 @@ static apx_status launch_fused(cuda_state *st, int dev, cudaStream_t s, const T 
   }
   const int64_t tt = g.t * g.t;
   const unsigned S = (unsigned)((tt + CW - 1) / CW);
-  /* a cluster a tile; programmatically after the scan/FiLM launch
-   * (cuda_launch_after's fallback: plainly where that is refused) */
-  cudaLaunchAttribute attr[2] = {};
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = S;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg =
-      cuda_launch_config(dim3(S, (unsigned)g.K, (unsigned)g.B), dim3(FF_FUSED_THREADS), smem, s, attr);
-  cfg.numAttrs = cuda_pdl_ok(st, dev) ? 2 : 1;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, ff_fused_kernel<T, CW, TT>, X, g, lv, film, a);
-  if (err != cudaSuccess && cfg.numAttrs == 2) {
-    (void)cudaGetLastError();
-    cfg.numAttrs = 1;
-    err = cudaLaunchKernelEx(&cfg, ff_fused_kernel<T, CW, TT>, X, g, lv, film, a);
-  }
-  CUDA_TRY(st, err, "ff_infer: refine launch");
-  return APX_OK;
+  return launch_refine<T>(st, dev, s, S, smem, ff_fused_kernel<T, CW, TT>, X, g, lv, film, a);
 }
 
 template <typename T, int CW, int TT>
@@ -1340,24 +1350,7 @@ static apx_status launch_tc(cuda_state *st, int dev, cudaStream_t s, const T *X,
     __atomic_store_n(&smem_set[dev], (int)smem, __ATOMIC_RELEASE);
   }
   const unsigned S = (unsigned)(TT * TT / CW);
-  cudaLaunchAttribute attr[2] = {};
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = S;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg =
-      cuda_launch_config(dim3(S, (unsigned)g.K, (unsigned)g.B), dim3(FF_FUSED_THREADS), smem, s, attr);
-  cfg.numAttrs = cuda_pdl_ok(st, dev) ? 2 : 1;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, ff_tc_kernel<T, CW, TT>, X, g, lv, film, a);
-  if (err != cudaSuccess && cfg.numAttrs == 2) {
-    (void)cudaGetLastError();
-    cfg.numAttrs = 1;
-    err = cudaLaunchKernelEx(&cfg, ff_tc_kernel<T, CW, TT>, X, g, lv, film, a);
-  }
-  CUDA_TRY(st, err, "ff_infer: refine launch");
-  return APX_OK;
+  return launch_refine<T>(st, dev, s, S, smem, ff_tc_kernel<T, CW, TT>, X, g, lv, film, a);
 }
 
 static ff_outside_args outside_args(const cuda_ff_frame *f, const cuda_ff_prepared *w,
