@@ -1038,7 +1038,10 @@ static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
       bench_json_number(j, "allowed", c->allowed, "no current value");
       bench_json_number(j, "current", c->cur.value, "missing from the current report");
       bench_json_number(j, "regression_ratio", change_of(c), "baseline <= 0 or current missing");
-      bench_json_number(j, "p_value", c->p_value, "fewer than 2 repetitions on a side");
+      bench_json_number(j, "p_value", c->p_value,
+                        strcmp(rep_key, "mins_ms") == 0
+                            ? "no rank test: --statistic min compares floors"
+                            : "fewer than 2 repetitions on a side");
       bench_json_number(j, "noise_band", c->band, "no spread recorded");
       cJSON_AddNumberToObject(j, "baseline_repetitions", c->base.n);
       cJSON_AddNumberToObject(j, "current_repetitions", c->cur.n);
