@@ -137,4 +137,79 @@ size_t cuda_ff_route_smem(const cuda_ff_frame *f);
 /* Release the graph cache (backend fini). */
 void cuda_ff_fini(cuda_state *st);
 
+/* ---- the frame's block timeline (a diagnostic build: -DAPEXX_FF_TIMELINE) ----
+ * Each kernel of the frame stamps, a block a record, the %globaltimer at its
+ * start and after its wait (thread 0) and at its end (the last warp out);
+ * the records of one frame are read by the host (cuda_ff_infer,
+ * $APEXX_FF_TIMELINE, docs/performance.md "The frame's timeline"). Kinds
+ * (the levels told apart by their tile size, 16 and 8: the default
+ * profile's). Off (the default build): no code. */
+enum {
+  FF_TL_ROUTE, FF_TL_ROUTE_TOK, FF_TL_TOKENS, FF_TL_SCAN0, FF_TL_SCAN1, FF_TL_OUTSIDE_EARLY,
+  FF_TL_REFINE0, FF_TL_REFINE1, FF_TL_OUTSIDE, FF_TL_KINDS
+};
+#define FF_TL_SLOTS 2048
+struct ff_tl_rec {
+  unsigned long long start, waited, end;
+  unsigned sm, used;
+  unsigned long long ph[6]; /* thread 0 at points of the kernel's body */
+  unsigned long long cstart, cph[6]; /* thread 0's clock64 at start and those points */
+};
+#ifdef APEXX_FF_TIMELINE
+static __device__ ff_tl_rec ff_tl_buf[FF_TL_KINDS * FF_TL_SLOTS];
+static __device__ __forceinline__ unsigned long long ff_tl_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+struct ff_tl_scope {
+  ff_tl_rec *r;
+  __device__ explicit ff_tl_scope(int kind) {
+    const unsigned blk = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    r = blk < FF_TL_SLOTS ? &ff_tl_buf[kind * FF_TL_SLOTS + blk] : nullptr;
+    if (r && threadIdx.x == 0) {
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      r->start = ff_tl_now();
+      r->cstart = clock64();
+      r->sm = sm;
+      r->used = 1;
+    }
+  }
+  __device__ void waited() {
+    if (r && threadIdx.x == 0) r->waited = ff_tl_now();
+  }
+  __device__ void phase(int i) {
+    if (r && threadIdx.x == 0) {
+      r->ph[i] = ff_tl_now();
+      r->cph[i] = clock64();
+    }
+  }
+  __device__ ~ff_tl_scope() {
+    if (r && (threadIdx.x & 31) == 0) atomicMax(&r->end, ff_tl_now());
+  }
+};
+#define FF_TL(kind) ff_tl_scope ff_tl_(kind)
+#define FF_TL_WAITED() ff_tl_.waited()
+#define FF_TL_PHASE(i) ff_tl_.phase(i)
+/* A translation unit's records: cleared on s, and read (after a wait) */
+#define FF_TL_HOST(name)                                                       \
+  void name##_clear(cudaStream_t s) {                                          \
+    void *p = NULL;                                                            \
+    if (cudaGetSymbolAddress(&p, ff_tl_buf) == cudaSuccess)                    \
+      cudaMemsetAsync(p, 0, sizeof ff_tl_buf, s);                              \
+  }                                                                            \
+  int name##_read(ff_tl_rec *h) {                                              \
+    return cudaMemcpyFromSymbol(h, ff_tl_buf, sizeof ff_tl_buf) == cudaSuccess; \
+  }
+void cuda_ff_tl_route_clear(cudaStream_t s);
+int cuda_ff_tl_route_read(ff_tl_rec *h);
+void cuda_ff_tl_refine_clear(cudaStream_t s);
+int cuda_ff_tl_refine_read(ff_tl_rec *h);
+#else
+#define FF_TL(kind) ((void)0)
+#define FF_TL_WAITED() ((void)0)
+#define FF_TL_PHASE(i) ((void)0)
+#endif
+
 #endif

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <new>
 #include <vector>
 
@@ -552,7 +553,7 @@ int cuda_ff_supports(cuda_state *st, const apx_ff_infer_args *a, apx_pass_over_c
   return 1;
 }
 
-apx_status cuda_ff_infer(void *state, const apx_ff_infer_args *args, const apx_call *call) {
+static apx_status ff_frame(void *state, const apx_ff_infer_args *args, const apx_call *call) {
   cuda_state *st = (cuda_state *)state;
   const apx_core_services *svc = st->svc;
   if (!services_have_ff(svc))
@@ -598,3 +599,114 @@ apx_status cuda_ff_infer(void *state, const apx_ff_infer_args *args, const apx_c
   cuda_ws_free(&ws);
   return rc;
 }
+
+#ifdef APEXX_FF_TIMELINE
+/* The diagnostic build's timeline: the calls numbered in
+ * $APEXX_FF_TIMELINE_AT (1-based, comma-separated; not captured ones) clear
+ * the records before the frame and, after it, wait and write a summary of
+ * each kind's blocks to $APEXX_FF_TIMELINE.N (N the call's number): their
+ * count and the first, median and last start, wait and end, in us from
+ * the frame's first start; then every record. */
+static const char *const tl_names[FF_TL_KINDS] = {
+    "route", "route_tokens", "tokens", "scan_l0", "scan_l1", "outside_early",
+    "refine_l0", "refine_l1", "outside"};
+
+static void tl_write(const char *path, long call_no) {
+  std::vector<ff_tl_rec> a(FF_TL_KINDS * FF_TL_SLOTS), b(FF_TL_KINDS * FF_TL_SLOTS);
+  if (!cuda_ff_tl_route_read(a.data()) || !cuda_ff_tl_refine_read(b.data())) return;
+  for (size_t i = 0; i < a.size(); i++)
+    if (b[i].used) a[i] = b[i];
+  unsigned long long t0 = ~0ULL, t1 = 0;
+  for (const ff_tl_rec &r : a)
+    if (r.used) {
+      t0 = r.start < t0 ? r.start : t0;
+      t1 = r.end > t1 ? r.end : t1;
+    }
+  char name[4096];
+  snprintf(name, sizeof name, "%s.%ld", path, call_no);
+  FILE *fp = fopen(name, "w");
+  if (!fp) return;
+  fprintf(fp, "# call %ld: blocks' first start to last end %.2f us\n", call_no, (t1 - t0) / 1e3);
+  fprintf(fp, "# kind blocks | start first median last | waited first median last | end first median last | phases 0-5 median (us)\n");
+  for (int k = 0; k < FF_TL_KINDS; k++) {
+    std::vector<double> st, wt, en;
+    for (int i = 0; i < FF_TL_SLOTS; i++) {
+      const ff_tl_rec &r = a[(size_t)k * FF_TL_SLOTS + i];
+      if (!r.used) continue;
+      st.push_back((r.start - t0) / 1e3);
+      if (r.waited) wt.push_back((r.waited - t0) / 1e3);
+      en.push_back(r.end ? (r.end - t0) / 1e3 : -1.0);
+    }
+    if (st.empty()) continue;
+    std::sort(st.begin(), st.end());
+    std::sort(wt.begin(), wt.end());
+    std::sort(en.begin(), en.end());
+    fprintf(fp, "%-13s %5zu | %7.2f %7.2f %7.2f", tl_names[k], st.size(), st.front(),
+            st[st.size() / 2], st.back());
+    if (wt.empty()) fprintf(fp, " |       -       -       -");
+    else fprintf(fp, " | %7.2f %7.2f %7.2f", wt.front(), wt[wt.size() / 2], wt.back());
+    fprintf(fp, " | %7.2f %7.2f %7.2f |", en.front(), en[en.size() / 2], en.back());
+    for (int q = 0; q < 6; q++) { /* each phase's median */
+      std::vector<double> ph;
+      for (int i = 0; i < FF_TL_SLOTS; i++) {
+        const ff_tl_rec &r = a[(size_t)k * FF_TL_SLOTS + i];
+        if (r.used && r.ph[q]) ph.push_back((r.ph[q] - t0) / 1e3);
+      }
+      std::sort(ph.begin(), ph.end());
+      if (ph.empty()) fprintf(fp, "       -");
+      else fprintf(fp, " %7.2f", ph[ph.size() / 2]);
+    }
+    std::vector<double> mhz; /* thread 0's clock over its last phase */
+    for (int i = 0; i < FF_TL_SLOTS; i++) {
+      const ff_tl_rec &r = a[(size_t)k * FF_TL_SLOTS + i];
+      for (int q = 5; q >= 0 && r.used; q--)
+        if (r.ph[q] > r.start) {
+          mhz.push_back((double)(r.cph[q] - r.cstart) / (double)(r.ph[q] - r.start) * 1e3);
+          break;
+        }
+    }
+    std::sort(mhz.begin(), mhz.end());
+    if (!mhz.empty()) fprintf(fp, " | %4.0f MHz", mhz[mhz.size() / 2]);
+    fprintf(fp, "\n");
+  }
+  fprintf(fp, "# kind block sm start waited end (us)\n");
+  for (int k = 0; k < FF_TL_KINDS; k++)
+    for (int i = 0; i < FF_TL_SLOTS; i++) {
+      const ff_tl_rec &r = a[(size_t)k * FF_TL_SLOTS + i];
+      if (!r.used) continue;
+      fprintf(fp, "%s %d %u %.3f %.3f %.3f\n", tl_names[k], i, r.sm, (r.start - t0) / 1e3,
+              r.waited ? (r.waited - t0) / 1e3 : -1.0, r.end ? (r.end - t0) / 1e3 : -1.0);
+    }
+  fclose(fp);
+}
+
+apx_status cuda_ff_infer(void *state, const apx_ff_infer_args *args, const apx_call *call) {
+  static long calls = 0;
+  const char *path = getenv("APEXX_FF_TIMELINE"), *at = getenv("APEXX_FF_TIMELINE_AT");
+  const long n = ++calls;
+  int on = 0;
+  if (path && at)
+    for (const char *q = at; *q;) {
+      char *e;
+      long v = strtol(q, &e, 10);
+      if (e == q) break;
+      if (v == n) on = 1;
+      q = *e ? e + 1 : e;
+    }
+  cudaStream_t s = cuda_stream(call);
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (on && (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone))
+    on = 0;
+  if (on) {
+    cuda_ff_tl_route_clear(s);
+    cuda_ff_tl_refine_clear(s);
+  }
+  apx_status rc = ff_frame(state, args, call);
+  if (on && rc == APX_OK && cudaStreamSynchronize(s) == cudaSuccess) tl_write(path, n);
+  return rc;
+}
+#else
+apx_status cuda_ff_infer(void *state, const apx_ff_infer_args *args, const apx_call *call) {
+  return ff_frame(state, args, call);
+}
+#endif

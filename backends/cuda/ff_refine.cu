@@ -21,10 +21,14 @@
  * or ff_tc_kernel for the default tiles of f16/bf16 frames (which at level 0
  * also writes level 1's tokens: no tokens kernel there).
  * Tokens, scan_film and the fused refine are launched programmatically
- * after the kernel before (cuda_launch_after; sm_90, $APEXX_CUDA_PDL): each
- * lets its successor start at its top (ff_tc_kernel: after its wait),
- * loads only weights before cuda_wait_prerequisites and reads what earlier
- * kernels of the frame wrote through L2 (__ldcg) after it.
+ * after the kernel before (cuda_launch_after; sm_90, $APEXX_CUDA_PDL). The
+ * tokens kernel lets its successor start at its top; scan_film and the
+ * refine after their wait, so that a refine block starts only once every
+ * kernel before the scan launch is complete: ff_tc_kernel reads the ids,
+ * tile states and its X (level 1: level 0's output) before its own wait,
+ * and only FiLM after it. Each kernel loads its weights (scan_film: all of
+ * them, into shared memory) before cuda_wait_prerequisites and reads what
+ * earlier kernels of the frame wrote through L2 (__ldcg).
  * Values the definition rounds (rnd) are rounded here at the same points;
  * the sums run in fp32 in another order than the cpu backend's. */
 #include "cuda_ff.h"
@@ -143,6 +147,7 @@ static __device__ void ff_outside_body(const ff_outside_args &o, int64_t b, int6
 }
 
 template <typename T> __global__ void ff_outside_kernel(ff_outside_args o) {
+  FF_TL(FF_TL_OUTSIDE);
   ff_outside_body<T>(o, blockIdx.y, blockIdx.x, gridDim.x);
 }
 
@@ -151,8 +156,10 @@ template <typename T> __global__ void ff_outside_kernel(ff_outside_args o) {
 template <typename T>
 __global__ void ff_tokens_kernel(const T *X, ff_geom g, float *__restrict__ tok) {
   cuda_allow_dependents();
+  FF_TL(FF_TL_TOKENS);
   /* (cuda_launch_after) X and the ids come from the kernels before */
   cuda_wait_prerequisites();
+  FF_TL_WAITED();
   const int64_t k = blockIdx.x, b = blockIdx.y;
   const int64_t c = (int64_t)blockIdx.z * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -183,7 +190,7 @@ template <typename T>
 __global__ void __launch_bounds__(FF_SF_THREADS, 2)
 ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__restrict__ film,
                     ff_outside_args o, int n_out, int stage, int wstage) {
-  cuda_allow_dependents();
+  FF_TL((int64_t)blockIdx.x >= g.K ? FF_TL_OUTSIDE_EARLY : g.t == 8 ? FF_TL_SCAN1 : FF_TL_SCAN0);
   extern __shared__ float ff_sf_sh[];
   /* each array padded to a multiple of 4 floats: the unrolled loops below
    * read 16 bytes at a time */
@@ -194,24 +201,51 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
   /* wstage: [C][C] the C -> C layer's weights (w0t), copied (cp.async)
    * before the wait: constant */
   float *w0s = tk + (stage ? (g.K * g.C + 3) & ~(int64_t)3 : 0);
-  if (wstage && (int64_t)blockIdx.x < g.K) {
-    const int n4 = (int)(g.C * g.C / 4);
+  /* wstage & 2: [C][2C] the C -> 2C layer's weights (w2t), the same way */
+  float *w2s = w0s + ((wstage & 1) ? g.C * g.C : 0);
+  /* the level's vectors, [C] each padded (b2: [2C]): decay, input gain,
+   * state bias, output gain (forward, backward), merge gate, LayerNorm
+   * weight and bias, b0, b2; copied before the wait */
+  const int64_t C4 = (g.C + 3) & ~(int64_t)3;
+  float *cst = w2s + ((wstage & 2) ? 2 * g.C * g.C : 0);
+  if ((int64_t)blockIdx.x < g.K) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned base = (unsigned)__cvta_generic_to_shared(w0s);
-    for (int e = threadIdx.x; e < n4; e += blockDim.x)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(base + 16u * (unsigned)e),
-                   "l"(lv.w0t + 4 * (size_t)e)
-                   : "memory");
-    asm volatile("cp.async.commit_group;" ::: "memory");
+    auto copy = [&](float *dst, const float *src, int n4) {
+      const unsigned base = (unsigned)__cvta_generic_to_shared(dst);
+      for (int e = threadIdx.x; e < n4; e += blockDim.x)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(base + 16u * (unsigned)e),
+                     "l"(src + 4 * (size_t)e)
+                     : "memory");
+    };
 #else
-    for (int e = threadIdx.x; e < n4; e += blockDim.x)
-      ((float4 *)w0s)[e] = __ldg((const float4 *)lv.w0t + e);
+    auto copy = [&](float *dst, const float *src, int n4) {
+      for (int e = threadIdx.x; e < n4; e += blockDim.x)
+        ((float4 *)dst)[e] = __ldg((const float4 *)src + e);
+    };
 #endif
+    if (wstage & 1) copy(w0s, lv.w0t, (int)(g.C * g.C / 4));
+    if (wstage & 2) copy(w2s, lv.w2t, (int)(2 * g.C * g.C / 4));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+    const float *src[12] = {lv.decay[0], lv.decay[1], lv.ig[0], lv.ig[1], lv.sb[0], lv.sb[1],
+                            lv.og[0],    lv.og[1],    lv.gate,  lv.ln_w,  lv.ln_b,  lv.b0};
+    for (int64_t e = threadIdx.x; e < 12 * g.C; e += blockDim.x) {
+      const int q = (int)(e / g.C);
+      const int64_t c = e - q * g.C;
+      cst[q * C4 + c] = __ldg(src[q] + c);
+    }
+    for (int64_t e = threadIdx.x; e < 2 * g.C; e += blockDim.x) cst[12 * C4 + e] = __ldg(lv.b2 + e);
   }
   /* (cuda_launch_after) the tokens, ids and tile states come from the
    * kernels before: read through L2 after their completion (the outside
    * blocks of an early launch: beside the kernel before) */
   if (!o.early || (int64_t)blockIdx.x < g.K) cuda_wait_prerequisites();
+  /* the refine launch after this one may start only now: the kernels
+   * before this one are complete, so that the refine reads their outputs
+   * (the ids, level 1's X) before its own wait */
+  cuda_allow_dependents();
+  FF_TL_WAITED();
   if ((int64_t)blockIdx.x >= g.K) {
     ff_outside_body<T>(o, blockIdx.y, blockIdx.x - g.K, n_out);
     return;
@@ -229,7 +263,10 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
                              : tok + (b * K + j) * C + c);
     }
     __syncthreads();
+  } else {
+    __syncthreads(); /* the vectors copied */
   }
+  FF_TL_PHASE(0);
   /* token j of the row, channel c */
   auto token = [&](int64_t j, int64_t c) -> float {
     if (stage) return tk[j * C + c];
@@ -239,8 +276,9 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
   for (int64_t e = threadIdx.x; e < 2 * C; e += blockDim.x) {
     const int dir = e >= C;
     const int64_t c = e - dir * C;
-    const float d = fminf(fmaxf(lv.decay[dir][c], 1e-6f), 1.0f - 1e-6f);
-    const float om = __fsub_rn(1.0f, d), ig = lv.ig[dir][c], sb = lv.sb[dir][c];
+    const float d = fminf(fmaxf(cst[dir * C4 + c], 1e-6f), 1.0f - 1e-6f);
+    const float om = __fsub_rn(1.0f, d), ig = cst[(2 + dir) * C4 + c],
+                sb = cst[(4 + dir) * C4 + c];
     float s = 0.0f;
     if (dir == 0) {
 #pragma unroll 8
@@ -257,12 +295,13 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
         s = __fadd_rn(__fmul_rn(d, s), __fmul_rn(om, drv));
       }
     }
-    (dir ? hs : xs)[c] = rnd<T>(__fmul_rn(lv.og[dir][c], s));
+    (dir ? hs : xs)[c] = rnd<T>(__fmul_rn(cst[(6 + dir) * C4 + c], s));
   }
   __syncthreads();
+  FF_TL_PHASE(1);
   float lsum = 0.0f;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const float gg = lv.gate[c];
+    const float gg = cst[8 * C4 + c];
     float m = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(gg, xs[c])),
                                rnd<T>(__fmul_rn(rnd<T>(__fsub_rn(1.0f, gg)), hs[c]))));
     /* FiLM input: NaN -> 0, +-inf -> +-1e4, clamp */
@@ -279,11 +318,12 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
   const float var = ff_block_sum(lvar, sh32) / (float)C;
   const float rstd = 1.0f / sqrtf(var + 1e-5f);
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    xs[c] = (xs[c] - mean) * rstd * lv.ln_w[c] + lv.ln_b[c];
+    xs[c] = (xs[c] - mean) * rstd * cst[9 * C4 + c] + cst[10 * C4 + c];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if (wstage) asm volatile("cp.async.wait_group 0;" ::: "memory");
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
 #endif
   __syncthreads();
+  FF_TL_PHASE(2);
   /* the two linear layers over the input-major weights: where the block
    * has more threads than the layer has outputs, np threads an output,
    * each over a contiguous part of the inputs (consecutive threads,
@@ -295,7 +335,7 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
     const int o = tid % Ci, part = tid / Ci, len = (Ci + np1 - 1) / np1;
     const int c0 = part * len, c1 = c0 + len < Ci ? c0 + len : Ci;
     float acc = 0.0f;
-    if (part < np1 && wstage) {
+    if (part < np1 && (wstage & 1)) {
 #pragma unroll 16
       for (int c = c0; c < c1; c++) acc = fmaf(w0s[c * Ci + o], xs[c], acc);
       red[part * Ci + o] = acc;
@@ -306,47 +346,57 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
     }
     __syncthreads();
     if (tid < Ci) {
-      acc = lv.b0[tid];
+      acc = cst[11 * C4 + tid];
       for (int p = 0; p < np1; p++) acc = __fadd_rn(acc, red[p * Ci + tid]);
       hs[tid] = acc * ff_sigmoid(acc);
     }
   } else {
-    const float *w0 = wstage ? w0s : lv.w0t;
+    const float *w0 = (wstage & 1) ? w0s : lv.w0t;
     for (int o = tid; o < Ci; o += nt) {
-      float acc = lv.b0[o];
+      float acc = cst[11 * C4 + o];
 #pragma unroll 16
       for (int c = 0; c < Ci; c++) acc = fmaf(w0[(int64_t)c * Ci + o], xs[c], acc);
       hs[o] = acc * ff_sigmoid(acc);
     }
   }
   __syncthreads();
+  FF_TL_PHASE(3);
   float *out = film + (b * K + k) * 2 * C;
   if (np2 > 1) {
     const int j = tid % (2 * Ci), part = tid / (2 * Ci), len = (Ci + np2 - 1) / np2;
     const int c0 = part * len, c1 = c0 + len < Ci ? c0 + len : Ci;
     float acc = 0.0f;
-    if (part < np2) {
+    if (part < np2 && (wstage & 2)) {
+#pragma unroll 16
+      for (int c = c0; c < c1; c++) acc = fmaf(w2s[c * 2 * Ci + j], hs[c], acc);
+      red[part * 2 * Ci + j] = acc;
+    } else if (part < np2) {
 #pragma unroll 32
       for (int c = c0; c < c1; c++)
         acc = fmaf(__ldg(lv.w2t + (int64_t)c * 2 * Ci + j), hs[c], acc);
       red[part * 2 * Ci + j] = acc;
     }
+    FF_TL_PHASE(4);
     __syncthreads();
     if (tid < 2 * Ci) {
-      acc = lv.b2[tid];
+      acc = cst[12 * C4 + tid];
       for (int p = 0; p < np2; p++) acc = __fadd_rn(acc, red[p * 2 * Ci + tid]);
       out[tid] = tid < Ci ? rnd<T>(tanhf(acc)) : rnd<T>(acc);
     }
   } else {
+    const float *w2 = (wstage & 2) ? w2s : lv.w2t;
     for (int j = tid; j < 2 * Ci; j += nt) {
-      float acc = lv.b2[j];
+      float acc = cst[12 * C4 + j];
 #pragma unroll 16
-      for (int c = 0; c < Ci; c++)
-        acc = fmaf(__ldg(lv.w2t + (int64_t)c * 2 * Ci + j), hs[c], acc);
+      for (int c = 0; c < Ci; c++) acc = fmaf(w2[(int64_t)c * 2 * Ci + j], hs[c], acc);
       out[j] = j < Ci ? rnd<T>(tanhf(acc)) : rnd<T>(acc);
     }
   }
 }
+
+#ifdef APEXX_FF_TIMELINE
+FF_TL_HOST(cuda_ff_tl_refine)
+#endif
 
 /* ---- refine: FiLM, depthwise, pointwise, chunk statistics --------------------- */
 
@@ -679,6 +729,7 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cuda_allow_dependents();
+  FF_TL((TT ? TT : (int)g.t) == 8 ? FF_TL_REFINE1 : FF_TL_REFINE0);
   cg::cluster_group cl = cg::this_cluster();
   constexpr int TP = 4, NPG = CW / TP, NOG = FF_FUSED_THREADS / NPG, TO = NPG;
   extern __shared__ float4 ff_fused_sh4[];
@@ -717,6 +768,7 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
   /* (cuda_launch_after) the routing, FiLM and (level 1) X come from the
    * kernels before: read through L2 after their completion */
   cuda_wait_prerequisites();
+  FF_TL_WAITED();
   const int id = __ldcg(g.ids + b * g.kstride + k);
   const int ty = id / (int)g.gw, tx = id % (int)g.gw;
   const int row0 = p0 / t - 1 > 0 ? p0 / t - 1 : 0;
@@ -1021,6 +1073,7 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
   typedef ff_tc_geom<CW, TT> G;
   constexpr int OWN = G::OWN, R = G::R, VR = G::VR, XS = G::XS, PSS = G::PSS, DS = G::DS;
   constexpr int nt = FF_FUSED_THREADS;
+  FF_TL(TT == 8 ? FF_TL_REFINE1 : FF_TL_REFINE0);
   cg::cluster_group cl = cg::this_cluster();
   extern __shared__ float4 ff_fused_sh4[];
   float *sm = (float *)ff_fused_sh4;
@@ -1047,13 +1100,10 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
   for (int c = tid; c < C; c += nt) dwb[c] = lv.dwb[c];
   uint4 ah[8], al[8];
   if (tid / 32 < C / 8) ff_pw_load(lv.pwf, tid / 32, 0, C / 16, ah, al);
-  /* (cuda_launch_after) the routing, FiLM and (level 1) X come from the
-   * kernels before: read through L2 after their completion */
-  cuda_wait_prerequisites();
-  /* the next launch may start only now (the routing complete: level 1's
-   * scan launch runs its outside blocks beside this kernel, ff_outside_args
-   * early) */
-  cuda_allow_dependents();
+  /* The routing's ids and tile states and level 1's X (level 0's output)
+   * come from kernels complete before this launch began (the scan/FiLM
+   * launch before it lets it start after its own wait): read here, before
+   * the wait, through L2 */
   const int id = __ldcg(g.ids + b * g.kstride + k);
   const int ty = id / (int)g.gw, tx = id % (int)g.gw;
   const int row0 = yb > 0 ? yb - 1 : 0;
@@ -1061,10 +1111,6 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
   const float *gam = film + (b * g.K + k) * 2 * C, *bet = gam + C;
   const int64_t HW = g.H * g.W, W = g.W;
   const int64_t y0 = (int64_t)ty * TT, x0 = (int64_t)tx * TT;
-  for (int c = tid; c < C; c += nt) {
-    ga[c] = 1.0f + __ldcg(gam + c);
-    be[c] = __ldcg(bet + c);
-  }
   /* the gate's proxies of the block's pixels: their bits loaded here, in
    * flight with X's */
   uint32_t bbits = 0, ubits = 0;
@@ -1095,7 +1141,20 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
     alp[0][tid] = ff_alpha<T>(bpv, upv, a.wb0, a.wu0, a.gb0);
     alp[1][tid] = ff_alpha<T>(bpv, upv, a.wb1, a.wu1, a.gb1);
   }
+  /* (cuda_launch_after) FiLM comes from the kernel before: read through L2
+   * after its completion */
+  cuda_wait_prerequisites();
+  FF_TL_WAITED();
+  /* the next launch may start only now (the routing complete: level 1's
+   * scan launch runs its outside blocks beside this kernel, ff_outside_args
+   * early) */
+  cuda_allow_dependents();
+  for (int c = tid; c < C; c += nt) {
+    ga[c] = 1.0f + __ldcg(gam + c);
+    be[c] = __ldcg(bet + c);
+  }
   __syncthreads();
+  FF_TL_PHASE(0);
   /* depthwise 3x3 of m = (1 + gamma) X + beta, zero outside the tile: a
    * thread a (channel, 8 pixels of a row) */
   __nv_bfloat16 *dsh = (__nv_bfloat16 *)dh, *dsl = (__nv_bfloat16 *)dl;
@@ -1135,11 +1194,13 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
     }
   }
   __syncthreads(); /* dh, dl written */
+  FF_TL_PHASE(1);
   float s = ff_pw_mma<CW, PSS>(lv, C, dh, dl, ps, ah, al);
   /* GroupNorm over the tile: this block's mean, then its sum of squared
    * deviations from it; merged over the cluster */
   const float nblk = (float)C2 * (float)CW;
   const float bmean = ff_block_sum(s, sh32) / nblk; /* (its barriers: ps written) */
+  FF_TL_PHASE(2);
   float m2 = 0.0f;
 #pragma unroll 4
   for (int e = tid; e < C2 * (CW / 4); e += nt) {
@@ -1153,6 +1214,7 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
     cred[0] = bmean;
     cred[1] = m2;
   }
+  FF_TL_PHASE(3);
   cl.sync();
   if (tid < 32) { /* Chan's merge of the blocks' (mean, M2), in rank order */
     float rm = 0.0f, r2 = 0.0f;
@@ -1176,6 +1238,7 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
   }
   __syncthreads();
   ff_cluster_arrive(); /* this block reads no other block's cred any more */
+  FF_TL_PHASE(4);
   const float mean = stat[0], rstd = stat[1];
   /* ReGLU, residual, fusion gate, stores: a thread a (channel, 8 pixels of
    * a row) */
@@ -1221,6 +1284,7 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
      * its part (rank % 4) * 2 + r, to the quadrant's block */
     if (tok) cl.map_shared_rank(tq, (rank / 4) * 4 + xo / 8)[((rank % 4) * 2 + r) * C + c] = tsum;
   }
+  FF_TL_PHASE(5);
   ff_cluster_wait();
   if (tok) {
     cl.sync(); /* the quadrant sums pushed */
@@ -1422,11 +1486,23 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   /* the row's tokens staged in shared memory where they take 32 KiB at
    * most; the C -> C layer's weights where they take 64 KiB at most (C <=
    * 128, even: 16-byte copies) */
-  const int stage = K * f->C <= 8192, wstage = f->C <= 128 && f->C % 2 == 0;
-  const size_t sf_smem =
-      sizeof(float) * (2 * (size_t)((f->C + 3) / 4 * 4) + sf_threads +
-                       (stage ? (size_t)((K * f->C + 3) / 4 * 4) : 0) +
-                       (wstage ? (size_t)(f->C * f->C) : 0));
+  const int stage = K * f->C <= 8192;
+  int wstage = f->C <= 128 && f->C % 2 == 0 ? 1 : 0;
+  const size_t C4 = (size_t)((f->C + 3) / 4 * 4);
+  size_t sf_smem = sizeof(float) * (2 * C4 + sf_threads + 14 * C4 +
+                                    (stage ? (size_t)((K * f->C + 3) / 4 * 4) : 0) +
+                                    (wstage ? (size_t)(f->C * f->C) : 0));
+  /* the C -> 2C layer's weights too where they fit and the launch has no
+   * outside blocks (which get the same shared memory: two a multiprocessor
+   * beside level 0's refine) */
+  int optin = 0;
+  if (wstage && n_out == 0 &&
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, f->dev) ==
+          cudaSuccess &&
+      sf_smem + sizeof(float) * 2 * (size_t)(f->C * f->C) + 1024 <= (size_t)optin) {
+    wstage |= 2;
+    sf_smem += sizeof(float) * 2 * (size_t)(f->C * f->C);
+  }
   /* the largest dynamic shared memory set so far, a device */
   static int sf_smem_set[CUDA_MAX_DEVICES];
   if (sf_smem > 48 * 1024 &&

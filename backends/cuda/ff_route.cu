@@ -143,6 +143,7 @@ static __device__ void ff_tokens_all(const ff_route_params &p, int64_t b, int64_
 template <typename T>
 __global__ void ff_route_kernel(ff_route_params p) {
   cuda_allow_dependents(); /* level 0's scan launch may start beside it */
+  FF_TL(blockIdx.x > 0 ? FF_TL_ROUTE_TOK : FF_TL_ROUTE);
   if (blockIdx.x > 0) {
     ff_tokens_all<T>(p, blockIdx.y, blockIdx.x - 1);
     return;
@@ -153,6 +154,8 @@ __global__ void ff_route_kernel(ff_route_params p) {
   int *sel = (int *)(score2 + p.K0);              /* [K0] greedy order */
   int *child = sel + p.K0;                        /* [4P] */
   unsigned *key = (unsigned *)(child + 4 * p.P);  /* [max(K0, 4P)] Hilbert keys */
+  /* [G0] the split utilities, loaded with the utilities (G0 <= 4096) */
+  float *splitv = (float *)(key + (p.K0 > 4 * p.P ? p.K0 : 4 * p.P));
   __shared__ unsigned long long s_nan[2];
   const int64_t b = blockIdx.y;
   const int tid = threadIdx.x, nt = blockDim.x;
@@ -170,9 +173,11 @@ __global__ void ff_route_kernel(ff_route_params p) {
     if (p.split) {
       float v = cuda_load_any(p.split, p.split_dt, b * p.G0 + i);
       if (v != v) atomicMin(&s_nan[1], (unsigned long long)(b * p.G0 + i));
+      if (p.G0 <= 4096) splitv[i] = v;
     }
   }
   __syncthreads();
+  FF_TL_PHASE(0);
   /* L0: the rank of each candidate (q lanes of a warp a candidate, each
    * over every q-th other, the counts added by shuffles); the first K0
    * are taken */
@@ -185,6 +190,7 @@ __global__ void ff_route_kernel(ff_route_params p) {
       int rank = 0;
       if (i < G0) {
         const double si = score[i];
+#pragma unroll 8
         for (int j = sub; j < G0; j += q) rank += ff_before(score[j], j, si, i);
       }
       for (int off = q / 2; off > 0; off >>= 1) rank += __shfl_xor_sync(0xffffffffu, rank, off);
@@ -194,6 +200,7 @@ __global__ void ff_route_kernel(ff_route_params p) {
       }
     }
   }
+  FF_TL_PHASE(1);
   if (tid == 0) {
     double spent = 0.0;
     for (int n = 0; n < K0; n++) spent += p.delta;
@@ -210,6 +217,7 @@ __global__ void ff_route_kernel(ff_route_params p) {
       ff_publish_nan(p.record, "split_utilities", p.B, p.G0, s_nan[1]);
   }
   __syncthreads();
+  FF_TL_PHASE(2);
   for (int q = tid; q < (int)p.kmax0; q += nt)
     p.r.l0_greedy[b * p.kmax0 + q] = q < K0 ? (int64_t)sel[q] : -1;
   /* L0 ids in Hilbert order on the L0 grid: each key once, then ranks */
@@ -224,10 +232,12 @@ __global__ void ff_route_kernel(ff_route_params p) {
     const int id = sel[q];
     const unsigned kq = key[q];
     int rank = 0;
+#pragma unroll 8
     for (int j = 0; j < K0; j++) rank += key[j] < kq;
     p.r.l0_hilbert[b * p.kmax0 + rank] = id;
     if (p.split_on) {
-      double v = (double)cuda_load_any(p.split, p.split_dt, b * p.G0 + id);
+      double v = p.G0 <= 4096 ? (double)splitv[id]
+                              : (double)cuda_load_any(p.split, p.split_dt, b * p.G0 + id);
       score2[q] = v != v ? -INFINITY : v / 1.0;
     }
   }
@@ -236,11 +246,13 @@ __global__ void ff_route_kernel(ff_route_params p) {
     return;
   }
   __syncthreads();
+  FF_TL_PHASE(3);
   /* split stage: the first P selected tiles by (split score desc, id asc) */
   for (int q = tid; q < K0; q += nt) {
     int id = sel[q];
     double sq = score2[q];
     int rank = 0;
+#pragma unroll 8
     for (int j = 0; j < K0; j++) rank += ff_before(score2[j], sel[j], sq, id);
     if (rank < P) {
       p.r.tile_state[b * p.G0 + id] = CUDA_FF_TILE_PARENT;
@@ -252,6 +264,7 @@ __global__ void ff_route_kernel(ff_route_params p) {
     }
   }
   __syncthreads();
+  FF_TL_PHASE(4);
   const int K1 = 4 * P;
   const int gw1 = 2 * gw0, gh1 = 2 * (int)p.gh0;
   const unsigned n1 = ff_pow2_at_least((unsigned)(gh1 > gw1 ? gh1 : gw1));
@@ -264,17 +277,24 @@ __global__ void ff_route_kernel(ff_route_params p) {
     const int id = child[q];
     const unsigned kq = key[q];
     int rank = 0;
+#pragma unroll 8
     for (int j = 0; j < K1; j++) rank += key[j] < kq;
     p.r.l1_hilbert[b * p.kmax1 + rank] = id;
     p.r.l1_ids[b * p.kmax1 + rank] = id;
   }
+  FF_TL_PHASE(5);
   for (int q = K1 + tid; q < (int)p.kmax1; q += nt) p.r.l1_ids[b * p.kmax1 + q] = -1;
 }
+
+#ifdef APEXX_FF_TIMELINE
+FF_TL_HOST(cuda_ff_tl_route)
+#endif
 
 size_t cuda_ff_route_smem(const cuda_ff_frame *f) {
   const int64_t nk = f->K0 > 4 * f->P ? f->K0 : 4 * f->P;
   return sizeof(double) * (size_t)(f->G0 + f->K0) +
-         sizeof(int) * (size_t)(f->K0 + 4 * f->P + nk);
+         sizeof(int) * (size_t)(f->K0 + 4 * f->P + nk) +
+         (f->G0 <= 4096 ? sizeof(float) * (size_t)f->G0 : 0);
 }
 
 template <typename T>
