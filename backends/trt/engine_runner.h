@@ -1,6 +1,7 @@
 /* The engine runner of libapexx_trt_plugins.so, for apexx-bench: plain C,
- * reached with dlopen + dlsym(APEXX_TRT_ENGINE_RUN_SYMBOL), so the bench
- * needs neither TensorRT's headers nor a link to the plugin library.
+ * reached with dlopen + dlsym(APEXX_TRT_ENGINE_RUN_SYMBOL or
+ * APEXX_TRT_PLUGIN_RUN_SYMBOL), so the bench needs neither TensorRT's
+ * headers nor a link to the plugin library.
  *
  * It deserialises a TensorRT engine through the dlopened runtime
  * (createInferRuntime_INTERNAL of libnvinfer, the plugins' creators
@@ -18,6 +19,7 @@ extern "C" {
 #endif
 
 #define APEXX_TRT_ENGINE_RUN_SYMBOL "apexx_trt_engine_run"
+#define APEXX_TRT_PLUGIN_RUN_SYMBOL "apexx_trt_plugin_run"
 
 typedef struct apexx_trt_engine_request {
   uint32_t size; /* sizeof(apexx_trt_engine_request) of the caller */
@@ -48,6 +50,31 @@ typedef struct apexx_trt_engine_result {
  * engine it cannot run), result->reason set; -1: failed while running
  * (a CUDA or enqueue error), result->reason set. */
 typedef int (*apexx_trt_engine_run_fn)(const apexx_trt_engine_request *request,
+                                       apexx_trt_engine_result *result);
+
+/* apexx_trt_plugin_run: a network of one TileSSMScan plugin (the creator
+ * of this library, namespace "apexx", version "1"; direction 0,
+ * clamp_value 1e4, num_inputs 5) over fp16 inputs tokens [batch, steps,
+ * channels] and decay, input_gain, output_gain, state_bias [channels],
+ * its output y marked; built with buildSerializedNetwork (a 1 MiB
+ * workspace), deserialised, the inputs filled from the seeded splitmix64
+ * stream (tokens N(0,1), decay U(0.1,0.9), gains U(0.05,1.55), state_bias
+ * 0.1*N(0,1)), enqueueV3 timed with CUDA events. The result is
+ * apexx_trt_engine_result with mode "plugin_network" and frames = batch;
+ * skip reasons: "tensorrt_unavailable:...", "tensorrt_version_mismatch:...",
+ * "cuda_unavailable:...", "tilessm_plugin_creator_not_registered",
+ * "engine_build_failed:<what>", "engine_build_returned_none",
+ * "engine_deserialize_failed". */
+typedef struct apexx_trt_plugin_request {
+  uint32_t size; /* sizeof(apexx_trt_plugin_request) of the caller */
+  int64_t batch, steps, channels;
+  int warmup;
+  int iters;
+  uint64_t seed;
+} apexx_trt_plugin_request;
+
+/* 0, 1 or -1 as apexx_trt_engine_run_fn. */
+typedef int (*apexx_trt_plugin_run_fn)(const apexx_trt_plugin_request *request,
                                        apexx_trt_engine_result *result);
 
 #ifdef __cplusplus
