@@ -543,3 +543,53 @@ apx_status cuda_check_take_deferred(cuda_state *st, int device_index, cudaStream
   CUDA_TRY(st, cudaStreamSynchronize(stream), "sync: clearing the device error record");
   return st->svc->set_error(APX_ERR_DEVICE, "%s", msg);
 }
+
+/* ---- the latch: deferred failures for callers that never sync (trt plugins) ----
+ * Under validate = device a failing call's check lands in the device's
+ * record, which apx_sync reads. A caller with no sync of its own (a
+ * TensorRT plugin's enqueue, possibly inside a captured CUDA graph) puts
+ * apx__cuda_latch_enqueue after its calls instead: a kernel that moves a
+ * published failure into host-mapped memory (the first one until taken)
+ * and clears the record; apx__cuda_latch_take reads it on the host without
+ * a sync. Layout of the latch: an int flag, then the record at offset 16. */
+
+#define CUDA_LATCH_RECORD 16
+
+__global__ void cuda_latch_kernel(cuda_error_record *rec, unsigned char *latch) {
+  if (rec->call == 0 || !rec->ready) return;
+  volatile int *set = (volatile int *)latch;
+  if (*set == 0) {
+    const unsigned *src = (const unsigned *)rec;
+    volatile unsigned *dst = (volatile unsigned *)(latch + CUDA_LATCH_RECORD);
+    for (size_t i = 0; i < sizeof(cuda_error_record) / sizeof(unsigned); i++) dst[i] = src[i];
+    __threadfence_system();
+    *set = 1;
+  }
+  unsigned *r = (unsigned *)rec;
+  for (size_t i = 0; i < sizeof(cuda_error_record) / sizeof(unsigned); i++) r[i] = 0;
+}
+
+extern "C" size_t apx__cuda_latch_size(void) {
+  return CUDA_LATCH_RECORD + sizeof(cuda_error_record);
+}
+
+extern "C" apx_status apx__cuda_latch_enqueue(void *state, int device_index, void *stream,
+                                              void *latch_device) {
+  cuda_state *st = (cuda_state *)state;
+  apx_status s = cuda_use_device(st, device_index);
+  if (s != APX_OK) return s; /* (it makes the device's record) */
+  cuda_latch_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(st->dev[device_index].record,
+                                                       (unsigned char *)latch_device);
+  CUDA_LAUNCHED(st, "latch: the device's error record");
+  return APX_OK;
+}
+
+extern "C" int apx__cuda_latch_take(void *latch_host, char *msg, size_t msg_size) {
+  volatile int *set = (volatile int *)latch_host;
+  if (*set == 0) return 0;
+  cuda_error_record h;
+  memcpy(&h, (const unsigned char *)latch_host + CUDA_LATCH_RECORD, sizeof h);
+  cuda_check_message(&h.desc, &h.result, msg, msg_size);
+  *set = 0;
+  return 1;
+}

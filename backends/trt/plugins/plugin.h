@@ -34,10 +34,15 @@ struct EnqueueCall {
 };
 
 // The cuda backend linked into this library, initialised once per process
-// (validation mode from $APEXX_TRT_VALIDATE: eager by default, or off).
+// (validation mode from $APEXX_TRT_VALIDATE: device by default, eager or
+// off), and under validate = device the latch of the enqueue's device
+// (host-mapped memory: a failure found on the device, docs/trt.md).
 struct Kernels {
   const apx_backend_table *table;
   void *state;
+  apx_validate_mode validate;
+  int device;
+  void *latch_host, *latch_device;
 };
 // 0 with *k set; -1 with the reason in err.
 int kernels_get(Kernels *k, char *err, size_t err_size);
@@ -64,6 +69,10 @@ void log_warning(const char *message);
 int enqueue_prepare(const EnqueueCall &c, apx_tensor *ins, apx_tensor *outs, Kernels *k);
 // After an op of the cuda backend failed: its message into c.err; -1.
 int enqueue_failed(const EnqueueCall &c);
+// After the ops of an enqueue: under validate = device the latch kernel on
+// the stream (a failure the ops found reaches the next enqueue). 0, or -1
+// with the message in c.err.
+int enqueue_finish(const EnqueueCall &c, const Kernels &k);
 
 // Per-op enqueue bodies (tilepack.cpp, tileunpack_fusion.cpp,
 // tilessm_scan.cpp): 0, or -1 with the message in c.err.

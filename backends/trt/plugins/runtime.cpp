@@ -16,6 +16,11 @@
 #include <atomic>
 
 extern "C" const apx_backend_table *apx_backend_entry(void);
+// the cuda backend's latch (backends/cuda/validate.cu)
+extern "C" size_t apx__cuda_latch_size(void);
+extern "C" apx_status apx__cuda_latch_enqueue(void *state, int device_index, void *stream,
+                                              void *latch_device);
+extern "C" int apx__cuda_latch_take(void *latch_host, char *msg, size_t msg_size);
 
 namespace apexx_trt {
 namespace {
@@ -58,6 +63,13 @@ pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
 apx_core_services services;
 Kernels kernels;
 int kernels_ready;
+// a latch a device (validate = device), made on the device's first enqueue
+// and kept for the process
+#define APX_TRT_MAX_DEVICES 64
+struct Latch {
+  void *host, *device;
+};
+Latch latches[APX_TRT_MAX_DEVICES];
 
 std::atomic<nvinfer1::ILoggerFinder *> logger_finder{nullptr};
 
@@ -72,12 +84,14 @@ int kernels_get(Kernels *k, char *err, size_t err_size) {
   pthread_mutex_lock(&kernels_lock);
   if (!kernels_ready) {
     const char *mode = secure_getenv("APEXX_TRT_VALIDATE");
-    apx_validate_mode validate = APX_VALIDATE_EAGER;
+    apx_validate_mode validate = APX_VALIDATE_DEVICE;
     if (mode && strcmp(mode, "off") == 0) {
       validate = APX_VALIDATE_OFF;
-    } else if (mode && *mode && strcmp(mode, "eager") != 0) {
+    } else if (mode && strcmp(mode, "eager") == 0) {
+      validate = APX_VALIDATE_EAGER;
+    } else if (mode && *mode && strcmp(mode, "device") != 0) {
       pthread_mutex_unlock(&kernels_lock);
-      snprintf(err, err_size, "APEXX_TRT_VALIDATE = [%s] is not eager or off", mode);
+      snprintf(err, err_size, "APEXX_TRT_VALIDATE = [%s] is not device, eager or off", mode);
       return -1;
     }
     memset(&services, 0, sizeof services);
@@ -106,9 +120,42 @@ int kernels_get(Kernels *k, char *err, size_t err_size) {
     }
     kernels.table = table;
     kernels.state = state;
+    kernels.validate = validate;
     kernels_ready = 1;
   }
   *k = kernels;
+  k->device = -1;
+  k->latch_host = k->latch_device = nullptr;
+  if (kernels.validate == APX_VALIDATE_DEVICE) {
+    int device = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e == cudaSuccess && (device < 0 || device >= APX_TRT_MAX_DEVICES)) {
+      pthread_mutex_unlock(&kernels_lock);
+      snprintf(err, err_size, "CUDA device [%d] is past the plugins' %d", device,
+               APX_TRT_MAX_DEVICES);
+      return -1;
+    }
+    Latch *l = e == cudaSuccess ? &latches[device] : nullptr;
+    if (l && !l->host) {
+      e = cudaHostAlloc(&l->host, apx__cuda_latch_size(), cudaHostAllocMapped);
+      if (e == cudaSuccess) {
+        memset(l->host, 0, apx__cuda_latch_size());
+        e = cudaHostGetDevicePointer(&l->device, l->host, 0);
+        if (e != cudaSuccess) {
+          cudaFreeHost(l->host);
+          l->host = nullptr;
+        }
+      }
+    }
+    if (e != cudaSuccess) {
+      pthread_mutex_unlock(&kernels_lock);
+      snprintf(err, err_size, "validate = device: the device's latch: %s", cudaGetErrorString(e));
+      return -1;
+    }
+    k->device = device;
+    k->latch_host = l->host;
+    k->latch_device = l->device;
+  }
   pthread_mutex_unlock(&kernels_lock);
   return 0;
 }
@@ -186,12 +233,25 @@ int enqueue_prepare(const EnqueueCall &c, apx_tensor *ins, apx_tensor *outs, Ker
   for (int o = 0; o < c.nb_outputs; o++) {
     if (tensor_of(c.out[o], c.outputs[o], &outs[o], c.err, c.err_size) != 0) return -1;
   }
-  return kernels_get(k, c.err, c.err_size);
+  if (kernels_get(k, c.err, c.err_size) != 0) return -1;
+  char msg[600];
+  if (k->latch_host && apx__cuda_latch_take(k->latch_host, msg, sizeof msg)) {
+    snprintf(c.err, c.err_size, "an earlier enqueue on CUDA device %d failed: %s", k->device, msg);
+    return -1;
+  }
+  return 0;
 }
 
 int enqueue_failed(const EnqueueCall &c) {
   snprintf(c.err, c.err_size, "%s", last_error[0] ? last_error : "the cuda backend failed");
   return -1;
+}
+
+int enqueue_finish(const EnqueueCall &c, const Kernels &k) {
+  if (!k.latch_device) return 0;
+  if (apx__cuda_latch_enqueue(k.state, k.device, c.stream, k.latch_device) != APX_OK)
+    return enqueue_failed(c);
+  return 0;
 }
 
 void report_error(nvinfer1::IErrorRecorder *recorder, nvinfer1::ErrorCode code,

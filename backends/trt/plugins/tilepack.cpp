@@ -18,7 +18,7 @@ int enqueue_tilepack(const EnqueueCall &c) {
   a.out = &out[0];
   apx_call call = {"cuda", c.stream};
   if (k.table->tilepack(k.state, &a, &call) != APX_OK) return enqueue_failed(c);
-  return 0;
+  return enqueue_finish(c, k);
 }
 
 }  // namespace apexx_trt

@@ -25,7 +25,7 @@ int enqueue_tilessm_scan(const EnqueueCall &c) {
   a.final_state = &out[1];
   apx_call call = {"cuda", c.stream};
   if (k.table->tilessm_scan(k.state, &a, &call) != APX_OK) return enqueue_failed(c);
-  return 0;
+  return enqueue_finish(c, k);
 }
 
 }  // namespace apexx_trt
