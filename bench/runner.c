@@ -44,7 +44,7 @@ typedef enum entry_id {
 
 typedef enum entry_kind {
   KIND_OP,          /* an apexx op, run on every backend */
-  KIND_TRT_PLUGIN,  /* an op forced onto the trt backend */
+  KIND_TRT_PLUGIN,  /* the op as a TensorRT plugin: the plugin library's runner */
   KIND_TRT_ENGINE,  /* a serialized engine: no runner API in this version */
   KIND_COPY         /* the bandwidth reference: apx_tensor_copy, not an op */
 } entry_kind;
@@ -1281,6 +1281,39 @@ static void trt_engine_warning(void *user, const char *line) {
   fprintf(stderr, "apexx-bench: warning: %s\n", line);
 }
 
+/* The trt row of a runner's result (rc as apexx_trt_engine_run_fn):
+ * skipped or failed with its reason, else ok with the timings, the file it
+ * ran (path_key) and throughput_key = work / p50 in seconds; *ran set when
+ * it ran. */
+static cJSON *trt_result_row(run_state *rs, int rc, const apexx_trt_engine_result *res,
+                             const char *path_key, const char *path,
+                             const char *throughput_key, double work, int *ran) {
+  const bench_options *o = rs->opts;
+  *ran = 0;
+  if (rc == 1) return row_skipped("%s", res->reason);
+  if (rc != 0) return row_failed(rs, "%s", res->reason);
+  *ran = 1;
+  rs->rows_measured++;
+  cJSON *row = cJSON_CreateObject();
+  cJSON_AddStringToObject(row, "status", "ok");
+  cJSON_AddNullToObject(row, "reason");
+  cJSON_AddStringToObject(row, path_key, path);
+  cJSON_AddStringToObject(row, "mode", res->mode);
+  cJSON_AddStringToObject(row, "tensorrt_version", res->trt_version);
+  bench_json_number(row, "p50_ms", res->p50_ms, NULL);
+  bench_json_number(row, "p95_ms", res->p95_ms, NULL);
+  bench_json_number(row, "mean_ms", res->mean_ms, NULL);
+  cJSON_AddNumberToObject(row, "iters", o->iters);
+  cJSON_AddNumberToObject(row, "warmup", o->warmup);
+  cJSON_AddStringToObject(row, "timer", "cuda_events");
+  bench_json_number(row, "peak_memory_mb", res->peak_memory_mb, NULL);
+  if (res->p50_ms > 0)
+    bench_json_number(row, throughput_key, work / (res->p50_ms / 1000.0), NULL);
+  else
+    bench_json_number(row, throughput_key, NAN, "p50_ms is 0: below the timer's resolution");
+  return row;
+}
+
 /* tensorrt.engine with an engine file: the engine runner of the plugin
  * library (backends/trt/engine_runner.h), from --trt-plugin-lib or
  * $APEXX_TRT_PLUGIN_LIB, else libapexx_trt_plugins.so on the linker path.
@@ -1312,37 +1345,18 @@ static cJSON *trt_engine_row(run_state *rs, const char *path, int *ran) {
   q.warn = trt_engine_warning;
   apexx_trt_engine_result res;
   int rc = run(&q, &res);
-  if (rc == 1) return row_skipped("%s", res.reason);
-  if (rc != 0) return row_failed(rs, "%s", res.reason);
-  *ran = 1;
-  rs->rows_measured++;
-  cJSON *row = cJSON_CreateObject();
-  cJSON_AddStringToObject(row, "status", "ok");
-  cJSON_AddNullToObject(row, "reason");
-  cJSON_AddStringToObject(row, "engine_path", path);
-  cJSON_AddStringToObject(row, "mode", res.mode);
-  cJSON_AddStringToObject(row, "tensorrt_version", res.trt_version);
-  bench_json_number(row, "p50_ms", res.p50_ms, NULL);
-  bench_json_number(row, "p95_ms", res.p95_ms, NULL);
-  bench_json_number(row, "mean_ms", res.mean_ms, NULL);
-  cJSON_AddNumberToObject(row, "iters", o->iters);
-  cJSON_AddNumberToObject(row, "warmup", o->warmup);
-  cJSON_AddStringToObject(row, "timer", "cuda_events");
-  bench_json_number(row, "peak_memory_mb", res.peak_memory_mb, NULL);
-  if (res.p50_ms > 0)
-    bench_json_number(row, "frames_per_s", (double)res.frames / (res.p50_ms / 1000.0), NULL);
-  else
-    bench_json_number(row, "frames_per_s", NAN, "p50_ms is 0: below the timer's resolution");
-  return row;
+  return trt_result_row(rs, rc, &res, "engine_path", path, "frames_per_s",
+                        (double)res.frames, ran);
 }
 
-static cJSON *run_trt_engine_file(run_state *rs, const entry_def *e, const bench_case *c,
-                                  const char *path) {
-  int ran = 0;
-  cJSON *row = trt_engine_row(rs, path, &ran);
+/* An entry that only the trt backend runs, with its one row: every other
+ * backend's row dropped, the dispatch naming trt when the row ran, else
+ * giving the row's reason. */
+static cJSON *trt_only_entry(run_state *rs, const entry_def *e, const bench_case *c,
+                             cJSON *row, int ran) {
   const cJSON *why = cJSON_GetObjectItemCaseSensitive(row, "reason");
   cJSON *ej = run_all_skipped(rs, e, c,
-                              cJSON_IsString(why) ? why->valuestring : "trt engine runner");
+                              cJSON_IsString(why) ? why->valuestring : "trt runner");
   cJSON *rows = cJSON_GetObjectItemCaseSensitive(ej, "rows");
   for (int i = 0; i < rs->backend_count; i++) {
     if (strcmp(rs->backends[i].name, "trt") != 0)
@@ -1355,6 +1369,49 @@ static cJSON *run_trt_engine_file(run_state *rs, const entry_def *e, const bench
     cJSON_ReplaceItemInObjectCaseSensitive(d, "backend", cJSON_CreateString("trt"));
   }
   return ej;
+}
+
+static cJSON *run_trt_engine_file(run_state *rs, const entry_def *e, const bench_case *c,
+                                  const char *path) {
+  int ran = 0;
+  cJSON *row = trt_engine_row(rs, path, &ran);
+  return trt_only_entry(rs, e, c, row, ran);
+}
+
+/* tensorrt.tilessm_plugin with the plugin library loaded (handle h, kept
+ * loaded as the engine row's) and the trt backend usable: the library's
+ * apexx_trt_plugin_run (backends/trt/engine_runner.h) builds a network of
+ * one TileSSMScan plugin over fp16 tokens [scan_batch, steps,
+ * scan_channels] and times its engine; tokens_per_s is
+ * scan_batch * steps * scan_channels / p50. */
+static cJSON *run_trt_plugin(run_state *rs, const entry_def *e, const bench_case *c,
+                             void *h) {
+  const bench_options *o = rs->opts;
+  int ran = 0;
+  cJSON *row;
+  void *sym = dlsym(h, APEXX_TRT_PLUGIN_RUN_SYMBOL);
+  if (!sym) {
+    row = row_skipped("tensorrt_unavailable:%s lacks %s", o->trt_plugin_lib,
+                      APEXX_TRT_PLUGIN_RUN_SYMBOL);
+  } else {
+    apexx_trt_plugin_run_fn run;
+    memcpy(&run, &sym, sizeof run);
+    apexx_trt_plugin_request q;
+    memset(&q, 0, sizeof q);
+    q.size = sizeof q;
+    q.batch = o->scan_batch;
+    q.steps = o->steps;
+    q.channels = o->scan_channels;
+    q.warmup = o->warmup;
+    q.iters = o->iters;
+    q.seed = o->seed;
+    apexx_trt_engine_result res;
+    int rc = run(&q, &res);
+    row = trt_result_row(rs, rc, &res, "plugin_library", o->trt_plugin_lib, "tokens_per_s",
+                         (double)o->scan_batch * (double)o->steps * (double)o->scan_channels,
+                         &ran);
+  }
+  return trt_only_entry(rs, e, c, row, ran);
 }
 
 static cJSON *run_trt_engine(run_state *rs, const entry_def *e,
@@ -1403,20 +1460,31 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
                              "divisible by 16 (tile_l0) and kmax <= (H/16)*(W/16)");
   }
 
-  /* tensorrt.tilessm_plugin: only the trt backend, and only with a plugin */
+  /* tensorrt.tilessm_plugin: only the trt backend, and only with a plugin
+   * library, which is loaded before the backend's state is asked (loading
+   * it needs neither TensorRT nor a device: a file that is no library is
+   * cdll_load_failed wherever the row runs) */
   const char *trt_skip = NULL;
   char trt_reason[1024];
   if (e->kind == KIND_TRT_PLUGIN) {
     int trt = find_backend(rs, "trt");
+    void *plugin = NULL;
     if (!rs->opts->trt_plugin_lib) {
       trt_skip = "missing_plugin_library";
     } else if (trt < 0) {
       trt_skip = "not_configured: no [backend trt] section";
     } else if (access(rs->opts->trt_plugin_lib, R_OK) != 0) {
       trt_skip = "missing_plugin_library";
+    } else if (!(plugin = dlopen(rs->opts->trt_plugin_lib, RTLD_NOW | RTLD_LOCAL))) {
+      const char *why = dlerror();
+      snprintf(trt_reason, sizeof trt_reason, "cdll_load_failed:%s",
+               why ? why : rs->opts->trt_plugin_lib);
+      trt_skip = trt_reason;
     } else if (rs->backends[trt].state != APX_BACKEND_OK) {
       trt_skip = backend_unusable_reason(&rs->backends[trt], trt_reason,
                                          sizeof trt_reason);
+    } else if (!backend_selected(rs, "trt")) {
+      trt_skip = "not_selected: excluded by --backends";
     }
     if (trt_skip) {
       cJSON *ej = run_all_skipped(rs, e, &c, trt_skip);
@@ -1429,6 +1497,7 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
       if (trt < 0) cJSON_AddItemToObject(rows, "trt", row_skipped("%s", trt_skip));
       return ej;
     }
+    return run_trt_plugin(rs, e, &c, plugin);
   }
 
   cJSON *ej = cJSON_CreateObject();

@@ -37,8 +37,9 @@ typedef struct apexx_trt_engine_request {
 typedef struct apexx_trt_engine_result {
   double p50_ms, p95_ms, mean_ms;
   double peak_memory_mb; /* the engine's device memory plus the I/O buffers */
-  int64_t frames;        /* the first input's leading dim (frames_per_s) */
-  char mode[32];         /* "modern_io_tensors" */
+  int64_t frames;        /* the first input's leading dim (frames_per_s);
+                            the plugin run's batch */
+  char mode[32];         /* "modern_io_tensors"; the plugin run's "plugin_network" */
   char trt_version[32];  /* libnvinfer's, "10.13.0" */
   /* when not run: spec/report.md's reason, "engine_deserialize_failed",
    * "unsupported_dtype:<n>", "unresolved_tensor_shape:<name>",
