@@ -155,12 +155,15 @@ void *create_object(const NvinferLib &lib, const char *symbol, RunnerLogger *log
   return object;
 }
 
-// The creators of this library into a registry (registering one already
-// there is harmless).
-void register_creators(nvinfer1::IPluginRegistry &registry) {
+// The creators of this library into a registry. Registering one already
+// there (a second registration, or the builder's and the runtime's shared
+// registry) fails harmlessly but logs an error: the logger's last error is
+// cleared after, so that a later skip reason does not carry it.
+void register_creators(nvinfer1::IPluginRegistry &registry, RunnerLogger *logger) {
   int32_t nb_creators = 0;
   nvinfer1::IPluginCreatorInterface *const *creators = getCreators(nb_creators);
   for (int i = 0; i < nb_creators; i++) registry.registerCreator(*creators[i], APX_TRT_NAMESPACE);
+  logger->last_error[0] = '\0';
 }
 
 // Time warmup + iters calls of enqueueV3 with CUDA events on a new stream:
@@ -220,7 +223,7 @@ int engine_run(const apexx_trt_engine_request *q, apexx_trt_engine_result *r) {
       create_object(lib, "createInferRuntime_INTERNAL", &logger, r));
   if (!runtime) return 1;
   // the engine may hold apexx's plugins: their creators first
-  register_creators(runtime->getPluginRegistry());
+  register_creators(runtime->getPluginRegistry(), &logger);
 
   int rc = 0;
   nvinfer1::ICudaEngine *engine = nullptr;
@@ -396,7 +399,7 @@ int plugin_run(const apexx_trt_plugin_request *q, apexx_trt_engine_result *r) {
       create_object(lib, "createInferBuilder_INTERNAL", &logger, r));
   if (!run.builder) return 1;
   nvinfer1::IPluginRegistry &registry = run.builder->getPluginRegistry();
-  register_creators(registry);
+  register_creators(registry, &logger);
   nvinfer1::IPluginCreatorInterface *found =
       registry.getCreator("TileSSMScan", APX_TRT_PLUGIN_VERSION, APX_TRT_NAMESPACE);
   if (!found || strcmp(found->getInterfaceInfo().kind, "PLUGIN CREATOR_V3ONE") != 0)
@@ -465,7 +468,7 @@ int plugin_run(const apexx_trt_plugin_request *q, apexx_trt_engine_result *r) {
   run.runtime = static_cast<nvinfer1::IRuntime *>(
       create_object(lib, "createInferRuntime_INTERNAL", &logger, r));
   if (!run.runtime) return 1;
-  register_creators(run.runtime->getPluginRegistry());
+  register_creators(run.runtime->getPluginRegistry(), &logger);
   run.engine = run.runtime->deserializeCudaEngine(run.plan->data(), run.plan->size());
   if (!run.engine)
     return set_reason(r, 1, "engine_deserialize_failed%s%s", logger.last_error[0] ? ":" : "",
