@@ -223,19 +223,39 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
         ((float4 *)dst)[e] = __ldg((const float4 *)src + e);
     };
 #endif
+    /* the vectors first, a copy group of their own (the scan waits for it
+     * alone), then the weights; nothing here blocks the thread */
+    auto vec = [&](int q, const float *src, int64_t n) {
+      for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        const unsigned d = (unsigned)__cvta_generic_to_shared(cst + q * C4 + e);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src + e) : "memory");
+#else
+        cst[q * C4 + e] = __ldg(src + e);
+#endif
+      }
+    };
+    vec(0, lv.decay[0], g.C);
+    vec(1, lv.decay[1], g.C);
+    vec(2, lv.ig[0], g.C);
+    vec(3, lv.ig[1], g.C);
+    vec(4, lv.sb[0], g.C);
+    vec(5, lv.sb[1], g.C);
+    vec(6, lv.og[0], g.C);
+    vec(7, lv.og[1], g.C);
+    vec(8, lv.gate, g.C);
+    vec(9, lv.ln_w, g.C);
+    vec(10, lv.ln_b, g.C);
+    vec(11, lv.b0, g.C);
+    vec(12, lv.b2, 2 * g.C);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
     if (wstage & 1) copy(w0s, lv.w0t, (int)(g.C * g.C / 4));
     if (wstage & 2) copy(w2s, lv.w2t, (int)(2 * g.C * g.C / 4));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
-    const float *src[12] = {lv.decay[0], lv.decay[1], lv.ig[0], lv.ig[1], lv.sb[0], lv.sb[1],
-                            lv.og[0],    lv.og[1],    lv.gate,  lv.ln_w,  lv.ln_b,  lv.b0};
-    for (int64_t e = threadIdx.x; e < 12 * g.C; e += blockDim.x) {
-      const int q = (int)(e / g.C);
-      const int64_t c = e - q * g.C;
-      cst[q * C4 + c] = __ldg(src[q] + c);
-    }
-    for (int64_t e = threadIdx.x; e < 2 * g.C; e += blockDim.x) cst[12 * C4 + e] = __ldg(lv.b2 + e);
   }
   /* (cuda_launch_after) the tokens, ids and tile states come from the
    * kernels before: read through L2 after their completion (the outside
@@ -262,10 +282,11 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
       tk[e] = __ldcg(g.tok_G ? tok + (b * g.tok_G + __ldcg(ids + j)) * C + c
                              : tok + (b * K + j) * C + c);
     }
-    __syncthreads();
-  } else {
-    __syncthreads(); /* the vectors copied */
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 1;" ::: "memory"); /* the vectors */
+#endif
+  __syncthreads();
   FF_TL_PHASE(0);
   /* token j of the row, channel c */
   auto token = [&](int64_t j, int64_t c) -> float {

@@ -138,16 +138,21 @@ static __device__ void ff_tokens_all(const ff_route_params &p, int64_t b, int64_
         cuda_dt<T>::to_f(cuda_dt<T>::from_f(__fdiv_rn(s, (float)tt)));
 }
 
-/* Block 0 of row blockIdx.y routes the row; the others compute level 0's
- * tokens of every tile (their means do not depend on the routing). */
+/* Blocks 0 and 1 of row blockIdx.y route the row, side by side: each
+ * ranks the L0 candidates (the same arithmetic, so the same selection);
+ * block 0 then writes level 0's ids (greedy and Hilbert order), the counts
+ * and the NaN verdict, block 1 the tile states and the split stage (level
+ * 1's parents and ids). The others compute level 0's tokens of every tile
+ * (their means do not depend on the routing). */
 template <typename T>
 __global__ void ff_route_kernel(ff_route_params p) {
   cuda_allow_dependents(); /* level 0's scan launch may start beside it */
-  FF_TL(blockIdx.x > 0 ? FF_TL_ROUTE_TOK : FF_TL_ROUTE);
-  if (blockIdx.x > 0) {
-    ff_tokens_all<T>(p, blockIdx.y, blockIdx.x - 1);
+  FF_TL(blockIdx.x > 1 ? FF_TL_ROUTE_TOK : FF_TL_ROUTE);
+  if (blockIdx.x > 1) {
+    ff_tokens_all<T>(p, blockIdx.y, blockIdx.x - 2);
     return;
   }
+  const int l1_block = blockIdx.x == 1;
   extern __shared__ double ff_route_sh[];
   double *score = ff_route_sh;                    /* [G0] */
   double *score2 = score + p.G0;                  /* [K0] split scores */
@@ -169,7 +174,7 @@ __global__ void ff_route_kernel(ff_route_params p) {
       u = -INFINITY;
     }
     score[i] = u / p.delta;
-    p.r.tile_state[b * p.G0 + i] = CUDA_FF_TILE_OUT;
+    if (l1_block) p.r.tile_state[b * p.G0 + i] = CUDA_FF_TILE_OUT;
     if (p.split) {
       float v = cuda_load_any(p.split, p.split_dt, b * p.G0 + i);
       if (v != v) atomicMin(&s_nan[1], (unsigned long long)(b * p.G0 + i));
@@ -196,51 +201,58 @@ __global__ void ff_route_kernel(ff_route_params p) {
       for (int off = q / 2; off > 0; off >>= 1) rank += __shfl_xor_sync(0xffffffffu, rank, off);
       if (i < G0 && sub == 0 && rank < K0) {
         sel[rank] = i;
-        p.r.tile_state[b * p.G0 + i] = CUDA_FF_TILE_L0;
+        if (l1_block) p.r.tile_state[b * p.G0 + i] = CUDA_FF_TILE_L0;
       }
     }
   }
   FF_TL_PHASE(1);
-  if (tid == 0) {
-    double spent = 0.0;
-    for (int n = 0; n < K0; n++) spent += p.delta;
-    p.r.l0_count[b] = K0;
-    p.r.b1_spent[b] = spent;
-    double spent2 = 0.0;
-    for (int n = 0; n < P; n++) spent2 += 1.0;
-    p.r.l1_count[b] = 4 * (int64_t)P;
-    p.r.b2_spent[b] = spent2;
-    p.r.nan_pos[2 * b] = s_nan[0];
-    p.r.nan_pos[2 * b + 1] = s_nan[1];
-    if (p.record && s_nan[0] != ~0ULL) ff_publish_nan(p.record, "utilities", p.B, p.G0, s_nan[0]);
-    else if (p.record && s_nan[1] != ~0ULL)
-      ff_publish_nan(p.record, "split_utilities", p.B, p.G0, s_nan[1]);
-  }
-  __syncthreads();
-  FF_TL_PHASE(2);
-  for (int q = tid; q < (int)p.kmax0; q += nt)
-    p.r.l0_greedy[b * p.kmax0 + q] = q < K0 ? (int64_t)sel[q] : -1;
-  /* L0 ids in Hilbert order on the L0 grid: each key once, then ranks */
-  const int gw0 = (int)p.gw0;
-  const unsigned n0 = ff_pow2_at_least((unsigned)(p.gh0 > p.gw0 ? p.gh0 : p.gw0));
-  for (int q = tid; q < K0; q += nt) {
-    const int id = sel[q];
-    key[q] = ff_hilbert_d((unsigned)(id % gw0), (unsigned)(id / gw0), n0);
-  }
-  __syncthreads();
-  for (int q = tid; q < K0; q += nt) {
-    const int id = sel[q];
-    const unsigned kq = key[q];
-    int rank = 0;
+  if (!l1_block) {
+    if (tid == 0) {
+      double spent = 0.0;
+      for (int n = 0; n < K0; n++) spent += p.delta;
+      p.r.l0_count[b] = K0;
+      p.r.b1_spent[b] = spent;
+      double spent2 = 0.0;
+      for (int n = 0; n < P; n++) spent2 += 1.0;
+      p.r.l1_count[b] = 4 * (int64_t)P;
+      p.r.b2_spent[b] = spent2;
+      p.r.nan_pos[2 * b] = s_nan[0];
+      p.r.nan_pos[2 * b + 1] = s_nan[1];
+      if (p.record && s_nan[0] != ~0ULL) ff_publish_nan(p.record, "utilities", p.B, p.G0, s_nan[0]);
+      else if (p.record && s_nan[1] != ~0ULL)
+        ff_publish_nan(p.record, "split_utilities", p.B, p.G0, s_nan[1]);
+    }
+    __syncthreads();
+    FF_TL_PHASE(2);
+    for (int q = tid; q < (int)p.kmax0; q += nt)
+      p.r.l0_greedy[b * p.kmax0 + q] = q < K0 ? (int64_t)sel[q] : -1;
+    /* L0 ids in Hilbert order on the L0 grid: each key once, then ranks */
+    const int gw0 = (int)p.gw0;
+    const unsigned n0 = ff_pow2_at_least((unsigned)(p.gh0 > p.gw0 ? p.gh0 : p.gw0));
+    for (int q = tid; q < K0; q += nt) {
+      const int id = sel[q];
+      key[q] = ff_hilbert_d((unsigned)(id % gw0), (unsigned)(id / gw0), n0);
+    }
+    __syncthreads();
+    for (int q = tid; q < K0; q += nt) {
+      const int id = sel[q];
+      const unsigned kq = key[q];
+      int rank = 0;
 #pragma unroll 8
-    for (int j = 0; j < K0; j++) rank += key[j] < kq;
-    p.r.l0_hilbert[b * p.kmax0 + rank] = id;
-    if (p.split_on) {
+      for (int j = 0; j < K0; j++) rank += key[j] < kq;
+      p.r.l0_hilbert[b * p.kmax0 + rank] = id;
+    }
+    return;
+  }
+  /* block 1: the split scores of the selected tiles, then the split stage */
+  __syncthreads();
+  if (p.split_on)
+    for (int q = tid; q < K0; q += nt) {
+      const int id = sel[q];
       double v = p.G0 <= 4096 ? (double)splitv[id]
                               : (double)cuda_load_any(p.split, p.split_dt, b * p.G0 + id);
       score2[q] = v != v ? -INFINITY : v / 1.0;
     }
-  }
   if (!p.split_on || P == 0) {
     for (int q = tid; q < (int)p.kmax1; q += nt) p.r.l1_ids[b * p.kmax1 + q] = -1;
     return;
@@ -266,7 +278,7 @@ __global__ void ff_route_kernel(ff_route_params p) {
   __syncthreads();
   FF_TL_PHASE(4);
   const int K1 = 4 * P;
-  const int gw1 = 2 * gw0, gh1 = 2 * (int)p.gh0;
+  const int gw1 = 2 * (int)p.gw0, gh1 = 2 * (int)p.gh0;
   const unsigned n1 = ff_pow2_at_least((unsigned)(gh1 > gw1 ? gh1 : gw1));
   for (int q = tid; q < K1; q += nt) {
     const int id = child[q];
@@ -304,7 +316,7 @@ static apx_status route_t(cuda_state *st, cudaStream_t s, const ff_route_params 
     CUDA_TRY(st, cudaFuncSetAttribute(ff_route_kernel<T>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
              "ff_infer: routing shared memory");
-  ff_route_kernel<T><<<dim3(1 + tok_blocks, (unsigned)p.B), threads, smem, s>>>(p);
+  ff_route_kernel<T><<<dim3(2 + tok_blocks, (unsigned)p.B), threads, smem, s>>>(p);
   CUDA_LAUNCHED(st, "ff_infer: routing launch");
   return APX_OK;
 }
