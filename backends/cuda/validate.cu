@@ -587,9 +587,11 @@ extern "C" apx_status apx__cuda_latch_enqueue(void *state, int device_index, voi
 extern "C" int apx__cuda_latch_take(void *latch_host, char *msg, size_t msg_size) {
   volatile int *set = (volatile int *)latch_host;
   if (*set == 0) return 0;
+  __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the record was written before the flag */
   cuda_error_record h;
   memcpy(&h, (const unsigned char *)latch_host + CUDA_LATCH_RECORD, sizeof h);
-  cuda_check_message(&h.desc, &h.result, msg, msg_size);
+  __atomic_thread_fence(__ATOMIC_RELEASE); /* read before the latch is free again */
   *set = 0;
+  cuda_check_message(&h.desc, &h.result, msg, msg_size);
   return 1;
 }
