@@ -16,41 +16,18 @@
 #include <string>
 #include <vector>
 
+#include "trt_test_util.h"
+
 using namespace nvinfer1;
+using trt_test::Context;
+using trt_test::desc;
+using trt_test::dims;
+using trt_test::Recorder;
 
 extern "C" IPluginCreatorInterface *const *getCreators(int32_t &nb_creators);
 extern "C" void setLoggerFinder(ILoggerFinder *finder);
 
 namespace {
-
-class Recorder final : public IErrorRecorder {
- public:
-  int32_t getNbErrors() const noexcept override { return (int32_t)messages.size(); }
-  ErrorCode getErrorCode(int32_t i) const noexcept override { return codes[(size_t)i]; }
-  ErrorDesc getErrorDesc(int32_t i) const noexcept override { return messages[(size_t)i].c_str(); }
-  bool hasOverflowed() const noexcept override { return false; }
-  void clear() noexcept override {
-    messages.clear();
-    codes.clear();
-  }
-  bool reportError(ErrorCode code, ErrorDesc desc) noexcept override {
-    codes.push_back(code);
-    messages.push_back(desc);
-    return false;
-  }
-  RefCount incRefCount() noexcept override { return 1; }
-  RefCount decRefCount() noexcept override { return 0; }
-  std::vector<std::string> messages;
-  std::vector<ErrorCode> codes;
-};
-
-class Context final : public IPluginResourceContext {
- public:
-  explicit Context(IErrorRecorder *r) : recorder(r) {}
-  IGpuAllocator *getGpuAllocator() const noexcept override { return nullptr; }
-  IErrorRecorder *getErrorRecorder() const noexcept override { return recorder; }
-  IErrorRecorder *recorder;
-};
 
 class Logger final : public ILogger {
  public:
@@ -94,22 +71,6 @@ IPluginV3OneRuntime *runtime(IPluginV3 *p) {
 }
 IPluginV3OneCore *core(IPluginV3 *p) {
   return static_cast<IPluginV3OneCore *>(p->getCapabilityInterface(PluginCapabilityType::kCORE));
-}
-
-Dims dims(std::vector<int64_t> d) {
-  Dims x;
-  x.nbDims = (int32_t)d.size();
-  for (size_t i = 0; i < d.size(); i++) x.d[i] = d[i];
-  return x;
-}
-
-PluginTensorDesc desc(std::vector<int64_t> d, DataType t) {
-  PluginTensorDesc x;
-  memset(&x, 0, sizeof x);
-  x.dims = dims(d);
-  x.type = t;
-  x.format = TensorFormat::kLINEAR;
-  return x;
 }
 
 DynamicPluginTensorDesc dyn(std::vector<int64_t> d, DataType t) {

@@ -15,47 +15,18 @@
 #include <string>
 #include <vector>
 
+#include "trt_test_util.h"
+
 using namespace nvinfer1;
+using trt_test::Context;
+using trt_test::desc;
+using trt_test::Recorder;
 
 extern "C" IPluginCreatorInterface *const *getCreators(int32_t &nb_creators);
 
 namespace {
 
-class Recorder final : public IErrorRecorder {
- public:
-  int32_t getNbErrors() const noexcept override { return (int32_t)messages.size(); }
-  ErrorCode getErrorCode(int32_t) const noexcept override { return ErrorCode::kINTERNAL_ERROR; }
-  ErrorDesc getErrorDesc(int32_t i) const noexcept override { return messages[(size_t)i].c_str(); }
-  bool hasOverflowed() const noexcept override { return false; }
-  void clear() noexcept override { messages.clear(); }
-  bool reportError(ErrorCode, ErrorDesc desc) noexcept override {
-    messages.push_back(desc);
-    return false;
-  }
-  RefCount incRefCount() noexcept override { return 1; }
-  RefCount decRefCount() noexcept override { return 0; }
-  std::vector<std::string> messages;
-};
-
-class Context final : public IPluginResourceContext {
- public:
-  explicit Context(IErrorRecorder *r) : recorder(r) {}
-  IGpuAllocator *getGpuAllocator() const noexcept override { return nullptr; }
-  IErrorRecorder *getErrorRecorder() const noexcept override { return recorder; }
-  IErrorRecorder *recorder;
-};
-
-const int B = 1, C = 2, H = 8, W = 8, T = 4, K = 3, G = (H / T) * (W / T);
-
-PluginTensorDesc desc(std::vector<int64_t> d, DataType t) {
-  PluginTensorDesc x;
-  memset(&x, 0, sizeof x);
-  x.dims.nbDims = (int32_t)d.size();
-  for (size_t i = 0; i < d.size(); i++) x.dims.d[i] = d[i];
-  x.type = t;
-  x.format = TensorFormat::kLINEAR;
-  return x;
-}
+const int B = 1, C = 2, H = 8, W = 8, T = 4, K = 3;
 
 // A TilePack plugin of tile 4, configured and attached to a context with
 // the recorder, over features [1,2,8,8] f32, idx [1,3] i32, out [1,3,2,4,4].

@@ -43,14 +43,14 @@ tests_test_trt_bench_LDADD = $(BENCH_TEST_LDADD) $(DL_LIBS)
 if BUILD_TRT_PLUGINS
 check_PROGRAMS += tests/test_trt_plugins
 TESTS += tests/test_trt_plugins
-tests_test_trt_plugins_SOURCES = tests/test_trt_plugins.cpp
+tests_test_trt_plugins_SOURCES = tests/test_trt_plugins.cpp tests/trt_test_util.h
 tests_test_trt_plugins_CPPFLAGS = $(AM_CPPFLAGS) $(CHECK_CFLAGS) $(TRT_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_trt_plugins_CXXFLAGS = $(AM_CXXFLAGS) -std=c++17
 tests_test_trt_plugins_LDADD = backends/trt/libapexx_trt_plugins.la $(CHECK_LIBS)
 # the plugins' enqueue on a GPU (exit 77 without one)
 check_PROGRAMS += tests/test_trt_plugins_gpu
 TESTS += tests/test_trt_plugins_gpu
-tests_test_trt_plugins_gpu_SOURCES = tests/test_trt_plugins_gpu.cpp
+tests_test_trt_plugins_gpu_SOURCES = tests/test_trt_plugins_gpu.cpp tests/trt_test_util.h
 tests_test_trt_plugins_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CHECK_CFLAGS) $(TRT_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_trt_plugins_gpu_CXXFLAGS = $(AM_CXXFLAGS) -std=c++17
 tests_test_trt_plugins_gpu_LDADD = backends/trt/libapexx_trt_plugins.la $(CUDA_LIBS) $(CHECK_LIBS)
