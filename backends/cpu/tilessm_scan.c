@@ -219,8 +219,9 @@ apx_status cpu_tilessm_scan(void *state, const apx_tilessm_scan_args *args,
   const si_isa isa = si_isa_level();
   /* no channel or no batch: out and final_state are empty (the loops over
    * the other dims would still count up to their extents, ~2^58 for a shape
-   * the core accepts) */
-  if (B == 0 || C == 0) return APX_OK;
+   * the core accepts); no token and no final_state: nothing to write (the
+   * [B][2][C] scratch of such a shape would be just as large) */
+  if (B == 0 || C == 0 || (K == 0 && !args->final_state)) return APX_OK;
 
   /* per-channel fp32 vectors, then [B][2][C] init, final, and the gate */
   size_t param_floats = (size_t)C * 5;
