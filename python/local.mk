@@ -10,7 +10,8 @@ APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
 	python/tests/reference.py python/tests/test_numpy_ops.py \
 	python/tests/test_errors.py python/tests/test_rtld_local.py \
 	python/tests/test_refcount.py python/tests/test_torch_cpu.py \
-	python/tests/test_gpu.py python/tests/gpu_run.sh
+	python/tests/test_gpu.py python/tests/gpu_run.sh \
+	python/tests/run_without_optional.py
 EXTRA_DIST += python/apexx/_apexx.c $(APEXX_PY_SOURCES) $(APEXX_PY_TESTS) \
 	docs/python.md bench/python_overhead.py
 
@@ -50,7 +51,7 @@ clean-python-build:
 	rm -rf python/build
 
 # make check: python/tests/run_tests.py (rules below)
-TESTS += python/tests/run_tests.py
+TESTS += python/tests/run_tests.py python/tests/run_without_optional.py
 endif
 
 # make check: one runner (python/tests/run_tests.py) over the test files,

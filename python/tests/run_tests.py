@@ -2,17 +2,41 @@
 """Runs the apexx Python tests (python/tests/test_*.py) and prints one line
 per test, then 'N passed, N failed, N skipped'. Exit 0 pass, 1 fail, 77
 skipped (no NumPy, or the package cannot be imported). `make check` runs it
-with PYTHONPATH at the build tree's package; `-k WORD` selects tests."""
+with PYTHONPATH at the build tree's package; `-k WORD` selects tests;
+`--without torch,cupy` makes those modules unimportable for the run, as on a
+machine without them (every test that needs one must then skip, saying so)."""
+import importlib.abc
 import os
 import sys
 import time
+import traceback
 import unittest
 
 HERE = os.environ.get("APEXX_PY_TESTS") or os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
+class _Without(importlib.abc.MetaPathFinder):
+    """Refuses the named top-level modules (and their submodules) as if absent."""
+
+    def __init__(self, names):
+        self.names = set(names)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named '{fullname}' (--without)", name=fullname)
+        return None
+
+
 def main(argv):
+    if "--without" in argv:
+        names = [n for n in argv[argv.index("--without") + 1].split(",") if n]
+        for n in names:
+            if n in sys.modules:
+                print(f"run_tests.py: --without {n}: already imported", file=sys.stderr)
+                return 1
+        sys.meta_path.insert(0, _Without(names))
+        print(f"without: {', '.join(names)} (imports refused for this run)")
     try:
         import numpy  # noqa: F401
     except ImportError:
@@ -31,8 +55,15 @@ def main(argv):
         loader.testNamePatterns = [f"*{pattern}*"]
     suite = unittest.TestSuite()
     names = sorted(f[:-3] for f in os.listdir(HERE) if f.startswith("test_") and f.endswith(".py"))
+    broken = 0
     for name in names:
-        suite.addTests(loader.loadTestsFromName(name))
+        # a module that cannot even be imported is a failure of its own, and
+        # the other modules still run
+        try:
+            suite.addTests(loader.loadTestsFromName(name))
+        except Exception:  # noqa: BLE001 (any error at import is the module's failure)
+            broken += 1
+            print(f"FAIL {name} (import)\n{traceback.format_exc()}", flush=True)
 
     class Result(unittest.TestResult):
         def __init__(self):
@@ -61,7 +92,7 @@ def main(argv):
 
     result = Result()
     suite.run(result)
-    failed = len(result.failures) + len(result.errors)
+    failed = len(result.failures) + len(result.errors) + broken
     print(f"{result.passed} passed, {failed} failed, {len(result.skipped)} skipped")
     if failed:
         return 1

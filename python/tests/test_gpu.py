@@ -32,7 +32,8 @@ class Gpu(TestCase):
         self.gen = torch.Generator(device="cuda").manual_seed(int(self.rng.integers(1 << 31)))
         self.stream = torch.cuda.Stream()
 
-    def randn(self, *shape, dtype=torch.float16):
+    def randn(self, *shape, dtype=None):
+        dtype = torch.float16 if dtype is None else dtype
         return torch.randn(*shape, generator=self.gen, device="cuda").to(dtype)
 
     def ids(self, B, K, n):

@@ -26,7 +26,8 @@ class TorchCpu(TestCase):
         super().setUp()
         self.gen = torch.Generator().manual_seed(int(self.rng.integers(1 << 31)))
 
-    def randn(self, *shape, dtype=torch.float32):
+    def randn(self, *shape, dtype=None):
+        dtype = torch.float32 if dtype is None else dtype
         return torch.randn(*shape, generator=self.gen).to(dtype)
 
     def test_tilepack_dtypes(self):
