@@ -230,6 +230,57 @@ int bench_run(apx_context *ctx, const bench_options *opts, cJSON *report,
  * passes are merged. */
 void bench_add_copy_shares(cJSON *report);
 
+/* ---- intervals and verdicts (verdict.c) --------------------------------- */
+/* docs/report.md, Verdicts. A ratio is B's time over A's (current over
+ * baseline): above 1 is slower. */
+typedef enum bench_verdict {
+  BENCH_UNCHANGED,
+  BENCH_REGRESSED,
+  BENCH_IMPROVED,
+  BENCH_INCONCLUSIVE
+} bench_verdict;
+/* "unchanged", "regressed", "improved", "inconclusive" */
+const char *bench_verdict_name(bench_verdict v);
+
+typedef struct bench_interval {
+  int n;             /* pairs used (paired); the smaller side (unpaired) */
+  double ratio;      /* the estimate of B/A; NAN without samples */
+  double lo, hi;     /* its confidence interval; 0 and INFINITY when the
+                        samples are too few for the level asked */
+  double coverage;   /* the interval's exact coverage (>= the level asked;
+                        the normal approximation's level for large unpaired
+                        samples), 0 without an interval */
+  double log_spread; /* paired: 1.4826 * MAD of the log ratios (NAN unpaired) */
+} bench_interval;
+
+/* Paired samples a[i], b[i] (round i's two times): the median of the
+ * ratios b[i]/a[i] and the sign test's interval for it, the widest pair of
+ * order statistics whose coverage is at least `confidence` (in (0, 1)).
+ * Pairs with a time <= 0 or not finite are left out (n counts the rest).
+ * Returns 0, or -1 on a bad confidence or no memory. */
+int bench_paired_interval(const double *a, const double *b, int n, double confidence,
+                          bench_interval *out);
+/* Independent samples a (baseline) and b (current): the Hodges-Lehmann
+ * ratio (median of every b[j]/a[i]) and the Mann-Whitney interval for it
+ * (exact null distribution up to na*nb = 3600, else the normal
+ * approximation). Returns 0, or -1 on a bad confidence or no memory. */
+int bench_unpaired_interval(const double *a, int na, const double *b, int nb, double confidence,
+                            bench_interval *out);
+/* The verdict for a practical threshold t (0.10: 10%): regressed when the
+ * ratio >= 1 + t and the interval lies above 1; improved when the ratio
+ * <= 1/(1 + t) and the interval lies below 1; unchanged when the interval
+ * lies inside (1/(1 + t), 1 + t); else (no interval included)
+ * inconclusive. */
+bench_verdict bench_judge(const bench_interval *iv, double threshold);
+/* The fewest pairs whose sign-test interval reaches `confidence` (6 for
+ * 0.95). */
+int bench_min_pairs(double confidence);
+/* For an inconclusive paired interval, an estimate of how many more pairs
+ * would settle it at the present spread and estimate (at least 1, at most
+ * 100000: an estimate on the threshold itself needs that many); 0 when it
+ * is settled. */
+int bench_rounds_to_settle(const bench_interval *iv, double threshold, double confidence);
+
 /* ---- compare (compare.c) ------------------------------------------------- */
 int bench_compare_main(int argc, char **argv);
 

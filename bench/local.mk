@@ -6,6 +6,7 @@ bench_apexx_bench_SOURCES = \
 	bench/flags.c \
 	bench/inputs.c \
 	bench/stats.c \
+	bench/verdict.c \
 	bench/runner.c \
 	bench/reference.c \
 	bench/report_json.c \

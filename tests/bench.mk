@@ -27,6 +27,14 @@ tests_test_bench_stats_SOURCES = tests/test_bench_stats.c bench/stats.c \
 tests_test_bench_stats_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
 tests_test_bench_stats_LDADD = $(BENCH_TEST_LDADD)
 
+# The verdicts (bench/verdict.c) on synthetic paired and unpaired samples.
+check_PROGRAMS += tests/test_bench_verdict
+TESTS += tests/test_bench_verdict
+tests_test_bench_verdict_SOURCES = tests/test_bench_verdict.c bench/verdict.c \
+	bench/inputs.c bench/bench.h
+tests_test_bench_verdict_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
+tests_test_bench_verdict_LDADD = $(BENCH_TEST_LDADD) $(M_LIBS)
+
 # Rows that must fail or skip, through the deliberately broken backends of
 # tests/fixtures/backend_fixture.c (beta, alpha, probe of tests/core.mk) and
 # one more built here: a backend named "cpu" whose tilepack writes nothing
