@@ -71,6 +71,11 @@ EXTRA_DIST += tests/test_symbols.sh
 TESTS += tests/test_apexx_info.sh
 EXTRA_DIST += tests/test_apexx_info.sh
 
+# the README's quick start as tools/fresh-machine-check reads it, and
+# .ci/run installing the same packages
+TESTS += tests/test_quickstart.sh
+EXTRA_DIST += tests/test_quickstart.sh tools/fresh-machine-check
+
 # libapexx dlopen'ed with RTLD_LOCAL: every backend still loads and runs.
 # The program links no apexx library (only libdl).
 check_PROGRAMS += tests/test_rtld_local
