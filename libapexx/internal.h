@@ -82,9 +82,10 @@ const char *apx__unsafe_file_reason_trusting(const char *path, const char *trust
 /* A directory above path (resolved) that others can write without the
  * sticky bit: NULL when none, else a sentence (static storage per thread). */
 const char *apx__unsafe_dir_reason(const char *path);
-/* 0 when fd holds an ELF shared object of this machine whose program
- * headers and PT_LOAD/PT_DYNAMIC file ranges lie inside file_size; else -1
- * with the reason. */
+/* 0 when fd (file_size bytes) holds an ELF shared object of this machine
+ * whose segments lie inside the file and whose dynamic section, tables
+ * and relocations stay inside its PT_LOAD segments (libapexx/elf_check.c);
+ * else -1 with the reason. */
 int apx__elf_check(int fd, uint64_t file_size, char *reason, size_t reason_size);
 /* Not empty, and no ".." component in a relative name. */
 int apx__library_name_ok(const char *name);

@@ -6,6 +6,7 @@ libapexx_libapexx_la_SOURCES = \
 	libapexx/config.c \
 	libapexx/loader.c \
 	libapexx/trust.c \
+	libapexx/elf_check.c \
 	libapexx/context.c \
 	libapexx/dispatch.c \
 	libapexx/validate.c \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Opening the shared objects the core loads (backend modules, the trt
  * backend's plugin_library): the file is opened once, every check reads the
  * open descriptor, and dlopen maps that descriptor through
@@ -5,12 +6,12 @@
  * A module is refused when it is not a regular file, when others can
  * write it or a directory above it (world-writable without the sticky
  * bit), when its owner is not trusted (apx__unsafe_file_reason_trusting),
- * or when its ELF headers do not fit the file (a truncated module would
- * fault inside dlopen: SIGBUS on the pages past the end). */
+ * or when its ELF structure fails apx__elf_check (libapexx/elf_check.c:
+ * another machine's module, a truncated one, a dynamic section pointing
+ * outside the module, each of which would fail or fault inside dlopen). */
 #include "config.h"
 
 #include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -22,16 +23,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-
-#if UINTPTR_MAX > 0xffffffffu
-typedef Elf64_Ehdr ehdr_t;
-typedef Elf64_Phdr phdr_t;
-#define APX_ELF_CLASS ELFCLASS64
-#else
-typedef Elf32_Ehdr ehdr_t;
-typedef Elf32_Phdr phdr_t;
-#define APX_ELF_CLASS ELFCLASS32
-#endif
 
 const char *apx__unsafe_dir_reason(const char *path) {
   static __thread char reason[600];
@@ -61,78 +52,6 @@ const char *apx__unsafe_dir_reason(const char *path) {
   return found;
 }
 
-int apx__elf_check(int fd, uint64_t file_size, char *reason, size_t reason_size) {
-  ehdr_t eh;
-  if (file_size < sizeof eh || pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh) {
-    snprintf(reason, reason_size, "[%llu] bytes: too short for an ELF header",
-             (unsigned long long)file_size);
-    return -1;
-  }
-  if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
-    snprintf(reason, reason_size, "not an ELF file (no ELF magic)");
-    return -1;
-  }
-  if (eh.e_ident[EI_CLASS] != APX_ELF_CLASS) {
-    snprintf(reason, reason_size, "ELF class [%u] is not this machine's [%u]",
-             (unsigned)eh.e_ident[EI_CLASS], (unsigned)APX_ELF_CLASS);
-    return -1;
-  }
-  if (eh.e_type != ET_DYN) {
-    snprintf(reason, reason_size, "ELF type [%u] is not a shared object", (unsigned)eh.e_type);
-    return -1;
-  }
-  if (eh.e_phentsize != sizeof(phdr_t) || eh.e_phnum == 0 || eh.e_phnum == PN_XNUM) {
-    snprintf(reason, reason_size, "program header table [%u entries of %u bytes] is malformed",
-             (unsigned)eh.e_phnum, (unsigned)eh.e_phentsize);
-    return -1;
-  }
-  uint64_t ph_bytes = (uint64_t)eh.e_phnum * sizeof(phdr_t), ph_end;
-  if (__builtin_add_overflow((uint64_t)eh.e_phoff, ph_bytes, &ph_end) || ph_end > file_size) {
-    snprintf(reason, reason_size,
-             "program headers [%llu, %llu) lie past the end of the file [%llu bytes] "
-             "(truncated?)",
-             (unsigned long long)eh.e_phoff, (unsigned long long)ph_end,
-             (unsigned long long)file_size);
-    return -1;
-  }
-  phdr_t *ph = malloc(ph_bytes);
-  if (!ph) {
-    snprintf(reason, reason_size, "out of memory reading program headers");
-    return -1;
-  }
-  int rc = 0;
-  if (pread(fd, ph, ph_bytes, (off_t)eh.e_phoff) != (ssize_t)ph_bytes) {
-    snprintf(reason, reason_size, "cannot read the program headers");
-    rc = -1;
-  }
-  int loads = 0;
-  for (unsigned i = 0; rc == 0 && i < eh.e_phnum; i++) {
-    if (ph[i].p_type != PT_LOAD && ph[i].p_type != PT_DYNAMIC) continue;
-    loads += ph[i].p_type == PT_LOAD;
-    uint64_t end;
-    if (__builtin_add_overflow((uint64_t)ph[i].p_offset, (uint64_t)ph[i].p_filesz, &end) ||
-        end > file_size) {
-      snprintf(reason, reason_size,
-               "%s segment %u's file range [%llu, %llu) lies past the end of the file "
-               "[%llu bytes] (truncated?)",
-               ph[i].p_type == PT_LOAD ? "PT_LOAD" : "PT_DYNAMIC", i,
-               (unsigned long long)ph[i].p_offset,
-               (unsigned long long)ph[i].p_offset + (unsigned long long)ph[i].p_filesz,
-               (unsigned long long)file_size);
-      rc = -1;
-    } else if (ph[i].p_filesz > ph[i].p_memsz) {
-      snprintf(reason, reason_size, "segment %u's file size exceeds its memory size", i);
-      rc = -1;
-    }
-  }
-  if (rc == 0 && loads == 0) {
-    snprintf(reason, reason_size, "no PT_LOAD segment");
-    rc = -1;
-  }
-  free(ph);
-  return rc;
-}
-
 /* A relative library name has no ".." component; no name is empty. */
 int apx__library_name_ok(const char *name) {
   if (!name || !*name) return 0;
@@ -160,6 +79,32 @@ static void fresh_fd_name(char *buf, size_t size, int fd) {
   for (int bit = 31; bit >= 0 && n + 3 < size; bit--)
     n += (size_t)snprintf(buf + n, size - n, "%s", (g >> bit) & 1u ? "./" : "/");
   snprintf(buf + n, size - n, "%d", fd);
+}
+
+/* text with every occurrence of name replaced by real (the linker names a
+ * module by the /proc/self/fd name it was opened by); NULL when name does
+ * not occur or out of memory. */
+static char *replace_name(const char *text, const char *name, const char *real) {
+  size_t name_len = strlen(name), real_len = strlen(real), count = 0;
+  for (const char *p = strstr(text, name); p; p = strstr(p + name_len, name)) count++;
+  if (count == 0) return NULL;
+  size_t text_len = strlen(text);
+  char *out = malloc(text_len + count * real_len + 1);
+  if (!out) return NULL;
+  char *o = out;
+  for (const char *p = text, *hit; *p; p = hit + name_len) {
+    hit = strstr(p, name);
+    if (!hit) {
+      strcpy(o, p);
+      return out;
+    }
+    memcpy(o, p, (size_t)(hit - p));
+    o += hit - p;
+    memcpy(o, real, real_len);
+    o += real_len;
+    *o = '\0';
+  }
+  return out;
 }
 
 void *apx__dlopen_checked(const char *path, int flags, const char *trusted_uids,
@@ -202,7 +147,10 @@ void *apx__dlopen_checked(const char *path, int flags, const char *trusted_uids,
     handle = dlopen(open_path, flags);
     if (!handle) {
       const char *err = dlerror(); /* copied at once: dlerror text is fleeting */
-      snprintf(reason, reason_size, "dlopen failed: %s", err ? err : "unknown error");
+      char *named = err && open_path != path ? replace_name(err, open_path, path) : NULL;
+      snprintf(reason, reason_size, "dlopen failed: %s",
+               named ? named : err ? err : "unknown error");
+      free(named);
     }
   }
   close(fd);
