@@ -458,47 +458,25 @@ static int uid_listed(const char *list, uid_t uid) {
   return 0;
 }
 
-/* path (resolved) lies under a directory of $APEXX_TRUSTED_DIRS (absolute
- * paths separated by ':'; read with secure_getenv). path may be an open
- * descriptor's /proc/self/fd/N. */
-static int in_trusted_dir(const char *path) {
-  const char *dirs = apx__getenv("APEXX_TRUSTED_DIRS");
-  if (!dirs || !*dirs) return 0;
-  char *real = realpath(path, NULL);
-  if (!real) return 0;
-  int found = 0;
-  for (const char *p = dirs; *p && !found;) {
-    size_t len = strcspn(p, ":");
-    char dir[4096];
-    if (len > 0 && len < sizeof dir && p[0] == '/') {
-      memcpy(dir, p, len);
-      dir[len] = '\0';
-      char *real_dir = realpath(dir, NULL);
-      if (real_dir) {
-        size_t dl = strlen(real_dir);
-        found = strncmp(real, real_dir, dl) == 0 &&
-                (real[dl] == '/' || (dl == 1 && real_dir[0] == '/'));
-        free(real_dir);
-      }
-    }
-    p += len;
-    if (*p == ':') p++;
-  }
-  free(real);
-  return found;
-}
-
 /* The rules of apx__unsafe_file_reason_trusting on st, the status of path;
  * real_path names the same file for the APEXX_TRUSTED_DIRS lookup. */
 static const char *unsafe_stat_reason(const struct stat *st, const char *path,
                                       const char *real_path, const char *trusted_uids) {
-  static __thread char reason[600];
+  static __thread char reason[700];
   if (st->st_mode & S_IWOTH) {
     snprintf(reason, sizeof reason, "[%s] is world-writable", path);
     return reason;
   }
+  if ((st->st_mode & S_IWGRP) && !apx__group_write_trusted(st, real_path, 0)) {
+    snprintf(reason, sizeof reason,
+             "[%s] is group-writable and its group [%u] is neither root's group nor its "
+             "owner's personal group (to trust it, chmod g-w or list its directory in "
+             "APEXX_TRUSTED_DIRS)",
+             path, (unsigned)st->st_gid);
+    return reason;
+  }
   if (st->st_uid != 0 && st->st_uid != geteuid() && !uid_listed(trusted_uids, st->st_uid) &&
-      !in_trusted_dir(real_path)) {
+      !apx__in_trusted_dir(real_path, 0)) {
     snprintf(reason, sizeof reason,
              "[%s] is owned by uid [%u], neither root nor the current user (to trust "
              "it, list its directory in APEXX_TRUSTED_DIRS or the uid in [apexx] "

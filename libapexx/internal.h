@@ -79,6 +79,15 @@ const char *apx__unsafe_file_reason(const char *path);
 const char *apx__unsafe_file_reason_trusting(const char *path, const char *trusted_uids);
 
 /* ---- opening shared objects (libapexx/trust.c) ---- */
+struct stat;
+/* path (resolved) lies under a directory of $APEXX_TRUSTED_DIRS (absolute
+ * paths separated by ':', read with secure_getenv), or is one with
+ * or_itself. path may be an open descriptor's /proc/self/fd/N. */
+int apx__in_trusted_dir(const char *path, int or_itself);
+/* Others in the group of st (the status of path) may write it and are
+ * trusted to: the group is root's (gid 0), the owner's personal group, or
+ * path lies under APEXX_TRUSTED_DIRS (or is one, with or_itself). */
+int apx__group_write_trusted(const struct stat *st, const char *path, int or_itself);
 /* A directory above path (resolved) that others can write without the
  * sticky bit: NULL when none, else a sentence (static storage per thread). */
 const char *apx__unsafe_dir_reason(const char *path);

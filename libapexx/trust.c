@@ -4,7 +4,8 @@
  * open descriptor, and dlopen maps that descriptor through
  * /proc/self/fd/N, so nothing can swap the file between check and use.
  * A module is refused when it is not a regular file, when others can
- * write it or a directory above it (world-writable without the sticky
+ * write it or a directory above it (world-writable, or group-writable by a
+ * group apx__group_write_trusted does not accept, without the sticky
  * bit), when its owner is not trusted (apx__unsafe_file_reason_trusting),
  * or when its ELF structure fails apx__elf_check (libapexx/elf_check.c:
  * another machine's module, a truncated one, a dynamic section pointing
@@ -14,7 +15,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +26,63 @@
 #include <unistd.h>
 
 #include "internal.h"
+
+int apx__in_trusted_dir(const char *path, int or_itself) {
+  const char *dirs = apx__getenv("APEXX_TRUSTED_DIRS");
+  if (!dirs || !*dirs) return 0;
+  char *real = realpath(path, NULL);
+  if (!real) return 0;
+  int found = 0;
+  for (const char *p = dirs; *p && !found;) {
+    size_t len = strcspn(p, ":");
+    char dir[4096];
+    if (len > 0 && len < sizeof dir && p[0] == '/') {
+      memcpy(dir, p, len);
+      dir[len] = '\0';
+      char *real_dir = realpath(dir, NULL);
+      if (real_dir) {
+        size_t dl = strlen(real_dir);
+        found = strncmp(real, real_dir, dl) == 0 &&
+                (real[dl] == '/' || (dl == 1 && real_dir[0] == '/') ||
+                 (or_itself && real[dl] == '\0'));
+        free(real_dir);
+      }
+    }
+    p += len;
+    if (*p == ':') p++;
+  }
+  free(real);
+  return found;
+}
+
+/* gid is the personal group of user `owner`: the owner's primary group,
+ * with the owner's name, listing no other member (the user private group
+ * scheme of Debian and Red Hat, under which umask 002 makes a user's files
+ * group-writable; Debian's OpenSSH accepts such files the same way). */
+static int personal_group(uid_t owner, gid_t gid) {
+  size_t size = 16384;
+  int personal = 0;
+  for (;;) {
+    char *buf = malloc(size);
+    if (!buf) return 0;
+    struct passwd pw, *pwp = NULL;
+    struct group gr, *grp = NULL;
+    int rc = getpwuid_r(owner, &pw, buf, size / 2, &pwp);
+    if (rc == 0 && pwp && pw.pw_gid == gid)
+      rc = getgrgid_r(gid, &gr, buf + size / 2, size / 2, &grp);
+    if (rc == 0 && pwp && grp)
+      personal = strcmp(gr.gr_name, pw.pw_name) == 0 &&
+                 (!gr.gr_mem[0] || (strcmp(gr.gr_mem[0], pw.pw_name) == 0 && !gr.gr_mem[1]));
+    free(buf);
+    if (rc != ERANGE || size >= (1u << 22)) return personal;
+    size *= 2;
+  }
+}
+
+int apx__group_write_trusted(const struct stat *st, const char *path, int or_itself) {
+  return st->st_gid == 0 || personal_group(st->st_uid, st->st_gid) ||
+         apx__in_trusted_dir(path, or_itself);
+}
 
 const char *apx__unsafe_dir_reason(const char *path) {
   static __thread char reason[600];
@@ -40,11 +100,19 @@ const char *apx__unsafe_dir_reason(const char *path) {
     else
       *slash = '\0';
     struct stat st;
-    if (stat(real, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & S_IWOTH) &&
-        !(st.st_mode & S_ISVTX)) {
-      snprintf(reason, sizeof reason,
-               "directory [%s] above [%s] is world-writable without the sticky bit", real, path);
-      found = reason;
+    if (stat(real, &st) == 0 && S_ISDIR(st.st_mode) && !(st.st_mode & S_ISVTX)) {
+      if (st.st_mode & S_IWOTH) {
+        snprintf(reason, sizeof reason,
+                 "directory [%s] above [%s] is world-writable without the sticky bit", real,
+                 path);
+        found = reason;
+      } else if ((st.st_mode & S_IWGRP) && !apx__group_write_trusted(&st, real, 1)) {
+        snprintf(reason, sizeof reason,
+                 "directory [%s] above [%s] is group-writable without the sticky bit and its "
+                 "group [%u] is neither root's group nor its owner's personal group",
+                 real, path, (unsigned)st.st_gid);
+        found = reason;
+      }
     }
     if (slash == real) break;
   }
