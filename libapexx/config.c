@@ -429,10 +429,15 @@ static char *line_reader(char *str, int num, void *stream) {
     if (hlen > 2 && h[hlen - 1] == ']') {
       h[hlen - 1] = '\0';
       char *section = trim(h + 1);
-      if (strncmp(section, "backend ", 8) == 0 && *trim(section + 8) &&
-          !backend_config(ps->cfg, trim(section + 8), 1) &&
-          ps->cfg->backend_count < APX_MAX_BACKENDS)
-        out_of_memory(ps);
+      const char *name = strncmp(section, "backend ", 8) == 0 ? trim(section + 8) : "";
+      if (*name && !backend_config(ps->cfg, name, 1)) {
+        if (ps->cfg->backend_count < APX_MAX_BACKENDS)
+          out_of_memory(ps);
+        else /* a section with no keys is a backend too: never dropped */
+          fail_at(ps, "too many backends (at most 16), at [backend %s]%s", name, "");
+        free(header);
+        return NULL;
+      }
     }
     free(header);
   }

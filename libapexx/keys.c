@@ -54,7 +54,7 @@ static const apx_backend_env core_env[] = {
     {"APEXX_BACKEND", "a backend every call is forced to (a call's own backend wins)"},
     {"APEXX_LOG", "log level: off, error, warn, info, debug (default warn)"},
     {"APEXX_TRUSTED_DIRS", "colon-separated directories whose files other non-root owners "
-                           "may own"},
+                           "may own and any group may write"},
 };
 #define CORE_ENV_COUNT ((int)(sizeof core_env / sizeof core_env[0]))
 

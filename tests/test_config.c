@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libapexx/config.c: the INI file through inih, lookup order, environment
  * overrides, errors with file:line, warnings for unknown keys. */
 #include "coretest.h"
@@ -42,6 +43,35 @@ START_TEST(unknown_key_is_a_warning_with_its_line) {
   ck_assert_contains(apx_config_warnings(ctx), expect);
   ck_assert_contains(apx_config_warnings(ctx), "unknown op [tilepak]");
   ck_assert_contains(apx_config_warnings(ctx), "unknown section [weird]");
+  apx_close(ctx);
+  unlink(path);
+}
+END_TEST
+
+/* issue 30 item 12: a 17th backend section is an error whether or not it
+ * has keys (one without keys was dropped: APX_OK and no such backend) */
+START_TEST(seventeenth_backend_section_is_an_error) {
+  char text[4096] = "";
+  size_t len = 0;
+  for (int i = 0; i < APX_MAX_BACKENDS; i++)
+    len += (size_t)snprintf(text + len, sizeof text - len, "[backend b%d]\nenabled = no\n", i);
+  char with[4096];
+  for (int keys = 0; keys < 2; keys++) {
+    snprintf(with, sizeof with, "%s[backend cpu]\n%s", text, keys ? "threads = 1\n" : "");
+    const char *path = write_ini(with);
+    apx_context *ctx = NULL;
+    ck_assert_int_eq(apx_open(&ctx, path), APX_ERR_CONFIG);
+    char expect[400];
+    snprintf(expect, sizeof expect, "%s:%d: too many backends (at most 16), at [backend cpu]",
+             path, 2 * APX_MAX_BACKENDS + 1); /* the header's line */
+    ck_assert_contains(apx_last_error(), expect);
+    unlink(path);
+  }
+  /* a section repeated after 16 is not a new backend */
+  snprintf(with, sizeof with, "%s[backend b3]\n", text);
+  const char *path = write_ini(with);
+  apx_context *ctx = open_ok(path);
+  ck_assert_int_eq(apx_backend_count(ctx), APX_MAX_BACKENDS);
   apx_close(ctx);
   unlink(path);
 }
@@ -196,6 +226,7 @@ int main(void) {
   tcase_add_test(tc, malformed_line_names_file_and_line);
   tcase_add_test(tc, unknown_key_is_a_warning_with_its_line);
   tcase_add_test(tc, bad_values_are_errors_with_their_line);
+  tcase_add_test(tc, seventeenth_backend_section_is_an_error);
   tcase_add_test(tc, missing_explicit_file_is_an_error);
   tcase_add_test(tc, apexx_config_env_is_used_and_recorded);
   tcase_add_test(tc, backend_dir_env_overrides_the_file);
