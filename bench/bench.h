@@ -11,6 +11,10 @@
  *   report_md.c    the Markdown summary, rendered from the JSON report
  *   compare.c      `compare` and `compare --emit-baseline`: noise-aware
  *                  verdicts, the Markdown comparison table
+ *   verdict.c      paired and unpaired intervals of a time ratio, the four
+ *                  verdicts (regressed, improved, unchanged, inconclusive)
+ *   ab.c           `ab A B`: two builds' suites run alternately in
+ *                  separate processes, verdicts from the paired rounds
  *   history.c      `history DIR` and `--history DIR`: the per-commit store
  *                  and its SVG/HTML chart
  * Exit status: 0 ok, 1 bad flags/config/unusable input, 2 failed row or
@@ -26,9 +30,12 @@
 #define BENCH_EXIT_OK 0
 #define BENCH_EXIT_USAGE 1 /* bad flags, bad config, unusable input */
 #define BENCH_EXIT_FAILED 2 /* a row failed, or compare found a regression */
+/* compare and ab: nothing failed, but a verdict is inconclusive (neither a
+ * pass nor a failure: docs/report.md, Exit status) */
+#define BENCH_EXIT_INCONCLUSIVE 3
 
 #define BENCH_SCHEMA_MAJOR 1
-#define BENCH_SCHEMA_MINOR 2
+#define BENCH_SCHEMA_MINOR 3
 #define BENCH_BASELINE_KIND "apexx-bench-baseline"
 #define BENCH_DEFAULT_REPETITIONS 5
 
@@ -160,6 +167,9 @@ void bench_json_number(cJSON *obj, const char *key, double v,
                        const char *reason_if_not_finite);
 /* Add a string or null. */
 void bench_json_string_or_null(cJSON *obj, const char *key, const char *s);
+/* A run's id (schema 1.3): 32 hex digits from getrandom, into buf (>= 33
+ * bytes); the history store keeps one line per id. */
+void bench_run_id(char *buf, size_t size);
 /* "2026-02-08T17:34:26Z" for now, into buf (>= 32 bytes). */
 void bench_timestamp_utc(char *buf, size_t size);
 /* schema_version, suite, timestamp_utc, producer, environment, config,
@@ -250,7 +260,6 @@ typedef struct bench_interval {
   double coverage;   /* the interval's exact coverage (>= the level asked;
                         the normal approximation's level for large unpaired
                         samples), 0 without an interval */
-  double log_spread; /* paired: 1.4826 * MAD of the log ratios (NAN unpaired) */
 } bench_interval;
 
 /* Paired samples a[i], b[i] (round i's two times): the median of the
@@ -275,14 +284,26 @@ bench_verdict bench_judge(const bench_interval *iv, double threshold);
 /* The fewest pairs whose sign-test interval reaches `confidence` (6 for
  * 0.95). */
 int bench_min_pairs(double confidence);
-/* For an inconclusive paired interval, an estimate of how many more pairs
- * would settle it at the present spread and estimate (at least 1, at most
- * 100000: an estimate on the threshold itself needs that many); 0 when it
- * is settled. */
-int bench_rounds_to_settle(const bench_interval *iv, double threshold, double confidence);
+/* For inconclusive pairs a[i], b[i], an estimate of how many more pairs
+ * would settle the verdict if they were drawn like these: the fewest m
+ * whose sign-test interval, placed at the matching quantiles of the
+ * present ratios, lies settled (at least 1, at most 100000 in all: an
+ * estimate on the threshold itself needs that many); 0 when it is settled
+ * now; -1 on a bad confidence or no memory. */
+int bench_rounds_to_settle(const double *a, const double *b, int n, double threshold,
+                           double confidence);
 
 /* ---- compare (compare.c) ------------------------------------------------- */
 int bench_compare_main(int argc, char **argv);
+/* The differences that make two reports' times incomparable (profile,
+ * dtype, timer, backend set, machine: compare's mismatches): how many, the
+ * first into why. */
+int bench_reports_mismatch(const cJSON *a, const cJSON *b, char *why, size_t why_size);
+
+/* ---- ab (ab.c) --------------------------------------------------------------- */
+/* apexx-bench ab A B [flags] [-- RUN-FLAGS]: two builds run alternately
+ * on this machine, paired verdicts per row (docs/report.md, A/B). */
+int bench_ab_main(int argc, char **argv);
 
 /* ---- history (history.c) ------------------------------------------------- */
 /* apexx-bench history DIR [REPORT...] [--output F] */

@@ -1,52 +1,159 @@
 #!/bin/sh
-# Measure make bench-check's verdicts on this machine, from a configured build
-# tree (the current directory):
-#   sh SRCDIR/bench/check-verdicts.sh [RUNS] [MAKE-VARIABLES...]
-# 1. RUNS (default 20) runs of `make bench-check` on unchanged code: each
-#    should pass (exit 0);
-# 2. for every op the cpu backend provides, `make bench-check-seeded` with a
-#    real 20% slowdown of that op alone (bench/slowdown.c): each should fail
-#    with a regressed row of that op.
-# One line per run, then the two counts. Exit 0 when every run gave the
-# expected verdict, 1 otherwise. MAKE-VARIABLES (BENCH_BASELINE=...,
-# BENCH_REPETITIONS=...) go to every make call.
-runs=${1:-20}
-[ $# -gt 0 ] && shift
-[ -f Makefile ] || { echo "check-verdicts.sh: run it in a configured build tree" >&2; exit 1; }
-ok_pass=0
-for i in $(seq 1 "$runs"); do
-  out=$(make -s bench-check "$@" 2>&1)
-  rc=$?
-  verdict=$(printf '%s\n' "$out" | sed -n 's/^- verdict: //p' | tail -n 1)
-  echo "unchanged run $i: exit $rc, $verdict"
-  [ "$rc" -eq 0 ] && ok_pass=$((ok_pass + 1))
-done
-ops="tilepack tileunpack fused_pack_op_unpack fusiongate_alpha fusiongate_fuse tilessm_scan gather index_select scatter_add gather_backward ff_infer"
-# the bench rows of each op (apexx-bench's report keys)
-rows_of() {
+# SPDX-License-Identifier: Apache-2.0
+# Measure the regression check's verdicts on this machine (make bench-ab,
+# apexx-bench ab: docs/report.md, A/B), from a configured build tree of a
+# git checkout (the current directory):
+#   sh SRCDIR/bench/check-verdicts.sh [--unchanged N] [--seeded] [--loaded N]
+#        [--rows LIST] [--log FILE] [MAKE-VARIABLES...]
+# --unchanged N  N runs of `make bench-ab BASE=HEAD` on unchanged code (this
+#                build against HEAD's cached install: the same code): each
+#                should pass with no row regressed (inconclusive is counted)
+# --seeded       for each row of the cpu suite (13, or --rows LIST), `make
+#                bench-check-seeded BENCH_SLOWDOWN_OPS=ROW`: a real 20%
+#                slowdown of that row's calls alone (bench/slowdown.c); each
+#                should fail with that row regressed and no other
+# --loaded N     N unchanged runs while `make -j2` builds a copy of the
+#                project (from `make dist`) in a loop in the background:
+#                no false regression (inconclusive is allowed)
+# Without a series flag: --unchanged 20 --seeded --loaded 20. MAKE-VARIABLES
+# (BENCH_AB_ROUNDS=..., BENCH_AB_MAX_ROUNDS=...) go to every make call.
+# One line per run (exit status, verdict counts, seconds), then a summary
+# to quote: the machine, the commit, per series the count of each verdict
+# and the time a run takes. Exit 0 when every run gave the expected
+# verdict, 1 otherwise.
+set -u
+unchanged=0 seeded=0 loaded=0 any=0 log=
+rows_all="tilepack tileunpack_override tileunpack_blend fused_pack_op_unpack fusiongate_alpha fusiongate_fuse tilessm_forward tilessm_bidirectional gather index_select scatter_add gather_backward ff_infer"
+rows=$rows_all
+while [ $# -gt 0 ]; do
   case $1 in
-    tileunpack) echo "tileunpack_override tileunpack_blend" ;;
-    tilessm_scan) echo "tilessm_forward tilessm_bidirectional" ;;
-    *) echo "$1" ;;
+    --unchanged) unchanged=$2; any=1; shift 2 ;;
+    --seeded) seeded=1; any=1; shift ;;
+    --loaded) loaded=$2; any=1; shift 2 ;;
+    --rows) rows=$(echo "$2" | tr ',' ' '); shift 2 ;;
+    --log) log=$2; shift 2 ;;
+    --help | -h) sed -n '2,24p' "$0"; exit 0 ;;
+    *) break ;;
   esac
-}
-n_ops=0
-caught=0
-for op in $ops; do
-  n_ops=$((n_ops + 1))
-  out=$(make -s bench-check-seeded BENCH_SLOWDOWN_OPS="$op" "$@" 2>&1)
-  rc=$?
-  # the rows the last compare (the confirming one) marked regressed
-  regressed=$(printf '%s\n' "$out" |
-    awk '/^# apexx-bench compare/ { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' | grep '\*\*regressed\*\*' | awk -F'|' '{print $2}' |
-    sed 's/^ *//; s/ *$//' | sort -u | tr '\n' ' ')
-  hit=no
-  for r in $(rows_of "$op"); do
-    case " $regressed" in *".$r / "*) hit=yes ;; esac
-  done
-  echo "seeded 20% slowdown of $op: exit $rc, own row regressed: $hit; regressed: ${regressed:-none}"
-  [ "$rc" -eq 0 ] && [ "$hit" = yes ] && caught=$((caught + 1))
 done
-echo "unchanged: $ok_pass of $runs passed"
-echo "seeded: $caught of $n_ops ops caught"
-[ "$ok_pass" -eq "$runs" ] && [ "$caught" -eq "$n_ops" ]
+if [ $any = 0 ]; then unchanged=20 seeded=1 loaded=20; fi
+[ -f Makefile ] && [ -x config.status ] ||
+  { echo "check-verdicts.sh: run it in a configured build tree" >&2; exit 1; }
+srcdir=$(sed -n 's/^abs_top_srcdir = //p' Makefile)
+log=${log:-check-verdicts-$(date +%Y%m%d-%H%M%S).log}
+: >"$log"
+out() { echo "$*" | tee -a "$log"; }
+
+machine="$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(uname -sr)"
+commit=$(git -C "$srcdir" rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$srcdir" status --porcelain --untracked-files=no 2>/dev/null | head -1)
+out "check-verdicts: machine: $machine; host $(hostname)"
+out "check-verdicts: commit $commit${dirty:+ (with uncommitted changes: BASE=HEAD is then not the same code)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+out "check-verdicts: make variables: ${*:-none}"
+
+# the counts of the last bench-ab.json: "regressed improved unchanged
+# inconclusive missing failed rounds elapsed"
+counts() {
+  sed -n 's/^ab status=[a-z]* rows=[0-9]* regressed=\([0-9]*\) improved=\([0-9]*\) unchanged=\([0-9]*\) inconclusive=\([0-9]*\) missing=\([0-9]*\) failed=\([0-9]*\) rounds=\([0-9]*\) elapsed_s=\([0-9.]*\)$/\1 \2 \3 \4 \5 \6 \7 \8/p' "$1" | tail -1
+}
+# the rows a Markdown table marked regressed: "section.entry" names
+regressed_rows() {
+  grep '| \*\*regressed\*\* |' "$1" | sed 's/^| \([^ ]*\) \/ [a-z]* |.*/\1/' | tr '\n' ' '
+}
+
+# run_series NAME N: N unchanged runs; totals into the series line
+run_series() {
+  name=$1 n=$2
+  shift 2
+  pass=0 t_reg=0 t_imp=0 t_unc=0 t_inc=0 t_mis=0 t_fail=0 t_secs=0 runs_inc=0 rounds_sum=0
+  i=1
+  while [ "$i" -le "$n" ]; do
+    t0=$(date +%s)
+    make -s bench-ab BASE=HEAD "$@" >check-verdicts-run.txt 2>&1
+    rc=$?
+    secs=$(($(date +%s) - t0))
+    reg=? imp=? unc=? inc=? mis=? fail=? rounds=? elapsed=
+    read -r reg imp unc inc mis fail rounds elapsed <<EOF
+$(counts check-verdicts-run.txt)
+EOF
+    [ -n "$elapsed" ] || reg=?
+    out "$name run $i: exit $rc, regressed $reg, improved $imp, unchanged $unc, inconclusive $inc, missing $mis, failed $fail; $rounds rounds, $secs s (load $(cut -d' ' -f1 /proc/loadavg))"
+    if [ "$rc" -eq 0 ] && [ "$reg" = 0 ]; then pass=$((pass + 1)); fi
+    if [ "$reg" != "?" ]; then
+      t_reg=$((t_reg + reg)) t_imp=$((t_imp + imp)) t_unc=$((t_unc + unc))
+      t_inc=$((t_inc + inc)) t_mis=$((t_mis + mis)) t_fail=$((t_fail + fail))
+      rounds_sum=$((rounds_sum + rounds))
+      [ "$inc" -gt 0 ] && runs_inc=$((runs_inc + 1))
+    else
+      tail -20 check-verdicts-run.txt >>"$log"
+    fi
+    t_secs=$((t_secs + secs))
+    i=$((i + 1))
+  done
+  summary="$summary
+$name: $pass of $n runs passed with 0 regressed; row verdicts over the runs: regressed $t_reg, improved $t_imp, unchanged $t_unc, inconclusive $t_inc (in $runs_inc runs), missing $t_mis, failed $t_fail; a run $((t_secs / (n > 0 ? n : 1))) s and $((rounds_sum / (n > 0 ? n : 1))) rounds on average"
+  [ "$pass" -eq "$n" ]
+}
+
+ok=0
+summary=
+# BASE=HEAD's install, built once before the timed runs
+if [ "$unchanged" -gt 0 ] || [ "$loaded" -gt 0 ]; then
+  out "check-verdicts: building HEAD's install for BASE (cached)"
+  make -s bench-ab BASE=HEAD BENCH_AB_ROUNDS=1 BENCH_AB_MAX_ROUNDS=1 "$@" >check-verdicts-run.txt 2>&1
+  rc=$?
+  case $rc in 0 | 2 | 3) ;; *) out "check-verdicts: make bench-ab BASE=HEAD failed (exit $rc)"; tail -20 check-verdicts-run.txt; exit 1 ;; esac
+fi
+if [ "$unchanged" -gt 0 ]; then
+  run_series unchanged "$unchanged" "$@" || ok=1
+fi
+
+if [ "$seeded" = 1 ]; then
+  caught=0 clean=0 n_rows=0 t_secs=0
+  for row in $rows; do
+    n_rows=$((n_rows + 1))
+    t0=$(date +%s)
+    make -s bench-check-seeded BENCH_SLOWDOWN_OPS="$row" "$@" >check-verdicts-run.txt 2>&1
+    rc=$?
+    secs=$(($(date +%s) - t0))
+    t_secs=$((t_secs + secs))
+    flagged=$(regressed_rows bench-ab.md)
+    hit=no others=
+    for r in $flagged; do
+      case $r in
+        *."$row") hit=yes ;;
+        *) others="$others $r" ;;
+      esac
+    done
+    out "seeded 20% slowdown of $row: exit $rc, its row regressed: $hit; other rows regressed:${others:- none}; $secs s"
+    [ "$hit" = yes ] && caught=$((caught + 1))
+    [ -z "$others" ] && clean=$((clean + 1))
+  done
+  summary="$summary
+seeded: $caught of $n_rows rows caught, $clean of $n_rows runs with no other row regressed; a run $((t_secs / n_rows)) s on average"
+  [ "$caught" -eq "$n_rows" ] && [ "$clean" -eq "$n_rows" ] || ok=1
+fi
+
+if [ "$loaded" -gt 0 ]; then
+  # the load: a copy of the project from its tarball, rebuilt with make -j2
+  # in a loop until the series ends
+  loaddir=$(mktemp -d "${TMPDIR:-/tmp}/apexx-load.XXXXXX")
+  make -s dist >/dev/null 2>&1 || { out "check-verdicts: make dist failed (the load needs it)"; exit 1; }
+  tar -xzf "$(ls -t apexx-*.tar.gz | head -1)" -C "$loaddir"
+  (cd "$loaddir"/apexx-* && ./configure --disable-cuda --disable-python >/dev/null 2>&1) ||
+    { out "check-verdicts: the load's configure failed"; exit 1; }
+  # its own session: the whole build is stopped through its process group
+  setsid sh -c 'cd "$1"/apexx-* || exit 1
+    while :; do make -s -j2 >/dev/null 2>&1; make -s clean >/dev/null 2>&1; done' load "$loaddir" &
+  loader=$!
+  sleep 20 # the build under way
+  out "check-verdicts: background load: make -j2 of a copy in $loaddir (pid $loader), load $(cut -d' ' -f1-3 /proc/loadavg)"
+  run_series loaded "$loaded" "$@" || ok=1
+  kill -- "-$loader" 2>/dev/null
+  wait "$loader" 2>/dev/null
+  rm -rf "$loaddir"
+fi
+
+out "== check-verdicts summary ($machine; commit $commit)$summary"
+out "log: $log"
+exit $ok

@@ -56,7 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_MAX_RATIO 0.05
+#define DEFAULT_MAX_RATIO 0.10
 #define DEFAULT_MAX_ABS_MS 0.0
 #define DEFAULT_ALPHA 0.05
 #define MAD_TO_SIGMA 1.4826
@@ -331,12 +331,19 @@ static int sampled_from_report(const cJSON *report, const char *path, sampled *s
   if (!cJSON_IsNumber(v))
     return -1;
   s->value = v->valuedouble;
-  if (!ends_with(path, ".p50_ms"))
+  /* a rate of a row (work / p50) carries the row's time samples */
+  int rate = kind_of_path(path) == KIND_RATE;
+  if (!ends_with(path, ".p50_ms") && !rate)
     return 0;
   char *row_path = row_path_of(path);
   const cJSON *row = row_path ? lookup(report, row_path) : NULL;
   free(row_path);
   read_repetitions(cJSON_GetObjectItemCaseSensitive(row, "repetitions"), s);
+  if (rate) {
+    s->value = v->valuedouble;
+    s->spread = NAN;
+    return 0;
+  }
   const cJSON *min = cJSON_GetObjectItemCaseSensitive(row, "min_ms");
   if (s->n == 0 && strcmp(rep_key, "mins_ms") == 0 && cJSON_IsNumber(min)) {
     s->value = min->valuedouble; /* a 1.0 row: its minimum over the iterations */
@@ -363,6 +370,9 @@ typedef struct check {
   sampled cur;
   double p_value, band; /* band: absolute, NAN when unknown */
   double relative;      /* the speed factor the verdict used (1: none) */
+  double threshold;     /* the practical threshold as a ratio: R + A/baseline */
+  bench_interval iv;    /* the ratio current/baseline and its interval */
+  const char *interval_rule; /* how iv was found, NULL when there is none */
   double allowed;
 } check;
 
@@ -390,7 +400,9 @@ static check *add_check(check_list *l, const char *path, metric_kind kind) {
   c->base.value = c->base.spread = NAN;
   c->cur.value = c->cur.spread = NAN;
   c->max_ratio = c->max_abs_ms = NAN;
-  c->p_value = c->band = c->allowed = NAN;
+  c->p_value = c->band = c->allowed = c->threshold = NAN;
+  c->iv.ratio = NAN;
+  c->iv.hi = INFINITY;
   return c;
 }
 
@@ -485,8 +497,10 @@ static int checks_from_baseline(const doc *d, check_list *out) {
       c->base.value = value->valuedouble;
       const cJSON *reps = cJSON_GetObjectItemCaseSensitive(item, "repetitions");
       read_repetitions(reps, &c->base);
-      if (c->base.n > 0 && strcmp(rep_key, "medians_ms") == 0)
+      if (c->base.n > 0 && (strcmp(rep_key, "medians_ms") == 0 || c->kind != KIND_TIME))
         c->base.value = value->valuedouble;
+      if (c->kind == KIND_RATE)
+        c->base.spread = NAN;
       if (c->base.n == 0 && strcmp(rep_key, "mins_ms") == 0 && c->kind == KIND_TIME) {
         return unusable("[%s]: metrics[%d] (%s) has no per-repetition minima (mins_ms) for "
                         "--statistic min: record the baseline again (make bench-baseline) "
@@ -518,7 +532,10 @@ typedef struct rule {
 static int regressed_before(const rule *ru, const char *metric) {
   const cJSON *check;
   cJSON_ArrayForEach(check, cJSON_GetObjectItemCaseSensitive(ru->confirm, "checks")) {
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(check, "metric");
+    /* "path" since schema 1.3 ("metric" may name the floor) */
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(check, "path");
+    if (!cJSON_IsString(m))
+      m = cJSON_GetObjectItemCaseSensitive(check, "metric");
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(check, "verdict");
     if (cJSON_IsString(m) && cJSON_IsString(v) && strcmp(m->valuestring, metric) == 0) {
       return strcmp(v->valuestring, "regressed") == 0;
@@ -532,58 +549,97 @@ static int is_failure(const char *verdict) {
          strcmp(verdict, "failed") == 0;
 }
 
+/* An interval from a noise band (not a test): [v - band, v + band] / b,
+ * judged like a statistical one. */
+static void band_interval(check *c, double b, double v, const char *rule_name) {
+  c->iv.ratio = v / b;
+  c->iv.lo = fmax(0.0, (v - c->band) / b);
+  c->iv.hi = (v + c->band) / b;
+  c->iv.coverage = 1.0; /* for bench_judge; not written as a coverage */
+  c->interval_rule = rule_name;
+}
+
 static void evaluate_time(check *c, double r, double a, double alpha, double g) {
   /* relative to the suite's speed factor g: the baseline as if measured at
    * the current machine speed */
   double b = c->base.value * g, v = c->cur.value;
   c->allowed = b * (1.0 + r) + a;
-  int worse_practically = v > c->allowed;
-  int better_practically = v * (1.0 + r) + a < b;
-  if (strcmp(rep_key, "mins_ms") == 0 && c->base.n >= FLOOR_REACH &&
-      c->cur.n >= FLOOR_REACH) {
-    /* floors (the fastest repetitions) against each other: a shift counts
-     * when it is practically large and beyond both floors' reach; the
-     * repetitions' spread above the floor is the machine's, not the code's
-     * (a shared machine's slow seconds), so no rank test on it */
-    c->band = fmax(c->base.spread * g, c->cur.spread);
-    double diff = v - b;
-    c->verdict = worse_practically && diff > c->band     ? "regressed"
-                 : better_practically && -diff > c->band ? "improved"
-                                                         : "unchanged";
+  c->threshold = b > 0 ? r + a / b : r;
+  if (!(b > 0)) {
+    /* a zero baseline time has no ratio: only an absolute rule */
+    c->verdict = v > c->allowed ? "regressed" : "inconclusive";
     return;
   }
-  if (c->base.n >= 2 && c->cur.n >= 2) {
+  if (strcmp(rep_key, "mins_ms") == 0 && c->base.n >= FLOOR_REACH &&
+      c->cur.n >= FLOOR_REACH) {
+    /* floors (the fastest repetitions) against each other: their ratio,
+     * give or take both floors' reach; the repetitions' spread above the
+     * floor is the machine's, not the code's (a shared machine's slow
+     * seconds), so no rank test on it */
+    c->band = fmax(c->base.spread * g, c->cur.spread);
+    band_interval(c, b, v, "floor reach");
+  } else if (c->base.n >= 2 && c->cur.n >= 2) {
     double *scaled = malloc((size_t)c->base.n * sizeof *scaled);
     if (scaled) {
       for (int i = 0; i < c->base.n; i++)
         scaled[i] = c->base.reps[i] * g;
       c->p_value = bench_mann_whitney_p(c->cur.reps, c->cur.n, scaled, c->base.n);
+      if (bench_unpaired_interval(scaled, c->base.n, c->cur.reps, c->cur.n, 1.0 - alpha, &c->iv) ==
+          0) {
+        c->interval_rule = "mann-whitney";
+      }
       free(scaled);
     }
     c->band = fmax(c->base.spread * g, c->cur.spread);
-    int significant = c->p_value < alpha;
-    c->verdict = significant && worse_practically    ? "regressed"
-                 : significant && better_practically ? "improved"
-                                                     : "unchanged";
-    return;
+    if (!c->interval_rule) {
+      c->verdict = "inconclusive"; /* out of memory: no interval */
+      return;
+    }
+  } else {
+    /* no test possible (1.0 reports, old baseline files): the known
+     * spread as the band */
+    double spread = NAN;
+    int mad = 0;
+    if (isfinite(c->base.spread)) {
+      spread = c->base.spread * g;
+      mad = c->base.spread_mad;
+    }
+    if (isfinite(c->cur.spread) && (!isfinite(spread) || c->cur.spread > spread)) {
+      spread = c->cur.spread;
+      mad = c->cur.spread_mad;
+    }
+    c->band = isfinite(spread) ? (mad ? MAD_BANDS * spread : spread) : NAN;
+    if (isfinite(c->band)) {
+      band_interval(c, b, v, "spread");
+    } else {
+      /* nothing known of the noise: a change beyond the threshold shows,
+       * no change can be shown */
+      c->iv.ratio = v / b;
+      c->verdict = v > c->allowed          ? "regressed"
+                   : v * (1.0 + r) + a < b ? "improved"
+                                           : "inconclusive";
+      return;
+    }
   }
-  /* no test possible: the practical rule beyond the known spread */
-  double spread = NAN;
-  int mad = 0;
-  if (isfinite(c->base.spread)) {
-    spread = c->base.spread * g;
-    mad = c->base.spread_mad;
-  }
-  if (isfinite(c->cur.spread) && (!isfinite(spread) || c->cur.spread > spread)) {
-    spread = c->cur.spread;
-    mad = c->cur.spread_mad;
-  }
-  c->band = isfinite(spread) ? (mad ? MAD_BANDS * spread : spread) : NAN;
-  double diff = v - b;
-  int beyond = !isfinite(c->band) || fabs(diff) > c->band;
-  c->verdict = worse_practically && beyond    ? "regressed"
-               : better_practically && beyond ? "improved"
-                                              : "unchanged";
+  c->verdict = bench_verdict_name(bench_judge(&c->iv, c->threshold));
+}
+
+/* A rate (work / p50) judged by its row's time samples, mirrored: a rate
+ * regressed when the time did. The interval is the rate's ratio. */
+static int evaluate_rate_from_times(check *c, double r, double alpha) {
+  if (c->base.n < 2 || c->cur.n < 2)
+    return -1;
+  bench_interval t;
+  if (bench_unpaired_interval(c->base.reps, c->base.n, c->cur.reps, c->cur.n, 1.0 - alpha, &t) != 0)
+    return -1;
+  c->threshold = r;
+  c->verdict = bench_verdict_name(bench_judge(&t, r));
+  c->iv = t;
+  c->iv.ratio = 1.0 / t.ratio;
+  c->iv.lo = isfinite(t.hi) && t.hi > 0 ? 1.0 / t.hi : 0.0;
+  c->iv.hi = t.lo > 0 ? 1.0 / t.lo : INFINITY;
+  c->interval_rule = "mann-whitney (of the row's times)";
+  return 0;
 }
 
 static void evaluate(check *c, const cJSON *current, const rule *ru) {
@@ -627,9 +683,21 @@ static void evaluate(check *c, const cJSON *current, const rule *ru) {
       sampled_free(&extra);
     }
     bench_summary sum;
-    if (c->cur.n > 0 && bench_summary_compute(c->cur.reps, c->cur.n, &sum) == 0) {
+    if (c->kind == KIND_TIME && c->cur.n > 0 &&
+        bench_summary_compute(c->cur.reps, c->cur.n, &sum) == 0) {
       c->cur.value = sum.median;
       c->cur.spread = MAD_TO_SIGMA * sum.mad;
+      if (strcmp(rep_key, "mins_ms") == 0 && c->cur.n >= FLOOR_REACH) {
+        /* the pooled floor and its reach */
+        double *sorted = malloc((size_t)c->cur.n * sizeof *sorted);
+        if (sorted) {
+          memcpy(sorted, c->cur.reps, (size_t)c->cur.n * sizeof *sorted);
+          qsort(sorted, (size_t)c->cur.n, sizeof *sorted, compare_doubles);
+          c->cur.value = sorted[0];
+          c->cur.spread = sorted[FLOOR_REACH - 1] - sorted[0];
+          free(sorted);
+        }
+      }
     }
   }
   if (!found) {
@@ -649,7 +717,11 @@ static void evaluate(check *c, const cJSON *current, const rule *ru) {
     break;
   case KIND_RATE:
     c->allowed = b / (1.0 + r);
-    c->verdict = v < c->allowed ? "regressed" : v > b * (1.0 + r) ? "improved" : "unchanged";
+    if (evaluate_rate_from_times(c, r, ru->alpha) != 0) {
+      /* one number a side: a change beyond the threshold shows, no change
+       * can be shown */
+      c->verdict = v < c->allowed ? "regressed" : v > b * (1.0 + r) ? "improved" : "inconclusive";
+    }
     break;
   default:
     c->allowed = b * (1.0 + r);
@@ -718,7 +790,7 @@ static void differ(text_list *t, const char *what, const char *key, const cJSON 
 
 /* Differences that make timings incomparable (mismatches) and those that
  * only qualify them (notes). */
-static void find_mismatches(const doc *base, const doc *cur, text_list *mismatch,
+static void find_mismatches(const doc *base, const doc *cur, int subset, text_list *mismatch,
                             text_list *notes) {
   static const char *const profile[] = {"batch",         "channels",       "height",
                                         "width",         "tile_size",      "kmax",
@@ -730,6 +802,9 @@ static void find_mismatches(const doc *base, const doc *cur, text_list *mismatch
   const cJSON *bc = cJSON_GetObjectItemCaseSensitive(base->json, "config");
   const cJSON *cc = cJSON_GetObjectItemCaseSensitive(cur->json, "config");
   for (size_t i = 0; i < sizeof profile / sizeof profile[0]; i++) {
+    /* --ops checks a subset: the runs' own selections may differ */
+    if (subset && strcmp(profile[i], "ops") == 0)
+      continue;
     differ(mismatch, "profile", profile[i], cJSON_GetObjectItemCaseSensitive(bc, profile[i]),
            cJSON_GetObjectItemCaseSensitive(cc, profile[i]));
   }
@@ -759,12 +834,33 @@ static void find_mismatches(const doc *base, const doc *cur, text_list *mismatch
            cJSON_IsObject(bg) ? cJSON_GetObjectItemCaseSensitive(bg, "name") : bg,
            cJSON_IsObject(cg) ? cJSON_GetObjectItemCaseSensitive(cg, "name") : cg);
   }
-  /* a container's host name changes from run to run: a note */
-  differ(notes, "host", "host", machine_item(base, "host"), machine_item(cur, "host"));
+  /* the machine's identity (1.3: host, CPU, memory, machine-id and the
+   * network devices' addresses): an absolute comparison holds on one
+   * machine only. Without it on both sides (older reports) the host name
+   * stands in: cloned VMs and containers share CPU models, and a renamed
+   * host cannot be told from another one. */
+  const cJSON *bid = machine_item(base, "machine_id"), *cid = machine_item(cur, "machine_id");
+  if (bid && cid) {
+    differ(mismatch, "machine", "machine_id", bid, cid);
+    differ(mismatch, "machine", "memory_mb", machine_item(base, "memory_mb"),
+           machine_item(cur, "memory_mb"));
+  }
+  differ(mismatch, "machine", "host", machine_item(base, "host"), machine_item(cur, "host"));
   for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
     differ(notes, "measurement", settings[i], cJSON_GetObjectItemCaseSensitive(bc, settings[i]),
            cJSON_GetObjectItemCaseSensitive(cc, settings[i]));
   }
+}
+
+int bench_reports_mismatch(const cJSON *a, const cJSON *b, char *why, size_t why_size) {
+  doc da = {"A", (cJSON *)a, DOC_REPORT}, db = {"B", (cJSON *)b, DOC_REPORT};
+  text_list mismatch, notes;
+  memset(&mismatch, 0, sizeof mismatch);
+  memset(&notes, 0, sizeof notes);
+  find_mismatches(&da, &db, 0, &mismatch, &notes);
+  if (mismatch.count && why_size)
+    snprintf(why, why_size, "%s", mismatch.items[0]);
+  return mismatch.count;
 }
 
 static int has_row(const check_list *l, const char *row_path) {
@@ -828,6 +924,27 @@ static void find_staleness(const doc *base, const doc *cur, const check_list *l,
 }
 
 /* ---- output ---------------------------------------------------------------- */
+/* The name a check is shown under: its path, except that a row's time
+ * compared by its floor (--statistic min) reads floor_ms, not the p50_ms
+ * the path names. */
+static void display_path(const check *c, char *buf, size_t size) {
+  size_t len = strlen(c->path);
+  if (c->kind == KIND_TIME && strcmp(rep_key, "mins_ms") == 0 && ends_with(c->path, ".p50_ms")) {
+    snprintf(buf, size, "%.*s.floor_ms", (int)(len - strlen(".p50_ms")), c->path);
+  } else {
+    snprintf(buf, size, "%s", c->path);
+  }
+}
+
+/* "[1.02x, 1.31x]" or "-" */
+static void format_interval(char *buf, size_t size, const check *c) {
+  if (!c->interval_rule || !(c->iv.coverage > 0)) {
+    snprintf(buf, size, "-");
+  } else {
+    snprintf(buf, size, "[%.3gx, %.3gx]", c->iv.lo, c->iv.hi);
+  }
+}
+
 /* "tile_ops.tilepack / cpu / p50_ms" from a metric path. */
 static void short_name(const char *path, char *buf, size_t size) {
   const char *p = strncmp(path, "benchmarks.", 11) == 0 ? path + 11 : path;
@@ -862,12 +979,10 @@ static double change_of(const check *c) {
              : NAN;
 }
 
-static const char *verdict_label(const char *v) {
-  return strcmp(v, "unchanged") == 0 ? "unchanged (noise)" : v;
-}
+static const char *verdict_label(const char *v) { return v; }
 
 typedef struct outcome {
-  int regressed, improved, unchanged, missing, failed, unconfirmed, other;
+  int regressed, improved, unchanged, inconclusive, missing, failed, unconfirmed, other;
   int status_ok;
   const char *required, *current_status;
   text_list mismatch, notes, stale;
@@ -912,22 +1027,30 @@ static char *render_markdown(const doc *base, const doc *cur, const check_list *
       return NULL;                                                                                 \
   } while (0)
   EMIT("# apexx-bench compare\n\n");
-  EMIT("- verdict: **%s** (%d regressed, %d improved, %d unchanged, %d missing, "
-       "%d failed)\n",
-       failed ? "fail" : "pass", o->regressed, o->improved, o->unchanged, o->missing, o->failed);
+  EMIT("- verdict: **%s** (%d regressed, %d improved, %d unchanged, %d inconclusive, "
+       "%d missing, %d failed)\n",
+       failed            ? "fail"
+       : o->inconclusive ? "inconclusive"
+                         : "pass",
+       o->regressed, o->improved, o->unchanged, o->inconclusive, o->missing, o->failed);
   EMIT("- baseline: `%s`\n- current: `%s`\n", base->path, cur->path);
   EMIT("- status: `%s` (required `%s`)\n", o->current_status ? o->current_status : "n/a",
        o->required);
   if (strcmp(rep_key, "mins_ms") == 0) {
-    EMIT("- rule: regressed when a time's floor (its fastest repetition) exceeds "
-         "the baseline's floor x %g + %g ms and lies above it by more than both "
-         "floors' reach (the gap from the fastest to the %d%s fastest repetition: "
-         "the noise band)\n",
-         1.0 + ru->max_ratio, ru->max_abs_ms, FLOOR_REACH, FLOOR_REACH == 3 ? "rd" : "th");
+    EMIT("- rule: times are floors (floor_ms: a time's fastest repetition); the "
+         "interval is the floors' ratio give or take both floors' reach (the gap "
+         "from the fastest to the %d%s fastest repetition); regressed when the "
+         "ratio is at least %g (x %g + %g ms) and the interval lies above 1, "
+         "unchanged when the interval lies inside the threshold, else "
+         "inconclusive\n",
+         FLOOR_REACH, FLOOR_REACH == 3 ? "rd" : "th", 1.0 + ru->max_ratio, 1.0 + ru->max_ratio,
+         ru->max_abs_ms);
   } else {
-    EMIT("- rule: regressed when the Mann-Whitney U test on the per-repetition "
-         "medians gives p < %g and their median exceeds baseline x %g + %g ms\n",
-         ru->alpha, 1.0 + ru->max_ratio, ru->max_abs_ms);
+    EMIT("- rule: the ratio of the per-repetition medians (Hodges-Lehmann) with "
+         "its %g%% Mann-Whitney interval; regressed when the ratio is at least "
+         "%g (x %g + %g ms) and the interval lies above 1, unchanged when the "
+         "interval lies inside the threshold, else inconclusive\n",
+         100.0 * (1.0 - ru->alpha), 1.0 + ru->max_ratio, 1.0 + ru->max_ratio, ru->max_abs_ms);
   }
   if (ru->scale != 1.0) {
     EMIT("- relative: the suite runs %.3gx the baseline's times here (median over "
@@ -941,12 +1064,14 @@ static char *render_markdown(const doc *base, const doc *cur, const check_list *
   for (int i = 0; i < o->mismatch.count; i++) {
     EMIT("- mismatch (allowed): %s\n", o->mismatch.items[i]);
   }
-  EMIT("\n| metric | baseline | current | change | verdict | p-value / noise band |\n");
-  EMIT("| --- | ---: | ---: | ---: | --- | --- |\n");
+  EMIT("\n| metric | baseline | current | change | interval | verdict | p-value / noise band |\n");
+  EMIT("| --- | ---: | ---: | ---: | --- | --- | --- |\n");
   for (int i = 0; i < l->count; i++) {
     const check *c = &l->items[i];
-    char name[512], bv[64], cv[64], ch[32] = "-", pv[96] = "-";
-    short_name(c->path, name, sizeof name);
+    char name[1100], bv[64], cv[64], ch[32] = "-", pv[96] = "-", shown[1024], iv[64];
+    display_path(c, shown, sizeof shown);
+    short_name(shown, name, sizeof name);
+    format_interval(iv, sizeof iv, c);
     format_value(bv, sizeof bv, c->base.value, c->kind);
     format_value(cv, sizeof cv, c->cur.value, c->kind);
     double change = change_of(c);
@@ -966,7 +1091,7 @@ static char *render_markdown(const doc *base, const doc *cur, const check_list *
       snprintf(pv, sizeof pv, "%s%s", p, band);
     }
     const char *v = verdict_label(c->verdict);
-    EMIT("| %s | %s | %s | %s | %s%s%s | %s |\n", name, bv, cv, ch,
+    EMIT("| %s | %s | %s | %s | %s | %s%s%s | %s |\n", name, bv, cv, ch, iv,
          is_failure(c->verdict) ? "**" : "", v, is_failure(c->verdict) ? "**" : "", pv);
     if (len + 1024 >= cap) {
       cap *= 2;
@@ -992,7 +1117,7 @@ static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
   char stamp[32];
   bench_timestamp_utc(stamp, sizeof stamp);
   cJSON_AddStringToObject(s, "timestamp_utc", stamp);
-  cJSON_AddStringToObject(s, "status", failed ? "fail" : "pass");
+  cJSON_AddStringToObject(s, "status", failed ? "fail" : o->inconclusive ? "inconclusive" : "pass");
   cJSON_AddStringToObject(s, "baseline_file", base->path);
   cJSON_AddStringToObject(s, "current_file", cur->path);
   cJSON_AddStringToObject(s, "required_status", o->required);
@@ -1008,6 +1133,7 @@ static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
   cJSON_AddNumberToObject(counts, "regressed", o->regressed);
   cJSON_AddNumberToObject(counts, "improved", o->improved);
   cJSON_AddNumberToObject(counts, "unchanged", o->unchanged);
+  cJSON_AddNumberToObject(counts, "inconclusive", o->inconclusive);
   cJSON_AddNumberToObject(counts, "missing", o->missing);
   cJSON_AddNumberToObject(counts, "failed", o->failed);
   cJSON_AddNumberToObject(counts, "unconfirmed", o->unconfirmed);
@@ -1029,7 +1155,10 @@ static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
   for (int i = 0; i < l->count; i++) {
     const check *c = &l->items[i];
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "metric", c->path);
+    char shown[1024];
+    display_path(c, shown, sizeof shown);
+    cJSON_AddStringToObject(j, "metric", shown);
+    cJSON_AddStringToObject(j, "path", c->path);
     cJSON_AddStringToObject(j, "kind", kind_name(c->kind));
     cJSON_AddStringToObject(j, "status", is_failure(c->verdict) ? "fail" : "pass");
     cJSON_AddStringToObject(j, "verdict", c->verdict);
@@ -1043,6 +1172,16 @@ static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l,
                             ? "no rank test: --statistic min compares floors"
                             : "fewer than 2 repetitions on a side");
       bench_json_number(j, "noise_band", c->band, "no spread recorded");
+      bench_json_number(j, "ratio", c->iv.ratio, "no ratio: a side has no value");
+      int has_interval = c->interval_rule && c->iv.coverage > 0;
+      bench_json_number(j, "interval_low", has_interval ? c->iv.lo : NAN,
+                        "no interval: too few repetitions, or one number a side");
+      bench_json_number(j, "interval_high", has_interval ? c->iv.hi : NAN,
+                        "no interval: too few repetitions, or one number a side");
+      bench_json_string_or_null(j, "interval_rule", has_interval ? c->interval_rule : NULL);
+      if (has_interval && strncmp(c->interval_rule, "mann-whitney", 12) == 0)
+        cJSON_AddNumberToObject(j, "interval_coverage", c->iv.coverage);
+      bench_json_number(j, "threshold", c->threshold, "not judged");
       cJSON_AddNumberToObject(j, "baseline_repetitions", c->base.n);
       cJSON_AddNumberToObject(j, "current_repetitions", c->cur.n);
       cJSON_AddNumberToObject(j, "max_ratio", c->max_ratio);
@@ -1089,8 +1228,9 @@ static int emit_baseline(const char *report_path, const char *out_path, const me
     if (v)
       cJSON_AddItemToObject(source, report_keys[i], cJSON_Duplicate(v, 1));
   }
-  static const char *const env_keys[] = {"host", "cpu_model",       "cpu_cores",
-                                         "gpu",  "library_version", "backend_abi_version"};
+  static const char *const env_keys[] = {"host",      "cpu_model",       "cpu_cores",
+                                         "memory_mb", "machine_id",      "machine_id_from",
+                                         "gpu",       "library_version", "backend_abi_version"};
   for (size_t i = 0; i < sizeof env_keys / sizeof env_keys[0]; i++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(env, env_keys[i]);
     if (v)
@@ -1154,6 +1294,71 @@ static int emit_baseline(const char *report_path, const char *out_path, const me
   return rc;
 }
 
+/* ---- subsets (--ops, --metrics) ------------------------------------------- */
+/* The entry or section names of --ops. */
+typedef struct op_names {
+  int count;
+  const char *names[BENCH_MAX_LIST];
+} op_names;
+
+/* Does path "benchmarks.SECTION.ENTRY..." belong to a named entry or
+ * section? */
+static int in_ops(const op_names *ops, const char *path) {
+  if (ops->count == 0)
+    return 1;
+  const char *p = strncmp(path, "benchmarks.", 11) == 0 ? path + 11 : path;
+  size_t section_len = strcspn(p, ".");
+  const char *entry = p[section_len] ? p + section_len + 1 : "";
+  size_t entry_len = strcspn(entry, ".");
+  for (int i = 0; i < ops->count; i++) {
+    size_t n = strlen(ops->names[i]);
+    if ((n == section_len && strncmp(p, ops->names[i], n) == 0) ||
+        (n == entry_len && strncmp(entry, ops->names[i], n) == 0)) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* A baseline file's metric against --metrics: its last path component,
+ * or "throughput" for a rate other than gb_per_s (a report names the
+ * entry's own key; a baseline file does not keep it). */
+static int metric_wanted(const metric_names *m, const check *c) {
+  if (m->count == 0 || c->kind == KIND_ROW)
+    return 1;
+  const char *dot = strrchr(c->path, '.');
+  const char *name = dot ? dot + 1 : c->path;
+  for (int i = 0; i < m->count; i++) {
+    if (strcmp(m->names[i], name) == 0)
+      return 1;
+    if (strcmp(m->names[i], "throughput") == 0 && c->kind == KIND_RATE &&
+        strcmp(name, "gb_per_s") != 0) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Keep the checks of the subset; -1 (after a message) when none is left. */
+static int keep_subset(check_list *l, const op_names *ops, const metric_names *m,
+                       int baseline_file) {
+  int kept = 0;
+  for (int i = 0; i < l->count; i++) {
+    check *c = &l->items[i];
+    if (in_ops(ops, c->path) && (!baseline_file || metric_wanted(m, c))) {
+      l->items[kept++] = *c;
+    } else {
+      free(c->path);
+      sampled_free(&c->base);
+    }
+  }
+  l->count = kept;
+  if (kept == 0 && (ops->count || m->count)) {
+    return unusable("--ops/--metrics: the baseline has no metric of the subset asked for");
+  }
+  return 0;
+}
+
 /* ---- command line ---------------------------------------------------------- */
 enum {
   C_MAX_RATIO = 300,
@@ -1168,6 +1373,7 @@ enum {
   C_METRICS,
   C_QUIET,
   C_STATISTIC,
+  C_OPS,
   C_HELP
 };
 
@@ -1185,6 +1391,7 @@ static const struct option compare_flags[] = {
     {"metrics", required_argument, NULL, C_METRICS},
     {"quiet", no_argument, NULL, C_QUIET},
     {"statistic", required_argument, NULL, C_STATISTIC},
+    {"ops", required_argument, NULL, C_OPS},
     {"help", no_argument, NULL, C_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -1224,6 +1431,7 @@ int bench_compare_main(int argc, char **argv) {
   const char *output = NULL, *output_md = NULL, *confirm_path = NULL;
   int emit = 0, quiet = 0, allow_mismatch = 0;
   metric_names m = {0, {NULL}};
+  op_names ops = {0, {NULL}};
   opterr = 0;
   optind = 1;
   rep_key = "medians_ms";
@@ -1292,6 +1500,31 @@ int bench_compare_main(int argc, char **argv) {
     case C_QUIET:
       quiet = 1;
       break;
+    case C_OPS: {
+      ops.count = 0;
+      char *save = NULL;
+      for (char *p = optarg;; p = NULL) {
+        char *item = strtok_r(p, ",", &save);
+        if (!item)
+          break;
+        if (ops.count == BENCH_MAX_LIST) {
+          fprintf(stderr, "apexx-bench compare: --ops: too many names\n");
+          return BENCH_EXIT_USAGE;
+        }
+        if (!bench_op_name_known(item)) {
+          fprintf(stderr, "apexx-bench compare: --ops: [%s] is not an entry or section (", item);
+          bench_print_op_names(stderr);
+          fprintf(stderr, ")\n");
+          return BENCH_EXIT_USAGE;
+        }
+        ops.names[ops.count++] = item;
+      }
+      if (ops.count == 0) {
+        fprintf(stderr, "apexx-bench compare: --ops: [%s] is an empty list\n", optarg);
+        return BENCH_EXIT_USAGE;
+      }
+      break;
+    }
     case C_STATISTIC:
       if (strcmp(optarg, "median") == 0) {
         rep_key = "medians_ms";
@@ -1360,7 +1593,7 @@ int bench_compare_main(int argc, char **argv) {
       text_list mm, notes;
       memset(&mm, 0, sizeof mm);
       memset(&notes, 0, sizeof notes);
-      find_mismatches(&cur, m, &mm, &notes);
+      find_mismatches(&cur, m, 0, &mm, &notes);
       if (mm.count) {
         rc = unusable("[%s] and [%s] cannot be pooled: %s", cur.path, m->path, mm.items[0]);
       }
@@ -1399,9 +1632,11 @@ int bench_compare_main(int argc, char **argv) {
       if (cJSON_IsString(req))
         o.required = req->valuestring;
     }
+    if (rc == 0)
+      rc = keep_subset(&l, &ops, &m, base.kind == DOC_BASELINE);
   }
   if (rc == 0) {
-    find_mismatches(&base, &cur, &o.mismatch, &o.notes);
+    find_mismatches(&base, &cur, ops.count > 0, &o.mismatch, &o.notes);
     for (int i = 0; i < o.notes.count; i++) {
       fprintf(stderr, "apexx-bench compare: note: %s\n", o.notes.items[i]);
     }
@@ -1409,10 +1644,17 @@ int bench_compare_main(int argc, char **argv) {
       fprintf(stderr, "apexx-bench compare: %s: %s\n",
               allow_mismatch ? "mismatch (allowed)" : "mismatch", o.mismatch.items[i]);
     }
+    int other_machine = 0;
+    for (int i = 0; i < o.mismatch.count; i++)
+      other_machine |= strncmp(o.mismatch.items[i], "machine:", 8) == 0;
     if (o.mismatch.count && !allow_mismatch) {
       rc = unusable("the reports are not comparable (%d mismatch(es) above); "
-                    "pass --allow-mismatch to compare anyway",
-                    o.mismatch.count);
+                    "pass --allow-mismatch to compare anyway%s",
+                    o.mismatch.count,
+                    other_machine ? ". Times recorded on another machine say nothing about "
+                                    "this one: compare two builds on one machine with "
+                                    "apexx-bench ab (make bench-ab)"
+                                  : "");
     }
   }
   if (rc != 0) {
@@ -1453,6 +1695,8 @@ int bench_compare_main(int argc, char **argv) {
       o.improved++;
     else if (strcmp(v, "unchanged") == 0)
       o.unchanged++;
+    else if (strcmp(v, "inconclusive") == 0)
+      o.inconclusive++;
     else if (strcmp(v, "missing") == 0)
       o.missing++;
     else if (strcmp(v, "failed") == 0)
@@ -1461,9 +1705,11 @@ int bench_compare_main(int argc, char **argv) {
       o.unconfirmed++;
     else
       o.other++;
-    if (quiet && !is_failure(v))
+    if (quiet && !is_failure(v) && strcmp(v, "inconclusive") != 0)
       continue;
-    printf("check metric=%s kind=%s status=%s verdict=%s", c->path, kind_name(c->kind),
+    char shown[1024];
+    display_path(c, shown, sizeof shown);
+    printf("check metric=%s kind=%s status=%s verdict=%s", shown, kind_name(c->kind),
            is_failure(v) ? "fail" : "pass", v);
     if (c->kind != KIND_ROW) {
       printf(" baseline=%.6g", c->base.value);
@@ -1479,6 +1725,10 @@ int bench_compare_main(int argc, char **argv) {
       if (c->relative > 0 && c->relative != 1.0 && isfinite(change)) {
         printf(" relative_change=%+.1f%%", 100.0 * ((change + 1.0) / c->relative - 1.0));
       }
+      if (isfinite(c->iv.ratio) && !absent)
+        printf(" ratio=%.4g", c->iv.ratio);
+      if (c->interval_rule && c->iv.coverage > 0 && !absent)
+        printf(" interval=[%.4g,%.4g]", c->iv.lo, c->iv.hi);
       if (isfinite(c->p_value))
         printf(" p=%.3g", c->p_value);
       if (isfinite(c->band) && c->base.value > 0) {
@@ -1496,10 +1746,20 @@ int bench_compare_main(int argc, char **argv) {
            "FILE)\n");
   }
   printf("compare status=%s metrics=%d failed=%d regressed=%d improved=%d "
-         "unchanged=%d missing=%d max_ratio=%g max_abs_ms=%g alpha=%g "
-         "baseline=%s current=%s\n",
-         failed ? "fail" : "pass", l.count, failed, o.regressed, o.improved, o.unchanged, o.missing,
-         ru.max_ratio, ru.max_abs_ms, ru.alpha, base.path, cur.path);
+         "unchanged=%d inconclusive=%d missing=%d max_ratio=%g max_abs_ms=%g alpha=%g "
+         "statistic=%s baseline=%s current=%s\n",
+         failed           ? "fail"
+         : o.inconclusive ? "inconclusive"
+                          : "pass",
+         l.count, failed, o.regressed, o.improved, o.unchanged, o.inconclusive, o.missing,
+         ru.max_ratio, ru.max_abs_ms, ru.alpha,
+         strcmp(rep_key, "mins_ms") == 0 ? "floor" : "median", base.path, cur.path);
+  if (o.inconclusive && !failed) {
+    printf("compare note: %d time(s) inconclusive: the samples could neither show a "
+           "change of the threshold's size nor rule one out (more repetitions, or "
+           "apexx-bench ab on one machine); exit %d\n",
+           o.inconclusive, BENCH_EXIT_INCONCLUSIVE);
+  }
   if (confirm_path) {
     printf("compare confirm=%s unconfirmed=%d (regressed now, not in the earlier "
            "run)\n",
@@ -1507,7 +1767,7 @@ int bench_compare_main(int argc, char **argv) {
   }
   fflush(stdout);
 
-  rc = failed ? BENCH_EXIT_FAILED : BENCH_EXIT_OK;
+  rc = failed ? BENCH_EXIT_FAILED : o.inconclusive ? BENCH_EXIT_INCONCLUSIVE : BENCH_EXIT_OK;
   if (output) {
     cJSON *summary = summary_json(&base, &cur, &l, &o, &ru, failed);
     if (write_output("--output-json", output, bench_report_print(summary)) != 0) {

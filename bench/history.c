@@ -1,9 +1,12 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench history (apexx-bench(1) "HISTORY"):
  *   apexx-bench history DIR [REPORT...] [--output F]
  *   apexx-bench [run flags] --history DIR
  * The store is plain files in DIR: history.jsonl holds one line per run
- * (appended with O_APPEND, never rewritten), keyed by commit and machine:
- *   {"commit", "machine", "timestamp_utc", "profile", "rows": {
+ * (appended with O_APPEND, never rewritten), keyed by commit and machine;
+ * a report the store already holds (the same run_id; a report before
+ * schema 1.3 is identified by a hash of its text) is not appended again:
+ *   {"run_id", "commit", "machine", "timestamp_utc", "profile", "rows": {
  *      "<section>.<entry>/<backend>": {"median_ms", "min_ms", "p95_ms",
  *      "mad_ms", "n", "medians_ms": [...]}}}
  * After each append, and on `history DIR` alone, DIR/index.html is
@@ -100,8 +103,29 @@ static void machine_key(const cJSON *report, char *buf, size_t size) {
            cJSON_IsString(gpu_name) ? gpu_name->valuestring : "");
 }
 
+/* The report's run_id (1.3), else "text:" and the FNV-1a hash of its
+ * unformatted text: the same file read twice gives the same id. */
+static void run_id_of(const cJSON *report, char *buf, size_t size) {
+  const cJSON *id = get(report, "run_id");
+  if (cJSON_IsString(id) && *id->valuestring) {
+    snprintf(buf, size, "%s", id->valuestring);
+    return;
+  }
+  char *text = cJSON_PrintUnformatted(report);
+  uint64_t h = UINT64_C(0xcbf29ce484222325);
+  for (const unsigned char *p = (const unsigned char *)(text ? text : ""); *p; p++) {
+    h ^= *p;
+    h *= UINT64_C(0x100000001b3);
+  }
+  free(text);
+  snprintf(buf, size, "text:%016llx", (unsigned long long)h);
+}
+
 static cJSON *run_summary(const cJSON *report) {
   cJSON *s = cJSON_CreateObject();
+  char id[128];
+  run_id_of(report, id, sizeof id);
+  cJSON_AddStringToObject(s, "run_id", id);
   const cJSON *sha = get(get(report, "producer"), "git_sha");
   cJSON_AddStringToObject(s, "commit", cJSON_IsString(sha) ? sha->valuestring : "unknown");
   char machine[512];
@@ -227,6 +251,28 @@ out:
   free(path);
   free(line);
   return rc;
+}
+
+static cJSON *load_store(const char *dir, char *err, size_t err_size);
+
+/* Append a run's summary unless the store holds its run_id already.
+ * Returns 0 (appended), 1 (held already: nothing written) or -1 with a
+ * message in err. */
+static int append_new(const char *dir, const cJSON *summary, char *err, size_t err_size) {
+  cJSON *runs = load_store(dir, err, err_size);
+  if (!runs)
+    return -1;
+  const char *id = cJSON_GetStringValue(get(summary, "run_id"));
+  const cJSON *run;
+  int held = 0;
+  cJSON_ArrayForEach(run, runs) {
+    const char *other = cJSON_GetStringValue(get(run, "run_id"));
+    held |= id && other && strcmp(id, other) == 0;
+  }
+  cJSON_Delete(runs);
+  if (held)
+    return 1;
+  return append_line(dir, summary, err, err_size);
 }
 
 /* Every line of the store as a JSON array (malformed lines are skipped
@@ -537,9 +583,9 @@ int bench_history_append(const char *dir, const cJSON *report, char *err, size_t
   if (ensure_dir(dir, err, err_size) != 0)
     return -1;
   cJSON *summary = run_summary(report);
-  int rc = append_line(dir, summary, err, err_size);
+  int rc = append_new(dir, summary, err, err_size);
   cJSON_Delete(summary);
-  if (rc == 0)
+  if (rc >= 0)
     rc = render_store(dir, NULL, err, err_size);
   return rc;
 }
@@ -596,10 +642,14 @@ int bench_history_main(int argc, char **argv) {
       return BENCH_EXIT_USAGE;
     }
     cJSON *summary = run_summary(report);
-    int rc = append_line(dir, summary, err, sizeof err);
+    int rc = append_new(dir, summary, err, sizeof err);
+    if (rc == 1) {
+      fprintf(stderr, "apexx-bench history: [%s]: the store holds run %s already; not appended\n",
+              reports[i], cJSON_GetStringValue(get(summary, "run_id")));
+    }
     cJSON_Delete(summary);
     cJSON_Delete(report);
-    if (rc != 0) {
+    if (rc < 0) {
       fprintf(stderr, "apexx-bench history: %s\n", err);
       return BENCH_EXIT_USAGE;
     }

@@ -12,10 +12,11 @@ bench_apexx_bench_SOURCES = \
 	bench/report_json.c \
 	bench/report_md.c \
 	bench/compare.c \
-	bench/history.c
+	bench/history.c \
+	bench/ab.c
 nodist_bench_apexx_bench_SOURCES = bench/bench_git_sha.h
 bench_apexx_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
-bench_apexx_bench_LDADD = libapexx/libapexx.la $(CJSON_LIBS) $(M_LIBS)
+bench_apexx_bench_LDADD = libapexx/libapexx.la $(CJSON_LIBS) $(M_LIBS) $(DL_LIBS)
 dist_man_MANS += docs/apexx-bench.1
 
 # The producer's git_sha: `git rev-parse HEAD` of the source tree when it is
@@ -37,69 +38,63 @@ bench-git-sha-force:
 
 # Committed baselines (bench/baselines/<name>.json) and recorded results.
 EXTRA_DIST += bench/baselines/cpu-ci.json bench/results/README.md \
-	bench/bench-check.ini
+	bench/bench-check.ini bench/bench-ab.sh
 
-# make bench-check: run the suite on the cpu backend (one thread:
-# bench/bench-check.ini says why) with the baseline's profile and
-# BENCH_REPETITIONS passes over the suite (each row's loop once a pass,
-# the passes spread over ~15 s), compare with BENCH_BASELINE by the floor
-# rule (BENCH_STATISTIC = min; apexx-bench(1) "COMPARE": a row regressed
-# when its fastest pass is slower than the baseline's by more than
-# BENCH_MAX_RATIO plus BENCH_MAX_ABS_MS and by more than both floors'
-# reach), print the Markdown table, say when the baseline is
-# stale (BENCH_COMPARE_FLAGS adds compare flags, e.g. --relative). A
-# machine shared with other jobs slows rows for seconds at a time (on the
-# 2-core development VM by up to 2x while other builds run); a regression
-# must therefore reproduce: the suite runs
-# again (at most BENCH_ATTEMPTS runs) while the compare finds one, each
-# compare confirming against the previous (--confirm), and the check fails
-# (exit 2) only when a row regressed in every run. (Pooling the reruns,
-# `compare BASE RUN1 RUN2 ...`, was measured too: 17 of 20 unchanged runs
-# passed on the development VM against 20 of 20 this way.) Unusable input or a
-# profile/machine mismatch fails at once (exit 1).
-# Record a new baseline of this machine: make bench-baseline (see below).
-BENCH_BASELINE = $(top_srcdir)/bench/baselines/cpu-ci.json
-BENCH_MAX_RATIO = 0.10
-BENCH_MAX_ABS_MS = 0.0001
-BENCH_REPETITIONS = 40
-BENCH_ATTEMPTS = 3
-BENCH_COMPARE_FLAGS =
-BENCH_STATISTIC = min
+# The regression check's profile: the cpu backend alone, on one thread
+# (bench/bench-check.ini says why), a small map so that a pass over the
+# suite takes ~0.35 s on the 2-core development VM.
+BENCH_PROFILE_FLAGS = --backends cpu --channels 32 --height 64 --width 64 \
+	--kmax 16 --steps 64 --warmup 3 --iters 50 --seed 123
 BENCH_CHECK_CONFIG = $(abs_top_srcdir)/bench/bench-check.ini
-# environment of the suite's run alone (bench-check-seeded's LD_PRELOAD)
-BENCH_RUN_ENV =
-BENCH_CHECK_FLAGS = --backends cpu --channels 32 --height 64 --width 64 \
-	--kmax 16 --steps 64 --warmup 3 --iters 50 --seed 123 \
-	--repetitions $(BENCH_REPETITIONS)
-bench-check: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
-	$(AM_V_at)attempt=1; confirm=; rm -f bench-check-compare-prev.json; \
-	while :; do \
-	  $(BENCH_RUN_ENV) APEXX_CONFIG='$(BENCH_CHECK_CONFIG)' \
-	  APEXX_BACKEND_DIR='$(abs_top_builddir)/backends/.libs' \
-	  ./bench/apexx-bench$(EXEEXT) $(BENCH_CHECK_FLAGS) --quiet \
-	    --output-json bench-check-current.json --output-md bench-check-current.md \
-	    || exit $$?; \
-	  rc=0; ./bench/apexx-bench$(EXEEXT) compare '$(BENCH_BASELINE)' \
-	    bench-check-current.json --quiet $$confirm --statistic $(BENCH_STATISTIC) \
-	    $(BENCH_COMPARE_FLAGS) \
-	    --max-ratio $(BENCH_MAX_RATIO) --max-abs-ms $(BENCH_MAX_ABS_MS) \
-	    --output-json bench-check-compare.json --output-md - || rc=$$?; \
-	  if test $$rc -ne 2 || test $$attempt -ge $(BENCH_ATTEMPTS); then \
-	    test $$rc -eq 2 && echo "bench-check: the regression reproduced in each of $$attempt run(s)"; \
-	    rm -f bench-check-compare-prev.json; exit $$rc; \
-	  fi; \
-	  echo "bench-check: run $$attempt found a regression; running the suite again to confirm it ($$attempt/$(BENCH_ATTEMPTS))"; \
-	  cp bench-check-compare.json bench-check-compare-prev.json; \
-	  confirm='--confirm bench-check-compare-prev.json'; \
-	  attempt=`expr $$attempt + 1`; \
-	done
-# make bench-check-seeded: bench-check against a real slowdown. The suite
-# runs with bench/slowdown.c preloaded, which interposes the public op
-# functions so that every call of the ops in BENCH_SLOWDOWN_OPS (default:
-# every op) takes 1 + BENCH_SLOWDOWN times as long (the call, then the
-# thread spins): the rows slow by that factor, the core's part of a call
-# included. It succeeds when bench-check reports the regression (exit 2)
-# and fails when the slowdown passed.
+
+# make bench-ab [BASE=REV | BENCH_AB_BRANCH=BRANCH]: this build (B) against
+# BASE (A, default the previous commit; with BENCH_AB_BRANCH, the
+# merge-base with that branch) on this machine, by apexx-bench ab
+# (docs/report.md, A/B). BASE is built once in a throwaway git worktree
+# with this tree's configure arguments (the cuda backend too where this
+# build has it) and installed into BENCH_AB_CACHE/<sha>-<args>/prefix;
+# later runs against the same commit reuse it. BENCH_AB_ROUNDS rounds of
+# the two builds alternately (each a process of BENCH_AB_PASSES passes,
+# the first a warm-up), more (two at a time, up to BENCH_AB_MAX_ROUNDS)
+# while a row is inconclusive. Exit 2 on a regressed, missing or failed
+# row; an inconclusive row is reported and passes (BENCH_AB_STRICT=1:
+# exit 3); 77 when BASE is not in this clone (a shallow clone) or the tree
+# is not a git checkout, with the reason. Outputs bench-ab.json and
+# bench-ab.md. BENCH_AB_FLAGS adds apexx-bench ab flags.
+BASE = HEAD~1
+BENCH_AB_BRANCH =
+BENCH_AB_CACHE = $(abs_top_builddir)/bench-ab-cache
+BENCH_AB_JOBS = 2
+BENCH_AB_ROUNDS = 10
+BENCH_AB_MAX_ROUNDS = 30
+BENCH_AB_PASSES = 3
+BENCH_AB_FLAGS =
+BENCH_AB_STRICT = 0
+BENCH_AB_BASE_DIR =
+bench-ab: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
+	$(AM_V_at)SRCDIR='$(abs_top_srcdir)' BUILDDIR='$(abs_top_builddir)' \
+	BASE='$(BASE)' BRANCH='$(BENCH_AB_BRANCH)' CACHE='$(BENCH_AB_CACHE)' \
+	JOBS='$(BENCH_AB_JOBS)' CONFIG='$(BENCH_CHECK_CONFIG)' \
+	ROUNDS='$(BENCH_AB_ROUNDS)' MAX_ROUNDS='$(BENCH_AB_MAX_ROUNDS)' \
+	PASSES='$(BENCH_AB_PASSES)' AB_FLAGS="$(BENCH_AB_FLAGS)" \
+	RUN_FLAGS='$(BENCH_PROFILE_FLAGS)' STRICT='$(BENCH_AB_STRICT)' \
+	BASE_DIR='$(BENCH_AB_BASE_DIR)' OUT=bench-ab \
+	$(SHELL) '$(abs_top_srcdir)/bench/bench-ab.sh'
+distclean-local: clean-bench-ab
+clean-bench-ab:
+	-rm -rf bench-ab-cache
+# make bench-check: the regression check, the A/B check above.
+bench-check: bench-ab
+
+# make bench-check-seeded: the check against a real slowdown, with no
+# BASE to build: this build against itself, both sides with bench/slowdown.c
+# preloaded (A with factor 0: the interposer's own cost, ~0.1 us a call, on
+# both sides), which interposes the public op functions so that in B every call
+# of the ops or rows in BENCH_SLOWDOWN_OPS (default: every op) takes
+# 1 + BENCH_SLOWDOWN times as long (the call, then the thread spins): the
+# rows slow by that factor, the core's part of a call included. It
+# succeeds when the check reports the regression (exit 2) and fails when
+# the slowdown passed.
 BENCH_SLOWDOWN = 0.20
 BENCH_SLOWDOWN_OPS =
 check_LTLIBRARIES += bench/apexx-slowdown.la
@@ -107,27 +102,55 @@ bench_apexx_slowdown_la_SOURCES = bench/slowdown.c
 bench_apexx_slowdown_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 bench_apexx_slowdown_la_LIBADD = $(DL_LIBS)
 bench-check-seeded: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES) bench/apexx-slowdown.la
-	$(AM_V_at)rc=0; $(MAKE) $(AM_MAKEFLAGS) bench-check \
-	  BENCH_RUN_ENV="LD_PRELOAD='$(abs_top_builddir)/bench/.libs/apexx-slowdown.so' \
-	    APEXX_SLOWDOWN_FACTOR='$(BENCH_SLOWDOWN)' APEXX_SLOWDOWN_OPS='$(BENCH_SLOWDOWN_OPS)'" \
+	$(AM_V_at)rc=0; slow='$(abs_top_builddir)/bench/.libs/apexx-slowdown.so'; \
+	$(MAKE) $(AM_MAKEFLAGS) bench-ab BENCH_AB_BASE_DIR='$(abs_top_builddir)' \
+	  BENCH_AB_FLAGS="$(BENCH_AB_FLAGS) --a-env LD_PRELOAD=$$slow --a-env APEXX_SLOWDOWN_FACTOR=0 \
+	    --b-env LD_PRELOAD=$$slow --b-env APEXX_SLOWDOWN_FACTOR=$(BENCH_SLOWDOWN) \
+	    --b-env APEXX_SLOWDOWN_OPS=$(BENCH_SLOWDOWN_OPS)" \
 	  || rc=$$?; \
 	case $$rc in \
-	  2) echo "bench-check-seeded: the $(BENCH_SLOWDOWN) slowdown of $${BENCH_SLOWDOWN_OPS:-every op} was caught (bench-check exit 2)";; \
-	  0) echo "bench-check-seeded: the $(BENCH_SLOWDOWN) slowdown PASSED bench-check" >&2; exit 1;; \
-	  *) echo "bench-check-seeded: bench-check failed to run (exit $$rc)" >&2; exit 1;; \
+	  2) echo "bench-check-seeded: the $(BENCH_SLOWDOWN) slowdown of $${BENCH_SLOWDOWN_OPS:-every op} was caught (exit 2)";; \
+	  0) echo "bench-check-seeded: the $(BENCH_SLOWDOWN) slowdown PASSED the check" >&2; exit 1;; \
+	  *) echo "bench-check-seeded: the check failed to run (exit $$rc)" >&2; exit 1;; \
 	esac
+
+# make bench-check-baseline: this build's run against BENCH_BASELINE, an
+# absolute baseline: valid only on the machine that recorded it (compare
+# checks the machine's identity; another machine is an error). By the
+# floor rule (--statistic min, apexx-bench(1) COMPARE) with
+# BENCH_MAX_RATIO plus BENCH_MAX_ABS_MS; BENCH_COMPARE_FLAGS adds compare
+# flags. An inconclusive verdict is reported and passes.
+BENCH_BASELINE = $(top_srcdir)/bench/baselines/cpu-ci.json
+BENCH_MAX_RATIO = 0.10
+BENCH_MAX_ABS_MS = 0.0001
+BENCH_REPETITIONS = 40
+BENCH_COMPARE_FLAGS =
+BENCH_STATISTIC = min
+BENCH_CHECK_FLAGS = $(BENCH_PROFILE_FLAGS) --repetitions $(BENCH_REPETITIONS)
+bench-check-baseline: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
+	$(AM_V_at)APEXX_CONFIG='$(BENCH_CHECK_CONFIG)' \
+	APEXX_BACKEND_DIR='$(abs_top_builddir)/backends/.libs' \
+	./bench/apexx-bench$(EXEEXT) $(BENCH_CHECK_FLAGS) --quiet \
+	  --output-json bench-check-current.json --output-md bench-check-current.md || exit $$?; \
+	rc=0; ./bench/apexx-bench$(EXEEXT) compare '$(BENCH_BASELINE)' \
+	  bench-check-current.json --quiet --statistic $(BENCH_STATISTIC) \
+	  $(BENCH_COMPARE_FLAGS) \
+	  --max-ratio $(BENCH_MAX_RATIO) --max-abs-ms $(BENCH_MAX_ABS_MS) \
+	  --output-json bench-check-compare.json --output-md - || rc=$$?; \
+	if test $$rc -eq 3; then echo "bench-check-baseline: inconclusive (reported, not a failure)"; rc=0; fi; \
+	exit $$rc
 # Record the baseline of this machine (writes into the source tree; on a
 # quiet machine: the baseline's noise sets every later verdict):
 #   make bench-baseline [BENCH_BASELINE=$(top_srcdir)/bench/baselines/NAME.json]
 bench-baseline: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
-	$(AM_V_at)APEXX_CONFIG='$(abs_top_srcdir)/bench/bench-check.ini' \
+	$(AM_V_at)APEXX_CONFIG='$(BENCH_CHECK_CONFIG)' \
 	APEXX_BACKEND_DIR='$(abs_top_builddir)/backends/.libs' \
 	./bench/apexx-bench$(EXEEXT) $(BENCH_CHECK_FLAGS) --quiet \
 	  --output-json bench-baseline-report.json
 	./bench/apexx-bench$(EXEEXT) compare --emit-baseline bench-baseline-report.json \
 	  -o '$(BENCH_BASELINE)'
 CLEANFILES += bench-check-current.json bench-check-current.md \
-	bench-check-compare.json bench-check-compare-prev.json \
-	bench-baseline-report.json
-.PHONY: bench-check bench-check-seeded bench-baseline
+	bench-check-compare.json bench-baseline-report.json bench-ab.json bench-ab.md
+.PHONY: bench-ab clean-bench-ab bench-check bench-check-seeded bench-check-baseline \
+	bench-baseline
 EXTRA_DIST += bench/peers/torch_ff.py bench/check-verdicts.sh

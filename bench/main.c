@@ -1,7 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench: the suite driver (docs/report.md, apexx-bench(1)).
  *   apexx-bench [flags]             run the suite, write JSON + Markdown
  *   apexx-bench compare BASE CUR    regression verdict (compare.c)
  *   apexx-bench history DIR [R...]  history store and chart (history.c)
+ *   apexx-bench ab A B [-- FLAGS]   two builds run alternately, paired
+ *                                   verdicts (ab.c)
  * Exit status: 0 every row ran or was skipped with a reason; 2 a row failed
  * (or, for compare, a regression); 1 bad flags, bad config, unusable input,
  * or a report that could not be written (then no file is left behind). */
@@ -358,7 +361,10 @@ static int run_suite(int argc, char **argv) {
   }
   int write_rc = write_outputs(&opts, json, markdown);
   if (write_rc == 0) {
-    if (!opts.output_json) fputs(json, stdout);
+    /* neither file named: the Markdown summary for a reader; JSON only
+     * when asked (--output-json -) */
+    if (!opts.output_json && !opts.output_md)
+      fputs(markdown, stdout);
     /* the wrote_* lines stay off standard output when a file went there */
     int to_stdout = (opts.output_json && strcmp(opts.output_json, "-") == 0) ||
                     (opts.output_md && strcmp(opts.output_md, "-") == 0);
@@ -384,6 +390,9 @@ int main(int argc, char **argv) {
   }
   if (argc >= 2 && strcmp(argv[1], "history") == 0) {
     return bench_history_main(argc - 1, argv + 1);
+  }
+  if (argc >= 2 && strcmp(argv[1], "ab") == 0) {
+    return bench_ab_main(argc - 1, argv + 1);
   }
   return run_suite(argc, argv);
 }

@@ -1,19 +1,23 @@
-/* The JSON report of docs/report.md (schema 1.1): the parts
- * known before any op runs (schema_version, suite, timestamp, producer,
- * environment, config, backends), the number helper that keeps NaN and
- * infinity out of the file, and atomic file writes. */
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The JSON report of docs/report.md (schema 1.3): the parts
+ * known before any op runs (schema_version, suite, run id, timestamp,
+ * producer, environment with the machine's identity, config, backends),
+ * the number helper that keeps NaN and infinity out of the file, and
+ * atomic file writes. */
 #include "config.h"
 
 #include "bench.h"
 
 #include <apexx/backend.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -155,6 +159,129 @@ static void version_string(int encoded, char *buf, size_t size) {
   snprintf(buf, size, "%d.%d", encoded / 1000, (encoded % 1000) / 10);
 }
 
+/* ---- the machine's identity (schema 1.3) ---------------------------------
+ * An absolute baseline holds only on the machine that recorded it, and
+ * cloned VMs share the host name, the CPU model and /etc/machine-id of
+ * their image: the identity hashes those with the memory size and the
+ * addresses of the network devices (the hypervisor's, per VM). */
+#define FNV_OFFSET UINT64_C(0xcbf29ce484222325)
+#define FNV_PRIME UINT64_C(0x100000001b3)
+
+static uint64_t fnv1a(uint64_t h, const char *text) {
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+    h ^= *p;
+    h *= FNV_PRIME;
+  }
+  h ^= 0xff; /* a separator no text byte collides with */
+  return h * FNV_PRIME;
+}
+
+/* The first line of a small file into buf ("" when unreadable). */
+static void first_line(const char *path, char *buf, size_t size) {
+  buf[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return;
+  if (!fgets(buf, (int)size, f))
+    buf[0] = '\0';
+  buf[strcspn(buf, "\n")] = '\0';
+  fclose(f);
+}
+
+static long long memory_kb(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f)
+    return -1;
+  char line[256];
+  long long kb = -1;
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "MemTotal: %lld kB", &kb) == 1)
+      break;
+  }
+  fclose(f);
+  return kb;
+}
+
+static int compare_names(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Hash the addresses of the network devices backed by hardware (virtual
+ * bridges and tunnels have no "device" link), in name order. Returns how
+ * many were hashed. */
+static int hash_network_devices(uint64_t *h) {
+  DIR *d = opendir("/sys/class/net");
+  if (!d)
+    return 0;
+  char *names[64];
+  int count = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && count < 64) {
+    if (e->d_name[0] == '.')
+      continue;
+    char path[512];
+    snprintf(path, sizeof path, "/sys/class/net/%s/device", e->d_name);
+    if (access(path, F_OK) != 0)
+      continue;
+    names[count] = strdup(e->d_name);
+    if (names[count])
+      count++;
+  }
+  closedir(d);
+  qsort(names, (size_t)count, sizeof names[0], compare_names);
+  for (int i = 0; i < count; i++) {
+    char path[512], address[128];
+    snprintf(path, sizeof path, "/sys/class/net/%s/address", names[i]);
+    first_line(path, address, sizeof address);
+    *h = fnv1a(*h, address);
+    free(names[i]);
+  }
+  return count;
+}
+
+static void machine_identity(cJSON *env, const char *host, const char *model, long cores) {
+  uint64_t h = fnv1a(FNV_OFFSET, "apexx machine 1");
+  char buf[256], from[512];
+  h = fnv1a(h, host);
+  h = fnv1a(h, model);
+  snprintf(buf, sizeof buf, "%ld", cores);
+  h = fnv1a(h, buf);
+  long long kb = memory_kb();
+  snprintf(buf, sizeof buf, "%lld", kb);
+  h = fnv1a(h, buf);
+  if (kb > 0) {
+    cJSON_AddNumberToObject(env, "memory_mb", (double)(kb / 1024));
+  } else {
+    cJSON_AddNullToObject(env, "memory_mb");
+    cJSON_AddStringToObject(env, "memory_mb_reason", "no MemTotal in /proc/meminfo");
+  }
+  const char *id_file = "/etc/machine-id";
+  first_line(id_file, buf, sizeof buf);
+  if (!buf[0]) {
+    id_file = "/var/lib/dbus/machine-id";
+    first_line(id_file, buf, sizeof buf);
+  }
+  h = fnv1a(h, buf);
+  int devices = hash_network_devices(&h);
+  snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  cJSON_AddStringToObject(env, "machine_id", buf);
+  snprintf(from, sizeof from,
+           "host, cpu_model, cpu_cores, memory, %s, %d network device address(es)",
+           access(id_file, R_OK) == 0 ? id_file : "no machine-id file", devices);
+  cJSON_AddStringToObject(env, "machine_id_from", from);
+}
+
+/* The libapexx this process runs (dladdr of apx_version), or NULL. */
+static const char *library_path(void) {
+  Dl_info info;
+  void *symbol = NULL;
+  const char *(*fn)(void) = apx_version;
+  memcpy(&symbol, &fn, sizeof symbol);
+  if (dladdr(symbol, &info) != 0 && info.dli_fname && *info.dli_fname)
+    return info.dli_fname;
+  return NULL;
+}
+
 static cJSON *environment(apx_context *ctx, const bench_options *opts) {
   cJSON *env = cJSON_CreateObject();
   char buf[512];
@@ -169,10 +296,21 @@ static cJSON *environment(apx_context *ctx, const bench_options *opts) {
   } else {
     cJSON_AddNullToObject(env, "os");
   }
+  char host[512];
+  snprintf(host, sizeof host, "%s", cJSON_GetObjectItemCaseSensitive(env, "host")->valuestring);
   cpu_model(buf, sizeof buf);
   cJSON_AddStringToObject(env, "cpu_model", buf);
-  cJSON_AddNumberToObject(env, "cpu_cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  cJSON_AddNumberToObject(env, "cpu_cores", (double)cores);
+  machine_identity(env, host, buf, cores);
   cJSON_AddStringToObject(env, "library_version", apx_version());
+  const char *library = library_path();
+  if (library) {
+    cJSON_AddStringToObject(env, "library_path", library);
+  } else {
+    cJSON_AddNullToObject(env, "library_path");
+    cJSON_AddStringToObject(env, "library_path_reason", "dladdr found no file for apx_version");
+  }
   cJSON_AddNumberToObject(env, "backend_abi_version", APX_BACKEND_ABI_VERSION);
 
   int cuda = first_ok_cuda_backend(ctx);
@@ -305,12 +443,44 @@ static cJSON *backends_array(apx_context *ctx) {
   return array;
 }
 
+void bench_run_id(char *buf, size_t size) {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+  }
+  if (got < sizeof bytes) {
+    /* no entropy source: the time, the process and a counter */
+    static unsigned counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t h = fnv1a(FNV_OFFSET, "run");
+    char seed[96];
+    snprintf(seed, sizeof seed, "%lld.%ld.%ld.%u", (long long)ts.tv_sec, ts.tv_nsec, (long)getpid(),
+             counter++);
+    h = fnv1a(h, seed);
+    for (size_t i = 0; i < sizeof bytes; i++) {
+      bytes[i] = (unsigned char)((h >> (8 * (i % 8))) ^ i);
+    }
+  }
+  size_t pos = 0;
+  for (size_t i = 0; i < sizeof bytes && pos + 3 <= size; i++) {
+    pos += (size_t)snprintf(buf + pos, size - pos, "%02x", bytes[i]);
+  }
+}
+
 cJSON *bench_report_begin(apx_context *ctx, const bench_options *opts) {
   cJSON *report = cJSON_CreateObject();
   cJSON *schema = cJSON_AddObjectToObject(report, "schema_version");
   cJSON_AddNumberToObject(schema, "major", BENCH_SCHEMA_MAJOR);
   cJSON_AddNumberToObject(schema, "minor", BENCH_SCHEMA_MINOR);
   cJSON_AddStringToObject(report, "suite", "apexx");
+  char id[40];
+  bench_run_id(id, sizeof id);
+  cJSON_AddStringToObject(report, "run_id", id);
   char stamp[32];
   bench_timestamp_utc(stamp, sizeof stamp);
   cJSON_AddStringToObject(report, "timestamp_utc", stamp);

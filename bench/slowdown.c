@@ -1,4 +1,5 @@
-/* An LD_PRELOAD library for checking `make bench-check` against a real
+/* SPDX-License-Identifier: Apache-2.0 */
+/* An LD_PRELOAD library for checking apexx-bench's verdicts against a real
  * slowdown: it interposes apexx's public op functions (apx_tilepack, ...,
  * apx_ff_infer) so that a call takes (1 + APEXX_SLOWDOWN_FACTOR) times as
  * long: the library's own function runs (the core's argument and index
@@ -7,9 +8,12 @@
  * times is that call, so the row slows by FACTOR whichever part of it is
  * the core's and whichever the backend's. Results are the library's, bit
  * for bit. For host backends (a device op's work is not done when the
- * call returns). APEXX_SLOWDOWN_OPS, a comma-separated list of op names
- * (apx_op_name's), limits the slowdown to those ops. Built by
- * `make bench-check-seeded`; not installed. */
+ * call returns). APEXX_SLOWDOWN_OPS, a comma-separated list, limits the
+ * slowdown to the calls it names: an op (apx_op_name's: tileunpack) or
+ * one of apexx-bench's rows of an op with settings (tileunpack_override,
+ * tileunpack_blend by the overlap mode; tilessm_forward, tilessm_backward,
+ * tilessm_bidirectional by the direction). Built by `make check`; not
+ * installed (make bench-check-seeded, bench/check-verdicts.sh). */
 #include <apexx/apexx.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -37,11 +41,10 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The factor for op `name`: APEXX_SLOWDOWN_FACTOR (default 0.2) when the op
- * is listed, else 0. A bad factor ends the process with a message: a
- * seeded check that silently seeded nothing would pass for the wrong
- * reason. */
-static double factor_of(const char *name) {
+/* APEXX_SLOWDOWN_FACTOR (default 0.2). A bad factor ends the process with
+ * a message: a seeded check that silently seeded nothing would pass for
+ * the wrong reason. */
+static double factor_value(void) {
   const char *f = getenv("APEXX_SLOWDOWN_FACTOR");
   char *end = NULL;
   double v = f ? strtod(f, &end) : 0.2;
@@ -49,7 +52,15 @@ static double factor_of(const char *name) {
     fprintf(stderr, "apexx-slowdown: APEXX_SLOWDOWN_FACTOR = [%s] is not in [0, 100]\n", f);
     exit(1);
   }
-  return listed(getenv("APEXX_SLOWDOWN_OPS"), name) ? v : 0.0;
+  return v;
+}
+
+/* The factor for a call of op `name` timed as row `row` (NULL: the op has
+ * one row): the factor when the op or the row is listed, else 0. */
+static double factor_of(const char *name, const char *row) {
+  const char *list = getenv("APEXX_SLOWDOWN_OPS");
+  int on = listed(list, name) || (row && list && *list && listed(list, row));
+  return on ? factor_value() : 0.0;
 }
 
 /* The next definition of `symbol` after this library (libapexx's). */
@@ -62,24 +73,62 @@ static void *next_definition(const char *symbol) {
   return p;
 }
 
-#define SLOWDOWN_WRAP_(upper, lower)                                           \
-  apx_status apx_##lower(apx_context *ctx, const apx_##lower##_args *args,     \
-                         const apx_call *call) {                               \
-    typedef apx_status (*fn_t)(apx_context *, const apx_##lower##_args *,      \
-                               const apx_call *);                              \
-    static fn_t real;                                                          \
-    static double factor = -1.0;                                               \
-    if (!real) {                                                               \
-      void *p = next_definition("apx_" #lower);                                \
-      memcpy(&real, &p, sizeof real);                                          \
-      factor = factor_of(#lower);                                              \
-    }                                                                          \
-    double t0 = now_s();                                                       \
-    apx_status s = real(ctx, args, call);                                      \
-    double t1 = now_s(), until = t1 + factor * (t1 - t0);                      \
-    while (now_s() < until) {                                                  \
-    }                                                                          \
-    return s;                                                                  \
+/* The apexx-bench row a call is timed as, for the ops whose rows differ
+ * by a setting (bench/runner.c's entries); an index into the op's rows,
+ * or -1 for an op with one row. */
+#define SLOWDOWN_ROWS_MAX 3
+#define ONE_ROW_(lower)                                                                            \
+  static int row_index_##lower(const apx_##lower##_args *args) {                                   \
+    (void)args;                                                                                    \
+    return -1;                                                                                     \
+  }                                                                                                \
+  static const char *const rows_##lower[SLOWDOWN_ROWS_MAX] = {NULL, NULL, NULL};
+ONE_ROW_(tilepack)
+ONE_ROW_(fused_pack_op_unpack)
+ONE_ROW_(fusiongate_alpha)
+ONE_ROW_(fusiongate_fuse)
+ONE_ROW_(gather)
+ONE_ROW_(index_select)
+ONE_ROW_(scatter_add)
+ONE_ROW_(gather_backward)
+ONE_ROW_(ff_infer)
+#undef ONE_ROW_
+static const char *const rows_tileunpack[SLOWDOWN_ROWS_MAX] = {"tileunpack_override",
+                                                               "tileunpack_blend", NULL};
+static int row_index_tileunpack(const apx_tileunpack_args *args) {
+  return args && args->mode == APX_OVERLAP_BLEND ? 1 : 0;
+}
+static const char *const rows_tilessm_scan[SLOWDOWN_ROWS_MAX] = {
+    "tilessm_forward", "tilessm_backward", "tilessm_bidirectional"};
+static int row_index_tilessm_scan(const apx_tilessm_scan_args *args) {
+  if (!args)
+    return 0;
+  return args->direction == APX_SCAN_BIDIRECTIONAL ? 2
+         : args->direction == APX_SCAN_BACKWARD    ? 1
+                                                   : 0;
+}
+
+#define SLOWDOWN_WRAP_(upper, lower)                                                               \
+  apx_status apx_##lower(apx_context *ctx, const apx_##lower##_args *args, const apx_call *call) { \
+    typedef apx_status (*fn_t)(apx_context *, const apx_##lower##_args *, const apx_call *);       \
+    static fn_t real;                                                                              \
+    static double factor = -1.0, row_factor[SLOWDOWN_ROWS_MAX];                                    \
+    if (!real) {                                                                                   \
+      void *p = next_definition("apx_" #lower);                                                    \
+      memcpy(&real, &p, sizeof real);                                                              \
+      factor = factor_of(#lower, NULL);                                                            \
+      for (int r = 0; r < SLOWDOWN_ROWS_MAX; r++) {                                                \
+        row_factor[r] = rows_##lower[r] ? factor_of(#lower, rows_##lower[r]) : factor;             \
+      }                                                                                            \
+    }                                                                                              \
+    int row = row_index_##lower(args);                                                             \
+    double f = row >= 0 ? row_factor[row] : factor;                                                \
+    double t0 = now_s();                                                                           \
+    apx_status s = real(ctx, args, call);                                                          \
+    double t1 = now_s(), until = t1 + f * (t1 - t0);                                               \
+    while (now_s() < until) {                                                                      \
+    }                                                                                              \
+    return s;                                                                                      \
   }
 APX_OP_MAP(SLOWDOWN_WRAP_)
 #undef SLOWDOWN_WRAP_

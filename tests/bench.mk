@@ -27,6 +27,14 @@ tests_test_bench_stats_SOURCES = tests/test_bench_stats.c bench/stats.c \
 tests_test_bench_stats_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
 tests_test_bench_stats_LDADD = $(BENCH_TEST_LDADD)
 
+# apexx-bench ab on fake builds (scripts writing known samples) and on
+# this build tree against itself.
+check_PROGRAMS += tests/test_bench_ab
+TESTS += tests/test_bench_ab
+tests_test_bench_ab_SOURCES = tests/test_bench_ab.c $(BENCH_TEST_SOURCES)
+tests_test_bench_ab_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
+tests_test_bench_ab_LDADD = $(BENCH_TEST_LDADD)
+
 # The verdicts (bench/verdict.c) on synthetic paired and unpaired samples.
 check_PROGRAMS += tests/test_bench_verdict
 TESTS += tests/test_bench_verdict

@@ -1,7 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench history: reports appended to DIR/history.jsonl keyed by
  * commit and machine, and DIR/index.html rendered with one SVG chart per op
  * and backend (median per run, the noise band, regressions marked); a run
- * with --history appends itself; bad input exits 1. */
+ * with --history appends itself; a report the store holds already (its
+ * run_id, or its text before schema 1.3) is not appended twice; bad input
+ * exits 1. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -174,6 +177,37 @@ START_TEST(output_flag_and_bad_input) {
 }
 END_TEST
 
+START_TEST(a_held_report_is_not_appended_again) {
+  cJSON *with_id = make_report("aaaaaaa1111", "Test CPU", 2.0);
+  cJSON_AddStringToObject(with_id, "run_id", "0123456789abcdef0123456789abcdef");
+  char *a = save("a.json", with_id);
+  char *old = save("old.json", make_report("bbbbbbb2222", "Test CPU", 2.0));
+  char *store = bt_path(dir, "hist");
+  const char *argv[] = {"history", store, a, old, a, NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  ck_assert_ptr_nonnull(strstr(r.err, "holds run 0123456789abcdef0123456789abcdef already"));
+  bt_result_free(&r);
+  /* again, later: both held (the old one by its text's hash) */
+  const char *argv2[] = {"history", store, old, a, NULL};
+  bt_run(&r, NULL, argv2);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  ck_assert_ptr_nonnull(strstr(r.err, "holds run text:"));
+  bt_result_free(&r);
+  char *lines_path = bt_path(store, "history.jsonl");
+  char *lines = bt_read(lines_path);
+  ck_assert_int_eq(count(lines, "\n"), 2);
+  ck_assert_int_eq(count(lines, "\"run_id\":\"0123456789abcdef0123456789abcdef\""), 1);
+  ck_assert_int_eq(count(lines, "\"run_id\":\"text:"), 1);
+  free(lines);
+  free(lines_path);
+  free(store);
+  free(a);
+  free(old);
+}
+END_TEST
+
 START_TEST(run_with_history_flag_appends) {
   char *store = bt_path(dir, "hist");
   const char *argv[] = {"--channels",    "8",
@@ -217,6 +251,7 @@ int main(void) {
   tcase_add_test(tc, append_and_chart);
   tcase_add_test(tc, output_flag_and_bad_input);
   tcase_add_test(tc, run_with_history_flag_appends);
+  tcase_add_test(tc, a_held_report_is_not_appended_again);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

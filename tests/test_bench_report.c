@@ -88,8 +88,13 @@ END_TEST
 START_TEST(top_level_schema) {
   cJSON *r = load_report();
   ck_assert_int_eq((int)bt_get(r, "schema_version.major")->valuedouble, 1);
-  ck_assert_int_eq((int)bt_get(r, "schema_version.minor")->valuedouble, 2);
+  ck_assert_int_eq((int)bt_get(r, "schema_version.minor")->valuedouble, 3);
   ck_assert_str_eq(bt_get(r, "suite")->valuestring, "apexx");
+  /* 1.3: a run id, 32 hex digits */
+  const cJSON *run_id = bt_get(r, "run_id");
+  ck_assert(nonempty_string(run_id));
+  ck_assert_int_eq((int)strlen(run_id->valuestring), 32);
+  ck_assert_int_eq((int)strspn(run_id->valuestring, "0123456789abcdef"), 32);
   const cJSON *ts = bt_get(r, "timestamp_utc");
   ck_assert(is_string(ts));
   /* YYYY-MM-DDTHH:MM:SSZ */
@@ -113,6 +118,18 @@ START_TEST(environment_and_config) {
   ck_assert(nonempty_string(bt_get(r, "environment.host")));
   ck_assert(nonempty_string(bt_get(r, "environment.cpu_model")));
   ck_assert(bt_get(r, "environment.cpu_cores")->valuedouble >= 1);
+  /* 1.3: the machine's identity (16 hex digits) and what it hashes, the
+   * libapexx that ran (this build's) */
+  const cJSON *id = bt_get(r, "environment.machine_id");
+  ck_assert(nonempty_string(id));
+  ck_assert_int_eq((int)strlen(id->valuestring), 16);
+  ck_assert_int_eq((int)strspn(id->valuestring, "0123456789abcdef"), 16);
+  ck_assert_ptr_nonnull(strstr(bt_get(r, "environment.machine_id_from")->valuestring, "host"));
+  ck_assert(bt_get(r, "environment.memory_mb")->valuedouble > 0);
+  const cJSON *lib = bt_get(r, "environment.library_path");
+  ck_assert(nonempty_string(lib));
+  ck_assert_ptr_nonnull(strstr(lib->valuestring, "libapexx"));
+  ck_assert_ptr_nonnull(strstr(lib->valuestring, getenv("APEXX_BUILDDIR")));
   ck_assert(cJSON_IsArray(bt_get(r, "environment.config_files")));
   /* make check sets APEXX_CONFIG: it is the file read and an override */
   const char *config = getenv("APEXX_CONFIG");
@@ -415,9 +432,18 @@ START_TEST(unwritable_target_leaves_neither_file) {
 }
 END_TEST
 
-START_TEST(json_to_stdout_without_output_flag) {
-  const char *argv[] = {TINY, "--ops", "gather", "--backends", "cpu", NULL};
+START_TEST(table_to_stdout_json_when_asked) {
+  /* no output file named: the Markdown summary, for a reader */
+  const char *table[] = {TINY, "--ops", "gather", "--backends", "cpu", NULL};
   bt_result r;
+  bt_run(&r, NULL, table);
+  ck_assert_int_eq(r.status, 0);
+  ck_assert_ptr_nonnull(strstr(r.out, "# apexx benchmark report"));
+  ck_assert_ptr_nonnull(strstr(r.out, "| gather |"));
+  ck_assert_ptr_null(cJSON_Parse(r.out));
+  bt_result_free(&r);
+  /* JSON only when asked for */
+  const char *argv[] = {TINY, "--ops", "gather", "--backends", "cpu", "--output-json", "-", NULL};
   bt_run(&r, NULL, argv);
   ck_assert_int_eq(r.status, 0);
   cJSON *j = cJSON_Parse(r.out);
@@ -438,7 +464,8 @@ START_TEST(json_to_stdout_without_output_flag) {
 END_TEST
 
 START_TEST(cpu_time_timer_is_recorded) {
-  const char *argv[] = {TINY, "--ops", "gather", "--backends", "cpu", "--timer", "cpu-time", NULL};
+  const char *argv[] = {TINY,      "--ops",    "gather",        "--backends", "cpu",
+                        "--timer", "cpu-time", "--output-json", "-",          NULL};
   bt_result r;
   bt_run(&r, NULL, argv);
   ck_assert_msg(r.status == 0, "%s", r.err);
@@ -454,7 +481,7 @@ START_TEST(cpu_time_timer_is_recorded) {
 END_TEST
 
 START_TEST(fp8_falls_back_to_fp16_with_reason) {
-  const char *argv[] = {TINY, "--ops", "tilepack", "--dtype", "fp8", NULL};
+  const char *argv[] = {TINY, "--ops", "tilepack", "--dtype", "fp8", "--output-json", "-", NULL};
   bt_result r;
   bt_run(&r, NULL, argv);
   ck_assert_int_eq(r.status, 0);
@@ -473,8 +500,8 @@ END_TEST
 START_TEST(dtypes_run_with_exact_cpu_parity) {
   const char *dtypes[] = {"fp32", "bf16"};
   for (int i = 0; i < 2; i++) {
-    const char *argv[] = {TINY, "--backends", "cpu", "--dtype", dtypes[i],
-                          "--seed", "7", NULL};
+    const char *argv[] = {TINY,     "--backends", "cpu",           "--dtype", dtypes[i],
+                          "--seed", "7",          "--output-json", "-",       NULL};
     bt_result r;
     bt_run(&r, NULL, argv);
     ck_assert_msg(r.status == 0, "%s: exit %d: %s", dtypes[i], r.status, r.err);
@@ -497,9 +524,18 @@ START_TEST(tensorrt_reasons) {
   char *dir = bt_tmpdir();
   char *plugin = bt_path(dir, "libplugin.so");
   bt_write(plugin, "not really a plugin");
-  const char *argv[] = {TINY, "--ops", "tensorrt", "--trt-plugin-lib", plugin,
-                        "--trt-engine-path", "no-such.engine",
-                        "--trt-input-shape", "input=1x3x16x16", NULL};
+  const char *argv[] = {TINY,
+                        "--ops",
+                        "tensorrt",
+                        "--trt-plugin-lib",
+                        plugin,
+                        "--trt-engine-path",
+                        "no-such.engine",
+                        "--trt-input-shape",
+                        "input=1x3x16x16",
+                        "--output-json",
+                        "-",
+                        NULL};
   bt_result r;
   bt_run(&r, NULL, argv);
   ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
@@ -525,7 +561,7 @@ START_TEST(tensorrt_reasons) {
   /* the environment variable stands in for the flag; a missing file is a
    * missing library */
   const char *env[] = {"APEXX_TRT_PLUGIN_LIB=/nonexistent/libplugin.so", NULL};
-  const char *argv2[] = {TINY, "--ops", "tilessm_plugin", NULL};
+  const char *argv2[] = {TINY, "--ops", "tilessm_plugin", "--output-json", "-", NULL};
   bt_run(&r, env, argv2);
   ck_assert_int_eq(r.status, 0);
   j = cJSON_Parse(r.out);
@@ -610,7 +646,7 @@ int main(void) {
   tcase_add_test(files, fault_injection_leaves_no_file);
   tcase_add_test(files, failed_run_keeps_the_previous_report);
   tcase_add_test(files, unwritable_target_leaves_neither_file);
-  tcase_add_test(files, json_to_stdout_without_output_flag);
+  tcase_add_test(files, table_to_stdout_json_when_asked);
   tcase_add_test(files, cpu_time_timer_is_recorded);
   tcase_add_test(files, fp8_falls_back_to_fp16_with_reason);
   tcase_add_test(files, dtypes_run_with_exact_cpu_parity);

@@ -134,8 +134,12 @@ START_TEST(test_bench_engine_row) {
   bt_write(engine, "not an engine");
   char *fake_lib = bt_path(dir, "libnot-a-plugin.so");
   bt_write(fake_lib, "not a library");
-  const char *argv[] = {TINY, "--ops", "engine", "--trt-plugin-lib", fake_lib,
-                        "--trt-engine-path", engine, "--trt-input-shape", "x=1x3x8x8", NULL};
+  const char *argv[] = {TINY,        "--ops",
+                        "engine",    "--trt-plugin-lib",
+                        fake_lib,    "--trt-engine-path",
+                        engine,      "--trt-input-shape",
+                        "x=1x3x8x8", "--output-json",
+                        "-",         NULL};
   bt_result r;
   bt_run(&r, NULL, argv);
   ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
@@ -154,8 +158,11 @@ START_TEST(test_bench_engine_row) {
     char env_dir[PATH_MAX + 32];
     snprintf(env_dir, sizeof env_dir, "APEXX_TRT_DIR=%s", dir);
     const char *env[] = {env_dir, NULL};
-    const char *argv2[] = {TINY, "--ops", "engine", "--trt-plugin-lib", plugin_lib,
-                           "--trt-engine-path", engine, NULL};
+    const char *argv2[] = {TINY,       "--ops",
+                           "engine",   "--trt-plugin-lib",
+                           plugin_lib, "--trt-engine-path",
+                           engine,     "--output-json",
+                           "-",        NULL};
     bt_run(&r, env, argv2);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     j = cJSON_Parse(r.out);
@@ -252,7 +259,8 @@ START_TEST(test_bench_plugin_row) {
   char *dir = bt_tmpdir();
   char *fake_lib = bt_path(dir, "libnot-a-plugin.so");
   bt_write(fake_lib, "this is not an ELF shared object, only text that is long enough\n");
-  const char *argv[] = {TINY, "--ops", "tilessm_plugin", "--trt-plugin-lib", fake_lib, NULL};
+  const char *argv[] = {
+      TINY, "--ops", "tilessm_plugin", "--trt-plugin-lib", fake_lib, "--output-json", "-", NULL};
   bt_result r;
   bt_run(&r, NULL, argv);
   ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
@@ -283,7 +291,9 @@ START_TEST(test_bench_plugin_row) {
     char env_dir[PATH_MAX + 32];
     snprintf(env_dir, sizeof env_dir, "APEXX_TRT_DIR=%s", dir);
     const char *env[] = {env_dir, NULL};
-    const char *argv2[] = {TINY, "--ops", "tilessm_plugin", "--trt-plugin-lib", plugin_lib, NULL};
+    const char *argv2[] = {
+        TINY, "--ops", "tilessm_plugin", "--trt-plugin-lib", plugin_lib, "--output-json",
+        "-",  NULL};
     bt_run(&r, env, argv2);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     j = cJSON_Parse(r.out);
