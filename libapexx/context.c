@@ -15,6 +15,7 @@ APX_API apx_status apx_open(apx_context **out, const char *config_path) {
   apx_context *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return apx__error(APX_ERR_NO_MEMORY, "apx_open: out of memory");
   pthread_mutex_init(&ctx->lock, NULL);
+  pthread_cond_init(&ctx->ff_idle, NULL);
   ctx->log_level = apx__log_level_from_env();
   /* a configuration in a directory others can write (no sticky bit) could
    * be replaced by them: refused like a world-writable file */
@@ -32,6 +33,7 @@ APX_API apx_status apx_open(apx_context **out, const char *config_path) {
   if (st != APX_OK) {
     /* keep the message: freeing does not touch the thread's error */
     apx__config_free(&ctx->config);
+    pthread_cond_destroy(&ctx->ff_idle);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
     return st;
@@ -98,6 +100,7 @@ APX_API void apx_close(apx_context *ctx) {
   for (int i = 0; i < ctx->interned_count; i++) free(ctx->interned[i]);
   free(ctx->interned);
   apx__config_free(&ctx->config);
+  pthread_cond_destroy(&ctx->ff_idle);
   pthread_mutex_destroy(&ctx->lock);
   free(ctx);
 }

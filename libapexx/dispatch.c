@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ff_internal.h"
 #include "internal.h"
 #include "validate.h"
 
@@ -172,5 +173,10 @@ APX_API apx_status apx_explain(apx_context *ctx, apx_op_id op, const void *args,
   if (!out) return apx__error(APX_ERR_INVALID_ARG, "apx_explain: out = [NULL]");
   memset(out, 0, sizeof *out);
   apx__backend *chosen = NULL;
-  return apx__dispatch(ctx, op, args, call, &chosen, out);
+  const apx_ff_weights *pinned = NULL; /* validation reads ff_infer's weights */
+  apx_status st = apx__ff_pin_args(ctx, op, args, &pinned);
+  if (st != APX_OK) return st;
+  st = apx__dispatch(ctx, op, args, call, &chosen, out);
+  apx__ff_unpin(ctx, pinned);
+  return st;
 }

@@ -18,8 +18,17 @@ apx_status apx__ff_cached(void *core, const apx_ff_weights *weights, apx_dtype d
 /* Release every cached entry that backend `core` (an apx__backend *) made,
  * on every live handle of its context; called before the backend's fini. */
 void apx__ff_release_backend(void *core);
-/* Free every handle still open on the context (apx_close). */
+/* Free every handle still open on the context (apx_close), after the
+ * makes and pinned calls in progress end; later makes are refused. */
 void apx__ff_close_all(apx_context *ctx);
+/* A call that reads the weights of `args` (ff_infer) pins them for its
+ * duration: *pinned is the handle, found in ctx's open handles without
+ * dereferencing it (APX_ERR_INVALID_ARG when it is not there: freed, or of
+ * another context), NULL when the op takes none or they are NULL. A free
+ * waits for the pins. */
+apx_status apx__ff_pin_args(apx_context *ctx, apx_op_id op, const void *args,
+                            const apx_ff_weights **pinned);
+void apx__ff_unpin(apx_context *ctx, const apx_ff_weights *pinned);
 
 /* services.ff_route (ff_route.c) */
 apx_status apx__ff_route(const apx_ff_infer_args *args, apx_ff_route *route);

@@ -143,6 +143,10 @@ struct apx_context {
   uint64_t host_bytes_in_use, host_peak_bytes;
   struct apx_ff_weights *ff_weights; /* open weights handles (ff_weights.c),
                                         a list guarded by lock */
+  pthread_cond_t ff_idle; /* ff_weights.c: a make ended or a handle's last pin
+                             went (with lock) */
+  int ff_making;          /* loads and seeded makes in progress (under lock) */
+  int ff_closing;         /* apx_close has begun (under lock) */
   struct apx_graph *graphs; /* graph.c: the context's graphs, guarded by lock */
   int captures_open;        /* graphs capturing now (atomic: read unlocked) */
 };

@@ -2,6 +2,7 @@
  * backend's function with the call's options (defaults when NULL). */
 #include "config.h"
 
+#include "ff_internal.h"
 #include "internal.h"
 
 /* Calls that wait for the host cannot be captured into a graph
@@ -22,12 +23,13 @@ static apx_status graph_refusal(apx_context *ctx, apx_op_id op, const void *args
                                   call ? call->stream : NULL, what);
 }
 
+/* ff_infer's weights are pinned for the call (ff_weights.c): found among
+ * the context's open handles, and not freed until the call returns. */
 #define OP_ENTRY_(upper, lower)                                                \
-  APX_API apx_status apx_##lower(apx_context *ctx,                            \
-                                 const apx_##lower##_args *args,               \
-                                 const apx_call *call) {                       \
+  static apx_status run_##lower(apx_context *ctx,                             \
+                                const apx_##lower##_args *args,                \
+                                const apx_call *call) {                        \
     static const apx_call default_call = APX_CALL_INIT;                        \
-    apx__clear_error();                                                        \
     apx__backend *b = NULL;                                                    \
     apx_status st = apx__dispatch(ctx, APX_OP_##upper, args, call, &b, NULL);  \
     if (st != APX_OK) return st;                                               \
@@ -37,6 +39,17 @@ static apx_status graph_refusal(apx_context *ctx, apx_op_id op, const void *args
     if (st != APX_OK && !apx_last_error()[0])                                  \
       apx__error(st, "%s: backend %s failed with %s", #lower, b->config->name, \
                  apx_status_name(st));                                         \
+    return st;                                                                 \
+  }                                                                            \
+  APX_API apx_status apx_##lower(apx_context *ctx,                            \
+                                 const apx_##lower##_args *args,               \
+                                 const apx_call *call) {                       \
+    apx__clear_error();                                                        \
+    const apx_ff_weights *pinned = NULL;                                       \
+    apx_status st = apx__ff_pin_args(ctx, APX_OP_##upper, args, &pinned);      \
+    if (st != APX_OK) return st;                                               \
+    st = run_##lower(ctx, args, call);                                         \
+    apx__ff_unpin(ctx, pinned);                                                \
     return st;                                                                 \
   }
 APX_OP_MAP(OP_ENTRY_)

@@ -10,3 +10,12 @@ TESTS += tests/test_ff_weights
 tests_test_ff_weights_SOURCES = tests/test_ff_weights.c
 tests_test_ff_weights_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_ff_weights_LDADD = $(APX_TEST_LIBS)
+
+# Handles shared between threads and contexts (issue 30): refused when freed
+# or of another context, frees waiting for calls, apx_close waiting for a
+# load, error positions under concurrent loads; the test interposes pread.
+check_PROGRAMS += tests/test_ff_lifetime
+TESTS += tests/test_ff_lifetime
+tests_test_ff_lifetime_SOURCES = tests/test_ff_lifetime.c
+tests_test_ff_lifetime_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_ff_lifetime_LDADD = $(APX_TEST_LIBS) $(DL_LIBS) -lpthread

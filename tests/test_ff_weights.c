@@ -13,7 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -719,6 +723,47 @@ START_TEST(test_save_rejects) {
 }
 END_TEST
 
+/* A write that fails (here the file size limit, as on a full disk) is
+ * APX_ERR_IO with the system's text; the old file stays and no temporary
+ * is left. In a child process: the limit must not outlive the case. */
+START_TEST(test_save_full_disk_is_an_io_error) {
+  apx_ff_weights *w = NULL;
+  ck_assert_int_eq(apx_ff_weights_seeded(ctx, 16, 5, &w), APX_OK);
+  const char *target = tmp_path("full.safetensors");
+  write_bytes(target, "old", 3);
+  fflush(NULL);
+  pid_t child = fork();
+  ck_assert_int_ge(child, 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN); /* write returns EFBIG instead */
+    struct rlimit lim = {4096, 4096};
+    int code = setrlimit(RLIMIT_FSIZE, &lim) != 0                        ? 10
+               : apx_ff_weights_save(ctx, w, target) != APX_ERR_IO      ? 11
+               : !strstr(apx_last_error(), "cannot write: File too large") ? 12
+               : !strstr(apx_last_error(), target)                      ? 13
+                                                                         : 0;
+    if (code)
+      fprintf(stderr, "child: %s\n", apx_last_error());
+    _exit(code);
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(child, &status, 0), child);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  FILE *fp = fopen(target, "rb");
+  char old[8] = "";
+  ck_assert_ptr_nonnull(fp);
+  ck_assert_uint_eq(fread(old, 1, sizeof old, fp), 3);
+  fclose(fp);
+  ck_assert_str_eq(old, "old");
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  for (struct dirent *e; (e = readdir(d));)
+    ck_assert_msg(strstr(e->d_name, ".tmp.") == NULL, "temporary [%s] left", e->d_name);
+  closedir(d);
+  apx_ff_weights_free(ctx, w);
+}
+END_TEST
+
 /* ---- malformed files ---- */
 
 typedef enum malformed {
@@ -747,6 +792,16 @@ typedef enum malformed {
   M_NOT_0D,
   M_DUPLICATE,
   M_BAD_EXTRA,
+  M_NUL_IN_KEY,
+  M_DUPLICATE_SAME_BYTES,
+  M_NAN_F32,
+  M_INF_F16,
+  M_NAN_BF16,
+  M_LONG_ARRAY,
+  M_DEEP,
+  M_LONG_NUMBER,
+  M_LONE_SURROGATE,
+  M_CONTROL_IN_STRING,
   M_COUNT
 } malformed;
 
@@ -906,6 +961,76 @@ static const char *write_malformed(malformed m, const char *path) {
     to = "\"head.junk\":{\"dtype\":\"F32\",\"shape\":[1.5]";
     expect = "head.junk]: shape[0]";
     break;
+  case M_NUL_IN_KEY: /* cJSON's copy of the key would end at the NUL: "T" */
+    from = "\"l1_path.fusion_gate.bias\"";
+    to = "\"l1_path.fusion_gate.bias\\u0000x\"";
+    expect = "not JSON: \\u0000 (NUL) inside a string at byte";
+    break;
+  case M_DUPLICATE_SAME_BYTES: { /* the same name for the same bytes */
+    st_tensor *t = st_find(&f, "l0_path.film.mlp.0.bias");
+    uint64_t pos = 0;
+    for (int i = 0; &f.t[i] != t; i++)
+      pos += f.t[i].bytes;
+    st_tensor *twin = st_add(&f, "l0_path.film.mlp.0.bias", "F32", 1, (int64_t[]){3}, 0);
+    twin->explicit_offsets = 1;
+    twin->begin = pos;
+    twin->end = pos + 12;
+    expect = "tensor [l0_path.film.mlp.0.bias] appears more than once";
+    break;
+  }
+  case M_NAN_F32: { /* [2C, C] = [6, 3]: element 1*3 + 2 */
+    st_tensor *t = st_find(&f, "l1_path.film.mlp.2.weight");
+    put_le(t->data + 4 * 5, 0x7fc00001u, 4);
+    expect = "tensor [l1_path.film.mlp.2.weight] holds NaN at index [1, 2] (element 5)";
+    break;
+  }
+  case M_INF_F16: {
+    st_file g;
+    weight_set ws16;
+    st_free(&f);
+    make_valid(&g, &ws16, 3, "F16", &r);
+    weight_set_free(&ws16);
+    f = g;
+    st_tensor *t = st_find(&f, "l0_path.refine.depthwise.weight"); /* [3, 1, 3, 3] */
+    put_le(t->data + 2 * 13, 0x7c00u, 2);
+    expect = "tensor [l0_path.refine.depthwise.weight] holds +inf at index [1, 0, 1, 1]";
+    break;
+  }
+  case M_NAN_BF16: {
+    st_file g;
+    weight_set wsb;
+    st_free(&f);
+    make_valid(&g, &wsb, 3, "BF16", &r);
+    weight_set_free(&wsb);
+    f = g;
+    st_tensor *t = st_find(&f, "l0_path.fusion_gate.bias"); /* 0-d */
+    put_le(t->data, 0xff81u, 2);
+    expect = "tensor [l0_path.fusion_gate.bias] holds NaN at index [] (element 0)";
+    break;
+  }
+  case M_LONG_ARRAY: /* 65 items: refused before cJSON builds a tree */
+    snprintf(f.metadata, sizeof f.metadata,
+             "{\"a\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
+             "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}");
+    expect = "the header has an array of more than 64 items (at byte 150), over apexx's limit";
+    break;
+  case M_DEEP:
+    snprintf(f.metadata, sizeof f.metadata, "{\"a\":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]}");
+    expect = "the header has objects and arrays nested more than 16 deep (at byte 35)";
+    break;
+  case M_LONG_NUMBER: /* cJSON 1.7 would stop reading it after 63 characters */
+    snprintf(f.metadata, sizeof f.metadata,
+             "{\"a\":1000000000000000000000000000000000000000000000000000000000000000}");
+    expect = "the header has a number of more than 63 characters (at byte 21)";
+    break;
+  case M_LONE_SURROGATE:
+    snprintf(f.metadata, sizeof f.metadata, "{\"\\udc00\":\"x\"}");
+    expect = "not JSON: a \\u escape of a lone low surrogate at byte 18";
+    break;
+  case M_CONTROL_IN_STRING:
+    snprintf(f.metadata, sizeof f.metadata, "{\"a\tb\":\"x\"}");
+    expect = "not JSON: a control character inside a string at byte 19";
+    break;
   case M_COUNT:
     break;
   }
@@ -971,7 +1096,7 @@ START_TEST(test_bad_paths) {
   const char *missing = tmp_path("missing.safetensors");
   ck_assert_int_eq(apx_ff_weights_load(ctx, missing, &w), APX_ERR_INVALID_ARG);
   ck_assert_contains(apx_last_error(), missing);
-  ck_assert_contains(apx_last_error(), "cannot be opened");
+  ck_assert_contains(apx_last_error(), "cannot open the file: No such file");
   const char *fifo = tmp_path("fifo");
   ck_assert_int_eq(mkfifo(fifo, 0600), 0);
   ck_assert_int_eq(apx_ff_weights_load(ctx, fifo, &w), APX_ERR_INVALID_ARG);
@@ -982,6 +1107,113 @@ START_TEST(test_bad_paths) {
   ck_assert_contains(apx_last_error(), "path");
   ck_assert_int_eq(apx_ff_weights_load(ctx, missing, NULL), APX_ERR_INVALID_ARG);
   ck_assert_contains(apx_last_error(), "weights");
+}
+END_TEST
+
+/* ---- limits and long paths (docs/ff_weights.md, Limits) ---- */
+
+/* The process's peak resident set in KiB (VmHWM), after resetting it when
+ * the kernel allows (clear_refs 5). */
+static long peak_rss_kb(int reset) {
+  if (reset) {
+    FILE *fp = fopen("/proc/self/clear_refs", "w");
+    if (fp) {
+      fputs("5", fp);
+      fclose(fp);
+    }
+  }
+  FILE *fp = fopen("/proc/self/status", "r");
+  long kb = -1;
+  char line[256];
+  while (fp && fgets(line, sizeof line, fp))
+    if (strncmp(line, "VmHWM:", 6) == 0)
+      kb = strtol(line + 6, NULL, 10);
+  if (fp)
+    fclose(fp);
+  return kb;
+}
+
+/* A header past the cap is refused from its length alone: nothing is read
+ * or allocated for it (a sparse file of 100 MB claiming 98 MB). */
+START_TEST(test_header_over_the_cap) {
+  const char *path = tmp_path("huge.safetensors");
+  FILE *fp = fopen(path, "wb");
+  ck_assert_ptr_nonnull(fp);
+  unsigned char len[8];
+  put_le(len, 98u * 1000 * 1000, 8);
+  ck_assert_uint_eq(fwrite(len, 1, 8, fp), 8);
+  ck_assert_int_eq(ftruncate(fileno(fp), 100 * 1000 * 1000), 0);
+  ck_assert_int_eq(fclose(fp), 0);
+  long before = peak_rss_kb(1);
+  apx_ff_weights *w = NULL;
+  ck_assert_int_eq(apx_ff_weights_load(ctx, path, &w), APX_ERR_INVALID_ARG);
+  long grown = peak_rss_kb(0) - before;
+  ck_assert_contains(apx_last_error(),
+                     "header length [98000000] is over apexx's limit of 16777216 bytes");
+  printf("# a 98 MB header: refused, peak RSS grew %ld KiB\n", grown);
+  ck_assert_msg(grown < 8 * 1024, "peak RSS grew %ld KiB", grown);
+}
+END_TEST
+
+/* A header just under the cap of nothing but tiny members: the scan stops
+ * it at the value limit before cJSON builds a tree (which would take about
+ * 8x the header). */
+START_TEST(test_header_of_tiny_members) {
+  size_t cap = (16u << 20) - 64, used = 0;
+  char *h = malloc(cap + 1);
+  ck_assert_ptr_nonnull(h);
+  used += (size_t)snprintf(h, cap, "{");
+  for (long k = 0; used + 32 < cap; k++)
+    used += (size_t)snprintf(h + used, cap - used, "%s\"%lx\":0", k ? "," : "", k);
+  used += (size_t)snprintf(h + used, cap - used, "}");
+  const char *path = tmp_path("tiny-members.safetensors");
+  write_with_header(path, h, NULL, 0);
+  free(h);
+  long before = peak_rss_kb(1);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  apx_ff_weights *w = NULL;
+  ck_assert_int_eq(apx_ff_weights_load(ctx, path, &w), APX_ERR_INVALID_ARG);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long grown = peak_rss_kb(0) - before;
+  ck_assert_contains(apx_last_error(), "the header has more than 524288 values and keys");
+  printf("# a %zu-byte header of tiny members: refused in %.3f s, peak RSS grew %ld KiB\n", used,
+         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), grown);
+  ck_assert_msg(grown < 64 * 1024, "peak RSS grew %ld KiB", grown);
+}
+END_TEST
+
+/* A path of 1,100 bytes: the problem and the tensor come first, so the
+ * 1023-byte message keeps them; the path is cut at the end. */
+START_TEST(test_long_path_keeps_the_problem) {
+  char deep[1600];
+  snprintf(deep, sizeof deep, "%s", dir);
+  char component[201];
+  memset(component, 'd', 200);
+  component[200] = '\0';
+  int levels = 0;
+  while (strlen(deep) < 1050) {
+    strcat(deep, "/");
+    strcat(deep, component);
+    ck_assert_int_eq(mkdir(deep, 0700), 0);
+    levels++;
+  }
+  char path[1700];
+  snprintf(path, sizeof path, "%s/weights.safetensors", deep);
+  ck_assert_uint_gt(strlen(path), 1040);
+  write_malformed(M_MISSING_TENSOR, path);
+  apx_ff_weights *w = NULL;
+  ck_assert_int_eq(apx_ff_weights_load(ctx, path, &w), APX_ERR_INVALID_ARG);
+  const char *msg = apx_last_error();
+  ck_assert_uint_le(strlen(msg), 1023);
+  ck_assert_contains(msg, "apx_ff_weights_load: tensor [l1_path.fusion_gate.uncertainty_log_weight] "
+                          "is missing (file [");
+  ck_assert_contains(msg, dir);
+  unlink(path);
+  for (; levels > 0; levels--) {
+    ck_assert_int_eq(rmdir(deep), 0);
+    *strrchr(deep, '/') = '\0';
+  }
 }
 END_TEST
 
@@ -1051,6 +1283,9 @@ static Suite *ff_weights_suite(void) {
   tcase_add_test(tc, test_load_any_layout);
   tcase_add_loop_test(tc, test_malformed, 0, M_COUNT);
   tcase_add_test(tc, test_bad_paths);
+  tcase_add_test(tc, test_header_over_the_cap);
+  tcase_add_test(tc, test_header_of_tiny_members);
+  tcase_add_test(tc, test_long_path_keeps_the_problem);
   suite_add_tcase(s, tc);
   tc = tcase_create("seeded_save");
   tcase_add_checked_fixture(tc, setup, teardown);
@@ -1059,6 +1294,7 @@ static Suite *ff_weights_suite(void) {
   tcase_add_test(tc, test_seeded_rejects);
   tcase_add_test(tc, test_round_trip);
   tcase_add_test(tc, test_save_rejects);
+  tcase_add_test(tc, test_save_full_disk_is_an_io_error);
   tcase_add_test(tc, test_export_script);
   suite_add_tcase(s, tc);
   tc = tcase_create("lifetime");

@@ -36,7 +36,8 @@ extern "C" {
   X(ERR_NO_MEMORY, 3, "out of memory")                                         \
   X(ERR_CONFIG, 4, "configuration error")                                      \
   X(ERR_BACKEND, 5, "backend error")                                           \
-  X(ERR_DEVICE, 6, "device error reported at synchronisation")
+  X(ERR_DEVICE, 6, "device error reported at synchronisation")                \
+  X(ERR_IO, 7, "input/output error (a file could not be read or written)")
 
 typedef enum apx_status {
 #define APX_STATUS_ENUM_(name, value, text) APX_##name = value,
@@ -119,7 +120,15 @@ typedef struct apx_call {
 APX_API apx_status apx_open(apx_context **ctx, const char *config_path);
 
 /* Finalise every backend and unload it; frees all strings the context handed
- * out. ctx may be NULL. Tensors still allocated are leaked, not freed. */
+ * out. ctx may be NULL. Tensors still allocated are leaked, not freed.
+ * Lifetime with threads: a context may be shared by threads, but apx_close
+ * must not overlap any other call on it, and no call may start after it:
+ * join (or otherwise order) every thread using ctx first. apexx cannot
+ * detect a call that starts on a freed context. It does wait for FF
+ * weights loads, seeded makes and ff_infer calls already inside the library
+ * (a load that finishes meanwhile fails with APX_ERR_INVALID_ARG and makes
+ * no handle), then frees the weights handles left open. The Python binding
+ * enforces this itself (Context.close waits for calls in flight). */
 APX_API void apx_close(apx_context *ctx);
 
 /* ---- logging --------------------------------------------------------------- */
@@ -509,14 +518,27 @@ APX_API apx_status apx_gather_backward(apx_context *ctx,
 /* Learned weights of the FF module (both tile levels), opaque. A handle
  * belongs to the context that made it and must be freed before it closes.
  * Backends convert it once per dtype and device they run it with and keep
- * the result in the handle (no per-call conversion or upload). */
+ * the result in the handle (no per-call conversion or upload).
+ * Lifetime with threads (docs/ff_weights.md, Lifetime): a handle may be
+ * used by several threads at once. Every call that takes one (ff_infer,
+ * apx_explain of ff_infer, save, free) first looks it up among its
+ * context's open handles without dereferencing it, so a freed handle or
+ * one of another context is refused with APX_ERR_INVALID_ARG ("... are not
+ * an open handle of this context"); the call then holds the handle until it
+ * returns, and apx_ff_weights_free waits for such calls before freeing. A
+ * freed handle's address may be reused by a later handle, which a stale
+ * pointer would then name: free a handle only when no thread will pass it
+ * again. */
 typedef struct apx_ff_weights apx_ff_weights;
 
 /* Read a safetensors file whose tensor names are the state_dict() keys of
  * the seed's FFModule(channels=C) (docs/ff_weights.md): float32, float16 or
  * bfloat16 tensors; other tensors in the file are ignored. Rejects a
- * malformed file, a missing tensor or a wrong shape with APX_ERR_INVALID_ARG
- * naming the file, the tensor and what is wrong. */
+ * malformed file, a header over apexx's limits (16 MiB, docs/ff_weights.md,
+ * Limits), a missing tensor, a wrong shape or a weight that is NaN or
+ * infinite with APX_ERR_INVALID_ARG naming the problem, the tensor (and the
+ * first bad index) and the file, in that order; a failed read of the file
+ * is APX_ERR_IO. */
 APX_API apx_status apx_ff_weights_load(apx_context *ctx, const char *path,
                                        apx_ff_weights **weights);
 /* Weights for `channels` channels from the documented generator (splitmix64
@@ -526,13 +548,18 @@ APX_API apx_status apx_ff_weights_seeded(apx_context *ctx, int64_t channels,
                                          uint64_t seed,
                                          apx_ff_weights **weights);
 /* Write the weights as a safetensors file (float32, FFModule names);
- * atomically replaces a regular file or creates a new one. */
+ * atomically replaces a regular file or creates a new one. A failed write
+ * (a full disk, a quota, a file size limit) is APX_ERR_IO with the system's
+ * text, leaving the old file and no temporary. */
 APX_API apx_status apx_ff_weights_save(apx_context *ctx,
                                        const apx_ff_weights *weights,
                                        const char *path);
 /* Channel count C of the weights; 0 for NULL. */
 APX_API int64_t apx_ff_weights_channels(const apx_ff_weights *weights);
-/* Release the handle and every backend's converted copy. NULL is a no-op. */
+/* Release the handle and every backend's converted copy, after the calls
+ * using it on other threads return. NULL is a no-op; a handle that is not
+ * open on ctx (freed already, or of another context) is left alone with a
+ * warning in ctx's log. ctx NULL: the handle's own context. */
 APX_API void apx_ff_weights_free(apx_context *ctx, apx_ff_weights *weights);
 
 /* Routing results of one apx_ff_infer call, in caller-owned host arrays
