@@ -11,7 +11,8 @@ APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
 	python/tests/test_errors.py python/tests/test_rtld_local.py \
 	python/tests/test_refcount.py python/tests/test_torch_cpu.py \
 	python/tests/test_gpu.py python/tests/gpu_run.sh \
-	python/tests/run_without_optional.py
+	python/tests/run_without_optional.py python/tests/test_lifetime.py \
+	python/tests/test_messages_and_limits.py
 EXTRA_DIST += python/apexx/_apexx.c $(APEXX_PY_SOURCES) $(APEXX_PY_TESTS) \
 	docs/python.md bench/python_overhead.py
 

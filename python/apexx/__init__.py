@@ -21,7 +21,7 @@ from ._apexx import Context, FFWeights
 
 __all__ = [
     "Context", "FFWeights", "ApexxError", "InvalidArgument", "Unsupported", "NoMemory",
-    "ConfigError", "BackendError", "DeviceError", "default_context", "version",
+    "ConfigError", "BackendError", "DeviceError", "FileError", "default_context", "version",
     "backends", "explain", "sync", "tilepack", "tileunpack", "fused_pack_op_unpack",
     "fusiongate_alpha", "fusiongate_fuse", "tilessm_scan", "gather", "index_select",
     "scatter_add", "gather_backward", "tile_order", "ff_infer",
@@ -84,8 +84,16 @@ class DeviceError(ApexxError):
     status_name = "APX_ERR_DEVICE"
 
 
+class FileError(ApexxError):
+    """APX_ERR_IO: a file could not be read or written by the system (a full
+    disk, a quota, a file size limit); the message carries the system's
+    text."""
+
+    status_name = "APX_ERR_IO"
+
+
 _ERRORS = (ApexxError, InvalidArgument, Unsupported, NoMemory, ConfigError, BackendError,
-           DeviceError)
+           DeviceError, FileError)
 
 
 def _lib_of(obj):

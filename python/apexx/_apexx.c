@@ -27,13 +27,17 @@
 #define APX_DLPACK_HEADER_VERSION 0
 #endif
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
 
 /* ---- hooks and exception classes set by apexx/__init__.py ---------------- */
-static PyObject *g_error_classes[APX_ERR_DEVICE + 1]; /* index = status */
+#define COUNT_STATUS_(name, value, text) +1
+enum { STATUS_COUNT = 0 APX_STATUS_MAP(COUNT_STATUS_) };
+#undef COUNT_STATUS_
+static PyObject *g_error_classes[STATUS_COUNT]; /* index = status */
 static PyObject *g_alloc_hook;  /* _alloc(like, shape, dtype_name) -> tensor */
 static PyObject *g_stream_hook; /* _current_stream(obj, device_id) -> int */
 static PyObject *g_str_dlpack, *g_str_dlpack_device, *g_str_stream, *g_str_requires_grad,
@@ -48,12 +52,25 @@ static PyObject *g_torch_to_dlpack;
 
 static const char *const dtype_names[] = {"float32", "float16", "bfloat16", "int32", "int64"};
 
+/* ---- text from the library ------------------------------------------------- */
+/* A str of library text (messages, paths, names from files): UTF-8, with
+ * any other byte as a \xNN escape, so that no text raises
+ * UnicodeDecodeError (a Latin-1 path, a tensor name from a file, a message
+ * cut inside a character). NULL reads as "". */
+static PyObject *text_of(const char *s) {
+  if (!s) s = "";
+  return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "backslashreplace");
+}
+
 /* ---- errors ---------------------------------------------------------------- */
 static PyObject *raise_status(apx_status st, const char *message) {
-  PyObject *cls = (st > 0 && st <= APX_ERR_DEVICE && g_error_classes[st])
+  PyObject *cls = ((int)st > 0 && (int)st < STATUS_COUNT && g_error_classes[st])
                       ? g_error_classes[st]
                       : (g_error_classes[0] ? g_error_classes[0] : PyExc_RuntimeError);
-  PyObject *exc = PyObject_CallFunction(cls, "is", (int)st, message);
+  PyObject *text = text_of(message);
+  if (!text) return NULL;
+  PyObject *exc = PyObject_CallFunction(cls, "iO", (int)st, text);
+  Py_DECREF(text);
   if (exc) {
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
     Py_DECREF(exc);
@@ -84,12 +101,16 @@ static PyObject *raise_invalid(const char *fmt, ...) {
 typedef struct {
   PyObject_HEAD apx_context *ctx;
   int live_weights; /* FFWeights handles not yet freed */
-  int closing;      /* close() asked while weights were alive */
+  int closing;      /* close() asked: new calls are refused; the context is
+                       freed once its calls and its weights are gone */
+  int calls;        /* calls in flight (GIL held to change it) */
 } ContextObject;
 
 typedef struct {
   PyObject_HEAD ContextObject *owner;
   apx_ff_weights *weights;
+  int closing; /* close() waits for calls: new ones are refused */
+  int calls;   /* ff_infer calls in flight with these weights */
 } WeightsObject;
 
 static PyTypeObject ContextType;
@@ -98,6 +119,53 @@ static PyTypeObject WeightsType;
 static int context_usable(ContextObject *self) {
   if (self->ctx && !self->closing) return 1;
   raise_invalid("apexx: the context is closed");
+  return 0;
+}
+
+/* ---- calls in flight ---------------------------------------------------------
+ * A Context or FFWeights stays alive and usable while a call uses it: a call
+ * counts itself in (GIL held) before it reads the object's handle and out
+ * when it is done with it, and close() refuses new calls, then waits with the
+ * GIL released until the count is 0. A close from inside a call on the same
+ * thread (a tensor's __dlpack__, a path's __fspath__) is refused instead of
+ * waiting for itself. */
+static __thread int g_thread_calls; /* calls in flight on this thread */
+static pthread_mutex_t g_calls_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_calls_ended = PTHREAD_COND_INITIALIZER;
+static unsigned long g_calls_generation; /* bumped when a count reaches 0 */
+
+static void calls_enter(int *count) {
+  (*count)++;
+  g_thread_calls++;
+}
+
+static void calls_leave(int *count) {
+  g_thread_calls--;
+  if (--*count == 0) {
+    pthread_mutex_lock(&g_calls_mutex);
+    g_calls_generation++;
+    pthread_cond_broadcast(&g_calls_ended);
+    pthread_mutex_unlock(&g_calls_mutex);
+  }
+}
+
+/* Wait until *count is 0 (the GIL released meanwhile); -1 with
+ * InvalidArgument raised when this thread has a call in flight itself. */
+static int calls_wait(const int *count, const char *who) {
+  while (*count > 0) {
+    if (g_thread_calls > 0) {
+      raise_invalid("%s: called inside an apexx call on this thread (a callback) while [%d] "
+                    "call(s) use the object: close it after the call returns",
+                    who, *count);
+      return -1;
+    }
+    pthread_mutex_lock(&g_calls_mutex);
+    unsigned long seen = g_calls_generation;
+    Py_BEGIN_ALLOW_THREADS
+    while (g_calls_generation == seen) pthread_cond_wait(&g_calls_ended, &g_calls_mutex);
+    pthread_mutex_unlock(&g_calls_mutex);
+    Py_END_ALLOW_THREADS
+  }
   return 0;
 }
 
@@ -113,6 +181,10 @@ typedef struct {
 typedef struct {
   ContextObject *self;
   const char *op;
+  int entered;                /* counted in self->calls */
+  WeightsObject *weights_obj; /* owned, counted in its calls (ff_infer) */
+  apx_op_id op_id;            /* with args: the call to validate early */
+  const void *args;
   PyObject *stream_obj; /* stream= as given (borrowed) or NULL */
   int stream_known;     /* call.stream resolved */
   PyObject *dlpack_stream; /* owned int for __dlpack__(stream=) */
@@ -132,6 +204,14 @@ static void call_release(call_state *cs) {
   }
   cs->nheld = 0;
   Py_CLEAR(cs->dlpack_stream);
+  if (cs->weights_obj) {
+    calls_leave(&cs->weights_obj->calls);
+    Py_CLEAR(cs->weights_obj);
+  }
+  if (cs->entered) {
+    cs->entered = 0;
+    calls_leave(&cs->self->calls);
+  }
 }
 
 /* An integer stream pointer from an int, or an object with .cuda_stream
@@ -259,6 +339,18 @@ static int buffer_dtype(const Py_buffer *v, apx_dtype *out) {
   }
 }
 
+/* A multi-byte format in the other byte order than the machine's ('>f' on
+ * a little-endian host). */
+static int buffer_foreign_order(const Py_buffer *v) {
+  const char *f = v->format;
+  if (!f || v->itemsize < 2) return 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  return *f == '<';
+#else
+  return *f == '>' || *f == '!';
+#endif
+}
+
 /* NumPy's name of a buffer format, for messages. */
 static const char *buffer_format_text(const Py_buffer *v) {
   const char *f = v->format ? v->format : "B";
@@ -318,6 +410,12 @@ static const apx_tensor *acquire(call_state *cs, PyObject *obj, const char *name
     h->obj = obj;
     Py_INCREF(obj);
     cs->nheld++; /* released by call_release from here on */
+    if (buffer_foreign_order(&h->view))
+      return invalid_tensor("%s: %s is stored %s-endian (buffer format [%s]); apexx reads the "
+                            "machine's byte order: pass a native copy, e.g. "
+                            "a.astype(a.dtype.newbyteorder('='))",
+                            cs->op, name, *h->view.format == '<' ? "little" : "big",
+                            h->view.format);
     if (!buffer_dtype(&h->view, &t->dtype))
       return invalid_tensor("%s: %s dtype [%s] is not one of float32, float16, bfloat16, "
                            "int32, int64",
@@ -467,23 +565,74 @@ static const apx_tensor *req_tensor(call_state *cs, PyObject *o, const char *nam
   return acquire(cs, o, name, 0);
 }
 
+/* An output shape NumPy or torch can allocate: no negative dimension, a
+ * byte size that fits Py_ssize_t. */
+static int allocatable(int ndim, const int64_t *shape, apx_dtype dtype) {
+  uint64_t bytes = apx_dtype_size(dtype);
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0 || __builtin_mul_overflow(bytes, (uint64_t)shape[i], &bytes)) return 0;
+  return bytes <= (uint64_t)PY_SSIZE_T_MAX;
+}
+
+/* The core's verdict on the call before anything is allocated: its
+ * APX_ERR_INVALID_ARG raised; 0 when it accepts the arguments. */
+static int validate_early(call_state *cs) {
+  apx_explanation ex;
+  memset(&ex, 0, sizeof ex);
+  apx_status st = apx_explain(cs->self->ctx, cs->op_id, cs->args, &cs->call, &ex);
+  if (st == APX_ERR_INVALID_ARG) {
+    raise_apx(st);
+    return -1;
+  }
+  return 0;
+}
+
+/* An output whose derived shape cannot be allocated (a negative tile, a
+ * tile of 2^31): the core validates the call with an empty output of that
+ * rank in its place, so the message names the argument at fault; when the
+ * core finds nothing, the shape itself is named. Always NULL. */
+static const apx_tensor *unallocatable(call_state *cs, const apx_tensor **slot,
+                                       const char *name, int ndim, const int64_t *shape,
+                                       apx_dtype dtype) {
+  if (cs->args) {
+    apx_tensor empty;
+    memset(&empty, 0, sizeof empty);
+    empty.dtype = dtype;
+    empty.device = cs->nheld ? cs->held[0].t.device : APX_DEVICE_HOST;
+    empty.device_index = cs->nheld ? cs->held[0].t.device_index : 0;
+    empty.ndim = ndim;
+    *slot = &empty;
+    int rejected = validate_early(cs) < 0;
+    *slot = NULL;
+    if (rejected) return NULL;
+  }
+  char text[256] = "";
+  size_t used = 0;
+  for (int i = 0; i < ndim && used < sizeof text; i++)
+    used += (size_t)snprintf(text + used, sizeof text - used, "%s%lld", i ? ", " : "",
+                             (long long)shape[i]);
+  return invalid_tensor("%s: %s would have shape [%s] of %s, which cannot be allocated", cs->op,
+                        name, text, dtype_names[dtype]);
+}
+
 /* The output `name`: the caller's tensor, or a new one of `shape`/`dtype`
  * made by the library of `like` on its device. *result receives a new
  * reference to the object. */
-static const apx_tensor *out_tensor(call_state *cs, PyObject *o, const char *name,
-                                    PyObject *like, int ndim, const int64_t *shape,
-                                    apx_dtype dtype, PyObject **result) {
+static const apx_tensor *out_tensor(call_state *cs, const apx_tensor **slot, PyObject *o,
+                                    const char *name, PyObject *like, int ndim,
+                                    const int64_t *shape, apx_dtype dtype, PyObject **result) {
   if (o && o != Py_None) {
     const apx_tensor *t = acquire(cs, o, name, 1);
     if (!t) return NULL;
     Py_INCREF(o);
     *result = o;
-    return t;
+    return *slot = t;
   }
   if (!g_alloc_hook) {
     PyErr_SetString(PyExc_RuntimeError, "apexx: allocation hook not set (import apexx)");
     return NULL;
   }
+  if (!allocatable(ndim, shape, dtype)) return unallocatable(cs, slot, name, ndim, shape, dtype);
   PyObject *shp = PyTuple_New(ndim);
   if (!shp) return NULL;
   for (int i = 0; i < ndim; i++) {
@@ -503,7 +652,7 @@ static const apx_tensor *out_tensor(call_state *cs, PyObject *o, const char *nam
     return NULL;
   }
   *result = made;
-  return t;
+  return *slot = t;
 }
 
 /* ---- scalar arguments ------------------------------------------------------ */
@@ -633,6 +782,8 @@ static int call_setup(call_state *cs, ContextObject *self, const char *op, PyObj
   cs->call.backend = NULL;
   cs->call.stream = NULL;
   if (!context_usable(self)) return -1;
+  calls_enter(&self->calls);
+  cs->entered = 1;
   PyObject *stream = slots[n], *backend = slots[n + 1], *validate = slots[n + 2];
   if (stream && stream != Py_None) {
     cs->stream_obj = stream;
@@ -730,13 +881,15 @@ static PyObject *op_tilepack(ContextObject *self, PyObject *const *args, Py_ssiz
   PyObject *out = NULL;
   OP_BEGIN("tilepack", "features", "idx", "tile", "out")
   apx_tilepack_args a = APX_TILEPACK_ARGS_INIT;
+  cs.op_id = APX_OP_TILEPACK;
+  cs.args = &a;
   if (int_arg(&cs, s[2], "tile", &a.tile) < 0) goto fail;
   if (!(a.features = req_tensor(&cs, s[0], "features"))) goto fail;
   if (!(a.idx = req_tensor(&cs, s[1], "idx"))) goto fail;
   {
     int64_t shp[5] = {dim_or(a.features, 0), dim_or(a.idx, 1), dim_or(a.features, 1), a.tile,
                       a.tile};
-    if (!(a.out = out_tensor(&cs, s[3], "out", s[0], 5, shp, a.features->dtype, &out)))
+    if (!(out_tensor(&cs, &a.out, s[3], "out", s[0], 5, shp, a.features->dtype, &out)))
       goto fail;
   }
   if (run_op(&cs, call_tilepack, APX_OP_TILEPACK, &a, explained) < 0) goto fail;
@@ -760,6 +913,8 @@ static PyObject *op_tileunpack(ContextObject *self, PyObject *const *args, Py_ss
   OP_BEGIN("tileunpack", "base", "packed", "idx", "origins", "levels", "mode", "blend_alpha",
            "assume_priority_sorted", "out")
   apx_tileunpack_args a = APX_TILEUNPACK_ARGS_INIT;
+  cs.op_id = APX_OP_TILEUNPACK;
+  cs.args = &a;
   int mode = (int)a.mode;
   if (enum_arg(&cs, s[5], "mode", overlap_names, 2, &mode) < 0) goto fail;
   a.mode = (apx_overlap_mode)mode;
@@ -771,7 +926,7 @@ static PyObject *op_tileunpack(ContextObject *self, PyObject *const *args, Py_ss
   a.origins = opt_tensor(&cs, s[3], "origins", &err);
   a.levels = opt_tensor(&cs, s[4], "levels", &err);
   if (err) goto fail;
-  if (!(a.out = out_tensor(&cs, s[8], "out", s[0], a.base->ndim, a.base->shape, a.base->dtype,
+  if (!(out_tensor(&cs, &a.out, s[8], "out", s[0], a.base->ndim, a.base->shape, a.base->dtype,
                            &out)))
     goto fail;
   if (run_op(&cs, call_tileunpack, APX_OP_TILEUNPACK, &a, explained) < 0) goto fail;
@@ -790,6 +945,8 @@ static PyObject *op_fused(ContextObject *self, PyObject *const *args, Py_ssize_t
   OP_BEGIN("fused_pack_op_unpack", "features", "idx", "tile", "value_scale", "value_bias",
            "gate_scale", "gate_bias", "require_unique", "out")
   apx_fused_pack_op_unpack_args a = APX_FUSED_PACK_OP_UNPACK_ARGS_INIT;
+  cs.op_id = APX_OP_FUSED_PACK_OP_UNPACK;
+  cs.args = &a;
   if (int_arg(&cs, s[2], "tile", &a.tile) < 0 ||
       float_arg(&cs, s[3], "value_scale", &a.value_scale) < 0 ||
       float_arg(&cs, s[4], "value_bias", &a.value_bias) < 0 ||
@@ -798,7 +955,7 @@ static PyObject *op_fused(ContextObject *self, PyObject *const *args, Py_ssize_t
     goto fail;
   if (!(a.features = req_tensor(&cs, s[0], "features"))) goto fail;
   if (!(a.idx = req_tensor(&cs, s[1], "idx"))) goto fail;
-  if (!(a.out = out_tensor(&cs, s[8], "out", s[0], a.features->ndim, a.features->shape,
+  if (!(out_tensor(&cs, &a.out, s[8], "out", s[0], a.features->ndim, a.features->shape,
                            a.features->dtype, &out)))
     goto fail;
   if (run_op(&cs, call_fused_pack_op_unpack, APX_OP_FUSED_PACK_OP_UNPACK, &a, explained) < 0)
@@ -818,6 +975,8 @@ static PyObject *op_alpha(ContextObject *self, PyObject *const *args, Py_ssize_t
   OP_BEGIN("fusiongate_alpha", "boundary", "uncertainty", "boundary_log_weight",
            "uncertainty_log_weight", "bias", "out")
   apx_fusiongate_alpha_args a = APX_FUSIONGATE_ALPHA_ARGS_INIT;
+  cs.op_id = APX_OP_FUSIONGATE_ALPHA;
+  cs.args = &a;
   if (float_arg(&cs, s[2], "boundary_log_weight", &a.boundary_log_weight) < 0 ||
       float_arg(&cs, s[3], "uncertainty_log_weight", &a.uncertainty_log_weight) < 0 ||
       float_arg(&cs, s[4], "bias", &a.bias) < 0)
@@ -828,7 +987,7 @@ static PyObject *op_alpha(ContextObject *self, PyObject *const *args, Py_ssize_t
     const apx_tensor *b = a.boundary;
     int64_t shp[4] = {dim_or(b, 0), 1, b->ndim == 3 ? dim_or(b, 1) : dim_or(b, 2),
                       b->ndim == 3 ? dim_or(b, 2) : dim_or(b, 3)};
-    if (!(a.out = out_tensor(&cs, s[5], "out", s[0], 4, shp, b->dtype, &out))) goto fail;
+    if (!(out_tensor(&cs, &a.out, s[5], "out", s[0], 4, shp, b->dtype, &out))) goto fail;
   }
   if (run_op(&cs, call_fusiongate_alpha, APX_OP_FUSIONGATE_ALPHA, &a, explained) < 0) goto fail;
   call_release(&cs);
@@ -845,10 +1004,12 @@ static PyObject *op_fuse(ContextObject *self, PyObject *const *args, Py_ssize_t 
   PyObject *out = NULL;
   OP_BEGIN("fusiongate_fuse", "base", "detail", "alpha", "out")
   apx_fusiongate_fuse_args a = APX_FUSIONGATE_FUSE_ARGS_INIT;
+  cs.op_id = APX_OP_FUSIONGATE_FUSE;
+  cs.args = &a;
   if (!(a.base = req_tensor(&cs, s[0], "base"))) goto fail;
   if (!(a.detail = req_tensor(&cs, s[1], "detail"))) goto fail;
   if (!(a.alpha = req_tensor(&cs, s[2], "alpha"))) goto fail;
-  if (!(a.out = out_tensor(&cs, s[3], "out", s[0], a.base->ndim, a.base->shape, a.base->dtype,
+  if (!(out_tensor(&cs, &a.out, s[3], "out", s[0], a.base->ndim, a.base->shape, a.base->dtype,
                            &out)))
     goto fail;
   if (run_op(&cs, call_fusiongate_fuse, APX_OP_FUSIONGATE_FUSE, &a, explained) < 0) goto fail;
@@ -869,6 +1030,8 @@ static PyObject *op_scan(ContextObject *self, PyObject *const *args, Py_ssize_t 
            "init_state", "merge_gate", "clamp_value", "direction", "merge", "out",
            "final_state")
   apx_tilessm_scan_args a = APX_TILESSM_SCAN_ARGS_INIT;
+  cs.op_id = APX_OP_TILESSM_SCAN;
+  cs.args = &a;
   int direction = (int)a.direction, merge = (int)a.merge;
   if (float_arg(&cs, s[7], "clamp_value", &a.clamp_value) < 0 ||
       enum_arg(&cs, s[8], "direction", direction_names, 3, &direction) < 0 ||
@@ -886,11 +1049,11 @@ static PyObject *op_scan(ContextObject *self, PyObject *const *args, Py_ssize_t 
   if (err) goto fail;
   {
     const apx_tensor *t = a.tokens;
-    if (!(a.out = out_tensor(&cs, s[10], "out", s[0], t->ndim, t->shape, t->dtype, &out)))
+    if (!(out_tensor(&cs, &a.out, s[10], "out", s[0], t->ndim, t->shape, t->dtype, &out)))
       goto fail;
     int bi = a.direction == APX_SCAN_BIDIRECTIONAL;
     int64_t fs[3] = {dim_or(t, 0), bi ? 2 : dim_or(t, 2), dim_or(t, 2)};
-    if (!(a.final_state = out_tensor(&cs, s[11], "final_state", s[0], bi ? 3 : 2, fs,
+    if (!(out_tensor(&cs, &a.final_state, s[11], "final_state", s[0], bi ? 3 : 2, fs,
                                      t->dtype, &fin)))
       goto fail;
   }
@@ -919,10 +1082,12 @@ static PyObject *op_gather(ContextObject *self, PyObject *const *args, Py_ssize_
   PyObject *out = NULL;
   OP_BEGIN("gather", "src", "dim", "index", "out")
   apx_gather_args a = APX_GATHER_ARGS_INIT;
+  cs.op_id = APX_OP_GATHER;
+  cs.args = &a;
   if (dim_arg(&cs, s[1], "dim", &a.dim) < 0) goto fail;
   if (!(a.src = req_tensor(&cs, s[0], "src"))) goto fail;
   if (!(a.index = req_tensor(&cs, s[2], "index"))) goto fail;
-  if (!(a.out = out_tensor(&cs, s[3], "out", s[0], a.index->ndim, a.index->shape, a.src->dtype,
+  if (!(out_tensor(&cs, &a.out, s[3], "out", s[0], a.index->ndim, a.index->shape, a.src->dtype,
                            &out)))
     goto fail;
   if (run_op(&cs, call_gather, APX_OP_GATHER, &a, explained) < 0) goto fail;
@@ -940,11 +1105,13 @@ static PyObject *op_index_select(ContextObject *self, PyObject *const *args, Py_
   PyObject *out = NULL;
   OP_BEGIN("index_select", "src", "index", "out")
   apx_index_select_args a = APX_INDEX_SELECT_ARGS_INIT;
+  cs.op_id = APX_OP_INDEX_SELECT;
+  cs.args = &a;
   if (!(a.src = req_tensor(&cs, s[0], "src"))) goto fail;
   if (!(a.index = req_tensor(&cs, s[1], "index"))) goto fail;
   {
     int64_t shp[2] = {dim_or(a.index, 0), dim_or(a.src, 1)};
-    if (!(a.out = out_tensor(&cs, s[2], "out", s[0], 2, shp, a.src->dtype, &out))) goto fail;
+    if (!(out_tensor(&cs, &a.out, s[2], "out", s[0], 2, shp, a.src->dtype, &out))) goto fail;
   }
   if (run_op(&cs, call_index_select, APX_OP_INDEX_SELECT, &a, explained) < 0) goto fail;
   call_release(&cs);
@@ -961,11 +1128,13 @@ static PyObject *op_scatter_add(ContextObject *self, PyObject *const *args, Py_s
   PyObject *out = NULL;
   OP_BEGIN("scatter_add", "self", "dim", "index", "src", "out")
   apx_scatter_add_args a = APX_SCATTER_ADD_ARGS_INIT;
+  cs.op_id = APX_OP_SCATTER_ADD;
+  cs.args = &a;
   if (dim_arg(&cs, s[1], "dim", &a.dim) < 0) goto fail;
   if (!(a.self = req_tensor(&cs, s[0], "self"))) goto fail;
   if (!(a.index = req_tensor(&cs, s[2], "index"))) goto fail;
   if (!(a.src = req_tensor(&cs, s[3], "src"))) goto fail;
-  if (!(a.out = out_tensor(&cs, s[4], "out", s[0], a.self->ndim, a.self->shape, a.self->dtype,
+  if (!(out_tensor(&cs, &a.out, s[4], "out", s[0], a.self->ndim, a.self->shape, a.self->dtype,
                            &out)))
     goto fail;
   if (run_op(&cs, call_scatter_add, APX_OP_SCATTER_ADD, &a, explained) < 0) goto fail;
@@ -1015,6 +1184,8 @@ static PyObject *op_gather_backward(ContextObject *self, PyObject *const *args,
   PyObject *out = NULL;
   OP_BEGIN("gather_backward", "grad_out", "dim", "index", "grad_src", "src_shape")
   apx_gather_backward_args a = APX_GATHER_BACKWARD_ARGS_INIT;
+  cs.op_id = APX_OP_GATHER_BACKWARD;
+  cs.args = &a;
   if (dim_arg(&cs, s[1], "dim", &a.dim) < 0) goto fail;
   if (!(a.grad_out = req_tensor(&cs, s[0], "grad_out"))) goto fail;
   if (!(a.index = req_tensor(&cs, s[2], "index"))) goto fail;
@@ -1028,7 +1199,7 @@ static PyObject *op_gather_backward(ContextObject *self, PyObject *const *args,
       }
       if (shape_arg(&cs, s[4], "src_shape", &ndim, shp) < 0) goto fail;
     }
-    if (!(a.grad_src = out_tensor(&cs, s[3], "grad_src", s[0], ndim, shp, a.grad_out->dtype,
+    if (!(out_tensor(&cs, &a.grad_src, s[3], "grad_src", s[0], ndim, shp, a.grad_out->dtype,
                                   &out)))
       goto fail;
   }
@@ -1052,6 +1223,8 @@ static PyObject *op_ff_infer(ContextObject *self, PyObject *const *args, Py_ssiz
            "cost_heavy", "cost_cheap", "enable_nesting", "graph_replay", "heavy", "detail",
            "alpha", "stats")
   apx_ff_infer_args a = APX_FF_INFER_ARGS_INIT;
+  cs.op_id = APX_OP_FF_INFER;
+  cs.args = &a;
   if (int_arg(&cs, s[6], "tile_l0", &a.tile_l0) < 0 || int_arg(&cs, s[7], "tile_l1", &a.tile_l1) < 0 ||
       int_arg(&cs, s[8], "kmax_l0", &a.kmax_l0) < 0 || int_arg(&cs, s[9], "kmax_l1", &a.kmax_l1) < 0 ||
       float_arg(&cs, s[10], "budget_b1", &a.budget_b1) < 0 ||
@@ -1069,10 +1242,15 @@ static PyObject *op_ff_infer(ContextObject *self, PyObject *const *args, Py_ssiz
   }
   {
     WeightsObject *w = (WeightsObject *)s[5];
-    if (!w->weights || w->owner != self) {
-      raise_invalid("ff_infer: weights are freed or belong to another context");
+    if (!w->weights || w->closing || w->owner != self) {
+      raise_invalid("ff_infer: weights are %s", w->owner != self ? "of another context"
+                                                : w->weights       ? "being closed"
+                                                                   : "freed");
       goto fail;
     }
+    calls_enter(&w->calls); /* FFWeights.close waits for the call */
+    Py_INCREF(w);
+    cs.weights_obj = w;
     a.weights = w->weights;
   }
   if (!(a.dense = req_tensor(&cs, s[0], "dense"))) goto fail;
@@ -1084,9 +1262,9 @@ static PyObject *op_ff_infer(ContextObject *self, PyObject *const *args, Py_ssiz
   {
     const apx_tensor *d = a.dense;
     int64_t ash[4] = {dim_or(d, 0), 1, dim_or(d, 2), dim_or(d, 3)};
-    if (!(a.heavy = out_tensor(&cs, s[16], "heavy", s[0], d->ndim, d->shape, d->dtype, &heavy)) ||
-        !(a.detail = out_tensor(&cs, s[17], "detail", s[0], d->ndim, d->shape, d->dtype, &detail)) ||
-        !(a.alpha = out_tensor(&cs, s[18], "alpha", s[0], 4, ash, d->dtype, &alpha)))
+    if (!(out_tensor(&cs, &a.heavy, s[16], "heavy", s[0], d->ndim, d->shape, d->dtype, &heavy)) ||
+        !(out_tensor(&cs, &a.detail, s[17], "detail", s[0], d->ndim, d->shape, d->dtype, &detail)) ||
+        !(out_tensor(&cs, &a.alpha, s[18], "alpha", s[0], 4, ash, d->dtype, &alpha)))
       goto fail;
   }
   apx_ff_stats st_c;
@@ -1094,19 +1272,29 @@ static PyObject *op_ff_infer(ContextObject *self, PyObject *const *args, Py_ssiz
   int64_t B = dim_or(a.dense, 0);
   int64_t k0 = a.kmax_l0 > 0 ? a.kmax_l0 : 0, k1 = a.kmax_l1 > 0 ? a.kmax_l1 : 0;
   if (want_stats && !explained && B > 0) {
+    /* the stats are sized by kmax: the core checks it against the tiles
+     * first (kmax_l0 = 2^40 is its message, not a MemoryError) */
+    if (validate_early(&cs) < 0) goto fail;
     /* one block: selected_l0, selected_l1 [B], two double arrays [B], ids */
-    size_t n = (size_t)B * (2 + 2 + (size_t)k0 + (size_t)k1);
+    size_t per_row = 4, n = 0;
+    if (__builtin_add_overflow(per_row, (size_t)k0, &per_row) ||
+        __builtin_add_overflow(per_row, (size_t)k1, &per_row) ||
+        __builtin_mul_overflow((size_t)B, per_row, &n) || n > (size_t)PY_SSIZE_T_MAX / 8) {
+      raise_status(APX_ERR_NO_MEMORY, "ff_infer: the stats of kmax_l0, kmax_l1 do not fit memory");
+      goto fail;
+    }
     stat_buf = PyMem_Calloc(n, sizeof(int64_t));
     if (!stat_buf) {
       PyErr_NoMemory();
       goto fail;
     }
+    size_t rows = (size_t)B;
     st_c.selected_l0 = stat_buf;
-    st_c.selected_l1 = stat_buf + B;
-    st_c.budget_b1_spent = (double *)(stat_buf + 2 * B);
-    st_c.budget_b2_spent = (double *)(stat_buf + 3 * B);
-    st_c.l0_ids = stat_buf + 4 * B;
-    st_c.l1_ids = stat_buf + 4 * B + B * k0;
+    st_c.selected_l1 = stat_buf + rows;
+    st_c.budget_b1_spent = (double *)(stat_buf + 2 * rows);
+    st_c.budget_b2_spent = (double *)(stat_buf + 3 * rows);
+    st_c.l0_ids = stat_buf + 4 * rows;
+    st_c.l1_ids = stat_buf + 4 * rows + rows * (size_t)k0;
     a.stats = &st_c;
   }
   if (run_op(&cs, call_ff_infer, APX_OP_FF_INFER, &a, explained) < 0) goto fail;
@@ -1203,11 +1391,17 @@ static PyObject *op_tile_order(ContextObject *self, PyObject *const *args, Py_ss
     } else {
       int64_t v = 0;
       if (int_arg(&cs, s[3], "mode", &v) < 0) goto fail;
+      if (v < APX_ORDER_HILBERT || v > APX_ORDER_MULTI_DIRECTION) { /* before it is an int */
+        raise_invalid("tile_order: mode = [%lld] is not an apx_order_mode (0..5: hilbert, l2r, "
+                      "r2l, u2d, d2u, multi_direction)",
+                      (long long)v);
+        goto fail;
+      }
       a.mode = (apx_order_mode)v;
     }
   }
   if (!(a.ids = req_tensor(&cs, s[0], "ids"))) goto fail;
-  if (!(a.out = out_tensor(&cs, s[4], "out", s[0], a.ids->ndim, a.ids->shape, a.ids->dtype,
+  if (!(out_tensor(&cs, &a.out, s[4], "out", s[0], a.ids->ndim, a.ids->shape, a.ids->dtype,
                            &out)))
     goto fail;
   {
@@ -1271,8 +1465,8 @@ static PyObject *explanation_dict(ContextObject *self, const apx_explanation *ex
   for (int i = 0; i < ex->passed_over_count && i < APX_MAX_BACKENDS; i++) {
     const apx_pass_over *p = &ex->passed_over[i];
     const char *code = apx_pass_over_name(p->code);
-    PyObject *d = Py_BuildValue("{s:s,s:s,s:s}", "backend", p->backend ? p->backend : "", "code",
-                                code ? code : "?", "reason", p->reason ? p->reason : "");
+    PyObject *d = Py_BuildValue("{s:N,s:s,s:N}", "backend", text_of(p->backend), "code",
+                                code ? code : "?", "reason", text_of(p->reason));
     if (!d || PyList_Append(list, d) < 0) {
       Py_XDECREF(d);
       Py_DECREF(list);
@@ -1280,8 +1474,12 @@ static PyObject *explanation_dict(ContextObject *self, const apx_explanation *ex
     }
     Py_DECREF(d);
   }
-  PyObject *r = Py_BuildValue("{s:z,s:N}", "backend", ex->backend, "passed_over", list);
-  return r;
+  PyObject *backend = ex->backend ? text_of(ex->backend) : (Py_INCREF(Py_None), Py_None);
+  if (!backend) {
+    Py_DECREF(list);
+    return NULL;
+  }
+  return Py_BuildValue("{s:N,s:N}", "backend", backend, "passed_over", list);
 }
 
 /* ctx.explain(op, *args, **kwargs) */
@@ -1316,12 +1514,12 @@ static PyObject *m_backends(ContextObject *self, PyObject *unused) {
       return raise_apx(APX_ERR_BACKEND);
     }
     PyObject *d = Py_BuildValue(
-        "{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "name", info.name ? info.name : "", "state",
+        "{s:N,s:s,s:N,s:s,s:N,s:N,s:N}", "name", text_of(info.name), "state",
         apx_backend_state_name(info.state) ? apx_backend_state_name(info.state) : "?", "reason",
-        info.reason ? info.reason : "", "device",
+        text_of(info.reason), "device",
         apx_device_name(info.device) ? apx_device_name(info.device) : "?", "device_name",
-        info.device_name ? info.device_name : "", "version", info.version ? info.version : "",
-        "library", info.library ? info.library : "");
+        text_of(info.device_name), "version", text_of(info.version), "library",
+        text_of(info.library));
     if (!d || PyList_Append(list, d) < 0) {
       Py_XDECREF(d);
       Py_DECREF(list);
@@ -1366,8 +1564,14 @@ static void context_free_now(ContextObject *self) {
 
 static PyObject *m_close(ContextObject *self, PyObject *unused) {
   (void)unused;
-  if (self->live_weights > 0) self->closing = 1; /* closed when the last handle goes */
-  else context_free_now(self);
+  if (!self->ctx) Py_RETURN_NONE;
+  int was_closing = self->closing;
+  self->closing = 1; /* new calls are refused from here */
+  if (calls_wait(&self->calls, "Context.close") < 0) {
+    self->closing = was_closing;
+    return NULL;
+  }
+  if (self->live_weights == 0) context_free_now(self); /* else when the last one goes */
   Py_RETURN_NONE;
 }
 
@@ -1385,9 +1589,9 @@ static PyObject *m_exit(ContextObject *self, PyObject *args) {
 static PyObject *m_config_source(ContextObject *self, PyObject *unused) {
   (void)unused;
   if (!context_usable(self)) return NULL;
-  return Py_BuildValue("{s:s,s:s,s:s}", "files", apx_config_source(self->ctx), "overrides",
-                       apx_config_overrides(self->ctx), "warnings",
-                       apx_config_warnings(self->ctx));
+  return Py_BuildValue("{s:N,s:N,s:N}", "files", text_of(apx_config_source(self->ctx)),
+                       "overrides", text_of(apx_config_overrides(self->ctx)), "warnings",
+                       text_of(apx_config_warnings(self->ctx)));
 }
 
 static PyObject *weights_new(ContextObject *self, apx_ff_weights *w) {
@@ -1399,21 +1603,26 @@ static PyObject *weights_new(ContextObject *self, apx_ff_weights *w) {
   o->owner = self;
   Py_INCREF(self);
   o->weights = w;
+  o->closing = 0;
+  o->calls = 0;
   self->live_weights++;
   return (PyObject *)o;
 }
 
 static PyObject *m_ff_weights_load(ContextObject *self, PyObject *arg) {
   if (!context_usable(self)) return NULL;
-  PyObject *bytes = NULL;
-  if (!PyUnicode_FSConverter(arg, &bytes)) return NULL;
-  apx_ff_weights *w = NULL;
-  apx_status st;
-  const char *path = PyBytes_AS_STRING(bytes);
-  Py_BEGIN_ALLOW_THREADS st = apx_ff_weights_load(self->ctx, path, &w);
-  Py_END_ALLOW_THREADS Py_DECREF(bytes);
-  if (st != APX_OK) return raise_apx(st);
-  return weights_new(self, w);
+  calls_enter(&self->calls); /* a path's __fspath__ runs inside the call */
+  PyObject *bytes = NULL, *result = NULL;
+  if (PyUnicode_FSConverter(arg, &bytes)) {
+    apx_ff_weights *w = NULL;
+    apx_status st;
+    const char *path = PyBytes_AS_STRING(bytes);
+    Py_BEGIN_ALLOW_THREADS st = apx_ff_weights_load(self->ctx, path, &w);
+    Py_END_ALLOW_THREADS Py_DECREF(bytes);
+    result = st == APX_OK ? weights_new(self, w) : raise_apx(st);
+  }
+  calls_leave(&self->calls);
+  return result;
 }
 
 static PyObject *m_ff_weights_seeded(ContextObject *self, PyObject *args, PyObject *kw) {
@@ -1442,6 +1651,8 @@ static PyObject *m_time_c_tilepack(ContextObject *self, PyObject *const *args, P
   if (parse_args("_time_c_tilepack", names, args, nargs, kwnames, s, &ns) < 0) return NULL;
   if (call_setup(&cs, self, "_time_c_tilepack", s, ns) < 0) goto fail;
   apx_tilepack_args a = APX_TILEPACK_ARGS_INIT;
+  cs.op_id = APX_OP_TILEPACK;
+  cs.args = &a;
   int64_t n = 1000;
   if (int_arg(&cs, s[3], "tile", &a.tile) < 0 || int_arg(&cs, s[4], "n", &n) < 0) goto fail;
   if (!(a.features = req_tensor(&cs, s[0], "features")) || !(a.idx = req_tensor(&cs, s[1], "idx")))
@@ -1605,7 +1816,9 @@ static void weights_release(WeightsObject *self) {
     ContextObject *c = self->owner;
     if (c->ctx) apx_ff_weights_free(c->ctx, self->weights);
     self->weights = NULL;
-    if (--c->live_weights == 0 && c->closing) context_free_now(c);
+    /* a closed context goes with its last weights (its close() frees it
+     * itself when it still waits for calls) */
+    if (--c->live_weights == 0 && c->closing && c->calls == 0) context_free_now(c);
   }
 }
 
@@ -1617,14 +1830,24 @@ static void weights_dealloc(WeightsObject *self) {
 
 static PyObject *w_close(WeightsObject *self, PyObject *unused) {
   (void)unused;
+  if (!self->weights) Py_RETURN_NONE;
+  int was_closing = self->closing;
+  self->closing = 1; /* ff_infer refuses the weights from here */
+  if (calls_wait(&self->calls, "FFWeights.close") < 0) {
+    self->closing = was_closing;
+    return NULL;
+  }
   weights_release(self);
   Py_RETURN_NONE;
 }
 
 static PyObject *w_save(WeightsObject *self, PyObject *arg) {
-  if (!self->weights) return raise_invalid("FFWeights.save: the weights are freed");
   PyObject *bytes = NULL;
-  if (!PyUnicode_FSConverter(arg, &bytes)) return NULL;
+  if (!PyUnicode_FSConverter(arg, &bytes)) return NULL; /* __fspath__ first */
+  if (!self->weights || self->closing) {
+    Py_DECREF(bytes);
+    return raise_invalid("FFWeights.save: the weights are freed");
+  }
   apx_status st = apx_ff_weights_save(self->owner->ctx, self->weights, PyBytes_AS_STRING(bytes));
   Py_DECREF(bytes);
   if (st != APX_OK) return raise_apx(st);
@@ -1665,12 +1888,12 @@ static PyObject *mod_set_hooks(PyObject *mod, PyObject *args) {
   if (!PyArg_ParseTuple(args, "OOO:_set_hooks", &errors, &alloc, &stream)) return NULL;
   PyObject *seq = PySequence_Fast(errors, "errors must be a sequence");
   if (!seq) return NULL;
-  if (PySequence_Fast_GET_SIZE(seq) != APX_ERR_DEVICE + 1) {
+  if (PySequence_Fast_GET_SIZE(seq) != STATUS_COUNT) {
     Py_DECREF(seq);
     PyErr_SetString(PyExc_ValueError, "errors: one class per status");
     return NULL;
   }
-  for (int i = 0; i <= APX_ERR_DEVICE; i++) {
+  for (int i = 0; i < STATUS_COUNT; i++) {
     PyObject *c = PySequence_Fast_GET_ITEM(seq, i);
     Py_INCREF(c);
     Py_XSETREF(g_error_classes[i], c);
