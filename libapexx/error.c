@@ -176,7 +176,12 @@ APX_API apx_tensor apx_tensor_host(void *data, apx_dtype dtype, int ndim,
   t.data = data;
   t.dtype = dtype;
   t.device = APX_DEVICE_HOST;
-  t.ndim = ndim < 0 ? 0 : (ndim > APX_MAX_DIMS ? APX_MAX_DIMS : ndim);
+  t.ndim = ndim; /* out of range: kept (shape left 0), so every op refuses it */
+  if (ndim < 0 || ndim > APX_MAX_DIMS) {
+    apx__error(APX_ERR_INVALID_ARG, "apx_tensor_host: ndim = [%d] is outside [0, %d]", ndim,
+               APX_MAX_DIMS);
+    return t;
+  }
   for (int i = 0; i < t.ndim; i++) t.shape[i] = shape[i];
   return t;
 }

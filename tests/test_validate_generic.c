@@ -188,6 +188,30 @@ START_TEST(test_null_data_of_empty_tensor) {
 }
 END_TEST
 
+/* apx_tensor_host with ndim outside [0, 8] keeps it instead of building a
+ * clamped 8-dim tensor: the thread's error names it, and every op refuses
+ * the tensor with its range error (issue 30 item 18). */
+START_TEST(test_tensor_host_keeps_a_bad_ndim) {
+  int64_t shape[9] = {2, 4, 1, 1, 1, 1, 1, 1, 1};
+  float data[8] = {0};
+  apx_tensor nine = apx_tensor_host(data, APX_DTYPE_F32, 9, shape);
+  ck_assert_int_eq(nine.ndim, 9);
+  ck_assert_str_eq(apx_last_error(), "apx_tensor_host: ndim = [9] is outside [0, 8]");
+  apx_tensor negative = apx_tensor_host(data, APX_DTYPE_F32, -1, shape);
+  ck_assert_int_eq(negative.ndim, -1);
+  ck_assert_str_eq(apx_last_error(), "apx_tensor_host: ndim = [-1] is outside [0, 8]");
+  apx_tensor two = apx_tensor_host(data, APX_DTYPE_F32, 2, shape);
+  ck_assert(two.ndim == 2 && two.shape[0] == 2 && two.shape[1] == 4 && two.data == data);
+  vt_case c;
+  vt_make(&c, APX_OP_INDEX_SELECT, APX_DTYPE_F32, APX_DTYPE_I64);
+  vt_set(&c, "src", &nine);
+  vt_expect_invalid(&c, "src has ndim [9]", "outside [0, 8]");
+  vt_set(&c, "src", &negative);
+  vt_expect_invalid(&c, "src has ndim [-1]", "outside [0, 8]");
+  vt_free(&c);
+}
+END_TEST
+
 /* One tensor on another device kind than the rest. */
 START_TEST(test_device_kind_mismatch) {
   for (int o = 0; o < N_OPS; o++) {
@@ -396,6 +420,7 @@ int main(void) {
   tcase_add_test(tc, test_required_tensor_null);
   tcase_add_test(tc, test_malformed_tensors);
   tcase_add_test(tc, test_null_data_of_empty_tensor);
+  tcase_add_test(tc, test_tensor_host_keeps_a_bad_ndim);
   tcase_add_test(tc, test_device_kind_mismatch);
   tcase_add_test(tc, test_device_index_mismatch);
   tcase_add_test(tc, test_device_index_values_not_read);

@@ -96,7 +96,10 @@ APX_API const char *apx_device_name(apx_device device);
  * is negative or the product overflows int64 (validation rejects both);
  * 0 for NULL or an ndim outside [0, APX_MAX_DIMS]. */
 APX_API int64_t apx_tensor_numel(const apx_tensor *t);
-/* Describe a host tensor over caller memory (no allocation). */
+/* Describe a host tensor over caller memory (no allocation). An ndim
+ * outside [0, APX_MAX_DIMS] is kept as given, with no dimension copied, and
+ * names itself in apx_last_error(): every op then refuses the tensor
+ * (APX_ERR_INVALID_ARG, "... has ndim [9], outside [0, 8]"). */
 APX_API apx_tensor apx_tensor_host(void *data, apx_dtype dtype, int ndim,
                                    const int64_t *shape);
 
