@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration: the INI file (inih), its lookup order, the built-in
  * default and the APEXX_* environment overrides (DESIGN.md,
  * "Configuration"). */
@@ -59,9 +60,12 @@ static size_t text_capacity(size_t len) {
   return cap;
 }
 
-/* 0 when out of memory (the buffer unchanged). */
-static int append_line(char **buf, size_t *len, const char *line) {
-  size_t n = strlen(line);
+/* Append line (made one printable line: keys, values and names come from
+ * the file and the environment) and a newline; 0 when out of memory (the
+ * buffer unchanged). */
+static int append_line(char **buf, size_t *len, const char *text) {
+  char line[1400];
+  size_t n = apx__printable(line, sizeof line, text);
   size_t need = *len + n + 2;
   if (!*buf || need > text_capacity(*len)) {
     char *grown = realloc(*buf, text_capacity(need - 1));
@@ -430,6 +434,13 @@ static char *line_reader(char *str, int num, void *stream) {
       h[hlen - 1] = '\0';
       char *section = trim(h + 1);
       const char *name = strncmp(section, "backend ", 8) == 0 ? trim(section + 8) : "";
+      for (const char *c = name; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+          /* it names the module, log lines, apexx-info's rows */
+          fail_at(ps, "backend name [%s] has a control byte%s", name, "");
+          free(header);
+          return NULL;
+        }
       if (*name && !backend_config(ps->cfg, name, 1)) {
         if (ps->cfg->backend_count < APX_MAX_BACKENDS)
           out_of_memory(ps);
@@ -724,13 +735,16 @@ static int append_after_load(char **buf, const char *line) {
   return 1;
 }
 
-int apx__config_warn(apx__config *cfg, const char *line) {
+int apx__config_warn(apx__config *cfg, const char *text) {
+  char line[1400];
+  apx__printable(line, sizeof line, text);
   return append_after_load(&cfg->warnings, line);
 }
 
 int apx__config_note_override(apx__config *cfg, const char *name, const char *value) {
-  char line[1200];
-  snprintf(line, sizeof line, "%s=%s", name, value);
+  char text[1200], line[1400];
+  snprintf(text, sizeof text, "%s=%s", name, value);
+  apx__printable(line, sizeof line, text);
   return append_after_load(&cfg->overrides, line);
 }
 

@@ -1,6 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status names, the per-thread last-error message, small string helpers. */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,65 @@
 #include "internal.h"
 
 static __thread char last_error[1024];
+
+/* Bytes of the UTF-8 character at p (2 to 4), 0 when p starts no valid
+ * one (a stray continuation byte, an overlong form, a surrogate, past
+ * U+10FFFF, or cut short). */
+static size_t utf8_length(const unsigned char *p, uint32_t *code) {
+  size_t n;
+  uint32_t c, min;
+  if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+    n = 2, c = p[0] & 0x1fu, min = 0x80;
+  } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+    n = 3, c = p[0] & 0x0fu, min = 0x800;
+  } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+    n = 4, c = p[0] & 0x07u, min = 0x10000;
+  } else {
+    return 0;
+  }
+  for (size_t i = 1; i < n; i++) {
+    if ((p[i] & 0xc0) != 0x80) return 0; /* also stops at the NUL */
+    c = (c << 6) | (p[i] & 0x3fu);
+  }
+  if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
+  *code = c;
+  return n;
+}
+
+size_t apx__printable(char *dst, size_t size, const char *src) {
+  if (size == 0) return 0;
+  size_t out = 0;
+  const unsigned char *p = (const unsigned char *)src;
+  while (*p) {
+    char piece[24];
+    size_t n = 0, advance = 1;
+    uint32_t code = 0;
+    size_t len = *p < 0x80 ? 1 : utf8_length(p, &code);
+    if (*p < 0x80 && *p >= 0x20 && *p != 0x7f) {
+      piece[n++] = (char)*p;
+    } else if (*p == '\n' || *p == '\r' || *p == '\t') {
+      piece[n++] = '\\';
+      piece[n++] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+    } else if (len == 1 || len == 0) { /* a control byte, DEL, or not UTF-8 */
+      n = (size_t)snprintf(piece, sizeof piece, "\\x%02x", *p);
+    } else if ((code >= 0x80 && code <= 0x9f) || code == 0x2028 || code == 0x2029) {
+      /* C1 controls and the line and paragraph separators, byte by byte */
+      for (size_t i = 0; i < len; i++)
+        n += (size_t)snprintf(piece + n, sizeof piece - n, "\\x%02x", p[i]);
+      advance = len;
+    } else {
+      memcpy(piece, p, len);
+      n = len;
+      advance = len;
+    }
+    if (out + n >= size) break; /* never half a character or half an escape */
+    memcpy(dst + out, piece, n);
+    out += n;
+    p += advance;
+  }
+  dst[out] = '\0';
+  return out;
+}
 
 APX_API const char *apx_status_name(apx_status status) {
   switch (status) {
@@ -37,9 +98,13 @@ APX_API const char *apx_last_error(void) { return last_error; }
 void apx__clear_error(void) { last_error[0] = '\0'; }
 
 apx_status apx__verror(apx_status st, const char *fmt, va_list ap) {
-  if (fmt)
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-  else
+  if (fmt) {
+    /* formatted whole first (4x the message: escapes only lengthen it),
+     * then made one printable line and cut at a character boundary */
+    char raw[4 * sizeof last_error];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    apx__printable(last_error, sizeof last_error, raw);
+  } else
     apx__strlcpy(last_error, status_default_message(st), sizeof last_error);
   return st;
 }

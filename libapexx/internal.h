@@ -15,6 +15,13 @@ apx_status apx__error(apx_status st, const char *fmt, ...)
 apx_status apx__verror(apx_status st, const char *fmt, va_list ap);
 /* Clear the thread's last error (at the start of each API call). */
 void apx__clear_error(void);
+/* src as one printable line of valid UTF-8 in dst (size bytes with the
+ * NUL): newline, CR and tab as \n \r \t; other control bytes, DEL, C1
+ * controls, U+2028/U+2029 and bytes that are not UTF-8 as \xHH. Cut
+ * before the first character or escape that does not fit whole. Returns
+ * the length written. Every message (apx__error) and log line passes
+ * through it. */
+size_t apx__printable(char *dst, size_t size, const char *src);
 
 /* ---- small string helpers (libapexx/error.c) ---- */
 char *apx__strdup(const char *s);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Loader: dlopen only the configured backends and check their table before
  * use (DESIGN.md, "Plugin ABI"). Every backend ends in a state with a
  * reason; none of these failures is fatal to the others. */
@@ -17,10 +18,12 @@ static void set_state(apx__backend *b, apx_backend_state state, const char *fmt,
 
 static void set_state(apx__backend *b, apx_backend_state state, const char *fmt, ...) {
   b->state = state;
+  char raw[4 * sizeof b->reason];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(b->reason, sizeof b->reason, fmt, ap);
+  vsnprintf(raw, sizeof raw, fmt, ap);
   va_end(ap);
+  apx__printable(b->reason, sizeof b->reason, raw); /* paths, dlerror text */
 }
 
 /* ---- the services handed to a backend ---- */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging: a per-context sink, stderr by default, level from $APEXX_LOG. */
 #include "config.h"
 
@@ -39,11 +40,13 @@ void apx__vlog(apx_context *ctx, apx_log_level level, const char *prefix,
                const char *fmt, va_list ap) {
   apx_log_level threshold = ctx ? ctx->log_level : apx__log_level_from_env();
   if (level == APX_LOG_OFF || level > threshold) return;
-  char line[1024];
+  char raw[4096], line[1024];
   int n = 0;
-  if (prefix) n = snprintf(line, sizeof line, "%s: ", prefix);
-  if (n < 0 || (size_t)n >= sizeof line) n = 0;
-  vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  if (prefix) n = snprintf(raw, sizeof raw, "%s: ", prefix);
+  if (n < 0 || (size_t)n >= sizeof raw) n = 0;
+  vsnprintf(raw + n, sizeof raw - (size_t)n, fmt, ap);
+  /* one printable line whatever the arguments held (names from files) */
+  apx__printable(line, sizeof line, raw);
   if (ctx && ctx->log_fn) {
     ctx->log_fn(ctx->log_user, level, line);
     return;

@@ -83,6 +83,13 @@ TESTS += tests/test_rtld_local
 tests_test_rtld_local_SOURCES = tests/test_rtld_local.c
 tests_test_rtld_local_LDADD = $(DL_LIBS)
 
+# every message and log line one printable line of UTF-8 (issue 30 item 16)
+check_PROGRAMS += tests/test_messages
+TESTS += tests/test_messages
+tests_test_messages_SOURCES = tests/test_messages.c
+tests_test_messages_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
+tests_test_messages_LDADD = $(APX_TEST_LIBS)
+
 # config paths (FIFO, directory, /dev/null), whole lines, linear parse time
 check_PROGRAMS += tests/test_config_files
 TESTS += tests/test_config_files

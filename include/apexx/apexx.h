@@ -50,7 +50,9 @@ APX_API const char *apx_status_name(apx_status status);
 
 /* The calling thread's message for its last failed apexx call, e.g.
  * "tilepack: idx[0][3] = [300] is outside [0, 255]". Never NULL; valid until
- * the same thread's next apexx call. */
+ * the same thread's next apexx call. One printable line of valid UTF-8, at
+ * most 1023 bytes: control bytes and bytes that are not UTF-8 from names
+ * and paths read as \n, \t, \xHH. */
 APX_API const char *apx_last_error(void);
 
 /* Library version "MAJOR.MINOR.PATCH" (may differ from the header's). */
@@ -143,6 +145,7 @@ typedef enum apx_log_level {
   APX_LOG_DEBUG = 4
 } apx_log_level;
 
+/* message: one printable line of UTF-8 (escaped as apx_last_error's). */
 typedef void (*apx_log_fn)(void *user, apx_log_level level, const char *message);
 
 /* Route the context's log lines to fn (NULL restores the default: stderr,
