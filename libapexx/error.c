@@ -241,12 +241,19 @@ APX_API apx_tensor apx_tensor_host(void *data, apx_dtype dtype, int ndim,
   t.data = data;
   t.dtype = dtype;
   t.device = APX_DEVICE_HOST;
-  t.ndim = ndim; /* out of range: kept (shape left 0), so every op refuses it */
+  /* a bad ndim is kept (no shape read) and a missing shape reads as
+   * negative dimensions, so that every call rejects the tensor naming it */
+  t.ndim = ndim;
   if (ndim < 0 || ndim > APX_MAX_DIMS) {
     apx__error(APX_ERR_INVALID_ARG, "apx_tensor_host: ndim = [%d] is outside [0, %d]", ndim,
                APX_MAX_DIMS);
     return t;
   }
-  for (int i = 0; i < t.ndim; i++) t.shape[i] = shape[i];
+  if (ndim > 0 && !shape) {
+    for (int i = 0; i < ndim; i++) t.shape[i] = -1;
+    apx__error(APX_ERR_INVALID_ARG, "apx_tensor_host: shape = [NULL] with ndim [%d]", ndim);
+    return t;
+  }
+  for (int i = 0; i < ndim; i++) t.shape[i] = shape[i];
   return t;
 }

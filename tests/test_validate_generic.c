@@ -212,6 +212,24 @@ START_TEST(test_tensor_host_keeps_a_bad_ndim) {
 }
 END_TEST
 
+/* A NULL shape with ndim > 0 was read (SIGSEGV): dimensions of -1, named
+ * in the thread's error, refused by every op. */
+START_TEST(test_tensor_host_null_shape) {
+  float data[1] = {0};
+  apx_tensor t = apx_tensor_host(data, APX_DTYPE_F32, 2, NULL);
+  ck_assert_str_eq(apx_last_error(), "apx_tensor_host: shape = [NULL] with ndim [2]");
+  ck_assert(t.ndim == 2 && t.shape[0] == -1 && t.shape[1] == -1);
+  ck_assert_int_eq(apx_tensor_numel(&t), -1);
+  apx_tensor scalar = apx_tensor_host(data, APX_DTYPE_F32, 0, NULL); /* no shape to read */
+  ck_assert_int_eq(apx_tensor_numel(&scalar), 1);
+  vt_case c;
+  vt_make(&c, APX_OP_INDEX_SELECT, APX_DTYPE_F32, APX_DTYPE_I64);
+  vt_set(&c, "src", &t);
+  vt_expect_invalid(&c, "src", "-1");
+  vt_free(&c);
+}
+END_TEST
+
 /* One tensor on another device kind than the rest. */
 START_TEST(test_device_kind_mismatch) {
   for (int o = 0; o < N_OPS; o++) {
@@ -421,6 +439,7 @@ int main(void) {
   tcase_add_test(tc, test_malformed_tensors);
   tcase_add_test(tc, test_null_data_of_empty_tensor);
   tcase_add_test(tc, test_tensor_host_keeps_a_bad_ndim);
+  tcase_add_test(tc, test_tensor_host_null_shape);
   tcase_add_test(tc, test_device_kind_mismatch);
   tcase_add_test(tc, test_device_index_mismatch);
   tcase_add_test(tc, test_device_index_values_not_read);

@@ -101,7 +101,9 @@ APX_API int64_t apx_tensor_numel(const apx_tensor *t);
 /* Describe a host tensor over caller memory (no allocation). An ndim
  * outside [0, APX_MAX_DIMS] is kept as given, with no dimension copied, and
  * names itself in apx_last_error(): every op then refuses the tensor
- * (APX_ERR_INVALID_ARG, "... has ndim [9], outside [0, 8]"). */
+ * (APX_ERR_INVALID_ARG, "... has ndim [9], outside [0, 8]"). A NULL shape
+ * with ndim > 0 gives dimensions of -1, refused the same way
+ * ("apx_tensor_host: shape = [NULL] with ndim [2]"). */
 APX_API apx_tensor apx_tensor_host(void *data, apx_dtype dtype, int ndim,
                                    const int64_t *shape);
 
