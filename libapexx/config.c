@@ -27,6 +27,10 @@
 /* The longest line read at all (a comment may be this long); a line that
  * is not a comment must also fit inih's line buffer. */
 #define MAX_LINE 65536
+/* The largest configuration read (docs/config.md): parsing keeps every
+ * entry, so memory grows with the file (about 20 bytes per byte of short
+ * distinct keys). */
+#define MAX_CONFIG_BYTES (1024 * 1024)
 
 typedef struct parse_state {
   apx__config *cfg;
@@ -41,6 +45,8 @@ typedef struct parse_state {
   char *buf; /* the line being read */
   size_t buf_size;
   size_t entry_cap;    /* allocated cfg->entries */
+  char *dir;           /* the file's directory, resolved: relative backend_dir */
+  size_t bytes_read;
   int *slots;          /* (section, key) hash: entry index + 1, 0 = free */
   size_t slot_count;   /* a power of two, or 0 */
   int nomem;           /* an allocation failed: apx__config_load fails */
@@ -238,7 +244,10 @@ static int handle_apexx_key(parse_state *ps, const char *key, const char *value)
   apx__config *cfg = ps->cfg;
   if (strcmp(key, "backend_dir") == 0) {
     free(cfg->backend_dir);
-    cfg->backend_dir = apx__strdup(value);
+    /* relative to the file's own directory, never the working directory */
+    cfg->backend_dir = value[0] && value[0] != '/' && ps->dir
+                           ? apx__strdupf("%s/%s", strcmp(ps->dir, "/") ? ps->dir : "", value)
+                           : apx__strdup(value);
     if (!cfg->backend_dir) return out_of_memory(ps);
   } else if (strcmp(key, "order") == 0) {
     char bad[128];
@@ -344,6 +353,17 @@ static int ini_handler_fn(void *user, const char *section, const char *key,
   return 1;
 }
 
+/* The file grew past MAX_CONFIG_BYTES after open_config checked its size:
+ * -2 for read_line, the error noted. */
+static long grew_past_the_cap(parse_state *ps) {
+  char limit[32];
+  snprintf(limit, sizeof limit, "%d", MAX_CONFIG_BYTES);
+  ps->line++;
+  fail_at(ps, "the file grew past %s bytes while it was read (the most a configuration may "
+          "hold)%s", limit, "");
+  return -2;
+}
+
 /* One line of the file into ps->buf, without its '\n': its length, or -1
  * at the end of the file, -2 on an error (noted in ps). Reading stops at
  * MAX_LINE bytes, so a huge line costs no more memory than that. */
@@ -351,6 +371,7 @@ static long read_line(parse_state *ps) {
   size_t len = 0;
   int c;
   while ((c = getc(ps->fp)) != EOF && c != '\n') {
+    if (++ps->bytes_read > MAX_CONFIG_BYTES) return grew_past_the_cap(ps);
     if (len >= MAX_LINE) {
       char limit[32];
       snprintf(limit, sizeof limit, "%d", MAX_LINE);
@@ -375,6 +396,7 @@ static long read_line(parse_state *ps) {
     ps->read_failed = 1;
     return -2;
   }
+  if (c == '\n' && ++ps->bytes_read > MAX_CONFIG_BYTES) return grew_past_the_cap(ps);
   if (c == EOF && len == 0) return -1;
   ps->line++;
   if (!ps->buf) return 0; /* an empty line first: nothing allocated yet */
@@ -527,10 +549,12 @@ static apx_status config_nomem(const char *path) {
  * file that other users cannot edit, or a character device (/dev/null),
  * which is an empty configuration and is never read. O_NONBLOCK keeps a
  * FIFO from blocking the open. Returns the stream to parse (NULL for a
- * character device) with *st its status, or APX_ERR_CONFIG. */
+ * character device) with *st its status and *dir its directory (resolved,
+ * malloc'd), or APX_ERR_CONFIG. */
 static apx_status open_config(const char *path, int explicit_path, FILE **out,
-                              struct stat *st) {
+                              struct stat *st, char **dir) {
   *out = NULL;
+  *dir = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     int err = errno;
@@ -555,6 +579,11 @@ static apx_status open_config(const char *path, int explicit_path, FILE **out,
     return apx__error(APX_ERR_CONFIG, "%s: refused: [%s] is %s, not a regular file", path,
                       path, file_kind(st->st_mode));
   }
+  if (st->st_size > MAX_CONFIG_BYTES) {
+    close(fd);
+    return apx__error(APX_ERR_CONFIG, "%s: refused: [%lld] bytes, more than a configuration may "
+                      "hold [%d]", path, (long long)st->st_size, MAX_CONFIG_BYTES);
+  }
   char fd_path[64];
   snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", fd);
   /* without /proc the path itself */
@@ -565,12 +594,30 @@ static apx_status open_config(const char *path, int explicit_path, FILE **out,
     return apx__error(APX_ERR_CONFIG, "%s: refused: %s (other users could edit it)", path,
                       unsafe);
   }
+  /* the file's directory, as the descriptor resolves (without /proc, as
+   * the path does): a relative backend_dir starts there */
+  char *real = realpath(access(fd_path, F_OK) == 0 ? fd_path : path, NULL);
+  if (!real) {
+    int err = errno;
+    close(fd);
+    if (err == ENOMEM) return config_nomem(path);
+    return apx__error(APX_ERR_CONFIG, "%s: cannot resolve its directory: %s", path,
+                      strerror(err));
+  }
+  char *slash = strrchr(real, '/');
+  if (slash == real)
+    slash[1] = '\0';
+  else if (slash)
+    *slash = '\0';
+  *dir = real;
   int flags = fcntl(fd, F_GETFL);
   FILE *fp = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ? NULL
                                                                        : fdopen(fd, "r");
   if (!fp) {
     int err = errno;
     close(fd);
+    free(*dir);
+    *dir = NULL;
     if (err == ENOMEM) return config_nomem(path);
     return apx__error(APX_ERR_CONFIG, "%s: cannot open%s: %s", path,
                       explicit_path ? "" : " installed configuration", strerror(err));
@@ -648,7 +695,7 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
     ps.cfg = cfg;
     ps.file = path;
     struct stat cfg_stat;
-    apx_status opened = open_config(path, explicit_path, &ps.fp, &cfg_stat);
+    apx_status opened = open_config(path, explicit_path, &ps.fp, &cfg_stat, &ps.dir);
     if (opened != APX_OK) return opened;
     int rc = 0;
     if (ps.fp) {
@@ -657,6 +704,7 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
     }
     free(ps.buf);
     free(ps.slots);
+    free(ps.dir);
     cfg->warnings = ps.warnings;
     if (ps.nomem || rc == -2) return config_nomem(path); /* inih's -2: its own allocation */
     if (ps.error[0] && (rc <= 0 || rc >= ps.error_line))
@@ -685,6 +733,11 @@ apx_status apx__config_load(apx__config *cfg, const char *path) {
   if (st != APX_OK) return st;
 
   const char *env_dir = apx__getenv("APEXX_BACKEND_DIR");
+  if (env_dir && *env_dir && env_dir[0] != '/')
+    return apx__error(APX_ERR_CONFIG,
+                      "APEXX_BACKEND_DIR = [%s] is not an absolute path (a relative one would "
+                      "resolve against the working directory)",
+                      env_dir);
   if (env_dir && *env_dir) {
     free(cfg->backend_dir);
     cfg->backend_dir = apx__strdup(env_dir);

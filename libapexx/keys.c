@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Backend configuration keys: each backend declares the keys of its
  * [backend NAME] section (apx_backend_table.keys); the core checks the
  * section against the declaration when the module's table loads, resolves
@@ -29,7 +30,8 @@ typedef struct core_key {
 
 static const core_key core_keys[] = {
     {"apexx", "backend_dir", "path", "", APEXX_BACKEND_DIR,
-     "directory of the backend modules; relative library names resolve here",
+     "directory of the backend modules (relative: from the configuration's directory); "
+     "relative library names resolve here",
      "APEXX_BACKEND_DIR"},
     {"apexx", "order", "list", "configured backend names", NULL,
      "dispatch order of every op (then the backends it leaves out)", NULL},

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers of the core suites: write a config file, open it. */
 #ifndef APX_CORETEST_H
 #define APX_CORETEST_H
@@ -65,6 +66,28 @@ static inline const struct apx_backend_info *backend_named(apx_context *ctx, con
   }
   ck_abort_msg("backend %s not configured", name);
   return NULL;
+}
+
+/* apx_open(path) with stderr (the log sink while a context opens)
+ * captured into log, a buffer of log_size bytes. */
+static inline apx_status open_capturing_log(const char *path, apx_context **ctx, char *log,
+                                            size_t log_size) {
+  fflush(stderr);
+  char name[] = "/tmp/apexx-log-XXXXXX";
+  int fd = mkstemp(name);
+  ck_assert_int_ge(fd, 0);
+  unlink(name);
+  int saved = dup(2);
+  ck_assert_int_ge(saved, 0);
+  ck_assert_int_eq(dup2(fd, 2), 2);
+  apx_status st = apx_open(ctx, path);
+  fflush(stderr);
+  ck_assert_int_eq(dup2(saved, 2), 2);
+  close(saved);
+  ssize_t n = pread(fd, log, log_size - 1, 0);
+  close(fd);
+  log[n > 0 ? n : 0] = '\0';
+  return st;
 }
 
 #define ck_assert_contains(hay, needle)                                        \

@@ -119,6 +119,87 @@ START_TEST(apexx_config_env_is_used_and_recorded) {
 }
 END_TEST
 
+/* issue 30 item 20: a relative backend_dir starts at the configuration's
+ * directory, whatever the working directory; a relative
+ * $APEXX_BACKEND_DIR is refused. */
+START_TEST(relative_backend_dir_resolves_in_the_config_directory) {
+  char *saved_dir = strdup(getenv("APEXX_BACKEND_DIR"));
+  char cwd[4096];
+  ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+  char top[] = "/tmp/apexx-reldir-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(top));
+  char cmd[2048], sub[600], config[600], decoy[600];
+  /* top/conf/apexx.ini with backend_dir = mods; the module in top/conf/mods;
+   * a decoy directory top/mods (where the working directory would lead) */
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p '%s/conf/mods' '%s/mods' && cp '%s/fixture-alpha.so' '%s/conf/mods/' && "
+           "cp '%s/fixture-beta.so' '%s/mods/fixture-alpha.so'",
+           top, top, getenv("APEXX_TEST_MODULES"), top, getenv("APEXX_TEST_MODULES"), top);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(sub, sizeof sub, "%s/conf/mods/fixture-alpha.so", top);
+  snprintf(config, sizeof config, "%s/conf/apexx.ini", top);
+  FILE *f = fopen(config, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("[apexx]\nbackend_dir = mods\n[backend alpha]\nlibrary = fixture-alpha.so\n", f);
+  fclose(f);
+  unsetenv("APEXX_BACKEND_DIR");
+  ck_assert_int_eq(chdir(top), 0);
+  /* the file named absolutely, and relatively from top */
+  const char *paths[] = {config, "conf/apexx.ini"};
+  for (int p = 0; p < 2; p++) {
+    apx_context *ctx = open_ok(paths[p]);
+    const struct apx_backend_info *alpha = backend_named(ctx, "alpha");
+    ck_assert_msg(alpha->state == APX_BACKEND_OK, "alpha: %s", alpha->reason);
+    ck_assert_str_eq(alpha->library, sub);
+    apx_close(ctx);
+  }
+  /* a relative APEXX_BACKEND_DIR: refused, naming it */
+  snprintf(decoy, sizeof decoy, "mods");
+  setenv("APEXX_BACKEND_DIR", decoy, 1);
+  apx_context *ctx = NULL;
+  ck_assert_int_eq(apx_open(&ctx, config), APX_ERR_CONFIG);
+  ck_assert_contains(apx_last_error(), "APEXX_BACKEND_DIR = [mods] is not an absolute path");
+  ck_assert_int_eq(chdir(cwd), 0);
+  setenv("APEXX_BACKEND_DIR", saved_dir, 1); /* for the next tests under CK_FORK=no */
+  free(saved_dir);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* issue 30 item 20: a value of APEXX_CPU_ISA or APEXX_CPU_SIMD the cpu
+ * backend does not know is a warning naming the variable and the value. */
+START_TEST(unknown_cpu_isa_values_are_warned) {
+  const char *path = write_ini("[backend cpu]\n");
+  static const struct {
+    const char *isa, *simd, *expect;
+  } cases[] = {
+      {"avx9000", NULL, "cpu: APEXX_CPU_ISA = [avx9000] is not one of portable, avx2: ignored"},
+      {NULL, "of", "cpu: APEXX_CPU_SIMD = [of] is not one of off, avx2: ignored"},
+      {"AVX2", "0", "APEXX_CPU_ISA = [AVX2] is not one of portable, avx2; APEXX_CPU_SIMD = [0]"},
+      {"portable", "off", NULL},
+      {"avx2", "", NULL},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    if (cases[c].isa) setenv("APEXX_CPU_ISA", cases[c].isa, 1);
+    if (cases[c].simd) setenv("APEXX_CPU_SIMD", cases[c].simd, 1);
+    apx_context *ctx = NULL;
+    char log[8192];
+    apx_status st = open_capturing_log(path, &ctx, log, sizeof log);
+    unsetenv("APEXX_CPU_ISA");
+    unsetenv("APEXX_CPU_SIMD");
+    ck_assert_msg(st == APX_OK, "%s", apx_last_error());
+    ck_assert_int_eq(backend_named(ctx, "cpu")->state, APX_BACKEND_OK);
+    if (cases[c].expect)
+      ck_assert_contains(log, cases[c].expect);
+    else
+      ck_assert_msg(strstr(log, "APEXX_CPU") == NULL, "case %zu warned: %s", c, log);
+    apx_close(ctx);
+  }
+  unlink(path);
+}
+END_TEST
+
 START_TEST(backend_dir_env_overrides_the_file) {
   const char *path = write_ini("[apexx]\nbackend_dir = /nonexistent/dir\n[backend cpu]\n");
   apx_context *ctx = open_ok(path); /* APEXX_BACKEND_DIR set by make check */
@@ -227,6 +308,8 @@ int main(void) {
   tcase_add_test(tc, unknown_key_is_a_warning_with_its_line);
   tcase_add_test(tc, bad_values_are_errors_with_their_line);
   tcase_add_test(tc, seventeenth_backend_section_is_an_error);
+  tcase_add_test(tc, relative_backend_dir_resolves_in_the_config_directory);
+  tcase_add_test(tc, unknown_cpu_isa_values_are_warned);
   tcase_add_test(tc, missing_explicit_file_is_an_error);
   tcase_add_test(tc, apexx_config_env_is_used_and_recorded);
   tcase_add_test(tc, backend_dir_env_overrides_the_file);

@@ -45,28 +45,6 @@ static const char *not_printable(const char *text) {
     ck_assert_msg(fault_ == NULL, "%s in [%s]", fault_, (text));                                   \
   } while (0)
 
-/* Run apx_open(path) with stderr (the default log sink) captured into
- * log, a buffer of log_size bytes. */
-static apx_status open_capturing_log(const char *path, apx_context **ctx, char *log,
-                                     size_t log_size) {
-  fflush(stderr);
-  char name[] = "/tmp/apexx-log-XXXXXX";
-  int fd = mkstemp(name);
-  ck_assert_int_ge(fd, 0);
-  unlink(name);
-  int saved = dup(2);
-  ck_assert_int_ge(saved, 0);
-  ck_assert_int_eq(dup2(fd, 2), 2);
-  apx_status st = apx_open(ctx, path);
-  fflush(stderr);
-  ck_assert_int_eq(dup2(saved, 2), 2);
-  close(saved);
-  ssize_t n = pread(fd, log, log_size - 1, 0);
-  close(fd);
-  log[n > 0 ? n : 0] = '\0';
-  return st;
-}
-
 START_TEST(control_bytes_in_a_path_are_escaped) {
   apx_context *ctx = NULL;
   ck_assert_int_eq(apx_open(&ctx, "/nonexistent/\x1b[2J\x1b[31mred\nfake line\t\x7f.ini"),

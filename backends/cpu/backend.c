@@ -62,6 +62,9 @@ static apx_status cpu_init(const apx_core_services *svc, void **state) {
 #ifndef _OPENMP
   st->threads = 1;
 #endif
+  char warning[400];
+  if (cpu_isa_variable_warning(warning, sizeof warning))
+    svc->log(svc->core, APX_LOG_WARN, "%s", warning);
   *state = st;
   return APX_OK;
 }

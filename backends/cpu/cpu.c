@@ -1,8 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's shared helpers (cpu.h): the one ISA selector, the
  * thread split and the indexing ops' axis view. */
 #define _GNU_SOURCE /* secure_getenv */
 #include "cpu.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,18 +14,41 @@
 #define CPU_HAVE_X86 0
 #endif
 
+/* $APEXX_CPU_ISA and $APEXX_CPU_SIMD (secure_getenv where there is one). */
+static void isa_variables(const char **isa, const char **simd) {
+#ifdef HAVE_SECURE_GETENV
+  *isa = secure_getenv("APEXX_CPU_ISA");
+  *simd = secure_getenv("APEXX_CPU_SIMD");
+#else
+  *isa = getenv("APEXX_CPU_ISA");
+  *simd = getenv("APEXX_CPU_SIMD");
+#endif
+}
+
+int cpu_isa_variable_warning(char *line, size_t size) {
+  const char *isa, *simd;
+  isa_variables(&isa, &simd);
+  int bad_isa = isa && *isa && strcmp(isa, "portable") != 0 && strcmp(isa, "avx2") != 0;
+  int bad_simd = simd && *simd && strcmp(simd, "off") != 0 && strcmp(simd, "avx2") != 0;
+  if (!bad_isa && !bad_simd) return 0;
+  int n = 0;
+  if (bad_isa)
+    n = snprintf(line, size, "APEXX_CPU_ISA = [%s] is not one of portable, avx2", isa);
+  if (bad_simd && n >= 0 && (size_t)n < size)
+    n += snprintf(line + n, size - (size_t)n, "%sAPEXX_CPU_SIMD = [%s] is not one of off, avx2",
+                  bad_isa ? "; " : "", simd);
+  if (n >= 0 && (size_t)n < size)
+    snprintf(line + n, size - (size_t)n, ": ignored, as if unset");
+  return 1;
+}
+
 cpu_simd_level cpu_isa_level(void) {
   /* Read per call (a getenv is nothing next to an op) so that a test can
    * run every path in one process. $APEXX_CPU_ISA (portable | avx2) is the
    * knob the whole cpu backend shares; APEXX_CPU_SIMD=off is an alias of
    * portable. */
-#ifdef HAVE_SECURE_GETENV
-  const char *isa = secure_getenv("APEXX_CPU_ISA");
-  const char *simd = secure_getenv("APEXX_CPU_SIMD");
-#else
-  const char *isa = getenv("APEXX_CPU_ISA");
-  const char *simd = getenv("APEXX_CPU_SIMD");
-#endif
+  const char *isa, *simd;
+  isa_variables(&isa, &simd);
   if ((isa && !strcmp(isa, "portable")) || (simd && !strcmp(simd, "off")))
     return CPU_SIMD_SCALAR;
 #if CPU_HAVE_X86

@@ -40,6 +40,10 @@ typedef enum cpu_simd_level {
  * every call so that a test can run every path in one process. Every kernel
  * of the backend asks this one function. */
 cpu_simd_level cpu_isa_level(void);
+/* A set $APEXX_CPU_ISA or $APEXX_CPU_SIMD whose value names no level (it
+ * is then ignored): 1 with a line naming the variable and the value, else
+ * 0. The backend's init logs it as a warning. */
+int cpu_isa_variable_warning(char *line, size_t size);
 
 /* ---- threads -------------------------------------------------------------- */
 
