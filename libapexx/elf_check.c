@@ -289,6 +289,13 @@ static int writable(const image *im, uint64_t vaddr, uint64_t len) {
   return p && ((p->p_flags & PF_W) || im->textrel);
 }
 
+/* The file bytes behind [vaddr, vaddr + len) into buf: 0, or -1 when they
+ * do not lie inside one PT_LOAD's file bytes or cannot be read. */
+static int read_at(const image *im, uint64_t vaddr, void *buf, size_t len) {
+  const phdr_t *p = segment_of(im, vaddr, len, 1);
+  return p ? file_read(im, (uint64_t)p->p_offset + (vaddr - p->p_vaddr), buf, len) : -1;
+}
+
 /* A malloc'd copy of the file bytes behind [vaddr, vaddr + len), which must
  * lie inside one PT_LOAD's file bytes; NULL with the reason. */
 static void *read_table(image *im, uint64_t vaddr, uint64_t len, const char *what) {
@@ -807,9 +814,7 @@ static int check_versions(image *im) {
     uint64_t at = im->val[K_VERNEED];
     for (uint64_t n = 0;; n++) {
       ELFW(Verneed) vn;
-      const phdr_t *p = segment_of(im, at, sizeof vn, 1);
-      if (n > guard || !p ||
-          file_read(im, (uint64_t)p->p_offset + (at - p->p_vaddr), &vn, sizeof vn) != 0)
+      if (n > guard || read_at(im, at, &vn, sizeof vn) != 0)
         return fail(im, "version need record %llu (DT_VERNEED) at [%#llx] lies outside the file "
                     "bytes of every PT_LOAD segment",
                     (unsigned long long)n, (unsigned long long)at);
@@ -826,9 +831,7 @@ static int check_versions(image *im) {
       uint64_t aux = at + vn.vn_aux;
       for (uint64_t m = 0;; m++) {
         ELFW(Vernaux) va;
-        p = segment_of(im, aux, sizeof va, 1);
-        if (m > guard || !p ||
-            file_read(im, (uint64_t)p->p_offset + (aux - p->p_vaddr), &va, sizeof va) != 0)
+        if (m > guard || read_at(im, aux, &va, sizeof va) != 0)
           return fail(im, "version need record %llu's entry %llu lies outside the file bytes of "
                       "every PT_LOAD segment",
                       (unsigned long long)n, (unsigned long long)m);
@@ -849,18 +852,14 @@ static int check_versions(image *im) {
     for (uint64_t n = 0;; n++) {
       ELFW(Verdef) vd;
       ELFW(Verdaux) va;
-      const phdr_t *p = segment_of(im, at, sizeof vd, 1);
-      if (n > guard || !p ||
-          file_read(im, (uint64_t)p->p_offset + (at - p->p_vaddr), &vd, sizeof vd) != 0)
+      if (n > guard || read_at(im, at, &vd, sizeof vd) != 0)
         return fail(im, "version definition %llu (DT_VERDEF) at [%#llx] lies outside the file "
                     "bytes of every PT_LOAD segment",
                     (unsigned long long)n, (unsigned long long)at);
       if (vd.vd_version != 1)
         return fail(im, "version definition %llu has version [%u], not [1]",
                     (unsigned long long)n, (unsigned)vd.vd_version);
-      uint64_t aux = at + vd.vd_aux;
-      p = segment_of(im, aux, sizeof va, 1);
-      if (!p || file_read(im, (uint64_t)p->p_offset + (aux - p->p_vaddr), &va, sizeof va) != 0)
+      if (read_at(im, at + vd.vd_aux, &va, sizeof va) != 0)
         return fail(im, "version definition %llu's name entry lies outside the file bytes of "
                     "every PT_LOAD segment",
                     (unsigned long long)n);
@@ -1071,8 +1070,7 @@ static int relocated_values(image *im, uint64_t at, uint64_t slots, unsigned cha
         continue;
       uint64_t k = (off - at) / sizeof(addr_t);
       addr_t word;
-      const phdr_t *p = segment_of(im, off, sizeof word, 1);
-      if (!p || file_read(im, (uint64_t)p->p_offset + (off - p->p_vaddr), &word, sizeof word) != 0)
+      if (read_at(im, off, &word, sizeof word) != 0)
         continue; /* in the zero-filled part: never relocated to anything */
       how[k] = 1;
       value[k] = word;
