@@ -18,8 +18,20 @@ cuda_backend_sources = \
 	backends/cuda/ff_route.cu \
 	backends/cuda/ff_refine.cu \
 	backends/cuda/graph.cu
-EXTRA_DIST += $(cuda_backend_sources) backends/cuda/cuda_backend.h build-aux/nvcc-libtool \
-	backends/cuda/cuda_ff.h \
+# The headers every .cu includes (cuda_backend.h and its parts), and those
+# of one op's layers (the .cu named first includes them).
+cuda_backend_headers = \
+	backends/cuda/cuda_backend.h \
+	backends/cuda/cuda_state.h \
+	backends/cuda/cuda_geom.h \
+	backends/cuda/cuda_launch.h \
+	backends/cuda/cuda_dtype.cuh \
+	backends/cuda/cuda_check.h \
+	backends/cuda/cuda_check_device.cuh \
+	backends/cuda/cuda_workspace.h
+cuda_ff_headers = backends/cuda/cuda_ff.h
+EXTRA_DIST += $(cuda_backend_sources) $(cuda_backend_headers) $(cuda_ff_headers) \
+	build-aux/nvcc-libtool \
 	backends/cuda/apexx-cuda.map
 
 # nvcc flags of the project's own .cu files; NVCCFLAGS is the user's.
@@ -34,8 +46,8 @@ NVCC_COMPILE = $(NVCC) $(DEFS) $(DEFAULT_INCLUDES) $(INCLUDES) $(AM_CPPFLAGS) $(
 
 if BUILD_CUDA
 pkglib_LTLIBRARIES += backends/apexx-cuda.la
-backends_apexx_cuda_la_SOURCES = $(cuda_backend_sources) backends/cuda/cuda_backend.h \
-	backends/cuda/cuda_ff.h
+backends_apexx_cuda_la_SOURCES = $(cuda_backend_sources) $(cuda_backend_headers) \
+	$(cuda_ff_headers)
 backends_apexx_cuda_la_LIBADD = $(CUDA_LIBS)
 # The version script keeps every symbol but the entry local: libtool's
 # -export-symbols-regex alone (-retain-symbols-file for C++) would still
@@ -49,10 +61,10 @@ backends_apexx_cuda_la_LINK = $(LIBTOOL) $(AM_V_lt) --tag=CXX $(AM_LIBTOOLFLAGS)
 	$(LIBTOOLFLAGS) --mode=link $(CXXLD) $(AM_CXXFLAGS) $(CXXFLAGS) \
 	$(backends_apexx_cuda_la_LDFLAGS) $(LDFLAGS) -o $@
 # Without automake's dependency tracking for .cu: every object depends on
-# the shared header.
-$(cuda_backend_sources:.cu=.lo): $(top_srcdir)/backends/cuda/cuda_backend.h
+# the shared headers, an op's object on its layers.
+$(cuda_backend_sources:.cu=.lo): $(cuda_backend_headers)
 backends/cuda/ff_infer.lo backends/cuda/ff_route.lo backends/cuda/ff_refine.lo: \
-	$(top_srcdir)/backends/cuda/cuda_ff.h
+	$(cuda_ff_headers)
 endif
 
 # GPU run tools (bench/gpu/, bench/peers/): they use only the public API,
