@@ -30,7 +30,15 @@ cuda_backend_headers = \
 	backends/cuda/cuda_check_device.cuh \
 	backends/cuda/cuda_workspace.h
 cuda_ff_headers = backends/cuda/cuda_ff.h
+cuda_tileunpack_headers = \
+	backends/cuda/tileunpack.h \
+	backends/cuda/tileunpack_index.cuh \
+	backends/cuda/tileunpack_cells.cuh \
+	backends/cuda/tileunpack_small.cuh \
+	backends/cuda/tileunpack_table.cuh
+cuda_op_headers = $(cuda_tileunpack_headers)
 EXTRA_DIST += $(cuda_backend_sources) $(cuda_backend_headers) $(cuda_ff_headers) \
+	$(cuda_op_headers) \
 	build-aux/nvcc-libtool \
 	backends/cuda/apexx-cuda.map
 
@@ -47,7 +55,7 @@ NVCC_COMPILE = $(NVCC) $(DEFS) $(DEFAULT_INCLUDES) $(INCLUDES) $(AM_CPPFLAGS) $(
 if BUILD_CUDA
 pkglib_LTLIBRARIES += backends/apexx-cuda.la
 backends_apexx_cuda_la_SOURCES = $(cuda_backend_sources) $(cuda_backend_headers) \
-	$(cuda_ff_headers)
+	$(cuda_ff_headers) $(cuda_op_headers)
 backends_apexx_cuda_la_LIBADD = $(CUDA_LIBS)
 # The version script keeps every symbol but the entry local: libtool's
 # -export-symbols-regex alone (-retain-symbols-file for C++) would still
@@ -65,6 +73,7 @@ backends_apexx_cuda_la_LINK = $(LIBTOOL) $(AM_V_lt) --tag=CXX $(AM_LIBTOOLFLAGS)
 $(cuda_backend_sources:.cu=.lo): $(cuda_backend_headers)
 backends/cuda/ff_infer.lo backends/cuda/ff_route.lo backends/cuda/ff_refine.lo: \
 	$(cuda_ff_headers)
+backends/cuda/tileunpack.lo: $(cuda_tileunpack_headers)
 endif
 
 # GPU run tools (bench/gpu/, bench/peers/): they use only the public API,
