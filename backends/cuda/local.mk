@@ -36,7 +36,13 @@ cuda_tileunpack_headers = \
 	backends/cuda/tileunpack_cells.cuh \
 	backends/cuda/tileunpack_small.cuh \
 	backends/cuda/tileunpack_table.cuh
-cuda_op_headers = $(cuda_tileunpack_headers)
+cuda_scatter_add_headers = \
+	backends/cuda/scatter_add.h \
+	backends/cuda/scatter_add_common.cuh \
+	backends/cuda/scatter_add_sort.cuh \
+	backends/cuda/scatter_add_small.cuh \
+	backends/cuda/scatter_add_direct.cuh
+cuda_op_headers = $(cuda_tileunpack_headers) $(cuda_scatter_add_headers)
 EXTRA_DIST += $(cuda_backend_sources) $(cuda_backend_headers) $(cuda_ff_headers) \
 	$(cuda_op_headers) \
 	build-aux/nvcc-libtool \
@@ -74,6 +80,7 @@ $(cuda_backend_sources:.cu=.lo): $(cuda_backend_headers)
 backends/cuda/ff_infer.lo backends/cuda/ff_route.lo backends/cuda/ff_refine.lo: \
 	$(cuda_ff_headers)
 backends/cuda/tileunpack.lo: $(cuda_tileunpack_headers)
+backends/cuda/scatter_add.lo: $(cuda_scatter_add_headers)
 endif
 
 # GPU run tools (bench/gpu/, bench/peers/): they use only the public API,
