@@ -42,6 +42,11 @@ cuda_scatter_add_headers = \
 	backends/cuda/scatter_add_sort.cuh \
 	backends/cuda/scatter_add_small.cuh \
 	backends/cuda/scatter_add_direct.cuh
+cuda_tilessm_scan_headers = \
+	backends/cuda/tilessm_scan.h \
+	backends/cuda/tilessm_scan_common.cuh \
+	backends/cuda/tilessm_scan_chunked.cuh \
+	backends/cuda/tilessm_scan_block.cuh
 cuda_ff_refine_headers = \
 	backends/cuda/ff_refine.h \
 	backends/cuda/ff_refine_common.cuh \
@@ -49,7 +54,8 @@ cuda_ff_refine_headers = \
 	backends/cuda/ff_refine_conv.cuh \
 	backends/cuda/ff_refine_fused.cuh \
 	backends/cuda/ff_refine_tc.cuh
-cuda_op_headers = $(cuda_tileunpack_headers) $(cuda_scatter_add_headers) $(cuda_ff_refine_headers)
+cuda_op_headers = $(cuda_tileunpack_headers) $(cuda_scatter_add_headers) \
+	$(cuda_tilessm_scan_headers) $(cuda_ff_refine_headers)
 EXTRA_DIST += $(cuda_backend_sources) $(cuda_backend_headers) $(cuda_ff_headers) \
 	$(cuda_op_headers) \
 	build-aux/nvcc-libtool \
@@ -88,6 +94,7 @@ backends/cuda/ff_infer.lo backends/cuda/ff_route.lo backends/cuda/ff_refine.lo: 
 	$(cuda_ff_headers)
 backends/cuda/tileunpack.lo: $(cuda_tileunpack_headers)
 backends/cuda/scatter_add.lo: $(cuda_scatter_add_headers)
+backends/cuda/tilessm_scan.lo: $(cuda_tilessm_scan_headers)
 backends/cuda/ff_refine.lo: $(cuda_ff_refine_headers)
 endif
 
