@@ -1,6 +1,7 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-cuda.so: the plugin table, probe, state, device memory, copies,
- * synchronisation, event timers and device description (DESIGN.md "Plugin
- * ABI"; include/apexx/backend.h). Ops live one per file beside this one.
+ * synchronisation, event timers and device description (the plugin ABI:
+ * include/apexx/backend.h). Ops live one per file beside this one.
  *
  * The module links cudart statically and no libcuda: the driver is reached
  * through the runtime, so the module dlopens on a machine without one and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cuda backend's FF path (docs/ff_infer.md), shared between
  * ff_infer.cu (weights, scratch, the frame's launches, graph replay),
  * ff_route.cu (routing on the device) and ff_refine.cu (one tile level). */

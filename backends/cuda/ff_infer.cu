@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda backend: the end-to-end FF path (docs/ff_infer.md; docs/ops.md,
  * ff_infer): the weights' device form (made once per dtype and device through the
  * core's cache), the frame's scratch, its launches (routing, the pixels

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda backend: the FF path's routing on the device (docs/ff_infer.md,
  * Routing): one block per batch row, float64 scores,
  * ranks by (score desc, id asc), the greedy and split walks, quadtree

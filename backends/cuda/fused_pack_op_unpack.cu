@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fused_pack_op_unpack on CUDA (docs/ops.md, fused_pack_op_unpack): out = features, except
  * every pixel x of a selected tile becomes
  *   (x*value_scale + value_bias) * max(x*gate_scale + gate_bias, 0)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fusiongate_alpha on CUDA (docs/ops.md, fusiongate_alpha). Element-wise;
  * fp32 math, one rounding on store (docs/ops.md, Rounding and parity). The
  * grid covers every element (no block-size/grid mismatch: docs/ops.md,

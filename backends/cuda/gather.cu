@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gather on CUDA (docs/ops.md, gather): out[p] = src[p with coordinate
  * `dim` replaced by index[p]]. A pure copy of any dtype (bit-exact). The
  * output is never aliased, so with validate=device the kernel checks the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gather_backward on CUDA (docs/ops.md, gather_backward): grad_src = zeros
  * with grad_out added along `dim` at index, i.e. scatter_add with self =
  * zeros; the kernels are scatter_add.cu's (cuda_scatter_accumulate). */

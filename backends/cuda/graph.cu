@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Graph capture: the apx_graph_* table entries (docs/graph.md) and the
  * capture helpers that ff_infer's graph replay shares. A capture records
  * the backend's launches on one stream into a CUDA graph

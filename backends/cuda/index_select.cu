@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* index_select on CUDA (docs/ops.md, index_select): out[i, :] =
  * src[index[i], :]. A pure copy of any dtype (bit-exact), in the widest
  * unit (16, 8, 4 or 2 bytes) that divides a row and both base addresses.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tilepack on CUDA (docs/ops.md, tilepack): out[b,k,c,dy,dx] =
  * features[b,c,ty*t+dy,tx*t+dx], ids in the given order. A pure copy:
  * bit-exact, moved in the widest unit (16, 8, 4 or 2 bytes) that divides

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device-side index checks: the validation pre-pass of ops whose index
  * values live in device memory (include/apexx/backend.h validate_mode;
  * docs/ops.md, Validation modes), the message formatter and the device's
