@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Two builds of apexx on one GPU machine in one call, timed side by side:
+# A (a base revision) and B (the tree to judge), each from a `make dist`
+# tarball. On the CPU machine, in the project's root:
+#
+#   ../shared/gpu/prepare                         # .gpu/: B's tarball, the debs
+#   bash bench/gpu/ab-build.sh --pack-base REV    # .gpu/base.tar.gz: A, REV's
+#
+# then on the GPU machine (the device tool, carry [".gpu"]), from the
+# checkout's root:
+#
+#   bash bench/gpu/ab-build.sh
+#
+# It configures and builds A and B side by side (CUDA for the card
+# present), runs B's `make check` (the GPU suites included), then the cuda
+# bench table of both builds, alternating:
+#  - seed profile (graph replay), run-all.sh's bw rows and the FF frame
+#    (end_to_end_infer): apexx-bench ab A B, AB_SEED_ROUNDS rounds (default
+#    6, the fewest that give a verdict), 3 passes a process;
+#  - large profile, run-all.sh's bw rows (a process spends ~40 s making its
+#    inputs, too long for ab's rounds here): A B A B ..., AB_LARGE_ROUNDS
+#    rounds (default 2) of one apexx-bench process a side, tabled side by
+#    side by bench/gpu/ab_table.py.
+# validate = device (conf/apexx.ini) throughout. Into $OUT (default /tmp/out):
+#   ab-report.txt     the card, the revisions, each step's verdict and time,
+#                     B's make check summary, the tables
+#   ab-results.tar.gz every log and report
+# AB_CHECK=0 (no make check), AB_JOBS (make -j of each build, default half
+# the cores), AB_LARGE_ITERS (20), AB_SEED_ITERS (50), APEXX_CONFIGURE_FLAGS
+# (both configures). Steps stop being started past AB_DEADLINE_S (default
+# 560) seconds, so that one device call of 600 s ends with its report.
+# Exit status: 0 when both built, B's make check passed and no row
+# regressed or failed (an inconclusive verdict is reported, not a failure).
+set -uo pipefail
+
+if [ "${1:-}" = --pack-base ]; then
+  # CPU machine: REV's `make dist` tarball as .gpu/base.tar.gz (a throwaway
+  # worktree, configured without CUDA: make dist ships the .cu files anyway)
+  rev=${2:?usage: ab-build.sh --pack-base REV}
+  root=$(git rev-parse --show-toplevel) || exit 1
+  sha=$(git -C "$root" rev-parse --verify -q "$rev^{commit}") || {
+    echo "ab-build.sh: [$rev] is not a commit" >&2
+    exit 1
+  }
+  [ -f "$root/.gpu/src.tar.gz" ] || {
+    echo "ab-build.sh: no .gpu/src.tar.gz: run ../shared/gpu/prepare first (it empties .gpu/)" >&2
+    exit 1
+  }
+  wt=$(mktemp -d /tmp/apexx-ab-base.XXXXXX)
+  rmdir "$wt"
+  git -C "$root" worktree add -q --detach "$wt" "$sha" || exit 1
+  (cd "$wt" && autoreconf -fi >/dev/null 2>&1 && ./configure --disable-cuda >/dev/null &&
+    make dist >/dev/null) || {
+    echo "ab-build.sh: make dist of $sha failed (in $wt)" >&2
+    exit 1
+  }
+  mv "$wt"/apexx-*.tar.gz "$root/.gpu/base.tar.gz"
+  git -C "$root" worktree remove --force "$wt"
+  # which trees the tarballs are (B: this checkout, as prepare packed it)
+  dirty=$(git -C "$root" status --porcelain --untracked-files=no | head -1)
+  {
+    echo "A $(git -C "$root" log -1 --format='%h %s' "$sha" | cut -c1-72)"
+    echo "B $(git -C "$root" log -1 --format='%h %s' HEAD | cut -c1-72)${dirty:+ (and uncommitted changes)}"
+  } >"$root/.gpu/ab-revs.txt"
+  cat "$root/.gpu/ab-revs.txt"
+  exit 0
+fi
+
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+srcdir=$(cd "$(dirname "$0")/../.." && pwd)
+for f in .gpu/src.tar.gz .gpu/base.tar.gz; do
+  [ -f "$f" ] || { echo "ab-build.sh: $f missing: run the preparation (see the header)" >&2; exit 1; }
+done
+work=/tmp/apexx-ab
+rm -rf "$work" && mkdir -p "$work/logs"
+report="$OUT/ab-report.txt"
+: >"$report"
+status=0
+deadline=${AB_DEADLINE_S:-560}
+say() { echo "$*" | tee -a "$report"; }
+# step NAME LIMIT_S CMD...: run with a time limit (and not at all past the
+# deadline), log to logs/NAME.log, record the verdict; apexx-bench ab's 3
+# (inconclusive) is reported as such
+step() {
+  local name=$1 limit=$2
+  shift 2
+  if [ $SECONDS -ge "$deadline" ]; then
+    say "$(printf '%-24s %-5s %4ds' "$name" SKIP 0) past the deadline (${deadline}s)"
+    return 77
+  fi
+  local t0=$SECONDS
+  timeout "$limit" "$@" >"$work/logs/$name.log" 2>&1
+  local rc=$?
+  local verdict=PASS
+  if [ $rc -eq 77 ]; then
+    verdict="SKIP ($(grep -m1 '^SKIP' "$work/logs/$name.log"))"
+  elif [ $rc -eq 3 ] && [ "${name#ab-}" != "$name" ]; then
+    verdict="INCONCLUSIVE (a row could not be settled)"
+  elif [ $rc -eq 124 ]; then
+    verdict="FAIL (timed out after ${limit}s)"
+    status=1
+  elif [ $rc -ne 0 ]; then
+    verdict="FAIL (exit $rc)"
+    status=1
+  fi
+  say "$(printf '%-24s %-5s %4ds' "$name" "${verdict%% *}" $((SECONDS - t0))) ${verdict#* }"
+  return $rc
+}
+
+# the build dependencies the GPU machine lacks, as remote-build unpacks them
+deps=$work/deps
+mkdir -p "$deps"
+for f in .gpu/debs/*.deb; do dpkg -x "$f" "$deps"; done
+export PKG_CONFIG_SYSROOT_DIR=$deps
+export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/usr/share/pkgconfig
+export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=/usr/local/cuda/bin:$PATH
+
+say "apexx A/B run, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+say "$(nvcc --version 2>&1 | grep -m1 release)"
+[ -f .gpu/ab-revs.txt ] && tee -a "$report" <.gpu/ab-revs.txt
+say ""
+
+# both builds at once, half the cores each
+jobs=${AB_JOBS:-$(($(nproc) / 2 > 0 ? $(nproc) / 2 : 1))}
+cat >"$work/build.sh" <<'EOF_BUILD'
+# build.sh DIR TARBALL JOBS: unpack, configure, make
+mkdir -p "$1" && tar -xzf "$2" -C "$1" --strip-components=1 && cd "$1" &&
+  ./configure ${APEXX_CONFIGURE_FLAGS:-} >configure.log 2>&1 && make -j"$3" >build.log 2>&1
+EOF_BUILD
+bash "$work/build.sh" "$work/A" .gpu/base.tar.gz "$jobs" &
+a_pid=$!
+step build-B 420 bash "$work/build.sh" "$work/B" .gpu/src.tar.gz "$jobs"
+b_rc=$?
+t0=$SECONDS
+wait $a_pid
+a_rc=$?
+say "$(printf '%-24s %-5s %4ds' build-A "$([ $a_rc -eq 0 ] && echo PASS || echo FAIL)" \
+  $((SECONDS - t0))) (beside build-B; this: its wait after B)"
+for side in A B; do
+  for l in configure build; do
+    [ -f "$work/$side/$l.log" ] && cp "$work/$side/$l.log" "$work/logs/$side-$l.log"
+  done
+done
+if [ $a_rc -ne 0 ] || [ $b_rc -ne 0 ]; then
+  tail -30 "$work"/logs/*-configure.log "$work"/logs/*-build.log 2>/dev/null | tee -a "$report"
+  tar -czf "$OUT/ab-results.tar.gz" -C "$work" logs 2>/dev/null
+  exit 1
+fi
+for side in A B; do
+  say "$side: $(grep -m1 'backend cuda' "$work/$side/configure.log" | sed 's/^ *//')"
+done
+
+# B's make check, GPU suites included
+if [ "${AB_CHECK:-1}" != 0 ]; then
+  step make-check-B 300 make -C "$work/B" -j"$(nproc)" check
+  grep -E '^(# |FAIL|ERROR|XPASS)' "$work/logs/make-check-B.log" | tail -12 | sed 's/^/    /' |
+    tee -a "$report"
+fi
+
+export APEXX_CONFIG=$work/B/conf/apexx.ini
+ops=reference,tile_ops,tilessm,indexing
+# seed: apexx-bench ab (B's), the verdict per row from the paired rounds
+step ab-seed 240 "$work/B/bench/apexx-bench" ab "$work/A" "$work/B" \
+  --rounds "${AB_SEED_ROUNDS:-6}" --passes 3 \
+  --output-json "$work/ab-seed.json" --output-md "$work/ab-seed.md" -- \
+  --profile seed --backends cuda --ops "$ops,end_to_end_infer" --warmup 3 \
+  --iters "${AB_SEED_ITERS:-50}"
+ab_rc=$?
+[ $ab_rc -eq 2 ] && status=1
+# large: one process a side a round, A first
+for r in $(seq 1 "${AB_LARGE_ROUNDS:-2}"); do
+  for side in A B; do
+    step "bw-large-$side-$r" 200 env APEXX_BACKEND_DIR="$work/$side/backends/.libs" \
+      "$work/$side/bench/apexx-bench" --profile large --backends cuda --ops "$ops" \
+      --warmup 3 --iters "${AB_LARGE_ITERS:-20}" --repetitions 1 --parity off --quiet \
+      --output-json "$work/bw-large-$side-$r.json"
+  done
+done
+
+say ""
+say "### seed profile: apexx-bench ab A B (B/A per row, the paired rounds)"
+say ""
+[ -f "$work/ab-seed.md" ] && tee -a "$report" <"$work/ab-seed.md"
+say ""
+python3 "$srcdir/bench/gpu/ab_table.py" "$work" >"$work/ab-large.md" 2>&1 || status=1
+tee -a "$report" <"$work/ab-large.md"
+say ""
+say "overall: $([ $status -eq 0 ] && echo PASS || echo FAIL) (${SECONDS}s)"
+(cd "$work" && tar -czf "$OUT/ab-results.tar.gz" logs ./*.json ./*.md 2>/dev/null)
+exit $status
