@@ -7,3 +7,7 @@ dist_man_MANS += docs/apexx-info.1
 # FF weights exporter (docs/ff_weights.md): installed as
 # $(pkgdatadir)/export_ff_weights.py, shipped in the tarball
 dist_pkgdata_SCRIPTS = tools/export_ff_weights.py
+
+# tools/cuda-devcode.py: the device code of two builds of the cuda backend
+# compared without a GPU (a refactor of backends/cuda that claims no change)
+EXTRA_DIST += tools/cuda-devcode.py
