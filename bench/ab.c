@@ -150,9 +150,42 @@ typedef struct ab_run {
   int quiet;
 } ab_run;
 
-/* The environment of a side's process: ours, without APEXX_BACKEND_DIR
- * and the names the side sets, then those. Caller frees the array and the
- * strings it made (the first `made` entries after *made_from). */
+/* LD_LIBRARY_PATH without the directories that hold a libapexx (the
+ * build tree's libtool wrapper that runs ab puts its own first, and it
+ * would win over the other side's run path), as "LD_LIBRARY_PATH=...";
+ * NULL when nothing is left or memory runs out. */
+static char *library_path_without_apexx(const char *value) {
+  size_t len = strlen(value);
+  char *out = malloc(len + sizeof "LD_LIBRARY_PATH=");
+  char *copy = strdup(value);
+  if (!out || !copy) {
+    free(out);
+    free(copy);
+    return NULL;
+  }
+  strcpy(out, "LD_LIBRARY_PATH=");
+  size_t prefix = strlen(out), at = prefix;
+  char *save = NULL;
+  for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+    char *so = joined(dir, "libapexx.so.0");
+    int holds = so && access(so, F_OK) == 0;
+    free(so);
+    if (holds)
+      continue;
+    at += (size_t)sprintf(out + at, "%s%s", at > prefix ? ":" : "", dir);
+  }
+  free(copy);
+  if (at == prefix) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}
+
+/* The environment of a side's process: ours, without APEXX_BACKEND_DIR,
+ * the directories of other libapexx builds in LD_LIBRARY_PATH and the
+ * names the side sets, then those. The strings made here go to made[]
+ * (at most 2) for the caller to free with the array. */
 static char **side_environment(const side *s, char **made, int *made_count) {
   int n = 0;
   while (environ[n])
@@ -161,6 +194,7 @@ static char **side_environment(const side *s, char **made, int *made_count) {
   if (!envp)
     return NULL;
   int k = 0;
+  *made_count = 0;
   for (int i = 0; i < n; i++) {
     const char *e = environ[i];
     int drop = strncmp(e, "APEXX_BACKEND_DIR=", 18) == 0;
@@ -168,10 +202,17 @@ static char **side_environment(const side *s, char **made, int *made_count) {
       size_t name_len = strcspn(s->env[j], "=");
       drop = strncmp(e, s->env[j], name_len) == 0 && e[name_len] == '=';
     }
+    if (!drop && strncmp(e, "LD_LIBRARY_PATH=", 16) == 0) {
+      char *kept = library_path_without_apexx(e + 16);
+      if (kept) {
+        envp[k++] = kept;
+        made[(*made_count)++] = kept;
+      }
+      continue;
+    }
     if (!drop)
       envp[k++] = (char *)e;
   }
-  *made_count = 0;
   if (s->backend_dir) {
     size_t len = strlen(s->backend_dir) + 32;
     char *v = malloc(len);
@@ -219,7 +260,7 @@ static cJSON *run_side(side *s, const ab_run *run, int passes, const char *tag) 
   report_path = malloc(len);
   err_path = malloc(len);
   const char **argv = calloc((size_t)run->flag_count + 8, sizeof *argv);
-  char *made[2] = {NULL, NULL};
+  char *made[3] = {NULL, NULL, NULL};
   int made_count = 0;
   char **envp = side_environment(s, made, &made_count);
   cJSON *report = NULL;

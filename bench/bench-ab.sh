@@ -15,6 +15,8 @@
 # AB_FLAGS   more apexx-bench ab flags (--b-env ..., --threshold ...)
 # RUN_FLAGS  the suite's flags, given to both sides
 # STRICT     1: an inconclusive verdict fails (exit 3); default: reported, passes
+# CONFIRM    1 (default): a regressed row must regress again in a second,
+#            independent A/B run (the rows regressed in both fail); 0: one run
 # OUT        file prefix of the outputs (OUT.json, OUT.md; default bench-ab)
 # BASE_DIR   skip the git steps: A is this build tree or install prefix
 #
@@ -117,13 +119,38 @@ fi
 
 bench=$builddir/bench/apexx-bench
 [ -x "$bench" ] || { say "[$bench] is not built" >&2; exit 1; }
-set -- --rounds "${ROUNDS:-10}" --until-settled "${MAX_ROUNDS:-30}" --passes "${PASSES:-3}"
-# shellcheck disable=SC2086 # AB_FLAGS and RUN_FLAGS are word lists
-APEXX_CONFIG=${CONFIG:-$srcdir/bench/bench-check.ini} \
-  "$bench" ab "$base_prefix" "$builddir" "$@" ${AB_FLAGS:-} \
-  --output-json "$out.json" --output-md "$out.md" -- ${RUN_FLAGS:-}
+# ab_run OUTPUT-PREFIX: one A/B run; its exit status
+ab_run() {
+  # shellcheck disable=SC2086 # AB_FLAGS and RUN_FLAGS are word lists
+  APEXX_CONFIG=${CONFIG:-$srcdir/bench/bench-check.ini} \
+    "$bench" ab "$base_prefix" "$builddir" --rounds "${ROUNDS:-10}" \
+    --until-settled "${MAX_ROUNDS:-30}" --passes "${PASSES:-3}" ${AB_FLAGS:-} \
+    --output-json "$1.json" --output-md "$1.md" -- ${RUN_FLAGS:-}
+}
+# the rows a table marks regressed, missing or failed
+marked() { grep -E '\| \*\*(regressed|missing|failed)\*\* \|' "$1" 2>/dev/null | cut -d'|' -f2,7 | tr -d '* '; }
+rm -f "$out.json" "$out.md" "$out-confirm.json" "$out-confirm.md"
+ab_run "$out"
 rc=$?
 [ -f "$out.md" ] && cat "$out.md"
+if [ $rc -eq 2 ] && [ "${CONFIRM:-1}" = 1 ] && ! marked "$out.md" | grep -qE '(missing|failed)$'; then
+  # a regression must reproduce: a second A/B, the rows regressed in both
+  say "regressed: $(marked "$out.md" | cut -d'|' -f1 | tr '\n' ' '); confirming with a second A/B run ($out-confirm.md)"
+  ab_run "$out-confirm"
+  rc2=$?
+  marked "$out.md" >"$out.first.txt"
+  both=$(marked "$out-confirm.md" | grep -Fx -f "$out.first.txt" || true)
+  rm -f "$out.first.txt"
+  if [ $rc2 -eq 1 ]; then
+    rc=1
+  elif [ -n "$both" ]; then
+    say "confirmed: regressed in both runs: $(echo "$both" | cut -d'|' -f1 | tr '\n' ' ')"
+  else
+    say "not confirmed: no row regressed in both runs (the first run's regression was the machine's noise); the second run's table: $out-confirm.md"
+    rc=$rc2
+    [ $rc -eq 2 ] && rc=3 # rows regressed in the second run only: not confirmed either
+  fi
+fi
 case $rc in
   0) say "pass: no row regressed against BASE $base_name" ;;
   2) say "FAIL: a row regressed against BASE $base_name (or went missing, or failed): $out.md" ;;

@@ -51,10 +51,11 @@ out "check-verdicts: machine: $machine; host $(hostname)"
 out "check-verdicts: commit $commit${dirty:+ (with uncommitted changes: BASE=HEAD is then not the same code)}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 out "check-verdicts: make variables: ${*:-none}"
 
-# the counts of the last bench-ab.json: "regressed improved unchanged
-# inconclusive missing failed rounds elapsed"
+# the counts of a make bench-ab's first A/B run (a second one only
+# confirms a regression): "regressed improved unchanged inconclusive
+# missing failed rounds elapsed"
 counts() {
-  sed -n 's/^ab status=[a-z]* rows=[0-9]* regressed=\([0-9]*\) improved=\([0-9]*\) unchanged=\([0-9]*\) inconclusive=\([0-9]*\) missing=\([0-9]*\) failed=\([0-9]*\) rounds=\([0-9]*\) elapsed_s=\([0-9.]*\)$/\1 \2 \3 \4 \5 \6 \7 \8/p' "$1" | tail -1
+  sed -n 's/^ab status=[a-z]* rows=[0-9]* regressed=\([0-9]*\) improved=\([0-9]*\) unchanged=\([0-9]*\) inconclusive=\([0-9]*\) missing=\([0-9]*\) failed=\([0-9]*\) rounds=\([0-9]*\) elapsed_s=\([0-9.]*\)$/\1 \2 \3 \4 \5 \6 \7 \8/p' "$1" | head -1
 }
 # the rows a Markdown table marked regressed: "section.entry" names
 regressed_rows() {
@@ -66,6 +67,7 @@ run_series() {
   name=$1 n=$2
   shift 2
   pass=0 t_reg=0 t_imp=0 t_unc=0 t_inc=0 t_mis=0 t_fail=0 t_secs=0 runs_inc=0 rounds_sum=0
+  first_fp=0
   i=1
   while [ "$i" -le "$n" ]; do
     t0=$(date +%s)
@@ -77,8 +79,10 @@ run_series() {
 $(counts check-verdicts-run.txt)
 EOF
     [ -n "$elapsed" ] || reg=?
-    out "$name run $i: exit $rc, regressed $reg, improved $imp, unchanged $unc, inconclusive $inc, missing $mis, failed $fail; $rounds rounds, $secs s (load $(cut -d' ' -f1 /proc/loadavg))"
-    if [ "$rc" -eq 0 ] && [ "$reg" = 0 ]; then pass=$((pass + 1)); fi
+    confirm=$(sed -n 's/^bench-ab: \(confirmed\|not confirmed\):.*/ (a second A\/B: \1)/p' check-verdicts-run.txt)
+    out "$name run $i: exit $rc, regressed $reg$confirm, improved $imp, unchanged $unc, inconclusive $inc, missing $mis, failed $fail; $rounds rounds, $secs s (load $(cut -d' ' -f1 /proc/loadavg))"
+    [ "$rc" -eq 0 ] && pass=$((pass + 1))
+    [ "$reg" != "?" ] && [ "$reg" -gt 0 ] && first_fp=$((first_fp + 1))
     if [ "$reg" != "?" ]; then
       t_reg=$((t_reg + reg)) t_imp=$((t_imp + imp)) t_unc=$((t_unc + unc))
       t_inc=$((t_inc + inc)) t_mis=$((t_mis + mis)) t_fail=$((t_fail + fail))
@@ -91,7 +95,7 @@ EOF
     i=$((i + 1))
   done
   summary="$summary
-$name: $pass of $n runs passed with 0 regressed; row verdicts over the runs: regressed $t_reg, improved $t_imp, unchanged $t_unc, inconclusive $t_inc (in $runs_inc runs), missing $t_mis, failed $t_fail; a run $((t_secs / (n > 0 ? n : 1))) s and $((rounds_sum / (n > 0 ? n : 1))) rounds on average"
+$name: $pass of $n runs passed (make bench-ab exit 0; $first_fp with a row regressed in the first A/B run, before confirmation); row verdicts of the first runs: regressed $t_reg, improved $t_imp, unchanged $t_unc, inconclusive $t_inc (in $runs_inc runs), missing $t_mis, failed $t_fail; a run $((t_secs / (n > 0 ? n : 1))) s and $((rounds_sum / (n > 0 ? n : 1))) rounds on average"
   [ "$pass" -eq "$n" ]
 }
 

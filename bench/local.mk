@@ -56,11 +56,14 @@ BENCH_CHECK_CONFIG = $(abs_top_srcdir)/bench/bench-check.ini
 # later runs against the same commit reuse it. BENCH_AB_ROUNDS rounds of
 # the two builds alternately (each a process of BENCH_AB_PASSES passes,
 # the first a warm-up), more (two at a time, up to BENCH_AB_MAX_ROUNDS)
-# while a row is inconclusive. Exit 2 on a regressed, missing or failed
-# row; an inconclusive row is reported and passes (BENCH_AB_STRICT=1:
-# exit 3); 77 when BASE is not in this clone (a shallow clone) or the tree
-# is not a git checkout, with the reason. Outputs bench-ab.json and
-# bench-ab.md. BENCH_AB_FLAGS adds apexx-bench ab flags.
+# while a row is inconclusive. A regressed row must regress again in a
+# second, independent A/B run (BENCH_AB_CONFIRM=0: one run): the target
+# fails (exit 2) on a confirmed regression and on a missing or failed row;
+# an inconclusive row is reported and passes (BENCH_AB_STRICT=1: fails).
+# When BASE is not in this clone (a shallow clone) or the tree is not a
+# git checkout it says SKIP and why, and passes. Outputs bench-ab.json and
+# bench-ab.md (and bench-ab-confirm.*). BENCH_AB_FLAGS adds apexx-bench ab
+# flags.
 BASE = HEAD~1
 BENCH_AB_BRANCH =
 BENCH_AB_CACHE = $(abs_top_builddir)/bench-ab-cache
@@ -70,6 +73,7 @@ BENCH_AB_MAX_ROUNDS = 30
 BENCH_AB_PASSES = 3
 BENCH_AB_FLAGS =
 BENCH_AB_STRICT = 0
+BENCH_AB_CONFIRM = 1
 BENCH_AB_BASE_DIR =
 bench-ab: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
 	$(AM_V_at)SRCDIR='$(abs_top_srcdir)' BUILDDIR='$(abs_top_builddir)' \
@@ -78,8 +82,8 @@ bench-ab: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
 	ROUNDS='$(BENCH_AB_ROUNDS)' MAX_ROUNDS='$(BENCH_AB_MAX_ROUNDS)' \
 	PASSES='$(BENCH_AB_PASSES)' AB_FLAGS="$(BENCH_AB_FLAGS)" \
 	RUN_FLAGS='$(BENCH_PROFILE_FLAGS)' STRICT='$(BENCH_AB_STRICT)' \
-	BASE_DIR='$(BENCH_AB_BASE_DIR)' OUT=bench-ab \
-	$(SHELL) '$(abs_top_srcdir)/bench/bench-ab.sh'
+	BASE_DIR='$(BENCH_AB_BASE_DIR)' CONFIRM='$(BENCH_AB_CONFIRM)' OUT=bench-ab \
+	$(SHELL) '$(abs_top_srcdir)/bench/bench-ab.sh' || { rc=$$?; test $$rc -eq 77 || exit $$rc; }
 distclean-local: clean-bench-ab
 clean-bench-ab:
 	-rm -rf bench-ab-cache
@@ -150,7 +154,8 @@ bench-baseline: bench/apexx-bench$(EXEEXT) $(pkglib_LTLIBRARIES)
 	./bench/apexx-bench$(EXEEXT) compare --emit-baseline bench-baseline-report.json \
 	  -o '$(BENCH_BASELINE)'
 CLEANFILES += bench-check-current.json bench-check-current.md \
-	bench-check-compare.json bench-baseline-report.json bench-ab.json bench-ab.md
+	bench-check-compare.json bench-baseline-report.json bench-ab.json bench-ab.md \
+	bench-ab-confirm.json bench-ab-confirm.md
 .PHONY: bench-ab clean-bench-ab bench-check bench-check-seeded bench-check-baseline \
 	bench-baseline
-EXTRA_DIST += bench/peers/torch_ff.py bench/check-verdicts.sh
+EXTRA_DIST += bench/peers/torch_ff.py bench/check-verdicts.sh bench/gpu/ab.sh bench/gpu/ab-prepare.sh

@@ -2,20 +2,37 @@
 /* An LD_PRELOAD library for checking apexx-bench's verdicts against a real
  * slowdown: it interposes apexx's public op functions (apx_tilepack, ...,
  * apx_ff_infer) so that a call takes (1 + APEXX_SLOWDOWN_FACTOR) times as
- * long: the library's own function runs (the core's argument and index
- * checks, the dispatch and the backend's op), then the calling thread
- * spins for FACTOR times that call's wall time. What a row of apexx-bench
- * times is that call, so the row slows by FACTOR whichever part of it is
- * the core's and whichever the backend's. Results are the library's, bit
- * for bit. For host backends (a device op's work is not done when the
- * call returns). APEXX_SLOWDOWN_OPS, a comma-separated list, limits the
- * slowdown to the calls it names: an op (apx_op_name's: tileunpack) or
- * one of apexx-bench's rows of an op with settings (tileunpack_override,
- * tileunpack_blend by the overlap mode; tilessm_forward, tilessm_backward,
- * tilessm_bidirectional by the direction). Built by `make check`; not
- * installed (make bench-check-seeded, bench/check-verdicts.sh). */
+ * long. Results are the library's, bit for bit. APEXX_SLOWDOWN_OPS, a
+ * comma-separated list, limits the slowdown to the calls it names: an op
+ * (apx_op_name's: tileunpack) or one of apexx-bench's rows of an op with
+ * settings (tileunpack_override, tileunpack_blend by the overlap mode;
+ * tilessm_forward, tilessm_backward, tilessm_bidirectional by the
+ * direction).
+ *
+ * Host mode (default; host backends): the library's own function runs (the
+ * core's argument and index checks, the dispatch and the backend's op),
+ * then the calling thread spins for FACTOR times that call's wall time.
+ * What a row of apexx-bench times is that call, so the row slows by FACTOR
+ * whichever part of it is the core's and whichever the backend's.
+ *
+ * Device mode (APEXX_SLOWDOWN_DEVICE=cuda; the cuda backend): a device op's
+ * work is not done when the call returns, and a graph replay does not call
+ * the op at all. After each listed call the library enqueues a spin kernel
+ * on the call's stream (one thread polling clock64, from PTX loaded through
+ * the driver API: libcuda.so.1 at run time, no CUDA toolkit needed to
+ * build this), so the stream's work, timed by events or captured into a
+ * graph, grows by FACTOR times the op's device time. That time is measured
+ * on the op's first calls outside a capture (apexx-bench's warm-up calls:
+ * events around the call and its spin, the mean of the 2nd to 4th call,
+ * so give the rows at least 4 warm-up calls); until then the spin is
+ * empty. With FACTOR 0 the empty spin still runs: the other side of an A/B
+ * carries the same extra launch, and the ratio is 1 + FACTOR.
+ *
+ * Built by `make check` (or make bench/apexx-slowdown.la); not installed
+ * (make bench-check-seeded, bench/check-verdicts.sh, bench/gpu/ab.sh). */
 #include <apexx/apexx.h>
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,12 +72,16 @@ static double factor_value(void) {
   return v;
 }
 
-/* The factor for a call of op `name` timed as row `row` (NULL: the op has
- * one row): the factor when the op or the row is listed, else 0. */
-static double factor_of(const char *name, const char *row) {
+/* Is a call of op `name` timed as row `row` (NULL: the op has one row)
+ * listed in APEXX_SLOWDOWN_OPS (empty or unset: every op)? */
+static int is_listed(const char *name, const char *row) {
   const char *list = getenv("APEXX_SLOWDOWN_OPS");
-  int on = listed(list, name) || (row && list && *list && listed(list, row));
-  return on ? factor_value() : 0.0;
+  return listed(list, name) || (row && list && *list && listed(list, row));
+}
+
+/* The factor for such a call: APEXX_SLOWDOWN_FACTOR when listed, else 0. */
+static double factor_of(const char *name, const char *row) {
+  return is_listed(name, row) ? factor_value() : 0.0;
 }
 
 /* The next definition of `symbol` after this library (libapexx's). */
@@ -71,6 +92,167 @@ static void *next_definition(const char *symbol) {
     exit(1);
   }
   return p;
+}
+
+/* ---- device mode -----------------------------------------------------------
+ * The driver API's few entry points, resolved from libcuda.so.1 on first
+ * use; a failure ends the process with the reason. */
+typedef int cu_result;
+typedef void *cu_handle;
+#define CU_DEVICE_ATTRIBUTE_CLOCK_RATE 13 /* kHz */
+#define CALIBRATION_SKIP 1                /* the first call loads modules */
+#define CALIBRATION_CALLS 3
+
+static const char spin_ptx[] = ".version 7.0\n"
+                               ".target sm_50\n"
+                               ".address_size 64\n"
+                               ".visible .entry apexx_slowdown_spin(.param .u64 cycles)\n"
+                               "{\n"
+                               "  .reg .pred %p;\n"
+                               "  .reg .b64 %rd<5>;\n"
+                               "  ld.param.u64 %rd1, [cycles];\n"
+                               "  mov.u64 %rd2, %clock64;\n"
+                               "SPIN:\n"
+                               "  mov.u64 %rd3, %clock64;\n"
+                               "  sub.s64 %rd4, %rd3, %rd2;\n"
+                               "  setp.lt.u64 %p, %rd4, %rd1;\n"
+                               "  @%p bra SPIN;\n"
+                               "  ret;\n"
+                               "}\n";
+
+static struct {
+  int ready;
+  cu_result (*ctx_get_current)(cu_handle *);
+  cu_result (*ctx_get_device)(int *);
+  cu_result (*device_get_attribute)(int *, int, int);
+  cu_result (*module_load_data)(cu_handle *, const void *);
+  cu_result (*module_get_function)(cu_handle *, cu_handle, const char *);
+  cu_result (*launch_kernel)(cu_handle, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, cu_handle, void **, void **);
+  cu_result (*event_create)(cu_handle *, unsigned);
+  cu_result (*event_record)(cu_handle, cu_handle);
+  cu_result (*event_synchronize)(cu_handle);
+  cu_result (*event_elapsed_time)(float *, cu_handle, cu_handle);
+  cu_result (*stream_is_capturing)(cu_handle, int *);
+  cu_handle spin, start, stop;
+  double cycles_per_ms;
+} cu;
+
+static void cu_check(cu_result r, const char *what) {
+  if (r != 0) {
+    fprintf(stderr, "apexx-slowdown: %s failed: CUresult %d\n", what, r);
+    exit(1);
+  }
+}
+
+static void cu_load(void *lib, void *field, size_t size, const char *name) {
+  void *p = dlsym(lib, name);
+  if (!p) {
+    fprintf(stderr, "apexx-slowdown: libcuda.so.1 has no %s\n", name);
+    exit(1);
+  }
+  memcpy(field, &p, size);
+}
+
+/* Resolve the driver API and load the spin kernel into the current
+ * context (the backend's, current after its first call on this thread). */
+static void cu_setup(void) {
+  if (cu.ready) return;
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "apexx-slowdown: APEXX_SLOWDOWN_DEVICE=cuda, but libcuda.so.1: %s\n",
+            dlerror());
+    exit(1);
+  }
+#define CU_LOAD_(field, name) cu_load(lib, &cu.field, sizeof cu.field, name)
+  CU_LOAD_(ctx_get_current, "cuCtxGetCurrent");
+  CU_LOAD_(ctx_get_device, "cuCtxGetDevice");
+  CU_LOAD_(device_get_attribute, "cuDeviceGetAttribute");
+  CU_LOAD_(module_load_data, "cuModuleLoadData");
+  CU_LOAD_(module_get_function, "cuModuleGetFunction");
+  CU_LOAD_(launch_kernel, "cuLaunchKernel");
+  CU_LOAD_(event_create, "cuEventCreate");
+  CU_LOAD_(event_record, "cuEventRecord");
+  CU_LOAD_(event_synchronize, "cuEventSynchronize");
+  CU_LOAD_(event_elapsed_time, "cuEventElapsedTime");
+  CU_LOAD_(stream_is_capturing, "cuStreamIsCapturing");
+#undef CU_LOAD_
+  cu_handle ctx = NULL;
+  cu_check(cu.ctx_get_current(&ctx), "cuCtxGetCurrent");
+  if (!ctx) {
+    fprintf(stderr, "apexx-slowdown: no current CUDA context after the op's call "
+                    "(APEXX_SLOWDOWN_DEVICE=cuda with a host backend?)\n");
+    exit(1);
+  }
+  int device = 0, khz = 0;
+  cu_check(cu.ctx_get_device(&device), "cuCtxGetDevice");
+  cu_check(cu.device_get_attribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device),
+           "cuDeviceGetAttribute(clock rate)");
+  cu.cycles_per_ms = (double)khz;
+  cu_handle module = NULL;
+  cu_check(cu.module_load_data(&module, spin_ptx), "cuModuleLoadData(spin kernel)");
+  cu_check(cu.module_get_function(&cu.spin, module, "apexx_slowdown_spin"),
+           "cuModuleGetFunction");
+  cu_check(cu.event_create(&cu.start, 0), "cuEventCreate");
+  cu_check(cu.event_create(&cu.stop, 0), "cuEventCreate");
+  cu.ready = 1;
+}
+
+/* One op row's calibration and spin. */
+typedef struct device_slow {
+  int calls;       /* calls timed so far (outside captures) */
+  double sum_ms;   /* their device time, the spin's launch included */
+  int timed;       /* calls in sum_ms */
+  uint64_t cycles; /* the spin's length, 0 until calibrated */
+} device_slow;
+
+static int device_mode(void) {
+  static int mode = -1;
+  if (mode < 0) {
+    const char *d = getenv("APEXX_SLOWDOWN_DEVICE");
+    if (d && *d && strcmp(d, "cuda") != 0) {
+      fprintf(stderr, "apexx-slowdown: APEXX_SLOWDOWN_DEVICE = [%s] is not cuda\n", d);
+      exit(1);
+    }
+    mode = d && *d ? 1 : 0;
+  }
+  return mode;
+}
+
+/* Before a call: start timing it when it is a calibration call (the
+ * driver is set up by the op's first call, which is not one). */
+static int device_before(device_slow *d, cu_handle stream) {
+  if (!cu.ready || d->timed >= CALIBRATION_CALLS) return 0;
+  int capture = 0;
+  cu_check(cu.stream_is_capturing(stream, &capture), "cuStreamIsCapturing");
+  if (capture) return 0;
+  cu_check(cu.event_record(cu.start, stream), "cuEventRecord");
+  return 1;
+}
+
+/* After a call: the spin kernel on the call's stream, then, for a
+ * calibration call, the time of call and spin. */
+static void device_after(device_slow *d, double factor, cu_handle stream, int timing) {
+  cu_setup();
+  uint64_t cycles = d->cycles;
+  void *args[] = {&cycles};
+  cu_check(cu.launch_kernel(cu.spin, 1, 1, 1, 1, 1, 1, 0, stream, args, NULL),
+           "cuLaunchKernel(spin)");
+  if (!timing) {
+    if (d->calls == 0) d->calls = 1; /* the set-up call: not timed */
+    return;
+  }
+  float ms = 0.0f;
+  cu_check(cu.event_record(cu.stop, stream), "cuEventRecord");
+  cu_check(cu.event_synchronize(cu.stop), "cuEventSynchronize");
+  cu_check(cu.event_elapsed_time(&ms, cu.start, cu.stop), "cuEventElapsedTime");
+  if (d->calls++ < CALIBRATION_SKIP) return;
+  d->sum_ms += ms;
+  if (++d->timed == CALIBRATION_CALLS) {
+    d->cycles = (uint64_t)(factor * (d->sum_ms / d->timed) * cu.cycles_per_ms);
+    fprintf(stderr, "apexx-slowdown: device time %.4f ms a call; spin %llu cycles (x%g)\n",
+            d->sum_ms / d->timed, (unsigned long long)d->cycles, factor);
+  }
 }
 
 /* The apexx-bench row a call is timed as, for the ops whose rows differ
@@ -108,21 +290,38 @@ static int row_index_tilessm_scan(const apx_tilessm_scan_args *args) {
                                                    : 0;
 }
 
+/* Host mode: spin for f times the call's wall time. Device mode (listed
+ * calls only): the spin kernel after the call, timed while calibrating. */
 #define SLOWDOWN_WRAP_(upper, lower)                                                               \
   apx_status apx_##lower(apx_context *ctx, const apx_##lower##_args *args, const apx_call *call) { \
     typedef apx_status (*fn_t)(apx_context *, const apx_##lower##_args *, const apx_call *);       \
     static fn_t real;                                                                              \
     static double factor = -1.0, row_factor[SLOWDOWN_ROWS_MAX];                                    \
+    static int on, row_on[SLOWDOWN_ROWS_MAX];                                                      \
+    static device_slow device[SLOWDOWN_ROWS_MAX + 1];                                              \
     if (!real) {                                                                                   \
       void *p = next_definition("apx_" #lower);                                                    \
       memcpy(&real, &p, sizeof real);                                                              \
       factor = factor_of(#lower, NULL);                                                            \
+      on = is_listed(#lower, NULL);                                                                \
       for (int r = 0; r < SLOWDOWN_ROWS_MAX; r++) {                                                \
         row_factor[r] = rows_##lower[r] ? factor_of(#lower, rows_##lower[r]) : factor;             \
+        row_on[r] = rows_##lower[r] ? is_listed(#lower, rows_##lower[r]) : on;                     \
       }                                                                                            \
     }                                                                                              \
     int row = row_index_##lower(args);                                                             \
     double f = row >= 0 ? row_factor[row] : factor;                                                \
+    if (device_mode()) {                                                                           \
+      if (!(row >= 0 ? row_on[row] : on))                                                          \
+        return real(ctx, args, call);                                                              \
+      device_slow *d = &device[row >= 0 ? row : SLOWDOWN_ROWS_MAX];                                \
+      cu_handle stream = call ? call->stream : NULL;                                               \
+      int timing = device_before(d, stream);                                                       \
+      apx_status s = real(ctx, args, call);                                                        \
+      if (s == APX_OK)                                                                             \
+        device_after(d, f, stream, timing);                                                        \
+      return s;                                                                                    \
+    }                                                                                              \
     double t0 = now_s();                                                                           \
     apx_status s = real(ctx, args, call);                                                          \
     double t1 = now_s(), until = t1 + f * (t1 - t0);                                               \
