@@ -581,38 +581,6 @@ static double side_median(const double *v, int n) {
 }
 
 /* ---- output ---------------------------------------------------------------- */
-typedef struct sbuf {
-  char *s;
-  size_t len, cap;
-  int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  if (b->oom)
-    return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-    va_end(ap);
-    if (w < 0)
-      return;
-    if (b->s && (size_t)w < b->cap - b->len) {
-      b->len += (size_t)w;
-      return;
-    }
-    size_t cap = (b->cap ? b->cap * 2 : 8192) + (size_t)w;
-    char *grown = realloc(b->s, cap);
-    if (!grown) {
-      b->oom = 1;
-      return;
-    }
-    b->s = grown;
-    b->cap = cap;
-  }
-}
-
 static void format_ms(char *buf, size_t size, double v) {
   if (!isfinite(v)) {
     snprintf(buf, size, "-");
@@ -629,50 +597,51 @@ static const char *status_of(const ab_counts *c) {
                                                  : "pass";
 }
 
-static void side_line(sbuf *b, const side *s) {
+static void side_line(bench_text *b, const side *s) {
   const cJSON *sha = cJSON_GetObjectItemCaseSensitive(
       cJSON_GetObjectItemCaseSensitive(s->probe, "producer"), "git_sha");
   const cJSON *lib = cJSON_GetObjectItemCaseSensitive(
       cJSON_GetObjectItemCaseSensitive(s->probe, "environment"), "library_path");
-  sb_printf(b, "- %s: `%s` (%s, commit %.12s, libapexx `%s`)", s->label, s->dir, s->layout,
-            cJSON_IsString(sha) ? sha->valuestring : "unknown",
-            cJSON_IsString(lib) ? lib->valuestring : "not recorded");
+  bench_text_append(b, "- %s: `%s` (%s, commit %.12s, libapexx `%s`)", s->label, s->dir, s->layout,
+                    cJSON_IsString(sha) ? sha->valuestring : "unknown",
+                    cJSON_IsString(lib) ? lib->valuestring : "not recorded");
   for (int i = 0; i < s->env_count; i++)
-    sb_printf(b, "%s`%s`", i ? ", " : "; environment ", s->env[i]);
-  sb_printf(b, "\n");
+    bench_text_append(b, "%s`%s`", i ? ", " : "; environment ", s->env[i]);
+  bench_text_append(b, "\n");
 }
 
 static char *render_markdown(const side *a, const side *b, const ab_rows *l, const ab_settings *st,
                              const ab_counts *c, int rounds_run, double elapsed) {
-  sbuf m = {NULL, 0, 0, 0};
+  bench_text m = {NULL, 0, 0, 0};
   const cJSON *env = cJSON_GetObjectItemCaseSensitive(b->probe, "environment");
-  sb_printf(&m, "# apexx-bench ab\n\n");
-  sb_printf(&m,
-            "- verdict: **%s** (%d regressed, %d improved, %d unchanged, %d inconclusive, "
-            "%d missing, %d failed)\n",
-            status_of(c), c->regressed, c->improved, c->unchanged, c->inconclusive, c->missing,
-            c->failed);
+  bench_text_append(&m, "# apexx-bench ab\n\n");
+  bench_text_append(&m,
+                    "- verdict: **%s** (%d regressed, %d improved, %d unchanged, %d inconclusive, "
+                    "%d missing, %d failed)\n",
+                    status_of(c), c->regressed, c->improved, c->unchanged, c->inconclusive,
+                    c->missing, c->failed);
   side_line(&m, a);
   side_line(&m, b);
-  sb_printf(&m, "- machine: %s, %s x%d\n",
-            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(env, "host")),
-            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(env, "cpu_model")),
-            (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(env, "cpu_cores")));
-  sb_printf(&m,
-            "- %d rounds (%s), %d passes a process (the first a warm-up), a process's "
-            "%s; %.1f s (A %.1f s, B %.1f s in their processes)\n",
-            rounds_run, st->random_order ? "A and B in random order" : "A B, B A, ...", st->passes,
-            st->floor_statistic ? "floor (its fastest pass)" : "median pass", elapsed, a->seconds,
-            b->seconds);
-  sb_printf(&m,
-            "- rule: B/A is the median of the rounds' ratios with its %g%% sign-test "
-            "interval; regressed when B/A >= %g and the interval lies above 1, improved "
-            "when B/A <= %.4g and it lies below 1, unchanged when it lies inside "
-            "(%.4g, %g), else inconclusive\n\n",
-            100.0 * st->confidence, 1.0 + st->threshold, 1.0 / (1.0 + st->threshold),
-            1.0 / (1.0 + st->threshold), 1.0 + st->threshold);
-  sb_printf(&m, "| row | A | B | B/A | %g%% interval | verdict | note |\n", 100.0 * st->confidence);
-  sb_printf(&m, "| --- | ---: | ---: | ---: | --- | --- | --- |\n");
+  bench_text_append(&m, "- machine: %s, %s x%d\n",
+                    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(env, "host")),
+                    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(env, "cpu_model")),
+                    (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(env, "cpu_cores")));
+  bench_text_append(&m,
+                    "- %d rounds (%s), %d passes a process (the first a warm-up), a process's "
+                    "%s; %.1f s (A %.1f s, B %.1f s in their processes)\n",
+                    rounds_run, st->random_order ? "A and B in random order" : "A B, B A, ...",
+                    st->passes, st->floor_statistic ? "floor (its fastest pass)" : "median pass",
+                    elapsed, a->seconds, b->seconds);
+  bench_text_append(&m,
+                    "- rule: B/A is the median of the rounds' ratios with its %g%% sign-test "
+                    "interval; regressed when B/A >= %g and the interval lies above 1, improved "
+                    "when B/A <= %.4g and it lies below 1, unchanged when it lies inside "
+                    "(%.4g, %g), else inconclusive\n\n",
+                    100.0 * st->confidence, 1.0 + st->threshold, 1.0 / (1.0 + st->threshold),
+                    1.0 / (1.0 + st->threshold), 1.0 + st->threshold);
+  bench_text_append(&m, "| row | A | B | B/A | %g%% interval | verdict | note |\n",
+                    100.0 * st->confidence);
+  bench_text_append(&m, "| --- | ---: | ---: | ---: | --- | --- | --- |\n");
   for (int i = 0; i < l->count; i++) {
     const ab_row *r = &l->items[i];
     char av[32], bv[32], ratio[32] = "-", interval[64] = "-", note[160] = "";
@@ -691,15 +660,11 @@ static char *render_markdown(const side *a, const side *b, const ab_rows *l, con
       snprintf(note, sizeof note, "ran in A, not in B");
     }
     const char *sep = strchr(r->key, '/');
-    sb_printf(&m, "| %.*s / %s | %s | %s | %s | %s | %s%s%s | %s |\n", (int)(sep - r->key), r->key,
-              sep + 1, av, bv, ratio, interval, is_failure(r->verdict) ? "**" : "", r->verdict,
-              is_failure(r->verdict) ? "**" : "", note);
+    bench_text_append(&m, "| %.*s / %s | %s | %s | %s | %s | %s%s%s | %s |\n", (int)(sep - r->key),
+                      r->key, sep + 1, av, bv, ratio, interval, is_failure(r->verdict) ? "**" : "",
+                      r->verdict, is_failure(r->verdict) ? "**" : "", note);
   }
-  if (m.oom) {
-    free(m.s);
-    return NULL;
-  }
-  return m.s;
+  return bench_text_finish(&m);
 }
 
 static cJSON *numbers(const double *v, int n) {

@@ -9,6 +9,7 @@
  *   runner.c       entries, rows per backend, timing, report "benchmarks"
  *   report_json.c  the JSON report (docs/report.md), safe file writes
  *   report_md.c    the Markdown summary, rendered from the JSON report
+ *   text.c         growing text buffers of the renderers
  *   compare.c      `compare` and `compare --emit-baseline`: noise-aware
  *                  verdicts, the Markdown comparison table
  *   verdict.c      paired and unpaired intervals of a time ratio, the four
@@ -24,6 +25,7 @@
 
 #include <apexx/apexx.h>
 #include <cjson/cJSON.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -217,6 +219,19 @@ int bench_write_atomic(const char *path, const char *text, char *err,
                        size_t err_size);
 /* Read a whole file (NUL-terminated); NULL with a message in err. */
 char *bench_read_file(const char *path, char *err, size_t err_size);
+
+/* ---- growing text (text.c) ----------------------------------------------- */
+typedef struct bench_text {
+  char *data; /* NUL-terminated once anything was appended */
+  size_t len, cap;
+  int failed; /* an append ran out of memory: the text is incomplete */
+} bench_text;
+/* Append printf-style (nothing more once an append failed). */
+void bench_text_append(bench_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void bench_text_vappend(bench_text *t, const char *fmt, va_list ap);
+/* The text, the caller's to free; NULL (and the text freed) when an
+ * append failed or nothing was appended. */
+char *bench_text_finish(bench_text *t);
 
 /* ---- markdown (report_md.c) --------------------------------------------- */
 /* The Markdown summary of a report: header, backends, one table per section

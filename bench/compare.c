@@ -988,44 +988,10 @@ typedef struct outcome {
   text_list mismatch, notes, stale;
 } outcome;
 
-/* Append to a growing buffer; -1 (buffer freed) when memory runs out. */
-static int md_printf(char **md, size_t *len, size_t *cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int md_printf(char **md, size_t *len, size_t *cap, const char *fmt, ...) {
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(*md + *len, *cap - *len, fmt, ap);
-    va_end(ap);
-    if (w < 0)
-      return 0;
-    if ((size_t)w < *cap - *len) {
-      *len += (size_t)w;
-      return 0;
-    }
-    size_t grown_cap = *cap * 2 + (size_t)w;
-    char *grown = realloc(*md, grown_cap);
-    if (!grown) {
-      free(*md);
-      *md = NULL;
-      return -1;
-    }
-    *md = grown;
-    *cap = grown_cap;
-  }
-}
-
 static char *render_markdown(const doc *base, const doc *cur, const check_list *l, const outcome *o,
                              const rule *ru, int failed) {
-  size_t cap = 4096 + (size_t)l->count * 512, len = 0;
-  char *md = malloc(cap);
-  if (!md)
-    return NULL;
-#define EMIT(...)                                                                                  \
-  do {                                                                                             \
-    if (md_printf(&md, &len, &cap, __VA_ARGS__) != 0)                                              \
-      return NULL;                                                                                 \
-  } while (0)
+  bench_text md = {NULL, 0, 0, 0};
+#define EMIT(...) bench_text_append(&md, __VA_ARGS__)
   EMIT("# apexx-bench compare\n\n");
   EMIT("- verdict: **%s** (%d regressed, %d improved, %d unchanged, %d inconclusive, "
        "%d missing, %d failed)\n",
@@ -1093,18 +1059,9 @@ static char *render_markdown(const doc *base, const doc *cur, const check_list *
     const char *v = verdict_label(c->verdict);
     EMIT("| %s | %s | %s | %s | %s | %s%s%s | %s |\n", name, bv, cv, ch, iv,
          is_failure(c->verdict) ? "**" : "", v, is_failure(c->verdict) ? "**" : "", pv);
-    if (len + 1024 >= cap) {
-      cap *= 2;
-      char *grown = realloc(md, cap);
-      if (!grown) {
-        free(md);
-        return NULL;
-      }
-      md = grown;
-    }
   }
 #undef EMIT
-  return md;
+  return bench_text_finish(&md);
 }
 
 static cJSON *summary_json(const doc *base, const doc *cur, const check_list *l, const outcome *o,

@@ -32,57 +32,24 @@
 #define REGRESSION_ALPHA 0.05
 #define REGRESSION_RATIO 1.05
 
-/* ---- growing text buffer ------------------------------------------------- */
-typedef struct sbuf {
-  char *s;
-  size_t len, cap;
-  int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  if (b->oom)
-    return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-    va_end(ap);
-    if (w < 0)
-      return;
-    if (b->s && (size_t)w < b->cap - b->len) {
-      b->len += (size_t)w;
-      return;
-    }
-    size_t cap = (b->cap ? b->cap * 2 : 8192) + (size_t)w;
-    char *grown = realloc(b->s, cap);
-    if (!grown) {
-      b->oom = 1;
-      return;
-    }
-    b->s = grown;
-    b->cap = cap;
-  }
-}
-
 /* text with &, <, >, " escaped */
-static void sb_escaped(sbuf *b, const char *text) {
+static void sb_escaped(bench_text *b, const char *text) {
   for (const char *p = text; *p; p++) {
     switch (*p) {
     case '&':
-      sb_printf(b, "&amp;");
+      bench_text_append(b, "&amp;");
       break;
     case '<':
-      sb_printf(b, "&lt;");
+      bench_text_append(b, "&lt;");
       break;
     case '>':
-      sb_printf(b, "&gt;");
+      bench_text_append(b, "&gt;");
       break;
     case '"':
-      sb_printf(b, "&quot;");
+      bench_text_append(b, "&quot;");
       break;
     default:
-      sb_printf(b, "%c", *p);
+      bench_text_append(b, "%c", *p);
     }
   }
 }
@@ -369,7 +336,7 @@ static const char *const series_colors[] = {"#1f77b4", "#2ca02c", "#9467bd",
                                             "#8c564b", "#e377c2", "#7f7f7f"};
 
 /* One SVG for a row key over every machine's runs. */
-static void render_chart(sbuf *b, const char *key, const cJSON *runs, const char **machines,
+static void render_chart(bench_text *b, const char *key, const cJSON *runs, const char **machines,
                          int machine_count) {
   int total = cJSON_GetArraySize(runs);
   point *pts = calloc((size_t)total * (size_t)machine_count + 1, sizeof *pts);
@@ -377,7 +344,7 @@ static void render_chart(sbuf *b, const char *key, const cJSON *runs, const char
   if (!pts || !counts) {
     free(pts);
     free(counts);
-    b->oom = 1;
+    b->failed = 1;
     return;
   }
   double ymax = 0.0;
@@ -414,33 +381,34 @@ static void render_chart(sbuf *b, const char *key, const cJSON *runs, const char
   double pw = CHART_W - PAD_L - PAD_R, ph = CHART_H - PAD_T - PAD_B;
 #define XS(i) (PAD_L + (xmax > 1 ? pw * (double)(i) / (double)(xmax - 1) : pw / 2))
 #define YS(v) (PAD_T + ph * (1.0 - (v) / ymax))
-  sb_printf(b,
-            "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-            "height=\"%d\" viewBox=\"0 0 %d %d\" class=\"chart\" data-key=\"",
-            CHART_W, CHART_H, CHART_W, CHART_H);
+  bench_text_append(b,
+                    "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+                    "height=\"%d\" viewBox=\"0 0 %d %d\" class=\"chart\" data-key=\"",
+                    CHART_W, CHART_H, CHART_W, CHART_H);
   sb_escaped(b, key);
-  sb_printf(b, "\">\n<title>");
+  bench_text_append(b, "\">\n<title>");
   sb_escaped(b, key);
-  sb_printf(b, " median time per run</title>\n");
-  sb_printf(b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", CHART_W,
-            CHART_H);
-  sb_printf(b, "<text x=\"%d\" y=\"18\" font-size=\"14\" font-family=\"sans-serif\">", PAD_L);
+  bench_text_append(b, " median time per run</title>\n");
+  bench_text_append(b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n",
+                    CHART_W, CHART_H);
+  bench_text_append(b, "<text x=\"%d\" y=\"18\" font-size=\"14\" font-family=\"sans-serif\">",
+                    PAD_L);
   sb_escaped(b, key);
-  sb_printf(b, "</text>\n");
+  bench_text_append(b, "</text>\n");
   /* axes and y ticks (microseconds) */
-  sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", PAD_L, PAD_T,
-            PAD_L, CHART_H - PAD_B);
-  sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", PAD_L,
-            CHART_H - PAD_B, CHART_W - PAD_R, CHART_H - PAD_B);
+  bench_text_append(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", PAD_L,
+                    PAD_T, PAD_L, CHART_H - PAD_B);
+  bench_text_append(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", PAD_L,
+                    CHART_H - PAD_B, CHART_W - PAD_R, CHART_H - PAD_B);
   int in_ms = ymax >= 1.0; /* tick labels in ms from 1 ms up, else us */
   for (int t = 0; t <= 4; t++) {
     double v = ymax * t / 4.0;
-    sb_printf(b,
-              "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-              "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" "
-              "font-family=\"sans-serif\">%.3g %s</text>\n",
-              PAD_L, YS(v), CHART_W - PAD_R, YS(v), PAD_L - 4, YS(v) + 3, in_ms ? v : v * 1e3,
-              in_ms ? "ms" : "us");
+    bench_text_append(b,
+                      "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                      "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" "
+                      "font-family=\"sans-serif\">%.3g %s</text>\n",
+                      PAD_L, YS(v), CHART_W - PAD_R, YS(v), PAD_L - 4, YS(v) + 3,
+                      in_ms ? v : v * 1e3, in_ms ? "ms" : "us");
   }
   for (int m = 0; m < machine_count; m++) {
     const char *color = series_colors[m % 6];
@@ -449,52 +417,52 @@ static void render_chart(sbuf *b, const char *key, const cJSON *runs, const char
     if (n == 0)
       continue;
     /* the noise band: upper edge forward, lower edge back */
-    sb_printf(b,
-              "<polygon class=\"band\" fill=\"%s\" fill-opacity=\"0.18\" "
-              "stroke=\"none\" points=\"",
-              color);
+    bench_text_append(b,
+                      "<polygon class=\"band\" fill=\"%s\" fill-opacity=\"0.18\" "
+                      "stroke=\"none\" points=\"",
+                      color);
     for (int i = 0; i < n; i++)
-      sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].hi));
+      bench_text_append(b, "%.1f,%.1f ", XS(i), YS(p[i].hi));
     for (int i = n - 1; i >= 0; i--)
-      sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].lo));
-    sb_printf(b,
-              "\"/>\n<polyline class=\"median\" fill=\"none\" stroke=\"%s\" "
-              "stroke-width=\"2\" points=\"",
-              color);
+      bench_text_append(b, "%.1f,%.1f ", XS(i), YS(p[i].lo));
+    bench_text_append(b,
+                      "\"/>\n<polyline class=\"median\" fill=\"none\" stroke=\"%s\" "
+                      "stroke-width=\"2\" points=\"",
+                      color);
     for (int i = 0; i < n; i++)
-      sb_printf(b, "%.1f,%.1f ", XS(i), YS(p[i].median));
-    sb_printf(b, "\"/>\n");
+      bench_text_append(b, "%.1f,%.1f ", XS(i), YS(p[i].median));
+    bench_text_append(b, "\"/>\n");
     for (int i = 0; i < n; i++) {
       const char *commit = get(p[i].run, "commit")->valuestring;
-      sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>", XS(i),
-                YS(p[i].median), color);
+      bench_text_append(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>", XS(i),
+                        YS(p[i].median), color);
       sb_escaped(b, commit);
-      sb_printf(b, " %.4g us%s</title></circle>\n", p[i].median * 1e3,
-                p[i].regressed ? " (regressed)" : "");
+      bench_text_append(b, " %.4g us%s</title></circle>\n", p[i].median * 1e3,
+                        p[i].regressed ? " (regressed)" : "");
       if (p[i].regressed) {
-        sb_printf(b,
-                  "<circle class=\"regression\" cx=\"%.1f\" cy=\"%.1f\" r=\"8\" "
-                  "fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>\n",
-                  XS(i), YS(p[i].median));
+        bench_text_append(b,
+                          "<circle class=\"regression\" cx=\"%.1f\" cy=\"%.1f\" r=\"8\" "
+                          "fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>\n",
+                          XS(i), YS(p[i].median));
       }
       if (m == 0) {
-        sb_printf(b,
-                  "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
-                  "font-family=\"monospace\" transform=\"rotate(-35 %.1f %d)\">%.7s"
-                  "</text>\n",
-                  XS(i), CHART_H - PAD_B + 14, XS(i), CHART_H - PAD_B + 14, commit);
+        bench_text_append(b,
+                          "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
+                          "font-family=\"monospace\" transform=\"rotate(-35 %.1f %d)\">%.7s"
+                          "</text>\n",
+                          XS(i), CHART_H - PAD_B + 14, XS(i), CHART_H - PAD_B + 14, commit);
       }
     }
-    sb_printf(b,
-              "<text x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"%s\" "
-              "font-family=\"sans-serif\">",
-              CHART_W - PAD_R - 200, PAD_T + 12 * (m + 1), color);
+    bench_text_append(b,
+                      "<text x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"%s\" "
+                      "font-family=\"sans-serif\">",
+                      CHART_W - PAD_R - 200, PAD_T + 12 * (m + 1), color);
     sb_escaped(b, machines[m]);
-    sb_printf(b, "</text>\n");
+    bench_text_append(b, "</text>\n");
   }
 #undef XS
 #undef YS
-  sb_printf(b, "</svg></figure>\n");
+  bench_text_append(b, "</svg></figure>\n");
   free(pts);
   free(counts);
 }
@@ -508,7 +476,7 @@ static int string_in(const char **list, int n, const char *s) {
 }
 
 static char *render_page(const cJSON *runs) {
-  sbuf b = {NULL, 0, 0, 0};
+  bench_text b = {NULL, 0, 0, 0};
   const char *machines[32];
   int machine_count = 0;
   const char **keys = NULL;
@@ -529,7 +497,7 @@ static char *render_page(const cJSON *runs) {
         const char **grown = realloc(keys, (size_t)key_cap * sizeof *grown);
         if (!grown) {
           free(keys);
-          free(b.s);
+          free(b.data);
           return NULL;
         }
         keys = grown;
@@ -537,29 +505,29 @@ static char *render_page(const cJSON *runs) {
       keys[key_count++] = row->string;
     }
   }
-  sb_printf(&b,
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-            "<title>apexx-bench history</title>\n<style>body{font-family:"
-            "sans-serif;margin:16px}figure{display:inline-block;margin:6px;"
-            "border:1px solid #ccc}</style></head><body>\n"
-            "<h1>apexx-bench history</h1>\n<p>%d run(s), %d machine(s), %d "
-            "row(s). Each chart: the median time of each run (per-repetition "
-            "medians' median) in run order, labelled by commit; the band is "
-            "median &plusmn; 1.4826&middot;MAD; a red ring marks a run that "
-            "regressed against the previous run of its machine (Mann-Whitney "
-            "p &lt; %.2g and more than %.0f%% slower).</p>\n",
-            cJSON_GetArraySize(runs), machine_count, key_count, REGRESSION_ALPHA,
-            (REGRESSION_RATIO - 1.0) * 100.0);
+  bench_text_append(&b,
+                    "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+                    "<title>apexx-bench history</title>\n<style>body{font-family:"
+                    "sans-serif;margin:16px}figure{display:inline-block;margin:6px;"
+                    "border:1px solid #ccc}</style></head><body>\n"
+                    "<h1>apexx-bench history</h1>\n<p>%d run(s), %d machine(s), %d "
+                    "row(s). Each chart: the median time of each run (per-repetition "
+                    "medians' median) in run order, labelled by commit; the band is "
+                    "median &plusmn; 1.4826&middot;MAD; a red ring marks a run that "
+                    "regressed against the previous run of its machine (Mann-Whitney "
+                    "p &lt; %.2g and more than %.0f%% slower).</p>\n",
+                    cJSON_GetArraySize(runs), machine_count, key_count, REGRESSION_ALPHA,
+                    (REGRESSION_RATIO - 1.0) * 100.0);
   for (int k = 0; k < key_count; k++) {
     render_chart(&b, keys[k], runs, machines, machine_count);
   }
-  sb_printf(&b, "</body></html>\n");
+  bench_text_append(&b, "</body></html>\n");
   free(keys);
-  if (b.oom) {
-    free(b.s);
+  if (b.failed) {
+    free(b.data);
     return NULL;
   }
-  return b.s;
+  return b.data;
 }
 
 static int render_store(const char *dir, const char *output, char *err, size_t err_size) {

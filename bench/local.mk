@@ -11,6 +11,7 @@ bench_apexx_bench_SOURCES = \
 	bench/reference.c \
 	bench/report_json.c \
 	bench/report_md.c \
+	bench/text.c \
 	bench/compare.c \
 	bench/history.c \
 	bench/ab.c

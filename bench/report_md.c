@@ -10,53 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct strbuf {
-  char *data;
-  size_t len, cap;
-  int failed;
-} strbuf;
-
-static void sb_vappend(strbuf *sb, const char *fmt, va_list ap) {
-  if (sb->failed) return;
-  va_list copy;
-  va_copy(copy, ap);
-  int need = vsnprintf(NULL, 0, fmt, copy);
-  va_end(copy);
-  if (need < 0) {
-    sb->failed = 1;
-    return;
-  }
-  if (sb->len + (size_t)need + 1 > sb->cap) {
-    size_t cap = sb->cap ? sb->cap : 4096;
-    while (sb->len + (size_t)need + 1 > cap) cap *= 2;
-    char *grown = realloc(sb->data, cap);
-    if (!grown) {
-      sb->failed = 1;
-      return;
-    }
-    sb->data = grown;
-    sb->cap = cap;
-  }
-  vsnprintf(sb->data + sb->len, sb->cap - sb->len, fmt, ap);
-  sb->len += (size_t)need;
-}
-
-static void sb_append(strbuf *sb, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  sb_vappend(sb, fmt, ap);
-  va_end(ap);
-}
-
 /* Table cells: '|' would end the cell and a newline the row. */
-static void sb_cell_text(strbuf *sb, const char *s) {
+static void sb_cell_text(bench_text *sb, const char *s) {
   for (const char *p = s ? s : ""; *p; p++) {
     if (*p == '|') {
-      sb_append(sb, "\\|");
+      bench_text_append(sb, "\\|");
     } else if (*p == '\n' || *p == '\r') {
-      sb_append(sb, " ");
+      bench_text_append(sb, " ");
     } else {
-      sb_append(sb, "%c", *p);
+      bench_text_append(sb, "%c", *p);
     }
   }
 }
@@ -88,43 +50,42 @@ static const char *section_title(const char *name) {
   return name;
 }
 
-static void header(strbuf *sb, const cJSON *report) {
+static void header(bench_text *sb, const cJSON *report) {
   const cJSON *producer = get(report, "producer");
   const cJSON *env = get(report, "environment");
   const cJSON *config = get(report, "config");
-  sb_append(sb, "# apexx benchmark report\n\n");
-  sb_append(sb, "- status: `%s`\n", str(report, "status", "n/a"));
-  sb_append(sb, "- timestamp_utc: `%s`\n", str(report, "timestamp_utc", "n/a"));
-  sb_append(sb, "- producer: `%s %s` (git `%s`, libapexx `%s`)\n",
-            str(producer, "name", "?"), str(producer, "version", "?"),
-            str(producer, "git_sha", "n/a"), str(env, "library_version", "?"));
+  bench_text_append(sb, "# apexx benchmark report\n\n");
+  bench_text_append(sb, "- status: `%s`\n", str(report, "status", "n/a"));
+  bench_text_append(sb, "- timestamp_utc: `%s`\n", str(report, "timestamp_utc", "n/a"));
+  bench_text_append(sb, "- producer: `%s %s` (git `%s`, libapexx `%s`)\n",
+                    str(producer, "name", "?"), str(producer, "version", "?"),
+                    str(producer, "git_sha", "n/a"), str(env, "library_version", "?"));
   char cores[32];
   fmt_number(cores, sizeof cores, get(env, "cpu_cores"), "%.0f");
-  sb_append(sb, "- host: `%s` (%s)\n", str(env, "host", "?"), str(env, "os", "?"));
-  sb_append(sb, "- cpu: `%s`, %s cores\n", str(env, "cpu_model", "?"), cores);
+  bench_text_append(sb, "- host: `%s` (%s)\n", str(env, "host", "?"), str(env, "os", "?"));
+  bench_text_append(sb, "- cpu: `%s`, %s cores\n", str(env, "cpu_model", "?"), cores);
   const cJSON *gpu = get(env, "gpu");
   if (cJSON_IsObject(gpu)) {
-    sb_append(sb, "- gpu: `%s`, cc %s, driver %s, runtime %s\n",
-              str(gpu, "name", "?"), str(gpu, "compute_capability", "?"),
-              str(gpu, "driver_version", "?"), str(gpu, "runtime_version", "?"));
+    bench_text_append(sb, "- gpu: `%s`, cc %s, driver %s, runtime %s\n", str(gpu, "name", "?"),
+                      str(gpu, "compute_capability", "?"), str(gpu, "driver_version", "?"),
+                      str(gpu, "runtime_version", "?"));
   } else {
-    sb_append(sb, "- gpu: none (%s)\n", str(env, "gpu_reason", "n/a"));
+    bench_text_append(sb, "- gpu: none (%s)\n", str(env, "gpu_reason", "n/a"));
   }
-  sb_append(sb, "- requested_dtype: `%s`, effective_dtype: `%s`\n",
-            str(env, "requested_dtype", "?"), str(env, "effective_dtype", "?"));
+  bench_text_append(sb, "- requested_dtype: `%s`, effective_dtype: `%s`\n",
+                    str(env, "requested_dtype", "?"), str(env, "effective_dtype", "?"));
   if (cJSON_IsTrue(get(env, "fp8_requested"))) {
-    sb_append(sb, "- fp8: `fallback` reason=`%s`\n",
-              str(env, "fp8_fallback_reason", "?"));
+    bench_text_append(sb, "- fp8: `fallback` reason=`%s`\n", str(env, "fp8_fallback_reason", "?"));
   }
   static const char *const fields[] = {"batch", "channels", "height", "width",
                                        "tile_size", "kmax", "steps", "budget_b1",
                                        "budget_b2", "budget_total", "seed",
                                        "warmup", "iters"};
-  sb_append(sb, "- profile: `%s`", str(config, "profile", "default"));
+  bench_text_append(sb, "- profile: `%s`", str(config, "profile", "default"));
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
     char v[64];
     fmt_number(v, sizeof v, get(config, fields[i]), "%.10g");
-    sb_append(sb, "%s %s=%s", i ? "," : "", fields[i], v);
+    bench_text_append(sb, "%s %s=%s", i ? "," : "", fields[i], v);
   }
   /* schema 1.2: the scan and indexing shapes, graph replay */
   if (get(config, "scan_channels")) {
@@ -133,41 +94,43 @@ static void header(strbuf *sb, const cJSON *report) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
       char v[64];
       fmt_number(v, sizeof v, get(config, shapes[i]), "%.10g");
-      sb_append(sb, ", %s=%s", shapes[i], v);
+      bench_text_append(sb, ", %s=%s", shapes[i], v);
     }
-    sb_append(sb, ", graph_replay=%s", cJSON_IsTrue(get(config, "graph_replay")) ? "on" : "off");
+    bench_text_append(sb, ", graph_replay=%s",
+                      cJSON_IsTrue(get(config, "graph_replay")) ? "on" : "off");
   }
-  sb_append(sb, "\n");
+  bench_text_append(sb, "\n");
   const cJSON *files = get(env, "config_files");
-  sb_append(sb, "- config files:");
+  bench_text_append(sb, "- config files:");
   int any = 0;
   const cJSON *f;
   cJSON_ArrayForEach(f, files) {
-    if (cJSON_IsString(f)) sb_append(sb, " `%s`", f->valuestring), any = 1;
+    if (cJSON_IsString(f))
+      bench_text_append(sb, " `%s`", f->valuestring), any = 1;
   }
-  sb_append(sb, "%s\n", any ? "" : " (built-in default)");
+  bench_text_append(sb, "%s\n", any ? "" : " (built-in default)");
   const cJSON *overrides = get(env, "overrides");
   if (cJSON_GetArraySize(overrides) > 0) {
-    sb_append(sb, "- overrides:");
+    bench_text_append(sb, "- overrides:");
     cJSON_ArrayForEach(f, overrides) {
-      sb_append(sb, " `%s=%s`", f->string, cJSON_IsString(f) ? f->valuestring : "");
+      bench_text_append(sb, " `%s=%s`", f->string, cJSON_IsString(f) ? f->valuestring : "");
     }
-    sb_append(sb, "\n");
+    bench_text_append(sb, "\n");
   }
 }
 
-static void backends_table(strbuf *sb, const cJSON *report) {
-  sb_append(sb, "\n## Backends\n\n");
-  sb_append(sb, "| backend | state | version | device | library | reason |\n");
-  sb_append(sb, "| --- | --- | --- | --- | --- | --- |\n");
+static void backends_table(bench_text *sb, const cJSON *report) {
+  bench_text_append(sb, "\n## Backends\n\n");
+  bench_text_append(sb, "| backend | state | version | device | library | reason |\n");
+  bench_text_append(sb, "| --- | --- | --- | --- | --- | --- |\n");
   const cJSON *b;
   cJSON_ArrayForEach(b, get(report, "backends")) {
-    sb_append(sb, "| %s | %s | %s | %s | ", str(b, "name", "?"),
-              str(b, "state", "?"), str(b, "version", ""), str(b, "device", ""));
+    bench_text_append(sb, "| %s | %s | %s | %s | ", str(b, "name", "?"), str(b, "state", "?"),
+                      str(b, "version", ""), str(b, "device", ""));
     sb_cell_text(sb, str(b, "library", ""));
-    sb_append(sb, " | ");
+    bench_text_append(sb, " | ");
     sb_cell_text(sb, str(b, "reason", ""));
-    sb_append(sb, " |\n");
+    bench_text_append(sb, " |\n");
   }
 }
 
@@ -195,15 +158,14 @@ static int collect_columns(const cJSON *report, const cJSON *section,
   return n;
 }
 
-static void row_cell(strbuf *sb, const cJSON *entry, const cJSON *row,
-                     const char *backend) {
+static void row_cell(bench_text *sb, const cJSON *entry, const cJSON *row, const char *backend) {
   if (!row) {
-    sb_append(sb, "n/a");
+    bench_text_append(sb, "n/a");
     return;
   }
   const char *status = str(row, "status", "?");
   if (strcmp(status, "ok") != 0) {
-    sb_append(sb, "%s: ", strcmp(status, "failed") == 0 ? "**FAILED**" : status);
+    bench_text_append(sb, "%s: ", strcmp(status, "failed") == 0 ? "**FAILED**" : status);
     sb_cell_text(sb, str(row, "reason", "no reason"));
     return;
   }
@@ -215,12 +177,15 @@ static void row_cell(strbuf *sb, const cJSON *entry, const cJSON *row,
   fmt_number(rate, sizeof rate, get(row, rate_key), "%.4g");
   char unit[32];
   snprintf(unit, sizeof unit, "%.*s/s", (int)strcspn(rate_key, "_"), rate_key);
-  sb_append(sb, "p50 %s ms, p95 %s ms, %s %s, %s GB/s", p50, p95, rate, unit, gbs);
+  bench_text_append(sb, "p50 %s ms, p95 %s ms, %s %s, %s GB/s", p50, p95, rate, unit, gbs);
   const cJSON *share = get(row, "pct_of_copy");
-  if (cJSON_IsNumber(share)) sb_append(sb, " (%.1f%% of copy)", share->valuedouble);
-  if (strcmp(str(row, "timer", ""), "graph_replay") == 0) sb_append(sb, ", graph replay");
+  if (cJSON_IsNumber(share))
+    bench_text_append(sb, " (%.1f%% of copy)", share->valuedouble);
+  if (strcmp(str(row, "timer", ""), "graph_replay") == 0)
+    bench_text_append(sb, ", graph replay");
   const cJSON *mem = get(row, "peak_memory_mb");
-  if (cJSON_IsNumber(mem)) sb_append(sb, ", peak %.2f MB", mem->valuedouble);
+  if (cJSON_IsNumber(mem))
+    bench_text_append(sb, ", peak %.2f MB", mem->valuedouble);
   const cJSON *l0 = get(row, "selected_l0_per_call");
   if (cJSON_IsNumber(l0)) {
     /* the end-to-end path: its routing and arithmetic rate */
@@ -229,76 +194,78 @@ static void row_cell(strbuf *sb, const cJSON *entry, const cJSON *row,
     fmt_number(b1, sizeof b1, get(row, "budget_b1_spent"), "%.17g");
     fmt_number(b2, sizeof b2, get(row, "budget_b2_spent"), "%.17g");
     fmt_number(tflops, sizeof tflops, get(row, "tflop_per_s"), "%.3g");
-    sb_append(sb, ", tiles L0 %.0f / L1 %s, b1 spent %s, b2 spent %s, %s TFLOP/s",
-              l0->valuedouble, l1, b1, b2, tflops);
+    bench_text_append(sb, ", tiles L0 %.0f / L1 %s, b1 spent %s, b2 spent %s, %s TFLOP/s",
+                      l0->valuedouble, l1, b1, b2, tflops);
   }
   const cJSON *parity = get(row, "parity");
   if (cJSON_IsObject(parity)) {
     char abs_err[32];
     fmt_number(abs_err, sizeof abs_err, get(parity, "max_abs_err"), "%.3g");
-    sb_append(sb, ", parity %s (max abs %s)",
-              cJSON_IsTrue(get(parity, "ok")) ? "ok" : "BROKEN", abs_err);
+    bench_text_append(sb, ", parity %s (max abs %s)",
+                      cJSON_IsTrue(get(parity, "ok")) ? "ok" : "BROKEN", abs_err);
   } else {
-    sb_append(sb, ", parity n/a");
+    bench_text_append(sb, ", parity n/a");
   }
   const cJSON *speedup = get(get(entry, "speedup_vs_cpu"), backend);
-  if (cJSON_IsNumber(speedup)) sb_append(sb, ", x%.2f vs cpu", speedup->valuedouble);
+  if (cJSON_IsNumber(speedup))
+    bench_text_append(sb, ", x%.2f vs cpu", speedup->valuedouble);
 }
 
-static void dispatch_cell(strbuf *sb, const cJSON *entry) {
+static void dispatch_cell(bench_text *sb, const cJSON *entry) {
   const cJSON *d = get(entry, "dispatch");
   const char *backend = str(d, "backend", NULL);
-  sb_append(sb, "%s", backend ? backend : "none");
+  bench_text_append(sb, "%s", backend ? backend : "none");
   const cJSON *p;
   int first = 1;
   cJSON_ArrayForEach(p, get(d, "passed_over")) {
-    sb_append(sb, "%s%s (%s)", first ? "; passed over " : ", ",
-              str(p, "backend", "?"), str(p, "code", "?"));
+    bench_text_append(sb, "%s%s (%s)", first ? "; passed over " : ", ", str(p, "backend", "?"),
+                      str(p, "code", "?"));
     first = 0;
   }
   if (!backend && str(d, "reason", NULL)) {
-    sb_append(sb, ": ");
+    bench_text_append(sb, ": ");
     sb_cell_text(sb, str(d, "reason", ""));
   }
 }
 
-static void section_table(strbuf *sb, const cJSON *report, const cJSON *section) {
+static void section_table(bench_text *sb, const cJSON *report, const cJSON *section) {
   const char *cols[APX_MAX_BACKENDS + 8];
   int ncols = collect_columns(report, section, cols,
                               (int)(sizeof cols / sizeof cols[0]));
-  sb_append(sb, "\n## %s\n\n| entry | dispatch |", section_title(section->string));
-  for (int i = 0; i < ncols; i++) sb_append(sb, " %s |", cols[i]);
-  sb_append(sb, "\n| --- | --- |");
-  for (int i = 0; i < ncols; i++) sb_append(sb, " --- |");
-  sb_append(sb, "\n");
+  bench_text_append(sb, "\n## %s\n\n| entry | dispatch |", section_title(section->string));
+  for (int i = 0; i < ncols; i++)
+    bench_text_append(sb, " %s |", cols[i]);
+  bench_text_append(sb, "\n| --- | --- |");
+  for (int i = 0; i < ncols; i++)
+    bench_text_append(sb, " --- |");
+  bench_text_append(sb, "\n");
   const cJSON *entry;
   cJSON_ArrayForEach(entry, section) {
-    sb_append(sb, "| %s | ", entry->string);
+    bench_text_append(sb, "| %s | ", entry->string);
     dispatch_cell(sb, entry);
-    sb_append(sb, " |");
+    bench_text_append(sb, " |");
     for (int i = 0; i < ncols; i++) {
-      sb_append(sb, " ");
+      bench_text_append(sb, " ");
       row_cell(sb, entry, get(get(entry, "rows"), cols[i]), cols[i]);
-      sb_append(sb, " |");
+      bench_text_append(sb, " |");
     }
-    sb_append(sb, "\n");
+    bench_text_append(sb, "\n");
   }
 }
 
 char *bench_render_markdown(const cJSON *report) {
-  strbuf sb = {NULL, 0, 0, 0};
+  bench_text sb = {NULL, 0, 0, 0};
   header(&sb, report);
   backends_table(&sb, report);
   const cJSON *section;
   cJSON_ArrayForEach(section, get(report, "benchmarks")) {
     section_table(&sb, report, section);
   }
-  sb_append(&sb,
-            "\nTimes are the backend's own timer per call (p50 median, p95 = "
-            "sorted[floor(0.95*(n-1))]; \"graph replay\": a replay of 20 captured "
-            "calls, divided by 20). %% of copy is the row's GB/s over the same "
-            "backend's reference copy in this run. Parity is against the cpu "
-            "backend: copy ops bit-exact, others |err| <= 2*(atol + rtol*|ref|).\n");
+  bench_text_append(&sb, "\nTimes are the backend's own timer per call (p50 median, p95 = "
+                         "sorted[floor(0.95*(n-1))]; \"graph replay\": a replay of 20 captured "
+                         "calls, divided by 20). %% of copy is the row's GB/s over the same "
+                         "backend's reference copy in this run. Parity is against the cpu "
+                         "backend: copy ops bit-exact, others |err| <= 2*(atol + rtol*|ref|).\n");
   if (sb.failed) {
     free(sb.data);
     return NULL;

@@ -23,9 +23,10 @@
  * build this), so the stream's work, timed by events or captured into a
  * graph, grows by FACTOR times the op's device time. That time is measured
  * on the op's first calls outside a capture (apexx-bench's warm-up calls:
- * events around the call and its spin, the mean of the 2nd to 4th call,
- * so give the rows at least 4 warm-up calls); until then the spin is
- * empty. With FACTOR 0 the empty spin still runs: the other side of an A/B
+ * events around the call and its spin, the fastest of the 3rd to 5th
+ * call, so give the rows at least 5 warm-up calls); until then the spin is
+ * empty. APEXX_SLOWDOWN_DEVICE_US, when set, is the spin's length instead.
+ * With FACTOR 0 the empty spin still runs: the other side of an A/B
  * carries the same extra launch, and the ratio is 1 + FACTOR.
  *
  * Built by `make check` (or make bench/apexx-slowdown.la); not installed
@@ -100,8 +101,8 @@ static void *next_definition(const char *symbol) {
 typedef int cu_result;
 typedef void *cu_handle;
 #define CU_DEVICE_ATTRIBUTE_CLOCK_RATE 13 /* kHz */
-#define CALIBRATION_SKIP 1                /* the first call loads modules */
-#define CALIBRATION_CALLS 3
+#define CALIBRATION_SKIP 2                /* the first calls load modules, warm caches */
+#define CALIBRATION_CALLS 3               /* then the fastest of three */
 
 static const char spin_ptx[] = ".version 7.0\n"
                                ".target sm_50\n"
@@ -145,10 +146,18 @@ static void cu_check(cu_result r, const char *what) {
   }
 }
 
-static void cu_load(void *lib, void *field, size_t size, const char *name) {
-  void *p = dlsym(lib, name);
+/* An entry point by name (a "|"-separated list: the first exported). */
+static void cu_load(void *lib, void *field, size_t size, const char *names) {
+  void *p = NULL;
+  char name[64];
+  for (const char *at = names; *at && !p;) {
+    size_t len = strcspn(at, "|");
+    snprintf(name, sizeof name, "%.*s", (int)len, at);
+    p = dlsym(lib, name);
+    at += len + (at[len] == '|');
+  }
   if (!p) {
-    fprintf(stderr, "apexx-slowdown: libcuda.so.1 has no %s\n", name);
+    fprintf(stderr, "apexx-slowdown: libcuda.so.1 has no %s\n", names);
     exit(1);
   }
   memcpy(field, &p, size);
@@ -174,7 +183,7 @@ static void cu_setup(void) {
   CU_LOAD_(event_create, "cuEventCreate");
   CU_LOAD_(event_record, "cuEventRecord");
   CU_LOAD_(event_synchronize, "cuEventSynchronize");
-  CU_LOAD_(event_elapsed_time, "cuEventElapsedTime");
+  CU_LOAD_(event_elapsed_time, "cuEventElapsedTime_v2|cuEventElapsedTime");
   CU_LOAD_(stream_is_capturing, "cuStreamIsCapturing");
 #undef CU_LOAD_
   cu_handle ctx = NULL;
@@ -201,10 +210,24 @@ static void cu_setup(void) {
 /* One op row's calibration and spin. */
 typedef struct device_slow {
   int calls;       /* calls timed so far (outside captures) */
-  double sum_ms;   /* their device time, the spin's launch included */
-  int timed;       /* calls in sum_ms */
+  double best_ms;  /* the fastest counted, the spin's launch included */
+  int timed;       /* calls counted */
   uint64_t cycles; /* the spin's length, 0 until calibrated */
 } device_slow;
+
+/* APEXX_SLOWDOWN_DEVICE_US: the spin's length in microseconds, or -1. */
+static double fixed_us(void) {
+  const char *v = getenv("APEXX_SLOWDOWN_DEVICE_US");
+  if (!v || !*v)
+    return -1.0;
+  char *end = NULL;
+  double us = strtod(v, &end);
+  if (end == v || *end || !(us >= 0.0 && us <= 1e7)) {
+    fprintf(stderr, "apexx-slowdown: APEXX_SLOWDOWN_DEVICE_US = [%s] is not in [0, 1e7]\n", v);
+    exit(1);
+  }
+  return us;
+}
 
 static int device_mode(void) {
   static int mode = -1;
@@ -222,7 +245,8 @@ static int device_mode(void) {
 /* Before a call: start timing it when it is a calibration call (the
  * driver is set up by the op's first call, which is not one). */
 static int device_before(device_slow *d, cu_handle stream) {
-  if (!cu.ready || d->timed >= CALIBRATION_CALLS) return 0;
+  if (!cu.ready || d->timed >= CALIBRATION_CALLS || fixed_us() >= 0.0)
+    return 0;
   int capture = 0;
   cu_check(cu.stream_is_capturing(stream, &capture), "cuStreamIsCapturing");
   if (capture) return 0;
@@ -234,6 +258,9 @@ static int device_before(device_slow *d, cu_handle stream) {
  * calibration call, the time of call and spin. */
 static void device_after(device_slow *d, double factor, cu_handle stream, int timing) {
   cu_setup();
+  double us = fixed_us();
+  if (us >= 0.0 && factor > 0.0)
+    d->cycles = (uint64_t)(us * 1e-3 * cu.cycles_per_ms);
   uint64_t cycles = d->cycles;
   void *args[] = {&cycles};
   cu_check(cu.launch_kernel(cu.spin, 1, 1, 1, 1, 1, 1, 0, stream, args, NULL),
@@ -247,11 +274,12 @@ static void device_after(device_slow *d, double factor, cu_handle stream, int ti
   cu_check(cu.event_synchronize(cu.stop), "cuEventSynchronize");
   cu_check(cu.event_elapsed_time(&ms, cu.start, cu.stop), "cuEventElapsedTime");
   if (d->calls++ < CALIBRATION_SKIP) return;
-  d->sum_ms += ms;
-  if (++d->timed == CALIBRATION_CALLS) {
-    d->cycles = (uint64_t)(factor * (d->sum_ms / d->timed) * cu.cycles_per_ms);
+  if (d->timed++ == 0 || ms < d->best_ms)
+    d->best_ms = ms;
+  if (d->timed == CALIBRATION_CALLS) {
+    d->cycles = (uint64_t)(factor * d->best_ms * cu.cycles_per_ms);
     fprintf(stderr, "apexx-slowdown: device time %.4f ms a call; spin %llu cycles (x%g)\n",
-            d->sum_ms / d->timed, (unsigned long long)d->cycles, factor);
+            d->best_ms, (unsigned long long)d->cycles, factor);
   }
 }
 
