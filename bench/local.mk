@@ -159,4 +159,4 @@ CLEANFILES += bench-check-current.json bench-check-current.md \
 	bench-ab-confirm.json bench-ab-confirm.md
 .PHONY: bench-ab clean-bench-ab bench-check bench-check-seeded bench-check-baseline \
 	bench-baseline
-EXTRA_DIST += bench/peers/torch_ff.py bench/check-verdicts.sh bench/gpu/ab.sh bench/gpu/ab-prepare.sh
+EXTRA_DIST += bench/peers/torch_ff.py bench/check-verdicts.sh

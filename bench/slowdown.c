@@ -30,7 +30,7 @@
  * carries the same extra launch, and the ratio is 1 + FACTOR.
  *
  * Built by `make check` (or make bench/apexx-slowdown.la); not installed
- * (make bench-check-seeded, bench/check-verdicts.sh, bench/gpu/ab.sh). */
+ * (make bench-check-seeded, bench/check-verdicts.sh, bench/gpu/ab-build.sh). */
 #include <apexx/apexx.h>
 #include <dlfcn.h>
 #include <stdint.h>

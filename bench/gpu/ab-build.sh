@@ -18,6 +18,13 @@
 #  - seed profile (graph replay), run-all.sh's bw rows and the FF frame
 #    (end_to_end_infer): apexx-bench ab A B, AB_SEED_ROUNDS rounds (default
 #    6, the fewest that give a verdict), 3 passes a process;
+#  - with AB_SLOW_OP=OP (an op or a row of one: gather, tilessm_forward,
+#    ...): B against itself at the seed profile, one cuda op slowed in the
+#    second B by AB_SLOW_FACTOR (0.2): bench/slowdown.c's device mode puts a
+#    spin kernel of that fraction of the op's device time after each call,
+#    on the call's stream, so graph replays carry it (the first B has the
+#    same library with factor 0: the spin's own launch on both sides); the
+#    step passes when the op's rows regressed and no other row did;
 #  - large profile, run-all.sh's bw rows (a process spends ~40 s making its
 #    inputs, too long for ab's rounds here): A B A B ..., AB_LARGE_ROUNDS
 #    rounds (default 2) of one apexx-bench process a side, tabled side by
@@ -27,7 +34,9 @@
 #                     B's make check summary, the tables
 #   ab-results.tar.gz every log and report
 # AB_CHECK=0 (no make check), AB_JOBS (make -j of each build, default half
-# the cores), AB_LARGE_ITERS (20), AB_SEED_ITERS (50), APEXX_CONFIGURE_FLAGS
+# the cores), AB_LARGE_ITERS (20), AB_SEED_ITERS (50), AB_SEED_ROUNDS (6)
+# and AB_SEED_MAX_ROUNDS (12: ab's --until-settled), AB_SLOW_OP (none),
+# AB_SLOW_FACTOR (0.2), APEXX_CONFIGURE_FLAGS
 # (both configures). Steps stop being started past AB_DEADLINE_S (default
 # 560) seconds, so that one device call of 600 s ends with its report.
 # Exit status: 0 when both built, B's make check passed and no row
@@ -127,13 +136,20 @@ say ""
 # both builds at once, half the cores each
 jobs=${AB_JOBS:-$(($(nproc) / 2 > 0 ? $(nproc) / 2 : 1))}
 cat >"$work/build.sh" <<'EOF_BUILD'
-# build.sh DIR TARBALL JOBS: unpack, configure, make
-mkdir -p "$1" && tar -xzf "$2" -C "$1" --strip-components=1 && cd "$1" &&
-  ./configure ${APEXX_CONFIGURE_FLAGS:-} >configure.log 2>&1 && make -j"$3" >build.log 2>&1
+# build.sh DIR TARBALL JOBS [TARGET...]: unpack, configure, make (and the
+# targets named, e.g. the seeded slowdown's library)
+dir=$1 tarball=$2 jobs=$3
+shift 3
+mkdir -p "$dir" && tar -xzf "$tarball" -C "$dir" --strip-components=1 && cd "$dir" &&
+  ./configure ${APEXX_CONFIGURE_FLAGS:-} >configure.log 2>&1 && make -j"$jobs" >build.log 2>&1 &&
+  { [ $# -eq 0 ] || make -j"$jobs" "$@" >>build.log 2>&1; }
 EOF_BUILD
+slow_op=${AB_SLOW_OP:-none}
+b_targets=()
+[ "$slow_op" != none ] && b_targets=(bench/apexx-slowdown.la)
 bash "$work/build.sh" "$work/A" .gpu/base.tar.gz "$jobs" &
 a_pid=$!
-step build-B 420 bash "$work/build.sh" "$work/B" .gpu/src.tar.gz "$jobs"
+step build-B 420 bash "$work/build.sh" "$work/B" .gpu/src.tar.gz "$jobs" "${b_targets[@]}"
 b_rc=$?
 t0=$SECONDS
 wait $a_pid
@@ -165,12 +181,44 @@ export APEXX_CONFIG=$work/B/conf/apexx.ini
 ops=reference,tile_ops,tilessm,indexing
 # seed: apexx-bench ab (B's), the verdict per row from the paired rounds
 step ab-seed 240 "$work/B/bench/apexx-bench" ab "$work/A" "$work/B" \
-  --rounds "${AB_SEED_ROUNDS:-6}" --passes 3 \
+  --rounds "${AB_SEED_ROUNDS:-6}" --until-settled "${AB_SEED_MAX_ROUNDS:-12}" --passes 3 \
   --output-json "$work/ab-seed.json" --output-md "$work/ab-seed.md" -- \
   --profile seed --backends cuda --ops "$ops,end_to_end_infer" --warmup 3 \
   --iters "${AB_SEED_ITERS:-50}"
 ab_rc=$?
 [ $ab_rc -eq 2 ] && status=1
+# the seeded slowdown: B against B, one op slower in the second
+if [ "$slow_op" != none ]; then
+  slow_lib=$work/B/bench/.libs/apexx-slowdown.so
+  factor=${AB_SLOW_FACTOR:-0.2}
+  # at least 5 warm-up calls: the library times the 3rd to 5th (slowdown.c)
+  step "ab-seeded-$slow_op" 240 "$work/B/bench/apexx-bench" ab "$work/B" "$work/B" \
+    --rounds "${AB_SEED_ROUNDS:-6}" --until-settled "${AB_SEED_MAX_ROUNDS:-12}" --passes 3 \
+    --a-env "LD_PRELOAD=$slow_lib" --a-env APEXX_SLOWDOWN_DEVICE=cuda \
+    --a-env APEXX_SLOWDOWN_FACTOR=0 --a-env "APEXX_SLOWDOWN_OPS=$slow_op" \
+    --b-env "LD_PRELOAD=$slow_lib" --b-env APEXX_SLOWDOWN_DEVICE=cuda \
+    --b-env "APEXX_SLOWDOWN_FACTOR=$factor" --b-env "APEXX_SLOWDOWN_OPS=$slow_op" \
+    --output-json "$work/ab-seeded.json" --output-md "$work/ab-seeded.md" -- \
+    --profile seed --backends cuda --ops "$ops,end_to_end_infer" --warmup 5 \
+    --iters "${AB_SEED_ITERS:-50}"
+  # the rows of the op (apexx-bench's entries), or the row named
+  case $slow_op in
+  tileunpack) own="tileunpack_override tileunpack_blend" ;;
+  tilessm_scan) own="tilessm_forward tilessm_bidirectional" ;;
+  ff_infer) own="ff_infer ff_infer_graph" ;;
+  *) own=$slow_op ;;
+  esac
+  flagged=$(grep '| \*\*regressed\*\* |' "$work/ab-seeded.md" 2>/dev/null |
+    sed 's/^| [a-z_]*\.\([^ ]*\) \/ [a-z]* |.*/\1/' | tr '\n' ' ')
+  hit=no others=
+  for r in $flagged; do
+    case " $own " in *" $r "*) hit=yes ;; *) others="$others $r" ;; esac
+  done
+  say "seeded: cuda $slow_op x(1 + $factor) in B: its row regressed: $hit; other rows regressed:${others:- none}"
+  grep -E "^\| [a-z_]*\.($(echo "$own" | tr ' ' '|')) / cuda \|" "$work/ab-seeded.md" 2>/dev/null |
+    sed 's/^/    /' | tee -a "$report"
+  { [ "$hit" = yes ] && [ -z "$others" ]; } || status=1
+fi
 # large: one process a side a round, A first
 for r in $(seq 1 "${AB_LARGE_ROUNDS:-2}"); do
   for side in A B; do
@@ -186,6 +234,12 @@ say "### seed profile: apexx-bench ab A B (B/A per row, the paired rounds)"
 say ""
 [ -f "$work/ab-seed.md" ] && tee -a "$report" <"$work/ab-seed.md"
 say ""
+if [ -f "$work/ab-seeded.md" ]; then
+  say "### seed profile: apexx-bench ab B B, cuda $slow_op slowed in the second B"
+  say ""
+  tee -a "$report" <"$work/ab-seeded.md"
+  say ""
+fi
 python3 "$srcdir/bench/gpu/ab_table.py" "$work" >"$work/ab-large.md" 2>&1 || status=1
 tee -a "$report" <"$work/ab-large.md"
 say ""
