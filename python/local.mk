@@ -12,7 +12,7 @@ APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
 	python/tests/test_refcount.py python/tests/test_torch_cpu.py \
 	python/tests/test_gpu.py python/tests/gpu_run.sh \
 	python/tests/run_without_optional.py python/tests/test_lifetime.py \
-	python/tests/test_messages_and_limits.py
+	python/tests/test_messages_and_limits.py python/tests/sanitized.sh
 EXTRA_DIST += python/apexx/_apexx.c $(APEXX_PY_SOURCES) $(APEXX_PY_TESTS) \
 	docs/python.md bench/python_overhead.py
 
@@ -59,6 +59,9 @@ endif
 # with the build tree's package first on the path (run when
 # BUILD_PYTHON, above)
 TEST_EXTENSIONS = .test .py
+# (in a sanitizer build, sanitized.sh preloads the sanitizer's runtime or
+# skips with the reason)
 PY_LOG_COMPILER = env PYTHONPATH='$(abs_top_builddir)/python/build' \
 	PYTHONDONTWRITEBYTECODE=1 APEXX_PY_TESTS='$(abs_top_srcdir)/python/tests' \
-	LD_LIBRARY_PATH='$(abs_top_builddir)/libapexx/.libs' $(PYTHON)
+	LD_LIBRARY_PATH='$(abs_top_builddir)/libapexx/.libs' \
+	$(SHELL) '$(abs_top_srcdir)/python/tests/sanitized.sh' '$(CC)' '$(SANITIZE_FLAGS)' $(PYTHON)
