@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration: the INI file (inih), its lookup order, the built-in
- * default and the APEXX_* environment overrides (DESIGN.md,
- * "Configuration"). */
+ * default and the APEXX_* environment overrides (docs/architecture.md,
+ * Configuration lookup; docs/config.md). */
 #include "config.h"
 
 #include <ctype.h>

@@ -1,4 +1,4 @@
-/* The context: configuration, the loaded backends, interned strings. */
+/* The context: configuration and the loaded backends. */
 #include "config.h"
 
 #include <stdio.h>
@@ -103,30 +103,6 @@ APX_API void apx_close(apx_context *ctx) {
   pthread_cond_destroy(&ctx->ff_idle);
   pthread_mutex_destroy(&ctx->lock);
   free(ctx);
-}
-
-const char *apx__intern(apx_context *ctx, const char *s) {
-  const char *found = NULL;
-  pthread_mutex_lock(&ctx->lock);
-  for (int i = 0; i < ctx->interned_count && !found; i++)
-    if (strcmp(ctx->interned[i], s) == 0) found = ctx->interned[i];
-  if (!found) {
-    if (ctx->interned_count == ctx->interned_cap) {
-      int cap = ctx->interned_cap ? ctx->interned_cap * 2 : 32;
-      char **grown = realloc(ctx->interned, sizeof *grown * (size_t)cap);
-      if (grown) {
-        ctx->interned = grown;
-        ctx->interned_cap = cap;
-      }
-    }
-    if (ctx->interned_count < ctx->interned_cap) {
-      char *copy = apx__strdup(s);
-      if (copy) ctx->interned[ctx->interned_count++] = copy;
-      found = copy;
-    }
-  }
-  pthread_mutex_unlock(&ctx->lock);
-  return found ? found : "(out of memory)";
 }
 
 APX_API const char *apx_config_warnings(const apx_context *ctx) {

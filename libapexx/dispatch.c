@@ -1,6 +1,6 @@
 /* Dispatch: validate in core, then walk the op's order; every backend passed
- * over is recorded with a stable code and a sentence (DESIGN.md, "Dispatch
- * and fallback"; reasons follow docs/ops.md, Dispatch: "<code>:<detail>"). */
+ * over is recorded with a stable code and a sentence (docs/architecture.md,
+ * Dispatch; reasons follow docs/ops.md, Dispatch: "<code>:<detail>"). */
 #include "config.h"
 
 #include <stdio.h>

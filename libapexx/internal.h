@@ -68,7 +68,8 @@ typedef struct apx__config {
   apx__config_entry *entries;
 } apx__config;
 
-/* Read the configuration by the lookup order of DESIGN.md (explicit path,
+/* Read the configuration by the lookup order of docs/architecture.md,
+ * Configuration lookup (explicit path,
  * $APEXX_CONFIG, installed file, built-in default) and apply the
  * environment overrides. APX_ERR_CONFIG with "file:line: message" on a
  * malformed or unsafe file. */
@@ -182,7 +183,8 @@ int apx__backend_has_op(const apx__backend *b, apx_op_id op);
 /* The loaded backend serving memory of `device`, or NULL (message set). */
 apx__backend *apx__backend_for_device(apx_context *ctx, apx_device device);
 
-/* A copy of s that lives as long as ctx (deduplicated). */
+/* A copy of s that lives as long as ctx (deduplicated; libapexx/intern.c);
+ * "(out of memory)" when no copy can be made. */
 const char *apx__intern(apx_context *ctx, const char *s);
 
 /* ---- logging (libapexx/log.c) ---- */

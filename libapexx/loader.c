@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Loader: dlopen only the configured backends and check their table before
- * use (DESIGN.md, "Plugin ABI"). Every backend ends in a state with a
+ * use (docs/architecture.md, Plugin ABI). Every backend ends in a state with a
  * reason; none of these failures is fatal to the others. */
 #include "config.h"
 

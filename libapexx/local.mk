@@ -8,19 +8,33 @@ libapexx_libapexx_la_SOURCES = \
 	libapexx/trust.c \
 	libapexx/elf_check.c \
 	libapexx/context.c \
+	libapexx/intern.c \
 	libapexx/dispatch.c \
 	libapexx/validate.c \
 	libapexx/validate.h \
+	libapexx/validate_checks.c \
+	libapexx/op_table.c \
+	libapexx/op_table.h \
+	libapexx/op/tilepack.c \
+	libapexx/op/tileunpack.c \
+	libapexx/op/fused_pack_op_unpack.c \
+	libapexx/op/fusiongate_alpha.c \
+	libapexx/op/fusiongate_fuse.c \
+	libapexx/op/tilessm_scan.c \
+	libapexx/op/gather.c \
+	libapexx/op/index_select.c \
+	libapexx/op/scatter_add.c \
+	libapexx/op/gather_backward.c \
+	libapexx/op/ff_infer.c \
 	libapexx/ops.c \
 	libapexx/memory.c \
 	libapexx/tile_order.c \
 	libapexx/ff_internal.h \
 	libapexx/ff_weights.c \
 	libapexx/ff_route.c \
-	libapexx/validate_ff.c \
 	libapexx/keys.c \
 	libapexx/graph.c
-libapexx_libapexx_la_CPPFLAGS = $(AM_CPPFLAGS) $(INIH_CFLAGS) $(CJSON_CFLAGS) \
+libapexx_libapexx_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/libapexx $(INIH_CFLAGS) $(CJSON_CFLAGS) \
 	-DAPEXX_BACKEND_DIR='"$(pkglibdir)"' \
 	-DAPEXX_SYSCONF_INI='"$(sysconfdir)/apexx/apexx.ini"'
 libapexx_libapexx_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) -fvisibility=hidden -pthread

@@ -4,22 +4,23 @@
 
 #include "ff_internal.h"
 #include "internal.h"
+#include "op_table.h"
 
 /* Calls that wait for the host cannot be captured into a graph
- * (docs/graph.md): validate = eager checks device indices by waiting for
- * the stream, and ff_infer's stats are copied home inside the call. */
+ * (docs/graph.md): validate = eager checks device values by waiting for the
+ * stream (the ops with device checks), and an op may wait for its own
+ * reasons (ff_infer's stats). */
 static apx_status graph_refusal(apx_context *ctx, apx_op_id op, const void *args,
                                 const apx__backend *b, const apx_call *call) {
   if (__atomic_load_n(&ctx->captures_open, __ATOMIC_ACQUIRE) == 0) return APX_OK;
-  const char *what = NULL;
-  if (op == APX_OP_FF_INFER && ((const apx_ff_infer_args *)args)->stats)
-    what = "ff_infer's stats wait for the device (leave stats NULL in captured calls)";
-  else if (ctx->config.validate == APX_VALIDATE_EAGER && op != APX_OP_FUSIONGATE_ALPHA &&
-           op != APX_OP_FUSIONGATE_FUSE && op != APX_OP_TILESSM_SCAN)
+  const apx__op *o = apx__op_get(op);
+  const char *what = o->waits_for_device ? o->waits_for_device(args) : NULL;
+  if (!what && ctx->config.validate == APX_VALIDATE_EAGER &&
+      !(o->desc.caps & APX_OP_CAP_EAGER_CAPTURE))
     what = "validate = eager waits for the device to check the indices (captured calls need "
            "validate = device or off)";
   if (!what) return APX_OK;
-  return apx__graph_waits_refused(ctx, apx_op_name(op), b->config->name,
+  return apx__graph_waits_refused(ctx, o->desc.name, b->config->name,
                                   call ? call->stream : NULL, what);
 }
 
@@ -54,3 +55,17 @@ static apx_status graph_refusal(apx_context *ctx, apx_op_id op, const void *args
   }
 APX_OP_MAP(OP_ENTRY_)
 #undef OP_ENTRY_
+
+APX_API apx_status apx_op_run(apx_context *ctx, apx_op_id op, const void *args,
+                              const apx_call *call) {
+  switch (op) {
+#define OP_RUN_(upper, lower)                                                  \
+  case APX_OP_##upper:                                                         \
+    return apx_##lower(ctx, args, call);
+    APX_OP_MAP(OP_RUN_)
+#undef OP_RUN_
+  default:
+    apx__clear_error();
+    return apx__error(APX_ERR_INVALID_ARG, "apx_op_run: op = [%d] is not an op id", (int)op);
+  }
+}

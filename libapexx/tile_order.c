@@ -91,12 +91,43 @@ static void mode_key(apx_order_mode mode, int64_t id, uint64_t grid_h, uint64_t 
   }
 }
 
+/* docs/ops.md, tile_order: ids and out [K] i32|i64 host tensors of one dtype
+ * (out may alias ids exactly), grid > 0, a known mode, every id in
+ * [0, gh*gw). A host op of the core, so not in the op table. */
+static apx_status validate(const apx_tile_order_args *args) {
+  apx__vstate v = {"tile_order", {APX_DEVICE_HOST, 0}, 0, NULL};
+  if (!args) return apx__vfail(&v, "args is [NULL]");
+  APX__TRY(apx__vcheck_tensor(&v, "ids", args->ids, 1));
+  APX__TRY(apx__vcheck_tensor(&v, "out", args->out, 1));
+  if (v.site.device != APX_DEVICE_HOST)
+    return apx__vfail(&v,
+                      "ids and out are on [cuda:%d]; tile_order is a host op "
+                      "and needs host tensors",
+                      v.site.device_index);
+  APX__TRY(apx__vrequire_ndim(&v, "ids", args->ids, 1, "[K]"));
+  APX__TRY(apx__vrequire_dtypes(&v, "ids", args->ids, APX_DTYPES_INDEX));
+  APX__TRY(apx__vrequire_shape(&v, "out", args->out, 1, args->ids->shape, "[K] of ids"));
+  APX__TRY(apx__vrequire_same_dtype(&v, "out", args->out, "ids", args->ids));
+  if (args->grid_h <= 0)
+    return apx__vfail(&v, "grid_h = [%lld] must be > 0", (long long)args->grid_h);
+  if (args->grid_w <= 0)
+    return apx__vfail(&v, "grid_w = [%lld] must be > 0", (long long)args->grid_w);
+  int64_t tiles;
+  if (__builtin_mul_overflow(args->grid_h, args->grid_w, &tiles))
+    return apx__vfail(&v, "grid_h * grid_w = [%lld * %lld] overflows int64",
+                      (long long)args->grid_h, (long long)args->grid_w);
+  if ((unsigned)args->mode > (unsigned)APX_ORDER_MULTI_DIRECTION)
+    return apx__vfail(&v, "mode = [%d] is not an apx_order_mode (0..5)", (int)args->mode);
+  APX__TRY(apx__vrequire_no_overlap(&v, "out", args->out, "ids", args->ids, 1));
+  return apx__vrequire_values_in(&v, "ids", args->ids, 0, tiles - 1, NULL);
+}
+
 APX_API apx_status apx_tile_order(apx_context *ctx, const apx_tile_order_args *args) {
   apx__clear_error();
   /* a pure host computation, but like every call it needs a context */
   if (!ctx)
     return apx__error(APX_ERR_INVALID_ARG, "tile_order: ctx = [NULL]");
-  apx_status st = apx__validate_tile_order(args);
+  apx_status st = validate(args);
   if (st != APX_OK)
     return st;
 

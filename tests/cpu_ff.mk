@@ -7,8 +7,8 @@ check_PROGRAMS += tests/test_cpu_ff
 TESTS += tests/test_cpu_ff
 tests_test_cpu_ff_SOURCES = tests/test_cpu_ff.c tests/ff_ref.c tests/ff_ref.h \
 	backends/cpu/ff_infer.c backends/cpu/tile_simd.c backends/cpu/cpu.c \
-	libapexx/ff_route.c libapexx/tile_order.c libapexx/validate.c \
-	libapexx/validate_ff.c libapexx/error.c
+	libapexx/ff_route.c libapexx/tile_order.c libapexx/validate_checks.c \
+	libapexx/error.c
 tests_test_cpu_ff_CPPFLAGS = $(APX_TEST_CPPFLAGS) -I$(top_srcdir)/backends/cpu \
 	-I$(top_srcdir)/libapexx
 tests_test_cpu_ff_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) -O2 -ffp-contract=off

@@ -1,6 +1,6 @@
 /* The TensorRT plugins' pure parts (backends/trt/trt_units.h), without
  * TensorRT: the creator list, attribute parsing with apexx's rules
- * (../shared/spec/ops.md sections 11 and 12, docs/trt.md), the versioned
+ * (docs/trt.md, The plugins), the versioned
  * serialisation (round trips of random parameters; truncated, extended and
  * foreign blobs rejected, each read from an exact-size heap copy so that
  * valgrind sees any overread), the shape rules against the spec's shape

@@ -1,5 +1,5 @@
-/* Validation rules every op shares (DESIGN.md "Public API", "Dispatch and
- * fallback"; docs/ops.md, Errors): well-formed tensors, one device,
+/* Validation rules every op shares (docs/architecture.md, The op table;
+ * docs/ops.md, Errors and Aliasing): well-formed tensors, one device,
  * aliasing only where the API allows it and then exactly, no output memory
  * touched by a rejected call. Each rule is applied to every tensor of every
  * op's default valid case (test_validate_common.c). */

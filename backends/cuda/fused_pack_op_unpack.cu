@@ -280,7 +280,7 @@ apx_status cuda_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack
   cuda_check_desc d;
   cuda_check_init(&d, APX_OP_FUSED_PACK_OP_UNPACK, "idx", a->idx);
   d.lo = 0;
-  d.hi = g.tiles - 1;
+  d.hi = apx_tile_id_max(a->features, a->tile); /* include/apexx/op_rules.h */
   if (a->require_unique) d.unique_row = g.K;
   const int small = g.K <= FUSED_SMALL_K && g.tiles <= FUSED_SMALL_TILES;
   cuda_inline_check ic;

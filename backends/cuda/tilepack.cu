@@ -245,7 +245,7 @@ apx_status cuda_tilepack(void *state, const apx_tilepack_args *a, const apx_call
   cuda_check_desc d;
   cuda_check_init(&d, APX_OP_TILEPACK, "idx", a->idx);
   d.lo = 0;
-  d.hi = (g.H / g.t) * g.gw - 1;
+  d.hi = apx_tile_id_max(a->features, a->tile); /* include/apexx/op_rules.h */
   cuda_inline_check ic;
   if (d.hi < 0 || !cuda_check_own(st, dev, &d, &ic)) {
     /* eager: the pre-pass, waited for; no tile at all: the check alone */

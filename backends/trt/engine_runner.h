@@ -41,7 +41,8 @@ typedef struct apexx_trt_engine_result {
                             the plugin run's batch */
   char mode[32];         /* "modern_io_tensors"; the plugin run's "plugin_network" */
   char trt_version[32];  /* libnvinfer's, "10.13.0" */
-  /* when not run: spec/report.md's reason, "engine_deserialize_failed",
+  /* when not run: the row's skip reason (docs/report.md, Rows),
+   * "engine_deserialize_failed",
    * "unsupported_dtype:<n>", "unresolved_tensor_shape:<name>",
    * "tensorrt_unavailable:<probe reason>", ... */
   char reason[1024];

@@ -8,10 +8,10 @@
  * follows nvinfer1::PluginFieldType and format 0 is TensorFormat::kLINEAR
  * (the plugin sources check that with static_asserts).
  *
- * Semantics: docs/trt.md; the seed's plugins are
- * ../shared/spec/ops.md section 11, with apexx's rules where section 12
- * lists an oddity (ids out of range are errors, clamp_value is |v| as
- * tilessm_scan, the unpack priority key is (level, k) as tileunpack). */
+ * Semantics: docs/trt.md, The plugins: the seed's plugins' inputs, outputs
+ * and attributes, with apexx's rules where the seed's plugins had an
+ * oddity (ids out of range are errors, clamp_value is |v| as tilessm_scan,
+ * the unpack priority key is (level, k) as tileunpack). */
 #ifndef APX_TRT_UNITS_H
 #define APX_TRT_UNITS_H
 

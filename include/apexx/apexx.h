@@ -701,6 +701,98 @@ APX_API const char *apx_forced_backend(const apx_context *ctx);
 APX_API apx_status apx_explain(apx_context *ctx, apx_op_id op, const void *args,
                                const apx_call *call, apx_explanation *out);
 
+/* ---- op descriptors (docs/architecture.md, The op table) ------------------
+ * Every op is described once, in the core: its arguments in the order of
+ * its args struct (tensors with their role, dtype rule and layout; options
+ * with their type), how its outputs' shapes follow from its inputs, the
+ * range of its index tensors and what it can do. Validation, the Python
+ * binding, apexx-bench and apexx-info read the description instead of
+ * restating it. */
+typedef enum apx_arg_kind {
+  APX_ARG_INPUT = 0,  /* const apx_tensor *, read */
+  APX_ARG_INDEX = 1,  /* const apx_tensor *, read: i32|i64 indices or
+                         coordinates (a device backend checks their values) */
+  APX_ARG_OUTPUT = 2, /* const apx_tensor *, written */
+  APX_ARG_INT64 = 3,  /* int64_t */
+  APX_ARG_DIM = 4,    /* int: a dimension, negative counts from the end */
+  APX_ARG_DOUBLE = 5, /* double */
+  APX_ARG_FLAG = 6,   /* int, 0 or 1 */
+  APX_ARG_ENUM = 7,   /* an enum (stored as int): value i is enum_names[i] */
+  APX_ARG_HANDLE = 8, /* a pointer to an object of type type_name */
+  APX_ARG_RESULT = 9  /* a pointer to a caller's struct of type type_name that
+                         the call fills (optional) */
+} apx_arg_kind;
+
+/* The dtype class a tensor argument must have. */
+typedef enum apx_dtype_class {
+  APX_DTYPES_ANY = 0,   /* any dtype */
+  APX_DTYPES_FLOAT = 1, /* f32, f16 or bf16 */
+  APX_DTYPES_INDEX = 2  /* i32 or i64 */
+} apx_dtype_class;
+
+/* One argument of an op. This struct is frozen: facts added later get an
+ * array of their own in apx_op_desc. */
+typedef struct apx_op_arg {
+  const char *name;  /* the args struct's field; the name in messages */
+  apx_arg_kind kind;
+  size_t offset;     /* offsetof the field in the op's args struct */
+  /* tensors (INPUT, INDEX, OUTPUT) */
+  int optional;      /* may be NULL (absent); HANDLE and RESULT too */
+  int ndim;          /* the rank it must have, or 0 when the op's own rule
+                        says (one of several ranks, or another's rank) */
+  apx_dtype_class dtypes;
+  int same_dtype_as; /* argument index whose dtype it must equal, or -1 */
+  int alias_of;      /* an output: the argument it may alias exactly, or -1 */
+  const char *layout; /* "[B,C,H,W]"; the text of the op's shape rule */
+  /* ENUM */
+  const char *const *enum_names;
+  int enum_count;
+  /* HANDLE, RESULT: "apx_ff_weights", "apx_ff_stats" */
+  const char *type_name;
+} apx_op_arg;
+
+/* Capability bits of an op. */
+#define APX_OP_CAP_INDEX_TENSORS 0x1u /* has APX_ARG_INDEX arguments */
+/* A device backend checks values the core cannot read in device memory
+ * (indices, utilities) itself, by the [apexx] validate mode. */
+#define APX_OP_CAP_DEVICE_CHECKS 0x2u
+/* Capture-safe under validate = eager (nothing waits for the device to be
+ * checked): the ops without device checks. */
+#define APX_OP_CAP_EAGER_CAPTURE 0x4u
+
+typedef struct apx_op_desc {
+  uint32_t size;         /* sizeof(apx_op_desc) of the library; appended */
+  apx_op_id id;
+  const char *name;      /* "tilepack" */
+  const char *summary;   /* one line */
+  size_t args_size;      /* sizeof its args struct */
+  const void *args_init; /* its APX_..._ARGS_INIT values, args_size bytes */
+  int arg_count;
+  const apx_op_arg *args; /* in the args struct's order */
+  uint32_t caps;          /* APX_OP_CAP_* */
+  /* The shape of output argument `arg` from the inputs in `args`: sets
+   * *ndim and shape and returns the rule's text ("[B,K,C,t,t]", "the shape
+   * of base"); NULL when the caller chooses the shape (gather_backward's
+   * grad_src) or arg is no output. Safe on unvalidated args: a missing
+   * input or dimension counts as 0 (validation then names the input). */
+  const char *(*output_shape)(const void *args, int arg, int *ndim,
+                              int64_t shape[APX_MAX_DIMS]);
+  /* The range [lo, hi] of every value of index argument `arg` of validated
+   * args, with where it comes from ("src.shape[1] = [4]", or "") in
+   * why[why_size]; 0 when its values follow a rule of their own
+   * (tileunpack's origins and levels: docs/ops.md). */
+  int (*index_range)(const void *args, int arg, int64_t *lo, int64_t *hi,
+                     char *why, size_t why_size);
+} apx_op_desc;
+
+/* The descriptor of op `op`; NULL for an unknown id. Read-only, static. */
+APX_API const apx_op_desc *apx_op_describe(apx_op_id op);
+
+/* Run op `op` with args of that op's struct type: the same as calling its
+ * entry (apx_tilepack for APX_OP_TILEPACK, ...). */
+APX_API apx_status apx_op_run(apx_context *ctx, apx_op_id op, const void *args,
+                              const apx_call *call);
+
 #ifdef __cplusplus
 }
 #endif

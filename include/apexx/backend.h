@@ -85,6 +85,7 @@
 #define APEXX_BACKEND_H
 
 #include <apexx/apexx.h>
+#include <apexx/op_rules.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
