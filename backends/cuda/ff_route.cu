@@ -139,6 +139,32 @@ static __device__ void ff_tokens_all(const ff_route_params &p, int64_t b, int64_
         cuda_dt<T>::to_f(cuda_dt<T>::from_f(__fdiv_rn(s, (float)tt)));
 }
 
+/* L0: the rank of each candidate (q lanes of a warp a candidate, each
+ * over every q-th other, the counts added by shuffles); the first K0 are
+ * taken, sel[rank] (ff_route_kernel's blocks 0 and 1; block 1 marks their
+ * tile states). */
+static __device__ __forceinline__ void ff_rank_l0(const ff_route_params &p, int64_t b,
+                                                  const double *score, int *sel, int G0, int K0,
+                                                  int tid, int nt, int l1_block) {
+  int q = 1;
+  while (q < 32 && 2 * q * G0 <= nt) q *= 2;
+  const int per = nt / q, rounds = (G0 + per - 1) / per, sub = tid % q;
+  for (int r = 0; r < rounds; r++) {
+    const int i = r * per + tid / q;
+    int rank = 0;
+    if (i < G0) {
+      const double si = score[i];
+#pragma unroll 8
+      for (int j = sub; j < G0; j += q) rank += ff_before(score[j], j, si, i);
+    }
+    for (int off = q / 2; off > 0; off >>= 1) rank += __shfl_xor_sync(0xffffffffu, rank, off);
+    if (i < G0 && sub == 0 && rank < K0) {
+      sel[rank] = i;
+      if (l1_block) p.r.tile_state[b * p.G0 + i] = CUDA_FF_TILE_L0;
+    }
+  }
+}
+
 /* Blocks 0 and 1 of row blockIdx.y route the row, side by side: each
  * ranks the L0 candidates (the same arithmetic, so the same selection);
  * block 0 then writes level 0's ids (greedy and Hilbert order), the counts
@@ -184,28 +210,7 @@ __global__ void ff_route_kernel(ff_route_params p) {
   }
   __syncthreads();
   FF_TL_PHASE(0);
-  /* L0: the rank of each candidate (q lanes of a warp a candidate, each
-   * over every q-th other, the counts added by shuffles); the first K0
-   * are taken */
-  {
-    int q = 1;
-    while (q < 32 && 2 * q * G0 <= nt) q *= 2;
-    const int per = nt / q, rounds = (G0 + per - 1) / per, sub = tid % q;
-    for (int r = 0; r < rounds; r++) {
-      const int i = r * per + tid / q;
-      int rank = 0;
-      if (i < G0) {
-        const double si = score[i];
-#pragma unroll 8
-        for (int j = sub; j < G0; j += q) rank += ff_before(score[j], j, si, i);
-      }
-      for (int off = q / 2; off > 0; off >>= 1) rank += __shfl_xor_sync(0xffffffffu, rank, off);
-      if (i < G0 && sub == 0 && rank < K0) {
-        sel[rank] = i;
-        if (l1_block) p.r.tile_state[b * p.G0 + i] = CUDA_FF_TILE_L0;
-      }
-    }
-  }
+  ff_rank_l0(p, b, score, sel, G0, K0, tid, nt, l1_block);
   FF_TL_PHASE(1);
   if (!l1_block) {
     if (tid == 0) {
