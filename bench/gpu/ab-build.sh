@@ -5,7 +5,9 @@
 # tarball. On the CPU machine, in the project's root:
 #
 #   ../shared/gpu/prepare                         # .gpu/: B's tarball, the debs
-#   bash bench/gpu/ab-build.sh --pack-base REV    # .gpu/base.tar.gz: A, REV's
+#   bash bench/gpu/ab-build.sh --pack-base REV [B_REV]
+#                                     # .gpu/base.tar.gz: A, REV's; B_REV: B is
+#                                     # B_REV's tarball instead of prepare's
 #
 # then on the GPU machine (the device tool, carry [".gpu"]), from the
 # checkout's root:
@@ -44,35 +46,40 @@
 set -uo pipefail
 
 if [ "${1:-}" = --pack-base ]; then
-  # CPU machine: REV's `make dist` tarball as .gpu/base.tar.gz (a throwaway
-  # worktree, configured without CUDA: make dist ships the .cu files anyway)
-  rev=${2:?usage: ab-build.sh --pack-base REV}
+  # CPU machine: REV's `make dist` tarball as .gpu/base.tar.gz (A), and with
+  # B_REV B_REV's as .gpu/src.tar.gz (B; else prepare's, this checkout's):
+  # throwaway worktrees, configured without CUDA (make dist ships the .cu
+  # files anyway)
   root=$(git rev-parse --show-toplevel) || exit 1
-  sha=$(git -C "$root" rev-parse --verify -q "$rev^{commit}") || {
-    echo "ab-build.sh: [$rev] is not a commit" >&2
-    exit 1
-  }
   [ -f "$root/.gpu/src.tar.gz" ] || {
     echo "ab-build.sh: no .gpu/src.tar.gz: run ../shared/gpu/prepare first (it empties .gpu/)" >&2
     exit 1
   }
-  wt=$(mktemp -d /tmp/apexx-ab-base.XXXXXX)
-  rmdir "$wt"
-  git -C "$root" worktree add -q --detach "$wt" "$sha" || exit 1
-  (cd "$wt" && autoreconf -fi >/dev/null 2>&1 && ./configure --disable-cuda >/dev/null &&
-    make dist >/dev/null) || {
-    echo "ab-build.sh: make dist of $sha failed (in $wt)" >&2
-    exit 1
+  pack() { # REV TARBALL: prints the commit
+    local sha wt
+    sha=$(git -C "$root" rev-parse --verify -q "$1^{commit}") || {
+      echo "ab-build.sh: [$1] is not a commit" >&2
+      return 1
+    }
+    wt=$(mktemp -d /tmp/apexx-ab-pack.XXXXXX) && rmdir "$wt" &&
+      git -C "$root" worktree add -q --detach "$wt" "$sha" || return 1
+    (cd "$wt" && autoreconf -fi >/dev/null 2>&1 && ./configure --disable-cuda >/dev/null &&
+      make dist >/dev/null) || {
+      echo "ab-build.sh: make dist of $sha failed (in $wt)" >&2
+      return 1
+    }
+    mv "$wt"/apexx-*.tar.gz "$2" && git -C "$root" worktree remove --force "$wt" &&
+      git -C "$root" log -1 --format='%h %s' "$sha" | cut -c1-72
   }
-  mv "$wt"/apexx-*.tar.gz "$root/.gpu/base.tar.gz"
-  git -C "$root" worktree remove --force "$wt"
-  # which trees the tarballs are (B: this checkout, as prepare packed it)
-  dirty=$(git -C "$root" status --porcelain --untracked-files=no | head -1)
-  {
-    echo "A $(git -C "$root" log -1 --format='%h %s' "$sha" | cut -c1-72)"
-    echo "B $(git -C "$root" log -1 --format='%h %s' HEAD | cut -c1-72)${dirty:+ (and uncommitted changes)}"
-  } >"$root/.gpu/ab-revs.txt"
-  cat "$root/.gpu/ab-revs.txt"
+  a=$(pack "${2:?usage: ab-build.sh --pack-base REV [B_REV]}" "$root/.gpu/base.tar.gz") || exit 1
+  if [ -n "${3:-}" ]; then
+    b=$(pack "$3" "$root/.gpu/src.tar.gz") || exit 1
+  else
+    # B: this checkout, as prepare packed it
+    dirty=$(git -C "$root" status --porcelain --untracked-files=no | head -1)
+    b="$(git -C "$root" log -1 --format='%h %s' HEAD | cut -c1-72)${dirty:+ (and uncommitted changes)}"
+  fi
+  printf 'A %s\nB %s\n' "$a" "$b" | tee "$root/.gpu/ab-revs.txt"
   exit 0
 fi
 
