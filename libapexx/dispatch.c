@@ -53,7 +53,8 @@ static int pass_over_reason(apx__backend *b, apx_op_id op, const void *args,
   }
   if (!apx__backend_has_op(b, op)) {
     *code = APX_PASS_OP_UNSUPPORTED;
-    snprintf(reason, size, "op_unsupported:%s does not implement %s", name, apx_op_name(op));
+    char why[300];
+    snprintf(reason, size, "op_unsupported:%s", apx__backend_lacks_op(b, op, why, sizeof why));
     return 1;
   }
   if (b->table->device != site->device) {

@@ -178,8 +178,12 @@ int apx__config_warn(apx__config *cfg, const char *line);
 int apx__config_note_override(apx__config *cfg, const char *name, const char *value);
 void apx__backend_unload(apx__backend *b);
 apx__backend *apx__backend_find(apx_context *ctx, const char *name);
-/* 1 when the table's size covers the op's slot and the slot is set. */
+/* 1 when the backend has an op table whose size covers the op's slot and
+ * the slot is set. */
 int apx__backend_has_op(const apx__backend *b, apx_op_id op);
+/* Why it has not (the op table is missing, ends before the op's slot, or
+ * the slot is NULL), written into buf. */
+const char *apx__backend_lacks_op(const apx__backend *b, apx_op_id op, char *buf, size_t size);
 /* The loaded backend serving memory of `device`, or NULL (message set). */
 apx__backend *apx__backend_for_device(apx_context *ctx, apx_device device);
 

@@ -117,8 +117,13 @@ apx_status apx__backend_load(apx_context *ctx, apx__backend *b) {
   }
   /* ABI version and size first: nothing else in the table is trusted yet. */
   if (t->abi_version != APX_BACKEND_ABI_VERSION) {
-    set_state(b, APX_BACKEND_ABI_MISMATCH, "ABI version [%u], core expects [%u]",
-              (unsigned)t->abi_version, (unsigned)APX_BACKEND_ABI_VERSION);
+    set_state(b, APX_BACKEND_ABI_MISMATCH,
+              "ABI version [%u], core expects [%u]%s", (unsigned)t->abi_version,
+              (unsigned)APX_BACKEND_ABI_VERSION,
+              t->abi_version < APX_BACKEND_ABI_VERSION
+                  ? " (built against an older include/apexx/backend.h: rebuild it against this "
+                    "one; version 2 moved the op slots into apx_backend_ops)"
+                  : "");
     apx__backend_unload(b);
     return APX_OK;
   }
@@ -139,6 +144,18 @@ apx_status apx__backend_load(apx_context *ctx, apx__backend *b) {
     apx__backend_unload(b);
     return APX_OK;
   }
+  const apx_backend_ops *ops = t->size >= offsetof(apx_backend_table, ops) + sizeof t->ops ? t->ops : NULL;
+  if (ops && ops->size < sizeof ops->size) {
+    set_state(b, APX_BACKEND_ABI_MISMATCH, "op table size [%u] is below [%u]",
+              (unsigned)ops->size, (unsigned)sizeof ops->size);
+    apx__backend_unload(b);
+    return APX_OK;
+  }
+  if (ops && ops->size > sizeof *ops)
+    apx__log(ctx, APX_LOG_INFO,
+             "backend %s: its op table has [%u] bytes, this core knows [%u]: the ops past "
+             "them are newer than this core and are not used",
+             bc->name, (unsigned)ops->size, (unsigned)sizeof *ops);
   b->table = t;
   /* its section against the keys it declares: a bad value fails apx_open */
   apx_status key_status = apx__backend_keys_check(ctx, b);
@@ -199,19 +216,50 @@ apx__backend *apx__backend_find(apx_context *ctx, const char *name) {
   return NULL;
 }
 
+/* The backend's op table, NULL when it has none (or its table is too small
+ * to hold the pointer). */
+static const apx_backend_ops *ops_of(const apx_backend_table *t) {
+  return t && t->size >= offsetof(apx_backend_table, ops) + sizeof t->ops ? t->ops : NULL;
+}
+
 int apx__backend_has_op(const apx__backend *b, apx_op_id op) {
-  const apx_backend_table *t = b->table;
-  if (!t) return 0;
+  const apx_backend_ops *ops = ops_of(b->table);
+  if (!ops) return 0;
   switch (op) {
 #define HAS_OP_(upper, lower)                                                  \
   case APX_OP_##upper:                                                         \
-    return t->size >= offsetof(apx_backend_table, lower) + sizeof t->lower &&  \
-           t->lower != NULL;
+    return ops->size >= offsetof(apx_backend_ops, lower) + sizeof ops->lower && \
+           ops->lower != NULL;
     APX_OP_MAP(HAS_OP_)
 #undef HAS_OP_
   default:
     return 0;
   }
+}
+
+const char *apx__backend_lacks_op(const apx__backend *b, apx_op_id op, char *buf, size_t size) {
+  const apx_backend_ops *ops = ops_of(b->table);
+  size_t end = 0;
+  switch (op) {
+#define END_OF_(upper, lower)                                                  \
+  case APX_OP_##upper:                                                         \
+    end = offsetof(apx_backend_ops, lower) + sizeof ops->lower;                \
+    break;
+    APX_OP_MAP(END_OF_)
+#undef END_OF_
+  default:
+    break;
+  }
+  if (!ops)
+    snprintf(buf, size, "%s has no op table", b->config->name);
+  else if (ops->size < end)
+    snprintf(buf, size,
+             "%s's op table ([%u] bytes) ends before %s (built against an older "
+             "include/apexx/backend.h)",
+             b->config->name, (unsigned)ops->size, apx_op_name(op));
+  else
+    snprintf(buf, size, "%s does not implement %s", b->config->name, apx_op_name(op));
+  return buf;
 }
 
 apx__backend *apx__backend_for_device(apx_context *ctx, apx_device device) {

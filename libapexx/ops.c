@@ -36,7 +36,7 @@ static apx_status graph_refusal(apx_context *ctx, apx_op_id op, const void *args
     if (st != APX_OK) return st;                                               \
     st = graph_refusal(ctx, APX_OP_##upper, args, b, call);                    \
     if (st != APX_OK) return st;                                               \
-    st = b->table->lower(b->state_ptr, args, call ? call : &default_call);     \
+    st = b->table->ops->lower(b->state_ptr, args, call ? call : &default_call); \
     if (st != APX_OK && !apx_last_error()[0])                                  \
       apx__error(st, "%s: backend %s failed with %s", #lower, b->config->name, \
                  apx_status_name(st));                                         \

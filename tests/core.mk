@@ -35,6 +35,26 @@ tests_fixture_beta_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"beta"' \
 	-DFIXTURE_MARKER=222.0f -DFIXTURE_NO_UNPACK
 tests_fixture_beta_la_LDFLAGS = $(FIXTURE_LDFLAGS)
 
+# The op table's versions (include/apexx/backend.h, Versioning): a module
+# built against ABI 1 (refused, with the reason), one without an op table,
+# one whose op table ends before tileunpack (an older backend.h's) and one
+# with a slot past this core's ops (a newer backend.h's).
+check_LTLIBRARIES += tests/fixture-v1.la tests/fixture-noops.la tests/fixture-olderops.la \
+	tests/fixture-newerops.la
+tests_fixture_v1_la_SOURCES = tests/fixtures/backend_fixture_v1.c
+tests_fixture_v1_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+tests_fixture_noops_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_noops_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"noops"' -DFIXTURE_NO_OPS
+tests_fixture_noops_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+tests_fixture_olderops_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_olderops_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"olderops"' \
+	-DFIXTURE_MARKER=444.0f -DFIXTURE_OPS_SIZE='offsetof(apx_backend_ops, tileunpack)'
+tests_fixture_olderops_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+tests_fixture_newerops_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_newerops_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"newerops"' \
+	-DFIXTURE_MARKER=555.0f -DFIXTURE_NEWER_OPS
+tests_fixture_newerops_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+
 CORE_TEST_CPPFLAGS = $(APX_TEST_CPPFLAGS) -I$(top_srcdir)/libapexx \
 	-DAPEXX_SYSCONF_INI='"$(sysconfdir)/apexx/apexx.ini"'
 noinst_HEADERS += tests/coretest.h

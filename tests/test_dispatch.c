@@ -2,6 +2,9 @@
  * and a stable code plus a sentence for every backend passed over. */
 #include "coretest.h"
 
+#include <apexx/backend.h>
+#include <stddef.h>
+
 static float features[1 * 1 * 8 * 8], out[1 * 1 * 1 * 8 * 8];
 static int32_t idx[1];
 static apx_tensor f_t, i_t, o_t;
@@ -237,12 +240,73 @@ START_TEST(explain_validates_first) {
 }
 END_TEST
 
+/* The op table's own size (include/apexx/backend.h, Versioning): a backend
+ * without one provides no op; one built against an older backend.h (its
+ * op table ends before tileunpack) lacks tileunpack, even with the slot
+ * set, and says so; one built against a newer backend.h (a slot past this
+ * core's ops) loads and runs the ops this core knows. */
+START_TEST(op_table_sizes) {
+  unsetenv("APEXX_BACKEND_DIR");
+  apx_context *ctx =
+      open_ok(write_ini_modules("[apexx]\nbackend_dir = %s\norder = noops, olderops, newerops\n"
+                                "[backend noops]\nlibrary = fixture-noops.so\n"
+                                "[backend olderops]\nlibrary = fixture-olderops.so\n"
+                                "[backend newerops]\nlibrary = fixture-newerops.so\n"));
+  for (int i = 0; i < 3; i++) {
+    struct apx_backend_info info;
+    ck_assert_int_eq(apx_backend_info(ctx, i, &info), APX_OK);
+    ck_assert_msg(info.state == APX_BACKEND_OK, "%s: %s", info.name, info.reason);
+  }
+  const int want[3][3] = {/* tilepack, tileunpack, gather */ {0, 0, 0}, {1, 0, 0}, {1, 1, 0}};
+  const apx_op_id ops[3] = {APX_OP_TILEPACK, APX_OP_TILEUNPACK, APX_OP_GATHER};
+  for (int i = 0; i < 3; i++)
+    for (int k = 0; k < 3; k++) {
+      int has = -1;
+      ck_assert_int_eq(apx_backend_provides(ctx, i, ops[k], &has), APX_OK);
+      ck_assert_msg(has == want[i][k], "backend %d op %s: provides %d", i, apx_op_name(ops[k]),
+                    has);
+    }
+  setup_pack(APX_DTYPE_F32, APX_DEVICE_HOST);
+  apx_explanation e;
+  ck_assert_int_eq(apx_explain(ctx, APX_OP_TILEPACK, &pack, NULL, &e), APX_OK);
+  ck_assert_str_eq(e.backend, "olderops");
+  ck_assert_str_eq(passed(&e, "noops")->reason, "op_unsupported:noops has no op table");
+  ck_assert_int_eq(apx_tilepack(ctx, &pack, NULL), APX_OK);
+  ck_assert(out[0] == 444.0f);
+
+  float base[64] = {0}, packed[64] = {0}, merged[64];
+  int32_t ids[1] = {0};
+  apx_tensor b = apx_tensor_host(base, APX_DTYPE_F32, 4, (int64_t[]){1, 1, 8, 8});
+  apx_tensor p = apx_tensor_host(packed, APX_DTYPE_F32, 5, (int64_t[]){1, 1, 1, 8, 8});
+  apx_tensor i = apx_tensor_host(ids, APX_DTYPE_I32, 2, (int64_t[]){1, 1});
+  apx_tensor o = apx_tensor_host(merged, APX_DTYPE_F32, 4, (int64_t[]){1, 1, 8, 8});
+  apx_tileunpack_args a = APX_TILEUNPACK_ARGS_INIT;
+  a.base = &b;
+  a.packed = &p;
+  a.idx = &i;
+  a.out = &o;
+  ck_assert_int_eq(apx_explain(ctx, APX_OP_TILEUNPACK, &a, NULL, &e), APX_OK);
+  ck_assert_str_eq(e.backend, "newerops");
+  ck_assert_int_eq(passed(&e, "olderops")->code, APX_PASS_OP_UNSUPPORTED);
+  char want_reason[300];
+  snprintf(want_reason, sizeof want_reason,
+           "op_unsupported:olderops's op table ([%zu] bytes) ends before tileunpack (built "
+           "against an older include/apexx/backend.h)",
+           offsetof(apx_backend_ops, tileunpack));
+  ck_assert_str_eq(passed(&e, "olderops")->reason, want_reason);
+  ck_assert_int_eq(apx_tileunpack(ctx, &a, NULL), APX_OK);
+  ck_assert(merged[0] == 555.0f);
+  apx_close(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("dispatch");
   TCase *tc = tcase_create("dispatch");
   tcase_add_test(tc, first_in_order_wins);
   tcase_add_test(tc, supports_declines_with_dtype_unsupported);
   tcase_add_test(tc, missing_op_is_op_unsupported);
+  tcase_add_test(tc, op_table_sizes);
   tcase_add_test(tc, backend_provides_its_table_ops);
   tcase_add_test(tc, per_op_order_overrides_global);
   tcase_add_test(tc, forced_by_call_and_environment);

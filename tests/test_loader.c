@@ -55,7 +55,7 @@ START_TEST(each_defect_has_its_state_and_reason) {
   apx_context *ctx = open_fixtures();
   expect_state(ctx, "alpha", APX_BACKEND_OK, NULL);
   expect_state(ctx, "nosym", APX_BACKEND_SYMBOL_MISSING, "does not export apx_backend_entry");
-  expect_state(ctx, "abi", APX_BACKEND_ABI_MISMATCH, "ABI version [99], core expects [1]");
+  expect_state(ctx, "abi", APX_BACKEND_ABI_MISMATCH, "ABI version [99], core expects [2]");
   expect_state(ctx, "small", APX_BACKEND_ABI_MISMATCH, "table size [8] is below the minimum");
   expect_state(ctx, "name", APX_BACKEND_NAME_MISMATCH,
                "library calls itself [impostor], configured as [name]");
@@ -461,6 +461,44 @@ START_TEST(corrupt_unused_module_leaves_the_others_working) {
 }
 END_TEST
 
+/* A module built against ABI version 1 (the op slots inline in the backend
+ * table; tests/fixtures/backend_fixture_v1.c) is refused with the reason
+ * to rebuild it, and the backends beside it load and run. */
+START_TEST(abi_version_1_module_is_refused_with_the_reason) {
+  unsetenv("APEXX_BACKEND_DIR");
+  apx_context *ctx = open_ok(write_ini_modules("[apexx]\nbackend_dir = %s\norder = old, alpha\n"
+                                               "[backend old]\nlibrary = fixture-v1.so\n"
+                                               "[backend alpha]\nlibrary = fixture-alpha.so\n"));
+  expect_state(ctx, "old", APX_BACKEND_ABI_MISMATCH,
+               "ABI version [1], core expects [2] (built against an older "
+               "include/apexx/backend.h: rebuild it against this one; version 2 moved the op "
+               "slots into apx_backend_ops)");
+  expect_state(ctx, "alpha", APX_BACKEND_OK, NULL);
+  const struct apx_backend_info *old = backend_named(ctx, "old");
+  ck_assert_contains(old->library, "fixture-v1.so");
+  int provides = -1;
+  ck_assert_int_eq(apx_backend_provides(ctx, 0, APX_OP_TILEPACK, &provides), APX_OK);
+  ck_assert_int_eq(provides, 0);
+  float features[64] = {0}, out[64];
+  int32_t ids[1] = {0};
+  apx_tensor f = apx_tensor_host(features, APX_DTYPE_F32, 4, (int64_t[]){1, 1, 8, 8});
+  apx_tensor i = apx_tensor_host(ids, APX_DTYPE_I32, 2, (int64_t[]){1, 1});
+  apx_tensor o = apx_tensor_host(out, APX_DTYPE_F32, 5, (int64_t[]){1, 1, 1, 8, 8});
+  apx_tilepack_args a = APX_TILEPACK_ARGS_INIT;
+  a.features = &f;
+  a.idx = &i;
+  a.tile = 8;
+  a.out = &o;
+  ck_assert_int_eq(apx_tilepack(ctx, &a, NULL), APX_OK);
+  ck_assert(out[0] == 111.0f); /* alpha ran it, not the refused module */
+  apx_explanation e;
+  ck_assert_int_eq(apx_explain(ctx, APX_OP_TILEPACK, &a, NULL, &e), APX_OK);
+  ck_assert_int_eq(e.passed_over[0].code, APX_PASS_NOT_LOADED);
+  ck_assert_contains(e.passed_over[0].reason, "not_loaded:abi_mismatch: ABI version [1]");
+  apx_close(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("loader");
   TCase *tc = tcase_create("loader");
@@ -468,6 +506,7 @@ int main(void) {
   tcase_add_test(tc, info_reports_library_version_and_device);
   tcase_add_test(tc, a_working_backend_runs_beside_broken_ones);
   tcase_add_test(tc, library_writable_by_others_is_refused);
+  tcase_add_test(tc, abi_version_1_module_is_refused_with_the_reason);
   suite_add_tcase(s, tc);
   TCase *elf = tcase_create("elf");
   tcase_add_checked_fixture(elf, module_dir_setup, module_dir_teardown);

@@ -153,6 +153,14 @@ static const apx_backend_env cpu_env[] = {
     {"APEXX_CPU_SIMD", "off: an alias of APEXX_CPU_ISA=portable"},
 };
 
+/* Every op, in APX_OP_MAP's order: cpu_NAME beside this file. */
+static const apx_backend_ops cpu_ops = {
+    .size = sizeof(apx_backend_ops),
+#define CPU_OP_SLOT_(upper, lower) .lower = cpu_##lower,
+    APX_OP_MAP(CPU_OP_SLOT_)
+#undef CPU_OP_SLOT_
+};
+
 static const apx_backend_table cpu_table = {
     .abi_version = APX_BACKEND_ABI_VERSION,
     .size = sizeof(apx_backend_table),
@@ -172,9 +180,7 @@ static const apx_backend_table cpu_table = {
     .timer_begin = cpu_timer_begin,
     .timer_end = cpu_timer_end,
     .device_info = cpu_device_info,
-#define CPU_OP_SLOT_(upper, lower) .lower = cpu_##lower,
-    APX_OP_MAP(CPU_OP_SLOT_)
-#undef CPU_OP_SLOT_
+    .ops = &cpu_ops,
     .keys = cpu_keys,
     .key_count = sizeof cpu_keys / sizeof cpu_keys[0],
     .env_vars = cpu_env,

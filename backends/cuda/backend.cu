@@ -492,6 +492,14 @@ static const apx_backend_key cuda_keys[] = {
      "programmatic dependent launch between a call's kernels on cc >= 9.0", "APEXX_CUDA_PDL"},
 };
 
+/* Every op, in APX_OP_MAP's order: cuda_NAME in the files beside this one. */
+static const apx_backend_ops cuda_ops = {
+    (uint32_t)sizeof(apx_backend_ops),
+#define CUDA_OP_ENTRY_(upper, lower) cuda_##lower,
+    APX_OP_MAP(CUDA_OP_ENTRY_)
+#undef CUDA_OP_ENTRY_
+};
+
 static const apx_backend_table cuda_table = {
     APX_BACKEND_ABI_VERSION,
     (uint32_t)sizeof(apx_backend_table),
@@ -511,9 +519,7 @@ static const apx_backend_table cuda_table = {
     cuda_timer_begin,
     cuda_timer_end,
     cuda_device_info,
-#define CUDA_OP_ENTRY_(upper, lower) cuda_##lower,
-    APX_OP_MAP(CUDA_OP_ENTRY_)
-#undef CUDA_OP_ENTRY_
+    &cuda_ops,
     cuda_keys,
     (uint32_t)(sizeof cuda_keys / sizeof cuda_keys[0]),
     NULL,

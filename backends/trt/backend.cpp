@@ -147,7 +147,9 @@ apx_backend_table make_table() {
   t.key_count = sizeof trt_keys / sizeof trt_keys[0];
   t.env_vars = trt_env;
   t.env_count = sizeof trt_env / sizeof trt_env[0];
-  return t;  // no memory functions: device memory comes from the cuda backend
+  // no op table (ops NULL): the trt backend runs no op of its own; no memory
+  // functions: device memory comes from the cuda backend
+  return t;
 }
 
 const apx_backend_table trt_table = make_table();

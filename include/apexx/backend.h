@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx plugin ABI: what a backend shared object exports.
  *
  * A backend is a shared object (a libtool module) exporting one function,
@@ -5,12 +6,14 @@
  * The core dlopens it (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) only when the
  * configuration lists it, then checks, in this order and before touching
  * anything else: abi_version equals APX_BACKEND_ABI_VERSION (else state
- * abi_mismatch), size is at least APX_BACKEND_TABLE_MIN_SIZE (else
+ * abi_mismatch: a module built against another backend.h is rebuilt, see
+ * Versioning), size is at least APX_BACKEND_TABLE_MIN_SIZE (else
  * abi_mismatch), name is non-NULL and equals the configuration's section name
- * (else name_mismatch), probe and init are non-NULL (else symbol_missing). It
- * then calls probe (false: state unavailable with the probe's reason; the
- * module stays loaded, init is never called) and init (failure: init_failed
- * with the error text the backend set).
+ * (else name_mismatch), probe and init are non-NULL (else symbol_missing), and
+ * the op table, when there is one, has a size of at least its own size field
+ * (else abi_mismatch). It then calls probe (false: state unavailable with
+ * the probe's reason; the module stays loaded, init is never called) and
+ * init (failure: init_failed with the error text the backend set).
  *
  * Required entries: abi_version, size, name, device, probe, init. Everything
  * else may be NULL, with this meaning to the core:
@@ -35,14 +38,21 @@
  * - graph_begin, graph_end, graph_replay, graph_free (all four or none; a
  *   table too small to hold them has none): apx_graph_begin returns
  *   APX_ERR_UNSUPPORTED for the backend.
- * - an op function (or an op past the table's size): the op is not provided;
- *   dispatch passes the backend over with op_unsupported.
+ * - ops (no op table), an op function, or an op past the op table's size:
+ *   the op is not provided; dispatch passes the backend over with
+ *   op_unsupported and says which.
  *
- * Versioning: fields are only ever appended. The core uses a field only when
- * the table's size covers it, so an older backend (smaller table) simply
- * lacks the newer ops; the ABI version changes only when an existing field
- * changes meaning. apx_core_services grows the same way: a backend reads a
- * service only when svc->size covers it.
+ * Versioning (docs/architecture.md, Plugin ABI): every table is append-only
+ * and carries its own size, as libfabric's fi_ops_* tables do. The op slots
+ * live in their own table, apx_backend_ops, that the backend table points
+ * to: a new op is appended there (APX_OP_MAP's order) and moves no other
+ * field. The core uses a field only when its table's size covers it, so an
+ * older backend (smaller tables) simply lacks the newer ops and fields, and
+ * a newer one's extra slots are ignored. apx_core_services grows the same
+ * way: a backend reads a service only when svc->size covers it. The ABI
+ * version changes only when an existing field moves or changes meaning;
+ * version 2 moved the op slots out of the backend table into apx_backend_ops
+ * (a version 1 module is refused as abi_mismatch and must be rebuilt).
  *
  * Threading: the core holds no lock around a call into a backend. Op
  * functions, supports, alloc, free, copy, sync, peak_bytes, reset_peak, the
@@ -95,7 +105,7 @@
 extern "C" {
 #endif
 
-#define APX_BACKEND_ABI_VERSION 1u
+#define APX_BACKEND_ABI_VERSION 2u
 #define APX_BACKEND_ENTRY_SYMBOL "apx_backend_entry"
 
 /* How device index tensors are checked (the [apexx] validate key). */
@@ -325,6 +335,16 @@ typedef struct apx_core_services {
 APX_OP_MAP(APX_BACKEND_OP_TYPEDEF_)
 #undef APX_BACKEND_OP_TYPEDEF_
 
+/* The op slots: one function per op in APX_OP_MAP's order, NULL where the
+ * backend does not provide the op. A table of its own with its own size,
+ * so that new ops are appended here without moving anything else. */
+typedef struct apx_backend_ops {
+  uint32_t size; /* sizeof(apx_backend_ops) the backend was built with */
+#define APX_BACKEND_OP_FIELD_(upper, lower) apx_##lower##_fn lower;
+  APX_OP_MAP(APX_BACKEND_OP_FIELD_)
+#undef APX_BACKEND_OP_FIELD_
+} apx_backend_ops;
+
 typedef struct apx_backend_table {
   uint32_t abi_version; /* APX_BACKEND_ABI_VERSION */
   uint32_t size;        /* sizeof(apx_backend_table) the backend was built with */
@@ -381,16 +401,11 @@ typedef struct apx_backend_table {
   apx_status (*device_info)(void *state, int index,
                             struct apx_device_info *info);
 
-  /* The op vtable, in apx_op_id order: one pointer per op, NULL where the
-   * backend does not provide the op. New ops are appended. */
-#define APX_BACKEND_OP_FIELD_(upper, lower) apx_##lower##_fn lower;
-  APX_OP_MAP(APX_BACKEND_OP_FIELD_)
-#undef APX_BACKEND_OP_FIELD_
+  /* Its ops (apx_backend_ops); NULL: none. Static, like the table. */
+  const apx_backend_ops *ops;
 
   /* The keys of its [backend NAME] section and the environment variables it
-   * reads itself (see apx_backend_key); NULL/0 when none. These follow the
-   * op vtable, so an op added to APX_OP_MAP from now on would move them:
-   * new ops get their own fields after env_count instead. */
+   * reads itself (see apx_backend_key); NULL/0 when none. */
   const apx_backend_key *keys;
   uint32_t key_count;
   const apx_backend_env *env_vars;
@@ -415,8 +430,18 @@ typedef struct apx_backend_table {
   void (*graph_free)(void *state, void *graph);
 } apx_backend_table;
 
-/* The smallest table the core accepts: everything up to the first op. */
-#define APX_BACKEND_TABLE_MIN_SIZE offsetof(apx_backend_table, tilepack)
+/* The smallest table the core accepts: everything up to the op table. */
+#define APX_BACKEND_TABLE_MIN_SIZE offsetof(apx_backend_table, ops)
+
+/* Op `lower`'s function in a backend table (tilepack, ...), or NULL when the
+ * table has no op table, its op table's size does not cover the slot, or the
+ * slot is NULL. */
+#define APX_BACKEND_OP(table, lower)                                           \
+  ((table)->ops &&                                                             \
+           (table)->ops->size >= offsetof(apx_backend_ops, lower) +            \
+                                     sizeof((table)->ops->lower)               \
+       ? (table)->ops->lower                                                   \
+       : NULL)
 
 /* The one symbol a backend exports. */
 typedef const apx_backend_table *(*apx_backend_entry_fn)(void);

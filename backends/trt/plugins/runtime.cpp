@@ -106,8 +106,8 @@ int kernels_get(Kernels *k, char *err, size_t err_size) {
     const apx_backend_table *table = apx_backend_entry();
     void *state = nullptr;
     if (!table || table->abi_version != APX_BACKEND_ABI_VERSION || !table->init ||
-        !table->tilepack || !table->tileunpack || !table->fusiongate_fuse ||
-        !table->tilessm_scan) {
+        !APX_BACKEND_OP(table, tilepack) || !APX_BACKEND_OP(table, tileunpack) ||
+        !APX_BACKEND_OP(table, fusiongate_fuse) || !APX_BACKEND_OP(table, tilessm_scan)) {
       pthread_mutex_unlock(&kernels_lock);
       snprintf(err, err_size, "the linked cuda backend lacks the plugins' ops");
       return -1;

@@ -17,7 +17,7 @@ int enqueue_tilepack(const EnqueueCall &c) {
   a.tile = c.params->tile_size;
   a.out = &out[0];
   apx_call call = {"cuda", c.stream};
-  if (k.table->tilepack(k.state, &a, &call) != APX_OK) return enqueue_failed(c);
+  if (k.table->ops->tilepack(k.state, &a, &call) != APX_OK) return enqueue_failed(c);
   return enqueue_finish(c, k);
 }
 

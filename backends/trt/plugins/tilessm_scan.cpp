@@ -24,7 +24,7 @@ int enqueue_tilessm_scan(const EnqueueCall &c) {
   a.out = &out[0];
   a.final_state = &out[1];
   apx_call call = {"cuda", c.stream};
-  if (k.table->tilessm_scan(k.state, &a, &call) != APX_OK) return enqueue_failed(c);
+  if (k.table->ops->tilessm_scan(k.state, &a, &call) != APX_OK) return enqueue_failed(c);
   return enqueue_finish(c, k);
 }
 

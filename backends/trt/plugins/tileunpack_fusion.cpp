@@ -35,14 +35,14 @@ int enqueue_tileunpack_fusion(const EnqueueCall &c) {
   a.assume_priority_sorted = 0;
   a.out = &merged;
   apx_call call = {"cuda", c.stream};
-  if (k.table->tileunpack(k.state, &a, &call) != APX_OK) return enqueue_failed(c);
+  if (k.table->ops->tileunpack(k.state, &a, &call) != APX_OK) return enqueue_failed(c);
   if (!with_alpha) return enqueue_finish(c, k);
   apx_fusiongate_fuse_args f = APX_FUSIONGATE_FUSE_ARGS_INIT;
   f.base = &in[0];
   f.detail = &merged;
   f.alpha = &in[4];
   f.out = &out[0];
-  if (k.table->fusiongate_fuse(k.state, &f, &call) != APX_OK) return enqueue_failed(c);
+  if (k.table->ops->fusiongate_fuse(k.state, &f, &call) != APX_OK) return enqueue_failed(c);
   return enqueue_finish(c, k);
 }
 
