@@ -1,5 +1,5 @@
-/* apexx-bench run flags: the fixed profile of docs/report.md (DESIGN.md
- * "Bench and regression workflow") and one flag per field. A bad flag is a
+/* apexx-bench run flags: the fixed profile of docs/report.md (Profile and
+ * inputs; apexx-bench(1)) and one flag per field. A bad flag is a
  * message naming the flag and its value, and exit status 1. */
 #include "config.h"
 
@@ -92,7 +92,7 @@ static const struct option long_flags[] = {
 
 static void defaults(bench_options *opts) {
   memset(opts, 0, sizeof *opts);
-  /* docs/report.md, Profile and inputs / DESIGN.md: the fixed baseline profile */
+  /* docs/report.md, Profile and inputs: the fixed baseline profile */
   opts->batch = 1;
   opts->channels = 128;
   opts->height = 128;

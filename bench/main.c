@@ -299,7 +299,7 @@ static int run_suite(int argc, char **argv) {
     return BENCH_EXIT_USAGE;
   }
   /* the trt backend reads its plugin library from the environment
-   * (DESIGN.md configuration: plugin_library or $APEXX_TRT_PLUGIN_LIB) */
+   * (docs/trt.md: [backend trt] plugin_library, or $APEXX_TRT_PLUGIN_LIB) */
   if (opts.trt_plugin_lib) setenv("APEXX_TRT_PLUGIN_LIB", opts.trt_plugin_lib, 1);
 
   apx_context *ctx = NULL;

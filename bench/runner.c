@@ -7,8 +7,8 @@
  * cpu reference. Sizes, seeds and work counts are documented in
  * apexx-bench(1). */
 #include "bench.h"
-#include "../backends/trt/engine_runner.h"
 
+#include <apexx/trt_engine_runner.h>
 #include <dlfcn.h>
 
 #include <inttypes.h>
@@ -1314,21 +1314,36 @@ static cJSON *trt_result_row(run_state *rs, int rc, const apexx_trt_engine_resul
   return row;
 }
 
+/* The plugin library: --trt-plugin-lib, else [backend trt] plugin_library
+ * in effect ($APEXX_TRT_PLUGIN_LIB, the configuration's value or the
+ * installed library); NULL when neither names one. */
+static const char *trt_plugin_path(const run_state *rs) {
+  if (rs->opts->trt_plugin_lib) return rs->opts->trt_plugin_lib;
+  for (int i = 0, n = apx_config_key_count(rs->ctx); i < n; i++) {
+    apx_config_key_info k;
+    if (apx_config_key(rs->ctx, i, &k) == APX_OK && k.key &&
+        strcmp(k.section, "backend trt") == 0 && strcmp(k.key, "plugin_library") == 0)
+      return k.value;
+  }
+  return NULL;
+}
+
 /* tensorrt.engine with an engine file: the engine runner of the plugin
- * library (backends/trt/engine_runner.h), from --trt-plugin-lib or
- * $APEXX_TRT_PLUGIN_LIB, else libapexx_trt_plugins.so on the linker path.
- * The library stays loaded (TensorRT and the cuda kernels keep state in
- * it). Its skip reasons are spec/report.md's, plus tensorrt_unavailable:
- * with the probe's reason where TensorRT or the library is missing. */
+ * library (include/apexx/trt_engine_runner.h, docs/trt.md), opened with the
+ * core's checks (apx_library_open). The library stays loaded (TensorRT and
+ * the cuda kernels keep state in it). Its skip reasons are the report's
+ * (docs/report.md, Rows), plus tensorrt_unavailable: with the probe's
+ * reason where TensorRT or the library is missing. */
 static cJSON *trt_engine_row(run_state *rs, const char *path, int *ran) {
   const bench_options *o = rs->opts;
-  const char *lib = o->trt_plugin_lib ? o->trt_plugin_lib : "libapexx_trt_plugins.so";
+  const char *lib = trt_plugin_path(rs);
   *ran = 0;
-  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char *why = dlerror();
-    return row_skipped("tensorrt_unavailable:plugin library not loaded: %s", why ? why : lib);
-  }
+  if (!lib)
+    return row_skipped("tensorrt_unavailable:plugin library not loaded: neither "
+                       "--trt-plugin-lib nor [backend trt] plugin_library names one");
+  void *h = NULL;
+  if (apx_library_open(rs->ctx, lib, &h) != APX_OK)
+    return row_skipped("tensorrt_unavailable:plugin library not loaded: %s", apx_last_error());
   void *sym = dlsym(h, APEXX_TRT_ENGINE_RUN_SYMBOL);
   if (!sym) return row_skipped("tensorrt_unavailable:%s lacks %s", lib, APEXX_TRT_ENGINE_RUN_SYMBOL);
   apexx_trt_engine_run_fn run;
@@ -1380,7 +1395,7 @@ static cJSON *run_trt_engine_file(run_state *rs, const entry_def *e, const bench
 
 /* tensorrt.tilessm_plugin with the plugin library loaded (handle h, kept
  * loaded as the engine row's) and the trt backend usable: the library's
- * apexx_trt_plugin_run (backends/trt/engine_runner.h) builds a network of
+ * apexx_trt_plugin_run (include/apexx/trt_engine_runner.h) builds a network of
  * one TileSSMScan plugin over fp16 tokens [scan_batch, steps,
  * scan_channels] and times its engine; tokens_per_s is
  * scan_batch * steps * scan_channels / p50. */
@@ -1475,10 +1490,8 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
       trt_skip = "not_configured: no [backend trt] section";
     } else if (access(rs->opts->trt_plugin_lib, R_OK) != 0) {
       trt_skip = "missing_plugin_library";
-    } else if (!(plugin = dlopen(rs->opts->trt_plugin_lib, RTLD_NOW | RTLD_LOCAL))) {
-      const char *why = dlerror();
-      snprintf(trt_reason, sizeof trt_reason, "cdll_load_failed:%s",
-               why ? why : rs->opts->trt_plugin_lib);
+    } else if (apx_library_open(rs->ctx, rs->opts->trt_plugin_lib, &plugin) != APX_OK) {
+      snprintf(trt_reason, sizeof trt_reason, "cdll_load_failed:%s", apx_last_error());
       trt_skip = trt_reason;
     } else if (rs->backends[trt].state != APX_BACKEND_OK) {
       trt_skip = backend_unusable_reason(&rs->backends[trt], trt_reason,

@@ -223,17 +223,6 @@ APX_API int64_t apx_tensor_numel(const apx_tensor *t) {
   return n;
 }
 
-double apx__float_at(const apx_tensor *t, int64_t i) {
-  switch (t->dtype) {
-  case APX_DTYPE_F16:
-    return apx_f16_to_f32(((const uint16_t *)t->data)[i]);
-  case APX_DTYPE_BF16:
-    return apx_bf16_to_f32(((const uint16_t *)t->data)[i]);
-  default:
-    return ((const float *)t->data)[i];
-  }
-}
-
 APX_API apx_tensor apx_tensor_host(void *data, apx_dtype dtype, int ndim,
                                    const int64_t *shape) {
   apx_tensor t;

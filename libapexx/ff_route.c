@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "apx_half.h"
 #include "ff_internal.h"
 #include "internal.h"
 
@@ -110,7 +111,7 @@ apx_status apx__ff_route(const apx_ff_infer_args *args, apx_ff_route *route) {
     /* L0 greedy: the whole candidate list is walked; a tile that does not
      * fit the remaining budget is skipped, not the end of the walk. */
     for (int64_t id = 0; id < tiles_l0; id++) {
-      candidates[id].score = apx__float_at(utilities, b * tiles_l0 + id) / delta;
+      candidates[id].score = apx_float_at(utilities, b * tiles_l0 + id) / delta;
       candidates[id].id = id;
     }
     qsort(candidates, (size_t)tiles_l0, sizeof *candidates, compare_scored);
@@ -129,7 +130,7 @@ apx_status apx__ff_route(const apx_ff_infer_args *args, apx_ff_route *route) {
     double spent_b2 = 0.0;
     if (nesting && count_l0 > 0) {
       for (int64_t i = 0; i < count_l0; i++) {
-        candidates[i].score = apx__float_at(split, b * tiles_l0 + taken[i]) / 1.0;
+        candidates[i].score = apx_float_at(split, b * tiles_l0 + taken[i]) / 1.0;
         candidates[i].id = taken[i];
       }
       qsort(candidates, (size_t)count_l0, sizeof *candidates, compare_scored);

@@ -31,8 +31,6 @@ char *apx__strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void apx__strlcpy(char *dst, const char *src, size_t size);
 /* Environment lookup that ignores the environment in setuid programs. */
 const char *apx__getenv(const char *name);
-/* Element i of a host float tensor (f32, f16, bf16) as a double, exactly. */
-double apx__float_at(const apx_tensor *t, int64_t i);
 
 /* ---- configuration (libapexx/config.c) ---- */
 typedef struct apx__config_entry {

@@ -48,9 +48,9 @@ static apx_status svc_set_error(apx_status status, const char *fmt, ...) {
   return status;
 }
 
-/* Relative names (a bare file name or a sub/path) resolve in backend_dir
- * only: never against the working directory, never through the dynamic
- * linker's search path. NULL for a name with a ".." component. */
+/* path as the backend gives it (its declared path key's value: absolute, or
+ * relative to the working directory), opened once and checked (trust.c):
+ * never through the dynamic linker's search path. */
 static void *svc_open_library(void *core, const char *path, int flags, char *reason,
                               size_t reason_size) {
   apx__backend *b = core;
@@ -59,6 +59,21 @@ static void *svc_open_library(void *core, const char *path, int flags, char *rea
   return apx__dlopen_checked(path, flags,
                              apx__config_get(&b->ctx->config, "apexx", "trusted_owner_uids"),
                              &not_found, reason, reason_size);
+}
+
+APX_API apx_status apx_library_open(apx_context *ctx, const char *path, void **handle) {
+  apx__clear_error();
+  if (handle) *handle = NULL;
+  if (!ctx || !path || !handle)
+    return apx__error(APX_ERR_INVALID_ARG, "apx_library_open: %s = [NULL]",
+                      !ctx ? "ctx" : !path ? "path" : "handle");
+  char reason[600];
+  int not_found;
+  *handle = apx__dlopen_checked(path, RTLD_NOW | RTLD_LOCAL,
+                                apx__config_get(&ctx->config, "apexx", "trusted_owner_uids"),
+                                &not_found, reason, sizeof reason);
+  if (!*handle) return apx__error(APX_ERR_IO, "apx_library_open: [%s]: %s", path, reason);
+  return APX_OK;
 }
 
 static char *resolve_path(const apx__config *cfg, const char *library) {

@@ -48,7 +48,7 @@ FUZZ_BUILD = srcs=; for f in $(libapexx_libapexx_la_SOURCES); do \
 	  case $$f in *.c) srcs="$$srcs $(top_srcdir)/$$f";; esac; done; \
 	$(MKDIR_P) fuzz && \
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -DHAVE_CONFIG_H -I$(top_builddir) \
-	-I$(top_srcdir)/include -I$(top_srcdir)/backends/common -I$(top_srcdir)/libapexx \
+	-I$(top_srcdir)/include -I$(top_srcdir)/common -I$(top_srcdir)/libapexx \
 	$(INIH_CFLAGS) $(CJSON_CFLAGS) -DAPEXX_BACKEND_DIR='"$(pkglibdir)"' \
 	-DAPEXX_SYSCONF_INI='"$(sysconfdir)/apexx/apexx.ini"' -o $@ \
 	$(top_srcdir)/tests/fuzz/fuzz_$$name.c $$srcs $$extra \

@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include "coretest.h"
 
+#include <apexx/backend.h>
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <stdint.h>
@@ -499,6 +501,33 @@ START_TEST(abi_version_1_module_is_refused_with_the_reason) {
 }
 END_TEST
 
+/* apx_library_open: the core's checked loader for tools (apexx-bench's
+ * plugin library): a module loads and its entry is found; a file that is
+ * no library, a missing file and NULL arguments are refused, named. */
+START_TEST(library_open_checks_like_the_loader) {
+  apx_context *ctx = open_fixtures();
+  char path[700];
+  snprintf(path, sizeof path, "%s/fixture-alpha.so", getenv("APEXX_TEST_MODULES"));
+  void *h = (void *)1;
+  ck_assert_int_eq(apx_library_open(ctx, path, &h), APX_OK);
+  ck_assert_ptr_nonnull(h);
+  ck_assert_ptr_nonnull(dlsym(h, APX_BACKEND_ENTRY_SYMBOL));
+  dlclose(h);
+  snprintf(path, sizeof path, "%s/not-a-library.so", getenv("APEXX_TEST_FIXTURES"));
+  h = (void *)1;
+  ck_assert_int_eq(apx_library_open(ctx, path, &h), APX_ERR_IO);
+  ck_assert_ptr_null(h);
+  ck_assert_contains(apx_last_error(), "apx_library_open: [");
+  ck_assert_contains(apx_last_error(), "not-a-library.so]: not a loadable shared object");
+  ck_assert_int_eq(apx_library_open(ctx, "/nonexistent/libx.so", &h), APX_ERR_IO);
+  ck_assert_contains(apx_last_error(), "[/nonexistent/libx.so]: not found");
+  ck_assert_int_eq(apx_library_open(ctx, NULL, &h), APX_ERR_INVALID_ARG);
+  ck_assert_str_eq(apx_last_error(), "apx_library_open: path = [NULL]");
+  ck_assert_int_eq(apx_library_open(NULL, path, &h), APX_ERR_INVALID_ARG);
+  apx_close(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("loader");
   TCase *tc = tcase_create("loader");
@@ -507,6 +536,7 @@ int main(void) {
   tcase_add_test(tc, a_working_backend_runs_beside_broken_ones);
   tcase_add_test(tc, library_writable_by_others_is_refused);
   tcase_add_test(tc, abi_version_1_module_is_refused_with_the_reason);
+  tcase_add_test(tc, library_open_checks_like_the_loader);
   suite_add_tcase(s, tc);
   TCase *elf = tcase_create("elf");
   tcase_add_checked_fixture(elf, module_dir_setup, module_dir_teardown);

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../backends/trt/engine_runner.h"
+#include <apexx/trt_engine_runner.h>
 #include "test_bench_util.h"
 
 #define TINY "--channels", "8", "--height", "32", "--width", "32", "--kmax", "2", \

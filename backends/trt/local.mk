@@ -17,7 +17,6 @@ trt_plugin_sources = \
 	backends/trt/nvinfer_open.h
 EXTRA_DIST += backends/trt/backend.cpp backends/trt/nvinfer_open.h $(trt_plugin_sources) \
 	backends/trt/apexx-trt-plugins.map
-noinst_HEADERS += backends/trt/engine_runner.h
 
 noinst_LTLIBRARIES += backends/trt/libtrtunits.la
 backends_trt_libtrtunits_la_SOURCES = backends/trt/trt_units.c backends/trt/trt_units.h

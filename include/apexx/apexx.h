@@ -138,6 +138,18 @@ APX_API apx_status apx_open(apx_context **ctx, const char *config_path);
  * enforces this itself (Context.close waits for calls in flight). */
 APX_API void apx_close(apx_context *ctx);
 
+/* Open the shared library at path (absolute, or relative to the working
+ * directory) with dlopen(RTLD_NOW | RTLD_LOCAL) after the checks the core
+ * applies to backend modules: one open descriptor is checked and loaded, a
+ * regular file that neither it nor a directory above it lets other users
+ * write, with a trusted owner ([apexx] trusted_owner_uids) and ELF headers
+ * inside the file (docs/architecture.md, Plugin ABI). *handle is for dlsym
+ * and dlclose. APX_ERR_INVALID_ARG for a NULL argument; APX_ERR_IO, with
+ * "apx_library_open: [path]: reason" and *handle NULL, when the file is
+ * missing, refused or not loadable. For tools that run a plugin library's
+ * own entry (apexx-bench's TensorRT engine runner). */
+APX_API apx_status apx_library_open(apx_context *ctx, const char *path, void **handle);
+
 /* ---- logging --------------------------------------------------------------- */
 typedef enum apx_log_level {
   APX_LOG_OFF = 0,

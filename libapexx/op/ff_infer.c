@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "apx_half.h"
 #include "internal.h"
 #include "op_table.h"
 
@@ -180,7 +181,7 @@ static apx_status require_no_nan(const apx__vstate *v, const char *name, const a
   int64_t rows = t->shape[0], cols = t->shape[1];
   for (int64_t b = 0; b < rows; b++)
     for (int64_t i = 0; i < cols; i++)
-      if (isnan(apx__float_at(t, b * cols + i)))
+      if (isnan(apx_float_at(t, b * cols + i)))
         return apx__vfail(v, "%s[%lld][%lld] = [nan] is NaN (utilities must be comparable)", name,
                           (long long)b, (long long)i);
   return APX_OK;

@@ -1,4 +1,4 @@
-// apexx_trt_engine_run (backends/trt/engine_runner.h): time a serialised
+// apexx_trt_engine_run (include/apexx/trt_engine_runner.h): time a serialised
 // TensorRT engine through the dlopened runtime; apexx_trt_plugin_run: build
 // a network of one TileSSMScan plugin through the dlopened builder and time
 // its engine. libnvinfer is found as the trt backend's probe finds it
@@ -6,7 +6,7 @@
 // against (the interfaces' layouts differ between majors).
 #include "config.h"
 
-#include "../engine_runner.h"
+#include <apexx/trt_engine_runner.h>
 #include "../nvinfer_open.h"
 #include "apx_half.h"
 #include "apx_splitmix.h"

@@ -1,7 +1,9 @@
-/* The engine runner of libapexx_trt_plugins.so, for apexx-bench: plain C,
- * reached with dlopen + dlsym(APEXX_TRT_ENGINE_RUN_SYMBOL or
- * APEXX_TRT_PLUGIN_RUN_SYMBOL), so the bench needs neither TensorRT's
- * headers nor a link to the plugin library.
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The engine runner of libapexx_trt_plugins.so (docs/trt.md, The engine
+ * runner), for apexx-bench and other tools: plain C, reached by opening the
+ * library with apx_library_open (the core's checks) and dlsym of
+ * APEXX_TRT_ENGINE_RUN_SYMBOL or APEXX_TRT_PLUGIN_RUN_SYMBOL, so a caller
+ * needs neither TensorRT's headers nor a link to the plugin library.
  *
  * It deserialises a TensorRT engine through the dlopened runtime
  * (createInferRuntime_INTERNAL of libnvinfer, the plugins' creators
@@ -9,8 +11,8 @@
  * input_shapes "name=AxBx...", else 1 with a warning), fills the inputs
  * with seeded values (floats in [-1, 1], integers 0), and times
  * enqueueV3 with CUDA events. */
-#ifndef APX_TRT_ENGINE_RUNNER_H
-#define APX_TRT_ENGINE_RUNNER_H
+#ifndef APEXX_TRT_ENGINE_RUNNER_H
+#define APEXX_TRT_ENGINE_RUNNER_H
 
 #include <stdint.h>
 

@@ -1,7 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* splitmix64 (Steele, Lea, Flood 2014): the seeded generator the tests
  * (tests/testutil.c, tu_rng) and the bench (bench/inputs.c, bench_rng;
  * apexx-bench(1), INPUTS) draw their data from, and the stream of
- * apx_ff_weights_seeded (docs/ff_weights.md). Header-only, not installed. */
+ * apx_ff_weights_seeded (docs/ff_weights.md). Header-only, shared by the
+ * core, the bench and the tests (common/); not installed. */
 #ifndef APX_SPLITMIX_H
 #define APX_SPLITMIX_H
 

@@ -1,11 +1,14 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Portable fp16/bf16 <-> fp32 conversions with round-to-nearest-even and
- * subnormals kept (docs/ops.md, Rounding and parity: rounding model R). Internal header shared
- * by the cpu backend, the tests and the bench; not installed.
+ * subnormals kept (docs/ops.md, Rounding and parity: rounding model R).
+ * Header-only, shared by the core, the backends, the bench and the tests
+ * (common/: docs/architecture.md, Layout); not installed.
  * Every function is exact IEEE: the SIMD paths of the cpu backend are tested
  * against these. */
 #ifndef APX_HALF_H
 #define APX_HALF_H
 
+#include <apexx/apexx.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -83,5 +86,17 @@ static inline uint16_t apx_f32_to_bf16(float f) {
 /* Round an fp32 value to the storage dtype and back (R-model `fl`). */
 static inline float apx_round_f16(float f) { return apx_f16_to_f32(apx_f32_to_f16(f)); }
 static inline float apx_round_bf16(float f) { return apx_bf16_to_f32(apx_f32_to_bf16(f)); }
+
+/* Element i of a host float tensor (f32, f16 or bf16) as a double, exactly. */
+static inline double apx_float_at(const apx_tensor *t, int64_t i) {
+  switch (t->dtype) {
+  case APX_DTYPE_F16:
+    return (double)apx_f16_to_f32(((const uint16_t *)t->data)[i]);
+  case APX_DTYPE_BF16:
+    return (double)apx_bf16_to_f32(((const uint16_t *)t->data)[i]);
+  default:
+    return (double)((const float *)t->data)[i];
+  }
+}
 
 #endif /* APX_HALF_H */
