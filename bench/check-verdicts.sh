@@ -4,7 +4,7 @@
 # apexx-bench ab: docs/report.md, A/B), from a configured build tree of a
 # git checkout (the current directory):
 #   sh SRCDIR/bench/check-verdicts.sh [--unchanged N] [--seeded] [--loaded N]
-#        [--rows LIST] [--log FILE] [MAKE-VARIABLES...]
+#        [--rows LIST] [--log FILE] [--keep DIR] [MAKE-VARIABLES...]
 # --unchanged N  N runs of `make bench-ab BASE=HEAD` on unchanged code (this
 #                build against HEAD's cached install: the same code): each
 #                should pass with no row regressed (inconclusive is counted)
@@ -19,10 +19,12 @@
 # (BENCH_AB_ROUNDS=..., BENCH_AB_MAX_ROUNDS=...) go to every make call.
 # One line per run (exit status, verdict counts, seconds), then a summary
 # to quote: the machine, the commit, per series the count of each verdict
-# and the time a run takes. Exit 0 when every run gave the expected
-# verdict, 1 otherwise.
+# and the time a run takes. Each run's tables and JSON (bench-ab.*, and
+# bench-ab-confirm.* of a confirmation) are kept in --keep DIR (default
+# check-verdicts-DATE/). Exit 0 when every run gave the expected verdict, 1
+# otherwise.
 set -u
-unchanged=0 seeded=0 loaded=0 any=0 log=
+unchanged=0 seeded=0 loaded=0 any=0 log= keep=
 rows_all="tilepack tileunpack_override tileunpack_blend fused_pack_op_unpack fusiongate_alpha fusiongate_fuse tilessm_forward tilessm_bidirectional gather index_select scatter_add gather_backward ff_infer"
 rows=$rows_all
 while [ $# -gt 0 ]; do
@@ -32,7 +34,8 @@ while [ $# -gt 0 ]; do
     --loaded) loaded=$2; any=1; shift 2 ;;
     --rows) rows=$(echo "$2" | tr ',' ' '); shift 2 ;;
     --log) log=$2; shift 2 ;;
-    --help | -h) sed -n '2,24p' "$0"; exit 0 ;;
+    --keep) keep=$2; shift 2 ;;
+    --help | -h) sed -n '2,27p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -40,8 +43,18 @@ if [ $any = 0 ]; then unchanged=20 seeded=1 loaded=20; fi
 [ -f Makefile ] && [ -x config.status ] ||
   { echo "check-verdicts.sh: run it in a configured build tree" >&2; exit 1; }
 srcdir=$(sed -n 's/^abs_top_srcdir = //p' Makefile)
-log=${log:-check-verdicts-$(date +%Y%m%d-%H%M%S).log}
+stamp=$(date +%Y%m%d-%H%M%S)
+log=${log:-check-verdicts-$stamp.log}
+keep=${keep:-check-verdicts-$stamp}
+mkdir -p "$keep" || exit 1
 : >"$log"
+# keep_run NAME: this run's outputs into the keep directory
+keep_run() {
+  for f in bench-ab.json bench-ab.md bench-ab-confirm.json bench-ab-confirm.md; do
+    [ -f "$f" ] && cp "$f" "$keep/$1-$f"
+  done
+  cp check-verdicts-run.txt "$keep/$1-output.txt"
+}
 out() { echo "$*" | tee -a "$log"; }
 
 machine="$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(uname -sr)"
@@ -74,6 +87,7 @@ run_series() {
     make -s bench-ab BASE=HEAD "$@" >check-verdicts-run.txt 2>&1
     rc=$?
     secs=$(($(date +%s) - t0))
+    keep_run "$name-$i"
     reg=? imp=? unc=? inc=? mis=? fail=? rounds=? elapsed=
     read -r reg imp unc inc mis fail rounds elapsed <<EOF
 $(counts check-verdicts-run.txt)
@@ -121,6 +135,7 @@ if [ "$seeded" = 1 ]; then
     rc=$?
     secs=$(($(date +%s) - t0))
     t_secs=$((t_secs + secs))
+    keep_run "seeded-$row"
     flagged=$(regressed_rows bench-ab.md)
     hit=no others=
     for r in $flagged; do
@@ -159,5 +174,5 @@ if [ "$loaded" -gt 0 ]; then
 fi
 
 out "== check-verdicts summary ($machine; commit $commit)$summary"
-out "log: $log"
+out "log: $log; each run's tables and JSON: $keep/"
 exit $ok

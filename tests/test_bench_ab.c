@@ -147,7 +147,7 @@ START_TEST(identical_builds_are_unchanged) {
   ck_assert_msg(ab(&r, a, b, more) == 0, "%s%s", r.out, r.err);
   /* the table on stdout, then the verdict line */
   ck_assert_ptr_nonnull(strstr(r.out, "# apexx-bench ab"));
-  ck_assert_ptr_nonnull(strstr(r.out, "| row | A | B | B/A | 95% interval | verdict | note |"));
+  ck_assert_ptr_nonnull(strstr(r.out, "| row | A | B | B/A | 99% interval | verdict | note |"));
   ck_assert_ptr_nonnull(strstr(r.out, "ab status=pass rows=3 regressed=0 improved=0 unchanged=3 "
                                       "inconclusive=0"));
   bt_result_free(&r);
@@ -380,7 +380,7 @@ END_TEST
 START_TEST(this_build_against_itself_does_not_regress) {
   const char *builddir = getenv("APEXX_BUILDDIR");
   char *json = out_json();
-  const char *more[] = {"--rounds",   "6",
+  const char *more[] = {"--rounds",   "8",
                         "--passes",   "2",
                         "--quiet",    "--output-json",
                         json,         "--",
