@@ -240,7 +240,7 @@ static double now_s(void) {
 /* The last lines of a file, for a message. */
 static void tail_of(const char *path, char *buf, size_t size) {
   char err[256];
-  char *text = bench_read_file(path, err, sizeof err);
+  char *text = bench_read_file(path, BENCH_MAX_REPORT_BYTES, "a log", err, sizeof err);
   buf[0] = '\0';
   if (!text)
     return;
@@ -315,7 +315,7 @@ static cJSON *run_side(side *s, const ab_run *run, int passes, const char *tag) 
     goto out;
   }
   char err[1024];
-  char *text = bench_read_file(report_path, err, sizeof err);
+  char *text = bench_read_file(report_path, BENCH_MAX_REPORT_BYTES, "a report", err, sizeof err);
   report = text ? cJSON_ParseWithOpts(text, NULL, 1) : NULL;
   free(text);
   const cJSON *suite = cJSON_GetObjectItemCaseSensitive(report, "suite");

@@ -10,6 +10,7 @@
  *   report_json.c  the JSON report (docs/report.md), safe file writes
  *   report_md.c    the Markdown summary, rendered from the JSON report
  *   text.c         growing text buffers of the renderers
+ *   json_index.c   hashed member lookups and name sets of the readers
  *   compare.c      `compare` and `compare --emit-baseline`: noise-aware
  *                  verdicts, the Markdown comparison table
  *   verdict.c      paired and unpaired intervals of a time ratio, the four
@@ -217,8 +218,17 @@ int bench_commit_temp(bench_pending_file *pending, char *err, size_t err_size);
 void bench_discard_temp(bench_pending_file *pending);
 int bench_write_atomic(const char *path, const char *text, char *err,
                        size_t err_size);
-/* Read a whole file (NUL-terminated); NULL with a message in err. */
-char *bench_read_file(const char *path, char *err, size_t err_size);
+/* The most apexx-bench reads of one report, baseline or compare summary,
+ * and of a history store (docs/report.md, Input limits). */
+#define BENCH_MAX_REPORT_BYTES ((size_t)16 << 20)
+#define BENCH_MAX_STORE_BYTES ((size_t)64 << 20)
+/* Read a whole regular file of at most max_bytes (NUL-terminated). The
+ * open does not block (a FIFO is refused, never waited on); a FIFO, a
+ * device, a directory or a socket is refused, and so is a file over
+ * max_bytes, from its size before reading. `what` names the file in
+ * messages ("a report"). NULL with a message in err. */
+char *bench_read_file(const char *path, size_t max_bytes, const char *what, char *err,
+                      size_t err_size);
 
 /* ---- growing text (text.c) ----------------------------------------------- */
 typedef struct bench_text {
@@ -232,6 +242,31 @@ void bench_text_vappend(bench_text *t, const char *fmt, va_list ap);
 /* The text, the caller's to free; NULL (and the text freed) when an
  * append failed or nothing was appended. */
 char *bench_text_finish(bench_text *t);
+
+/* ---- lookups (json_index.c) ---------------------------------------------- */
+/* A hash table keyed by (scope, name): the members of a report's large
+ * objects, and sets of names a reader keeps, so that finding a row or a
+ * metric costs the same in a report of 20,000 rows as in one of 20.
+ * Names and values are borrowed: they must outlive the index. */
+typedef struct bench_index {
+  struct bench_index_slot *slots;
+  size_t cap, count;
+} bench_index;
+void bench_index_init(bench_index *ix);
+void bench_index_free(bench_index *ix);
+/* Index the members of every object under node with more than a few
+ * (smaller ones are searched directly); of a key given twice the first
+ * is found, as cJSON finds it. 0, or -1 out of memory. */
+int bench_index_tree(bench_index *ix, const cJSON *node);
+/* obj's member key: through the index when obj was indexed, else by
+ * cJSON_GetObjectItemCaseSensitive. NULL when absent or obj is not an
+ * object. ix may be NULL. */
+const cJSON *bench_index_member(const bench_index *ix, const cJSON *obj, const char *key);
+/* Add (scope, name) -> value (value not NULL): 1 when new, 0 when held
+ * already (the first value stays), -1 out of memory. */
+int bench_index_add(bench_index *ix, const void *scope, const char *name, const void *value);
+/* The value of (scope, name), or NULL. */
+const void *bench_index_find(const bench_index *ix, const void *scope, const char *name);
 
 /* ---- markdown (report_md.c) --------------------------------------------- */
 /* The Markdown summary of a report: header, backends, one table per section

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench compare (docs/report.md, Compare, apexx-bench(1)):
  *   compare BASELINE CURRENT [--max-ratio R] [--max-abs-ms A] [--alpha P]
  *           [--allow-mismatch] [--output-json F] [--output-md F] [--quiet]
@@ -94,6 +95,16 @@ static metric_kind kind_of_path(const char *path) {
 }
 
 /* ---- documents ----------------------------------------------------------- */
+/* The members of the loaded documents' large objects (bench.h, lookups):
+ * every lookup below goes through it, so a metric costs the same in a
+ * report of 20,000 rows as in one of 20. Objects compare builds itself
+ * are not indexed and are searched directly. */
+static bench_index doc_index;
+
+static const cJSON *member(const cJSON *obj, const char *key) {
+  return bench_index_member(&doc_index, obj, key);
+}
+
 typedef enum doc_kind { DOC_REPORT, DOC_BASELINE } doc_kind;
 
 typedef struct doc {
@@ -111,6 +122,40 @@ static int unusable(const char *fmt, ...) {
   fprintf(stderr, "\n");
   va_end(ap);
   return BENCH_EXIT_USAGE;
+}
+
+static int compare_names(const void *x, const void *y) {
+  return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* A key obj holds twice (the first such in sorted order), or NULL. Small
+ * objects pairwise, large ones sorted: n log n. */
+static const char *duplicate_key(const cJSON *obj) {
+  int n = 0;
+  const cJSON *child;
+  cJSON_ArrayForEach(child, obj) { n++; }
+  if (n <= 16) {
+    for (child = obj->child; child; child = child->next) {
+      for (const cJSON *prev = obj->child; prev != child; prev = prev->next) {
+        if (strcmp(prev->string, child->string) == 0)
+          return child->string;
+      }
+    }
+    return NULL;
+  }
+  const char **names = malloc((size_t)n * sizeof *names);
+  if (!names)
+    return NULL; /* out of memory: the duplicate goes unnoticed, the first is read */
+  int k = 0;
+  cJSON_ArrayForEach(child, obj) { names[k++] = child->string; }
+  qsort(names, (size_t)n, sizeof *names, compare_names);
+  const char *twice = NULL;
+  for (int i = 1; i < n && !twice; i++) {
+    if (strcmp(names[i - 1], names[i]) == 0)
+      twice = names[i];
+  }
+  free(names);
+  return twice;
 }
 
 /* Duplicate keys (cJSON keeps both and finds the first), numbers that are
@@ -131,14 +176,15 @@ static int check_tree(const char *file, const cJSON *node, char *where, size_t w
     return 0;
   const cJSON *child;
   int index = 0;
+  if (cJSON_IsObject(node)) {
+    const char *twice = duplicate_key(node);
+    if (twice) {
+      return unusable("[%s]: %s has the key \"%s\" twice", file,
+                      where_len ? where : "the top level", twice);
+    }
+  }
   cJSON_ArrayForEach(child, node) {
     if (cJSON_IsObject(node)) {
-      for (const cJSON *prev = node->child; prev != child; prev = prev->next) {
-        if (strcmp(prev->string, child->string) == 0) {
-          return unusable("[%s]: %s has the key \"%s\" twice", file,
-                          where_len ? where : "the top level", child->string);
-        }
-      }
       snprintf(where + where_len, where_size - where_len, "%s%s", where_len ? "." : "",
                child->string);
     } else {
@@ -150,7 +196,7 @@ static int check_tree(const char *file, const cJSON *node, char *where, size_t w
                           : times;
     /* a baseline file's "value" is a time when its path is */
     if (cJSON_IsObject(node) && child->string && strcmp(child->string, "value") == 0) {
-      const cJSON *p = cJSON_GetObjectItemCaseSensitive(node, "path");
+      const cJSON *p = member(node, "path");
       child_times = cJSON_IsString(p) && ends_with(p->valuestring, "_ms");
     }
     int rc = check_tree(file, child, where, strlen(where), where_size, child_times);
@@ -167,7 +213,8 @@ static int load_doc(const char *path, doc *d) {
   char err[1024];
   d->path = path;
   d->json = NULL;
-  char *text = bench_read_file(path, err, sizeof err);
+  char *text =
+      bench_read_file(path, BENCH_MAX_REPORT_BYTES, "a report or baseline", err, sizeof err);
   if (!text)
     return unusable("%s", err);
   const char *end = NULL;
@@ -182,8 +229,10 @@ static int load_doc(const char *path, doc *d) {
   int rc = check_tree(path, d->json, where, 0, sizeof where, 0);
   if (rc)
     return rc;
-  const cJSON *schema = cJSON_GetObjectItemCaseSensitive(d->json, "schema_version");
-  const cJSON *major = cJSON_GetObjectItemCaseSensitive(schema, "major");
+  if (bench_index_tree(&doc_index, d->json) != 0)
+    return unusable("[%s]: out of memory", path);
+  const cJSON *schema = member(d->json, "schema_version");
+  const cJSON *major = member(schema, "major");
   if (!cJSON_IsObject(schema) || !cJSON_IsNumber(major)) {
     return unusable("[%s]: schema_version is not {major, minor} (not an apexx "
                     "report or baseline)",
@@ -194,18 +243,17 @@ static int load_doc(const char *path, doc *d) {
                     "major %d",
                     path, major->valuedouble, BENCH_SCHEMA_MAJOR);
   }
-  const cJSON *kind = cJSON_GetObjectItemCaseSensitive(d->json, "kind");
-  const cJSON *suite = cJSON_GetObjectItemCaseSensitive(d->json, "suite");
+  const cJSON *kind = member(d->json, "kind");
+  const cJSON *suite = member(d->json, "suite");
   if (cJSON_IsString(kind) && strcmp(kind->valuestring, BENCH_BASELINE_KIND) == 0) {
-    if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(d->json, "metrics"))) {
+    if (!cJSON_IsArray(member(d->json, "metrics"))) {
       return unusable("[%s]: a baseline file needs a \"metrics\" array", path);
     }
     d->kind = DOC_BASELINE;
     return 0;
   }
   if (cJSON_IsString(suite) && strcmp(suite->valuestring, "apexx") == 0 &&
-      cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(d->json, "benchmarks")) &&
-      cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d->json, "status"))) {
+      cJSON_IsObject(member(d->json, "benchmarks")) && cJSON_IsString(member(d->json, "status"))) {
     d->kind = DOC_REPORT;
     return 0;
   }
@@ -215,8 +263,7 @@ static int load_doc(const char *path, doc *d) {
 }
 
 static double schema_minor(const doc *d) {
-  const cJSON *m = cJSON_GetObjectItemCaseSensitive(
-      cJSON_GetObjectItemCaseSensitive(d->json, "schema_version"), "minor");
+  const cJSON *m = member(member(d->json, "schema_version"), "minor");
   return cJSON_IsNumber(m) ? m->valuedouble : 0.0;
 }
 
@@ -228,7 +275,7 @@ static const cJSON *lookup(const cJSON *root, const char *path) {
   const cJSON *node = root;
   char *save = NULL;
   for (char *seg = strtok_r(copy, ".", &save); seg && node; seg = strtok_r(NULL, ".", &save)) {
-    node = cJSON_IsObject(node) ? cJSON_GetObjectItemCaseSensitive(node, seg) : NULL;
+    node = cJSON_IsObject(node) ? member(node, seg) : NULL;
   }
   free(copy);
   return node;
@@ -251,7 +298,7 @@ static const char *row_status(const cJSON *root, const char *path) {
     return NULL;
   const cJSON *row = lookup(root, row_path);
   free(row_path);
-  const cJSON *status = cJSON_GetObjectItemCaseSensitive(row, "status");
+  const cJSON *status = member(row, "status");
   return cJSON_IsString(status) ? status->valuestring : NULL;
 }
 
@@ -281,7 +328,7 @@ static int compare_doubles(const void *x, const void *y) {
 
 /* The repetitions object of a row (or of a baseline metric) into s. */
 static void read_repetitions(const cJSON *reps, sampled *s) {
-  const cJSON *medians = cJSON_GetObjectItemCaseSensitive(reps, rep_key);
+  const cJSON *medians = member(reps, rep_key);
   int n = cJSON_GetArraySize(medians);
   if (!cJSON_IsArray(medians) || n < 1)
     return;
@@ -338,18 +385,18 @@ static int sampled_from_report(const cJSON *report, const char *path, sampled *s
   char *row_path = row_path_of(path);
   const cJSON *row = row_path ? lookup(report, row_path) : NULL;
   free(row_path);
-  read_repetitions(cJSON_GetObjectItemCaseSensitive(row, "repetitions"), s);
+  read_repetitions(member(row, "repetitions"), s);
   if (rate) {
     s->value = v->valuedouble;
     s->spread = NAN;
     return 0;
   }
-  const cJSON *min = cJSON_GetObjectItemCaseSensitive(row, "min_ms");
+  const cJSON *min = member(row, "min_ms");
   if (s->n == 0 && strcmp(rep_key, "mins_ms") == 0 && cJSON_IsNumber(min)) {
     s->value = min->valuedouble; /* a 1.0 row: its minimum over the iterations */
   }
   if (s->n == 0) {
-    const cJSON *p95 = cJSON_GetObjectItemCaseSensitive(row, "p95_ms");
+    const cJSON *p95 = member(row, "p95_ms");
     if (cJSON_IsNumber(p95) && p95->valuedouble >= s->value) {
       s->spread = p95->valuedouble - s->value;
     }
@@ -439,13 +486,13 @@ static int wanted(const metric_names *m, const char *name, const char *throughpu
 static int checks_from_report(const cJSON *report, const metric_names *m, check_list *out) {
   const cJSON *section, *entry, *row, *metric;
   char path[1024];
-  cJSON_ArrayForEach(section, cJSON_GetObjectItemCaseSensitive(report, "benchmarks")) {
+  cJSON_ArrayForEach(section, member(report, "benchmarks")) {
     cJSON_ArrayForEach(entry, section) {
-      const cJSON *work = cJSON_GetObjectItemCaseSensitive(entry, "work");
-      const cJSON *tp = cJSON_GetObjectItemCaseSensitive(work, "throughput");
+      const cJSON *work = member(entry, "work");
+      const cJSON *tp = member(work, "throughput");
       const char *throughput = cJSON_IsString(tp) ? tp->valuestring : NULL;
-      cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(entry, "rows")) {
-        const cJSON *status = cJSON_GetObjectItemCaseSensitive(row, "status");
+      cJSON_ArrayForEach(row, member(entry, "rows")) {
+        const cJSON *status = member(row, "status");
         snprintf(path, sizeof path, "benchmarks.%s.%s.rows.%s", section->string, entry->string,
                  row->string);
         if (!cJSON_IsString(status) || strcmp(status->valuestring, "ok") != 0) {
@@ -476,10 +523,10 @@ static int checks_from_report(const cJSON *report, const metric_names *m, check_
 static int checks_from_baseline(const doc *d, check_list *out) {
   const cJSON *item;
   int i = 0;
-  cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(d->json, "metrics")) {
-    const cJSON *path = cJSON_GetObjectItemCaseSensitive(item, "path");
-    const cJSON *value = cJSON_GetObjectItemCaseSensitive(item, "value");
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(item, "row_status");
+  cJSON_ArrayForEach(item, member(d->json, "metrics")) {
+    const cJSON *path = member(item, "path");
+    const cJSON *value = member(item, "value");
+    const cJSON *rs = member(item, "row_status");
     if (!cJSON_IsString(path) || !*path->valuestring) {
       return unusable("[%s]: metrics[%d] has no \"path\" string", d->path, i);
     }
@@ -495,7 +542,7 @@ static int checks_from_baseline(const doc *d, check_list *out) {
     c->baseline_row_skipped = skipped_row;
     if (!skipped_row) {
       c->base.value = value->valuedouble;
-      const cJSON *reps = cJSON_GetObjectItemCaseSensitive(item, "repetitions");
+      const cJSON *reps = member(item, "repetitions");
       read_repetitions(reps, &c->base);
       if (c->base.n > 0 && (strcmp(rep_key, "medians_ms") == 0 || c->kind != KIND_TIME))
         c->base.value = value->valuedouble;
@@ -508,8 +555,8 @@ static int checks_from_baseline(const doc *d, check_list *out) {
                         d->path, i, path->valuestring);
       }
     }
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(item, "max_ratio");
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(item, "max_abs_ms");
+    const cJSON *r = member(item, "max_ratio");
+    const cJSON *a = member(item, "max_abs_ms");
     if (cJSON_IsNumber(r))
       c->max_ratio = r->valuedouble;
     if (cJSON_IsNumber(a))
@@ -528,20 +575,26 @@ typedef struct rule {
   int more_count;
 } rule;
 
-/* Was metric regressed in the earlier compare of --confirm? */
-static int regressed_before(const rule *ru, const char *metric) {
+/* The checks of the earlier compare (--confirm) by path, into
+ * doc_index: the first check of a path counts. 0, or -1 out of memory. */
+static int index_confirm(const cJSON *confirm) {
   const cJSON *check;
-  cJSON_ArrayForEach(check, cJSON_GetObjectItemCaseSensitive(ru->confirm, "checks")) {
+  cJSON_ArrayForEach(check, member(confirm, "checks")) {
     /* "path" since schema 1.3 ("metric" may name the floor) */
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(check, "path");
+    const cJSON *m = member(check, "path");
     if (!cJSON_IsString(m))
-      m = cJSON_GetObjectItemCaseSensitive(check, "metric");
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(check, "verdict");
-    if (cJSON_IsString(m) && cJSON_IsString(v) && strcmp(m->valuestring, metric) == 0) {
-      return strcmp(v->valuestring, "regressed") == 0;
-    }
+      m = member(check, "metric");
+    if (cJSON_IsString(m) && bench_index_add(&doc_index, confirm, m->valuestring, check) < 0)
+      return -1;
   }
   return 0;
+}
+
+/* Was metric regressed in the earlier compare of --confirm? */
+static int regressed_before(const rule *ru, const char *metric) {
+  const cJSON *check = bench_index_find(&doc_index, ru->confirm, metric);
+  const cJSON *v = member(check, "verdict");
+  return cJSON_IsString(v) && strcmp(v->valuestring, "regressed") == 0;
 }
 
 static int is_failure(const char *verdict) {
@@ -775,7 +828,7 @@ static void add_text(text_list *t, const char *fmt, ...) {
  * baseline file's source. */
 static const cJSON *machine_item(const doc *d, const char *key) {
   const char *holder = d->kind == DOC_REPORT ? "environment" : "source";
-  return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d->json, holder), key);
+  return member(member(d->json, holder), key);
 }
 
 static void differ(text_list *t, const char *what, const char *key, const cJSON *b,
@@ -799,40 +852,36 @@ static void find_mismatches(const doc *base, const doc *cur, int subset, text_li
                                         "scan_batch",    "scan_channels",  "index_src_rows",
                                         "index_width",   "index_rows",     "graph_replay"};
   static const char *const settings[] = {"warmup", "iters", "repetitions"};
-  const cJSON *bc = cJSON_GetObjectItemCaseSensitive(base->json, "config");
-  const cJSON *cc = cJSON_GetObjectItemCaseSensitive(cur->json, "config");
+  const cJSON *bc = member(base->json, "config");
+  const cJSON *cc = member(cur->json, "config");
   for (size_t i = 0; i < sizeof profile / sizeof profile[0]; i++) {
     /* --ops checks a subset: the runs' own selections may differ */
     if (subset && strcmp(profile[i], "ops") == 0)
       continue;
-    differ(mismatch, "profile", profile[i], cJSON_GetObjectItemCaseSensitive(bc, profile[i]),
-           cJSON_GetObjectItemCaseSensitive(cc, profile[i]));
+    differ(mismatch, "profile", profile[i], member(bc, profile[i]), member(cc, profile[i]));
   }
   /* a report before --profile was of the default profile */
   cJSON *default_profile = cJSON_CreateString("default");
-  const cJSON *bp = cJSON_GetObjectItemCaseSensitive(bc, "profile");
-  const cJSON *cp = cJSON_GetObjectItemCaseSensitive(cc, "profile");
+  const cJSON *bp = member(bc, "profile");
+  const cJSON *cp = member(cc, "profile");
   differ(mismatch, "profile", "profile", bp ? bp : default_profile, cp ? cp : default_profile);
   cJSON_Delete(default_profile);
-  differ(mismatch, "dtype", "dtype", cJSON_GetObjectItemCaseSensitive(bc, "dtype"),
-         cJSON_GetObjectItemCaseSensitive(cc, "dtype"));
+  differ(mismatch, "dtype", "dtype", member(bc, "dtype"), member(cc, "dtype"));
   /* a report before the timer key was timed by the backend */
   cJSON *backend_timer = cJSON_CreateString("backend");
-  const cJSON *bt = cJSON_GetObjectItemCaseSensitive(bc, "timer");
-  const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cc, "timer");
+  const cJSON *bt = member(bc, "timer");
+  const cJSON *ct = member(cc, "timer");
   differ(mismatch, "timer", "timer", bt ? bt : backend_timer, ct ? ct : backend_timer);
   cJSON_Delete(backend_timer);
-  differ(mismatch, "backend set", "backends", cJSON_GetObjectItemCaseSensitive(bc, "backends"),
-         cJSON_GetObjectItemCaseSensitive(cc, "backends"));
+  differ(mismatch, "backend set", "backends", member(bc, "backends"), member(cc, "backends"));
   differ(mismatch, "machine", "cpu_model", machine_item(base, "cpu_model"),
          machine_item(cur, "cpu_model"));
   differ(mismatch, "machine", "cpu_cores", machine_item(base, "cpu_cores"),
          machine_item(cur, "cpu_cores"));
   const cJSON *bg = machine_item(base, "gpu"), *cg = machine_item(cur, "gpu");
   if (bg && cg) {
-    differ(mismatch, "machine", "gpu.name",
-           cJSON_IsObject(bg) ? cJSON_GetObjectItemCaseSensitive(bg, "name") : bg,
-           cJSON_IsObject(cg) ? cJSON_GetObjectItemCaseSensitive(cg, "name") : cg);
+    differ(mismatch, "machine", "gpu.name", cJSON_IsObject(bg) ? member(bg, "name") : bg,
+           cJSON_IsObject(cg) ? member(cg, "name") : cg);
   }
   /* the machine's identity (1.3: host, CPU, memory, machine-id and the
    * network devices' addresses): an absolute comparison holds on one
@@ -847,8 +896,7 @@ static void find_mismatches(const doc *base, const doc *cur, int subset, text_li
   }
   differ(mismatch, "machine", "host", machine_item(base, "host"), machine_item(cur, "host"));
   for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
-    differ(notes, "measurement", settings[i], cJSON_GetObjectItemCaseSensitive(bc, settings[i]),
-           cJSON_GetObjectItemCaseSensitive(cc, settings[i]));
+    differ(notes, "measurement", settings[i], member(bc, settings[i]), member(cc, settings[i]));
   }
 }
 
@@ -863,13 +911,22 @@ int bench_reports_mismatch(const cJSON *a, const cJSON *b, char *why, size_t why
   return mismatch.count;
 }
 
-static int has_row(const check_list *l, const char *row_path) {
-  size_t len = strlen(row_path);
+/* The rows the checks name ("...rows.<backend>", a check's own path for a
+ * row check), into rows (scope l); the strings are kept in *owned (caller
+ * frees each and the array). 0, or -1 out of memory. */
+static int index_rows(const check_list *l, bench_index *rows, char ***owned) {
+  *owned = calloc((size_t)l->count + 1, sizeof **owned);
+  if (!*owned)
+    return -1;
   for (int i = 0; i < l->count; i++) {
-    if (strncmp(l->items[i].path, row_path, len) == 0 &&
-        (l->items[i].path[len] == '\0' || l->items[i].path[len] == '.')) {
-      return 1;
-    }
+    char *row = row_path_of(l->items[i].path);
+    if (!row)
+      row = strdup(l->items[i].path);
+    if (!row)
+      return -1;
+    (*owned)[i] = row;
+    if (bench_index_add(rows, l, row, row) < 0)
+      return -1;
   }
   return 0;
 }
@@ -906,18 +963,30 @@ static void find_staleness(const doc *base, const doc *cur, const check_list *l,
   char first[512] = "";
   const cJSON *section, *entry, *row;
   char path[1024];
-  cJSON_ArrayForEach(section, cJSON_GetObjectItemCaseSensitive(cur->json, "benchmarks")) {
+  bench_index rows;
+  bench_index_init(&rows);
+  char **owned = NULL;
+  if (index_rows(l, &rows, &owned) != 0) {
+    add_text(stale, "not checked for rows the baseline lacks: out of memory");
+    goto out;
+  }
+  cJSON_ArrayForEach(section, member(cur->json, "benchmarks")) {
     cJSON_ArrayForEach(entry, section) {
-      cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(entry, "rows")) {
+      cJSON_ArrayForEach(row, member(entry, "rows")) {
         snprintf(path, sizeof path, "benchmarks.%s.%s.rows.%s", section->string, entry->string,
                  row->string);
-        if (!has_row(l, path)) {
+        if (!bench_index_find(&rows, l, path)) {
           if (!missing++)
             snprintf(first, sizeof first, "%.400s", path + 11);
         }
       }
     }
   }
+out:
+  for (int i = 0; owned && i < l->count; i++)
+    free(owned[i]);
+  free(owned);
+  bench_index_free(&rows);
   if (missing) {
     add_text(stale, "lacks %d row(s) of the current suite (first: %s)", missing, first);
   }
@@ -1178,10 +1247,10 @@ static int emit_baseline(const char *report_path, const char *out_path, const me
   bench_timestamp_utc(stamp, sizeof stamp);
   cJSON_AddStringToObject(b, "created_utc", stamp);
   cJSON *source = cJSON_AddObjectToObject(b, "source");
-  const cJSON *env = cJSON_GetObjectItemCaseSensitive(d.json, "environment");
+  const cJSON *env = member(d.json, "environment");
   static const char *const report_keys[] = {"timestamp_utc", "producer"};
   for (size_t i = 0; i < 2; i++) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(d.json, report_keys[i]);
+    const cJSON *v = member(d.json, report_keys[i]);
     if (v)
       cJSON_AddItemToObject(source, report_keys[i], cJSON_Duplicate(v, 1));
   }
@@ -1189,11 +1258,11 @@ static int emit_baseline(const char *report_path, const char *out_path, const me
                                          "memory_mb", "machine_id",      "machine_id_from",
                                          "gpu",       "library_version", "backend_abi_version"};
   for (size_t i = 0; i < sizeof env_keys / sizeof env_keys[0]; i++) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(env, env_keys[i]);
+    const cJSON *v = member(env, env_keys[i]);
     if (v)
       cJSON_AddItemToObject(source, env_keys[i], cJSON_Duplicate(v, 1));
   }
-  const cJSON *config = cJSON_GetObjectItemCaseSensitive(d.json, "config");
+  const cJSON *config = member(d.json, "config");
   if (config)
     cJSON_AddItemToObject(b, "config", cJSON_Duplicate(config, 1));
   cJSON_AddStringToObject(b, "required_status", "ok");
@@ -1207,7 +1276,7 @@ static int emit_baseline(const char *report_path, const char *out_path, const me
       const char *st = row_status(d.json, c->path);
       cJSON_AddStringToObject(item, "row_status", st ? st : "skipped");
       const cJSON *row = lookup(d.json, c->path);
-      const cJSON *reason = cJSON_GetObjectItemCaseSensitive(row, "reason");
+      const cJSON *reason = member(row, "reason");
       if (cJSON_IsString(reason))
         cJSON_AddStringToObject(item, "reason", reason->valuestring);
     } else {
@@ -1217,12 +1286,12 @@ static int emit_baseline(const char *report_path, const char *out_path, const me
         char *row_path = row_path_of(c->path);
         const cJSON *row = row_path ? lookup(d.json, row_path) : NULL;
         free(row_path);
-        const cJSON *row_reps = cJSON_GetObjectItemCaseSensitive(row, "repetitions");
+        const cJSON *row_reps = member(row, "repetitions");
         cJSON *reps = cJSON_AddObjectToObject(item, "repetitions");
         cJSON_AddNumberToObject(reps, "n", c->base.n);
         static const char *const keys[] = {"medians_ms", "mins_ms"};
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-          const cJSON *a = cJSON_GetObjectItemCaseSensitive(row_reps, keys[k]);
+          const cJSON *a = member(row_reps, keys[k]);
           if (cJSON_IsArray(a))
             cJSON_AddItemToObject(reps, keys[k], cJSON_Duplicate(a, 1));
         }
@@ -1382,7 +1451,17 @@ static int write_output(const char *flag, const char *path, char *text) {
   return rc;
 }
 
+static int compare_main(int argc, char **argv);
+
 int bench_compare_main(int argc, char **argv) {
+  bench_index_init(&doc_index);
+  int rc = compare_main(argc, argv);
+  /* the documents are freed: their pointers must not match later ones */
+  bench_index_free(&doc_index);
+  return rc;
+}
+
+static int compare_main(int argc, char **argv) {
   rule ru = {NAN, NAN, DEFAULT_ALPHA, NULL, 1.0, {NULL}, 0};
   int relative = 0;
   const char *output = NULL, *output_md = NULL, *confirm_path = NULL;
@@ -1562,16 +1641,19 @@ int bench_compare_main(int argc, char **argv) {
   cJSON *confirm = NULL;
   if (rc == 0 && confirm_path) {
     char err[1024];
-    char *text = bench_read_file(confirm_path, err, sizeof err);
+    char *text =
+        bench_read_file(confirm_path, BENCH_MAX_REPORT_BYTES, "a compare summary", err, sizeof err);
     int readable = text != NULL;
     confirm = text ? cJSON_ParseWithOpts(text, NULL, 1) : NULL;
     free(text);
-    const cJSON *suite = cJSON_GetObjectItemCaseSensitive(confirm, "suite");
+    const cJSON *suite = member(confirm, "suite");
     if (!cJSON_IsString(suite) || strcmp(suite->valuestring, "apexx-compare") != 0 ||
-        !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(confirm, "checks"))) {
+        !cJSON_IsArray(member(confirm, "checks"))) {
       rc = unusable("--confirm: [%s] is not a compare summary (--output-json of an "
                     "earlier compare)%s%s",
                     confirm_path, readable ? "" : ": ", readable ? "" : err);
+    } else if (bench_index_tree(&doc_index, confirm) != 0 || index_confirm(confirm) != 0) {
+      rc = unusable("--confirm: [%s]: out of memory", confirm_path);
     }
     ru.confirm = confirm;
   }
@@ -1585,7 +1667,7 @@ int bench_compare_main(int argc, char **argv) {
         rc = unusable("out of memory");
     } else {
       rc = checks_from_baseline(&base, &l);
-      const cJSON *req = cJSON_GetObjectItemCaseSensitive(base.json, "required_status");
+      const cJSON *req = member(base.json, "required_status");
       if (cJSON_IsString(req))
         o.required = req->valuestring;
     }
@@ -1632,7 +1714,7 @@ int bench_compare_main(int argc, char **argv) {
            ru.scale, speed_rows, ru.scale);
   }
 
-  const cJSON *cs = cJSON_GetObjectItemCaseSensitive(cur.json, "status");
+  const cJSON *cs = member(cur.json, "status");
   o.current_status = cJSON_IsString(cs) ? cs->valuestring : NULL;
   o.status_ok = o.current_status && strcmp(o.current_status, o.required) == 0;
   int failed = o.status_ok ? 0 : 1;

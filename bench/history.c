@@ -254,7 +254,7 @@ static cJSON *load_store(const char *dir, char *err, size_t err_size) {
     free(path);
     return runs; /* an empty store */
   }
-  char *text = bench_read_file(path, err, err_size);
+  char *text = bench_read_file(path, BENCH_MAX_STORE_BYTES, "the history store", err, err_size);
   if (!text) {
     free(path);
     cJSON_Delete(runs);
@@ -335,9 +335,10 @@ static int regressed_against(const cJSON *prev_row, const cJSON *row) {
 static const char *const series_colors[] = {"#1f77b4", "#2ca02c", "#9467bd",
                                             "#8c564b", "#e377c2", "#7f7f7f"};
 
-/* One SVG for a row key over every machine's runs. */
-static void render_chart(bench_text *b, const char *key, const cJSON *runs, const char **machines,
-                         int machine_count) {
+/* One SVG for a row key over every machine's runs; ix holds the runs'
+ * rows objects (bench.h, lookups). */
+static void render_chart(bench_text *b, const bench_index *ix, const char *key, const cJSON *runs,
+                         const char **machines, int machine_count) {
   int total = cJSON_GetArraySize(runs);
   point *pts = calloc((size_t)total * (size_t)machine_count + 1, sizeof *pts);
   int *counts = calloc((size_t)machine_count + 1, sizeof *counts);
@@ -357,7 +358,7 @@ static void render_chart(bench_text *b, const char *key, const cJSON *runs, cons
           strcmp(mk->valuestring, machines[m]) != 0) {
         continue;
       }
-      const cJSON *row = get(get(run, "rows"), key);
+      const cJSON *row = bench_index_member(ix, get(run, "rows"), key);
       if (!cJSON_IsObject(row) || !cJSON_IsNumber(get(row, "median_ms")))
         continue;
       point *p = &pts[m * total + counts[m]];
@@ -482,6 +483,12 @@ static char *render_page(const cJSON *runs) {
   const char **keys = NULL;
   int key_count = 0, key_cap = 0;
   const cJSON *run, *row;
+  /* the runs' rows objects, and the set of row keys seen: a store of
+   * 16,000 rows a run costs the same per row as one of 16 */
+  bench_index ix;
+  bench_index_init(&ix);
+  if (bench_index_tree(&ix, runs) != 0)
+    goto oom;
   cJSON_ArrayForEach(run, runs) {
     const cJSON *m = get(run, "machine");
     if (!cJSON_IsString(m) || !cJSON_IsString(get(run, "commit")))
@@ -490,16 +497,16 @@ static char *render_page(const cJSON *runs) {
       machines[machine_count++] = m->valuestring;
     }
     cJSON_ArrayForEach(row, get(run, "rows")) {
-      if (string_in(keys, key_count, row->string))
+      int added = bench_index_add(&ix, &keys, row->string, row->string);
+      if (added < 0)
+        goto oom;
+      if (!added)
         continue;
       if (key_count == key_cap) {
         key_cap = key_cap ? key_cap * 2 : 32;
         const char **grown = realloc(keys, (size_t)key_cap * sizeof *grown);
-        if (!grown) {
-          free(keys);
-          free(b.data);
-          return NULL;
-        }
+        if (!grown)
+          goto oom;
         keys = grown;
       }
       keys[key_count++] = row->string;
@@ -519,15 +526,21 @@ static char *render_page(const cJSON *runs) {
                     cJSON_GetArraySize(runs), machine_count, key_count, REGRESSION_ALPHA,
                     (REGRESSION_RATIO - 1.0) * 100.0);
   for (int k = 0; k < key_count; k++) {
-    render_chart(&b, keys[k], runs, machines, machine_count);
+    render_chart(&b, &ix, keys[k], runs, machines, machine_count);
   }
   bench_text_append(&b, "</body></html>\n");
   free(keys);
+  bench_index_free(&ix);
   if (b.failed) {
     free(b.data);
     return NULL;
   }
   return b.data;
+oom:
+  free(keys);
+  bench_index_free(&ix);
+  free(b.data);
+  return NULL;
 }
 
 static int render_store(const char *dir, const char *output, char *err, size_t err_size) {
@@ -597,7 +610,7 @@ int bench_history_main(int argc, char **argv) {
     return BENCH_EXIT_USAGE;
   }
   for (int i = 0; i < report_count; i++) {
-    char *text = bench_read_file(reports[i], err, sizeof err);
+    char *text = bench_read_file(reports[i], BENCH_MAX_REPORT_BYTES, "a report", err, sizeof err);
     int readable = text != NULL;
     cJSON *report = text ? cJSON_ParseWithOpts(text, NULL, 1) : NULL;
     free(text);

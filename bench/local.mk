@@ -12,6 +12,7 @@ bench_apexx_bench_SOURCES = \
 	bench/report_json.c \
 	bench/report_md.c \
 	bench/text.c \
+	bench/json_index.c \
 	bench/compare.c \
 	bench/history.c \
 	bench/ab.c

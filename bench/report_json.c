@@ -783,49 +783,83 @@ int bench_write_atomic(const char *path, const char *text, char *err,
   return bench_commit_temp(&pending, err, err_size);
 }
 
-#define MAX_INPUT_BYTES (256L * 1024 * 1024)
-
-char *bench_read_file(const char *path, char *err, size_t err_size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, err_size, "cannot read [%s]: %s", path, strerror(errno));
+char *bench_read_file(const char *path, size_t max_bytes, const char *what, char *err,
+                      size_t err_size) {
+  /* O_NONBLOCK: a FIFO must not block the open (it is refused below) */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    int open_errno = errno;
+    struct stat st;
+    if (open_errno == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+      snprintf(err, err_size, "[%s] is %s, not a regular file; %s is read from a regular file",
+               path, file_kind(st.st_mode), what);
+    } else {
+      snprintf(err, err_size, "cannot read [%s]: %s", path, strerror(open_errno));
+    }
     return NULL;
   }
-  size_t cap = 65536, len = 0;
-  char *buf = malloc(cap);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    snprintf(err, err_size, "cannot read [%s]: %s", path, strerror(errno));
+    close(fd);
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(err, err_size, "[%s] is %s, not a regular file; %s is read from a regular file", path,
+             file_kind(st.st_mode), what);
+    close(fd);
+    return NULL;
+  }
+  if ((uint64_t)st.st_size > (uint64_t)max_bytes) {
+    snprintf(err, err_size,
+             "[%s] is [%lld] bytes, more than %s may hold [%zu] (docs/report.md, Input "
+             "limits)",
+             path, (long long)st.st_size, what, max_bytes);
+    close(fd);
+    return NULL;
+  }
+  /* the file's size now, and room to notice it growing past the cap */
+  size_t cap = (size_t)st.st_size + 1, len = 0;
+  char *buf = malloc(cap + 1);
   while (buf) {
-    size_t got = fread(buf + len, 1, cap - len - 1, f);
-    len += got;
-    if (got == 0) break;
-    if (len + 1 == cap) {
-      if (cap >= (size_t)MAX_INPUT_BYTES) {
-        snprintf(err, err_size, "[%s] is larger than 256 MiB", path);
-        free(buf);
-        fclose(f);
-        return NULL;
-      }
-      char *grown = realloc(buf, cap * 2);
+    ssize_t got = read(fd, buf + len, cap - len);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      snprintf(err, err_size, "cannot read [%s]: %s", path, strerror(errno));
+      free(buf);
+      close(fd);
+      return NULL;
+    }
+    if (got == 0)
+      break;
+    len += (size_t)got;
+    if (len > max_bytes) {
+      snprintf(err, err_size,
+               "[%s] grew past [%zu] bytes while read, more than %s may hold (docs/report.md, "
+               "Input limits)",
+               path, max_bytes, what);
+      free(buf);
+      close(fd);
+      return NULL;
+    }
+    if (len == cap) {
+      size_t grown_cap = cap * 2 > max_bytes + 1 ? max_bytes + 1 : cap * 2;
+      char *grown = realloc(buf, grown_cap + 1);
       if (!grown) {
         free(buf);
         buf = NULL;
         break;
       }
       buf = grown;
-      cap *= 2;
+      cap = grown_cap;
     }
   }
+  close(fd);
   if (!buf) {
     snprintf(err, err_size, "[%s]: out of memory", path);
-    fclose(f);
     return NULL;
   }
-  if (ferror(f)) {
-    snprintf(err, err_size, "cannot read [%s]: %s", path, strerror(errno));
-    free(buf);
-    fclose(f);
-    return NULL;
-  }
-  fclose(f);
   buf[len] = '\0';
   return buf;
 }

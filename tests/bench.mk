@@ -71,6 +71,13 @@ tests_test_safe_write_LDADD = $(BENCH_TEST_LDADD)
 tests_test_bench_history_SOURCES = tests/test_bench_history.c $(BENCH_TEST_SOURCES)
 tests_test_bench_history_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
 tests_test_bench_history_LDADD = $(BENCH_TEST_LDADD)
+# The files the bench reads: non-regular files refused without blocking, the
+# size cap, compare's time linear in the rows (docs/report.md, Input limits).
+check_PROGRAMS += tests/test_bench_inputs
+TESTS += tests/test_bench_inputs
+tests_test_bench_inputs_SOURCES = tests/test_bench_inputs.c $(BENCH_TEST_SOURCES)
+tests_test_bench_inputs_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
+tests_test_bench_inputs_LDADD = $(BENCH_TEST_LDADD)
 tests_test_config_trust_SOURCES = tests/test_config_trust.c
 tests_test_config_trust_CPPFLAGS = $(CORE_TEST_CPPFLAGS)
 tests_test_config_trust_LDADD = $(APX_TEST_LIBS)

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +57,11 @@ void bt_write(const char *path, const char *text) {
 }
 
 void bt_run(bt_result *r, const char *const *env, const char *const *argv) {
+  bt_run_limited(r, env, argv, NULL);
+}
+
+void bt_run_limited(bt_result *r, const char *const *env, const char *const *argv,
+                    const bt_limits *limits) {
   const char *bench = bt_bench();
   char *dir = bt_tmpdir();
   char *out_path = bt_path(dir, "stdout"), *err_path = bt_path(dir, "stderr");
@@ -71,11 +78,25 @@ void bt_run(bt_result *r, const char *const *env, const char *const *argv) {
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
     for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
+    if (limits && limits->file_size > 0) {
+      struct rlimit rl = {(rlim_t)limits->file_size, (rlim_t)limits->file_size};
+      if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        _exit(125);
+    }
+    /* a pending alarm survives execv */
+    if (limits && limits->seconds > 0)
+      alarm(limits->seconds);
     execv(bench, (char *const *)full);
     _exit(127);
   }
   int wstatus = 0;
-  waitpid(pid, &wstatus, 0);
+  struct rusage ru;
+  memset(&ru, 0, sizeof ru);
+  while (wait4(pid, &wstatus, 0, &ru) < 0 && errno == EINTR) {
+  }
+  r->cpu_s = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+             (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+  r->max_rss_kb = ru.ru_maxrss;
   r->status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
   r->out = bt_read(out_path);
   r->err = bt_read(err_path);

@@ -7,16 +7,28 @@
 #include <cjson/cJSON.h>
 
 typedef struct bt_result {
-  int status; /* exit status, or 128+signal when killed */
-  char *out;  /* captured stdout */
-  char *err;  /* captured stderr */
+  int status;      /* exit status, or 128+signal when killed */
+  char *out;       /* captured stdout */
+  char *err;       /* captured stderr */
+  double cpu_s;    /* the child's user + system CPU time */
+  long max_rss_kb; /* the child's peak resident set */
 } bt_result;
+
+/* Limits of one child: seconds of wall time (SIGALRM: status 142), the
+ * largest file it may write (RLIMIT_FSIZE, as a full disk; SIGXFSZ is
+ * left at its default in the child); 0 is no limit. */
+typedef struct bt_limits {
+  unsigned seconds;
+  long long file_size;
+} bt_limits;
 
 /* Path of the built apexx-bench; exits 77 with a reason when unknown. */
 const char *bt_bench(void);
 /* Run apexx-bench with argv (NULL-terminated, without argv[0]); env is a
  * NULL-terminated list of "NAME=value" set in the child (may be NULL). */
 void bt_run(bt_result *r, const char *const *env, const char *const *argv);
+void bt_run_limited(bt_result *r, const char *const *env, const char *const *argv,
+                    const bt_limits *limits);
 void bt_result_free(bt_result *r);
 
 /* A fresh scratch directory under $TMPDIR (or /tmp); caller frees and
