@@ -150,7 +150,8 @@ typedef struct bench_parity {
   int ok;
   int64_t bad_count;   /* elements outside the bound */
   int64_t first_bad;   /* flat index of the first, -1 when none */
-  int nan_mismatch;    /* a NaN on one side only */
+  int64_t nan_count;   /* elements with a NaN on either side */
+  int non_finite;      /* a NaN anywhere, or an infinity on one side only */
   double atol, rtol;   /* the dtype's bound (before doubling) */
 } bench_parity;
 /* Tolerances of docs/ops.md, Rounding and parity for a dtype (atol = rtol); 0 for
@@ -158,7 +159,8 @@ typedef struct bench_parity {
 double bench_parity_tolerance(apx_dtype dtype);
 /* Compare got with ref (host tensors of one dtype and numel). exact: every
  * element bit-identical (copy ops); else |got-ref| <= 2*(atol + rtol*|ref|)
- * plus extra_ulps storage ulps of ref (transcendentals). */
+ * plus extra_ulps storage ulps of ref (transcendentals). A NaN on either
+ * side breaks parity, copy ops included; infinities must be equal. */
 void bench_parity_compare(const apx_tensor *ref, const apx_tensor *got,
                           int exact, int extra_ulps, bench_parity *out);
 

@@ -761,13 +761,13 @@ static int place_case(apx_context *ctx, const bench_case *c, apx_device device,
 static cJSON *parity_json(const bench_parity *p, int exact) {
   cJSON *obj = cJSON_CreateObject();
   cJSON_AddStringToObject(obj, "against", "cpu");
-  if (p->nan_mismatch) {
+  if (p->non_finite) {
+    const char *why =
+        p->nan_count ? "NaN in the output or the cpu reference" : "infinity on one side only";
     cJSON_AddNullToObject(obj, "max_abs_err");
-    cJSON_AddStringToObject(obj, "max_abs_err_reason",
-                            "non-finite value on one side only");
+    cJSON_AddStringToObject(obj, "max_abs_err_reason", why);
     cJSON_AddNullToObject(obj, "max_rel_err");
-    cJSON_AddStringToObject(obj, "max_rel_err_reason",
-                            "non-finite value on one side only");
+    cJSON_AddStringToObject(obj, "max_rel_err_reason", why);
   } else {
     bench_json_number(obj, "max_abs_err", p->max_abs_err, NULL);
     bench_json_number(obj, "max_rel_err", p->max_rel_err, NULL);
@@ -1141,11 +1141,10 @@ static cJSON *measure_row(run_state *rs, const entry_def *e, bench_case *c,
       int64_t i = parity.first_bad;
       char reason[512];
       snprintf(reason, sizeof reason,
-               "parity: %" PRId64 " element(s) break %s against cpu; first at "
-               "flat index [%" PRId64 "]: [%.9g] vs cpu [%.9g]",
-               parity.bad_count,
-               e->exact ? "bit-exactness" : "2*(atol + rtol*|ref|)", i,
-               bench_get(&home, i), bench_get(reference, i));
+               "parity: %" PRId64 " element(s) break %s against cpu (%" PRId64
+               " NaN); first at flat index [%" PRId64 "]: [%.9g] vs cpu [%.9g]",
+               parity.bad_count, e->exact ? "bit-exactness" : "2*(atol + rtol*|ref|)",
+               parity.nan_count, i, bench_get(&home, i), bench_get(reference, i));
       cJSON_ReplaceItemInObjectCaseSensitive(row, "status",
                                              cJSON_CreateString("failed"));
       cJSON_ReplaceItemInObjectCaseSensitive(row, "reason",

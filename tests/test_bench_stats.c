@@ -122,20 +122,36 @@ START_TEST(parity_bound_is_twice_decision_3) {
 }
 END_TEST
 
-START_TEST(parity_nan_on_one_side_breaks) {
-  float ref[2] = {1.0f, NAN}, got[2] = {1.0f, NAN};
-  apx_tensor tr = host(APX_DTYPE_F32, 2, ref), tg = host(APX_DTYPE_F32, 2, got);
+START_TEST(parity_nan_is_never_a_match) {
+  /* a NaN on both sides (NaN weights made every output and the cpu
+   * reference NaN) is a break: before, parity read "ok" */
+  float ref[3] = {1.0f, NAN, 2.0f}, got[3] = {1.0f, NAN, 2.0f};
+  apx_tensor tr = host(APX_DTYPE_F32, 3, ref), tg = host(APX_DTYPE_F32, 3, got);
   bench_parity p;
   bench_parity_compare(&tr, &tg, 0, 0, &p);
-  ck_assert(p.ok && !p.nan_mismatch);
+  ck_assert_msg(!p.ok && p.non_finite, "NaN against NaN: ok %d", p.ok);
+  ck_assert_int_eq(p.bad_count, 1);
+  ck_assert_int_eq(p.nan_count, 1);
+  ck_assert_int_eq(p.first_bad, 1);
+  /* the same for a copy op, whose bytes agree */
+  bench_parity_compare(&tr, &tg, 1, 0, &p);
+  ck_assert(!p.ok && p.nan_count == 1);
+  /* on one side only: the reference, then the output */
   got[1] = 0.0f;
   bench_parity_compare(&tr, &tg, 0, 0, &p);
-  ck_assert(!p.ok && p.nan_mismatch);
+  ck_assert(!p.ok && p.non_finite && p.nan_count == 1);
   ck_assert(isfinite(p.max_abs_err) && isfinite(p.max_rel_err));
-  got[1] = NAN;
+  ref[1] = 0.0f;
+  got[2] = NAN;
+  bench_parity_compare(&tr, &tg, 0, 0, &p);
+  ck_assert(!p.ok && p.first_bad == 2 && p.nan_count == 1);
+  /* equal infinities match, an infinity on one side breaks */
+  got[2] = ref[2] = INFINITY;
+  bench_parity_compare(&tr, &tg, 0, 0, &p);
+  ck_assert(p.ok && !p.non_finite);
   got[0] = INFINITY;
   bench_parity_compare(&tr, &tg, 0, 0, &p);
-  ck_assert(!p.ok && p.nan_mismatch);
+  ck_assert(!p.ok && p.non_finite && p.nan_count == 0 && p.first_bad == 0);
 }
 END_TEST
 
@@ -304,7 +320,7 @@ int main(void) {
   tcase_add_test(tc, percentiles_follow_the_reference);
   tcase_add_test(tc, parity_exact_for_copy_ops);
   tcase_add_test(tc, parity_bound_is_twice_decision_3);
-  tcase_add_test(tc, parity_nan_on_one_side_breaks);
+  tcase_add_test(tc, parity_nan_is_never_a_match);
   tcase_add_test(tc, splitmix64_reference_values);
   tcase_add_test(tc, normal_and_uniform_moments);
   tcase_add_test(tc, tile_ids_sorted_distinct_reproducible);
