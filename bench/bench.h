@@ -29,6 +29,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define BENCH_EXIT_OK 0
 #define BENCH_EXIT_USAGE 1 /* bad flags, bad config, unusable input */
@@ -220,6 +221,16 @@ int bench_commit_temp(bench_pending_file *pending, char *err, size_t err_size);
 void bench_discard_temp(bench_pending_file *pending);
 int bench_write_atomic(const char *path, const char *text, char *err,
                        size_t err_size);
+/* Write a JSON text and its Markdown together (either path may be NULL):
+ * both are prepared first, then committed JSON first, so a failure while
+ * preparing or committing the JSON leaves neither file written, and a
+ * failure of the Markdown's commit says the JSON was written. Stale
+ * temporaries beside both are removed first. 0, or -1 after a message on
+ * stderr prefixed with tool. */
+int bench_write_pair(const char *tool, const char *json_path, const char *json, const char *md_path,
+                     const char *md);
+/* "a FIFO", "a directory", "a character device", ... for messages. */
+const char *bench_file_kind(mode_t mode);
 /* The most apexx-bench reads of one report, baseline or compare summary,
  * and of a history store (docs/report.md, Input limits). */
 #define BENCH_MAX_REPORT_BYTES ((size_t)16 << 20)

@@ -1436,21 +1436,6 @@ static int parse_tolerance(const char *flag, const char *value, double hi, doubl
   return 0;
 }
 
-static int write_output(const char *flag, const char *path, char *text) {
-  char err[1024];
-  int rc = 0;
-  if (!text) {
-    fprintf(stderr, "apexx-bench compare: %s: out of memory\n", flag);
-    return BENCH_EXIT_USAGE;
-  }
-  if (bench_write_atomic(path, text, err, sizeof err) != 0) {
-    fprintf(stderr, "apexx-bench compare: %s: %s\n", flag, err);
-    rc = BENCH_EXIT_USAGE;
-  }
-  free(text);
-  return rc;
-}
-
 static int compare_main(int argc, char **argv);
 
 int bench_compare_main(int argc, char **argv) {
@@ -1807,16 +1792,26 @@ static int compare_main(int argc, char **argv) {
   fflush(stdout);
 
   rc = failed ? BENCH_EXIT_FAILED : o.inconclusive ? BENCH_EXIT_INCONCLUSIVE : BENCH_EXIT_OK;
-  if (output) {
-    cJSON *summary = summary_json(&base, &cur, &l, &o, &ru, failed);
-    if (write_output("--output-json", output, bench_report_print(summary)) != 0) {
+  if (output || output_md) {
+    /* the Markdown is written only with the JSON (bench_write_pair): it
+     * was written though the JSON had failed */
+    char *json = NULL, *md = NULL;
+    if (output) {
+      cJSON *summary = summary_json(&base, &cur, &l, &o, &ru, failed);
+      json = bench_report_print(summary);
+      cJSON_Delete(summary);
+    }
+    if (output_md)
+      md = render_markdown(&base, &cur, &l, &o, &ru, failed);
+    if ((output && !json) || (output_md && !md)) {
+      fprintf(stderr, "apexx-bench compare: out of memory rendering the outputs; neither "
+                      "file was written\n");
+      rc = BENCH_EXIT_USAGE;
+    } else if (bench_write_pair("apexx-bench compare", output, json, output_md, md) != 0) {
       rc = BENCH_EXIT_USAGE;
     }
-    cJSON_Delete(summary);
-  }
-  if (output_md && write_output("--output-md", output_md,
-                                render_markdown(&base, &cur, &l, &o, &ru, failed)) != 0) {
-    rc = BENCH_EXIT_USAGE;
+    free(json);
+    free(md);
   }
   free_checks(&l);
   cJSON_Delete(base.json);

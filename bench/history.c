@@ -24,6 +24,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,10 +33,20 @@
 #define REGRESSION_ALPHA 0.05
 #define REGRESSION_RATIO 1.05
 
-/* text with &, <, >, " escaped */
-static void sb_escaped(bench_text *b, const char *text) {
-  for (const char *p = text; *p; p++) {
-    switch (*p) {
+/* The first max_bytes of text (whole characters: a UTF-8 sequence is not
+ * split) with &, <, >, " and ' as entities and control bytes as \xHH, safe
+ * in an element's text and in a quoted attribute. Every text of the page
+ * that comes from a report goes through here: a commit label "<!--abc"
+ * hid the rest of a chart, "</svg>" closed it. */
+static void sb_escaped_prefix(bench_text *b, const char *text, size_t max_bytes) {
+  size_t len = strnlen(text, max_bytes);
+  if (len == max_bytes && text[len] != '\0') {
+    while (len > 0 && ((unsigned char)text[len] & 0xC0) == 0x80)
+      len--; /* text[len] continues a character: cut before it starts */
+  }
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)text[i];
+    switch (c) {
     case '&':
       bench_text_append(b, "&amp;");
       break;
@@ -48,11 +59,19 @@ static void sb_escaped(bench_text *b, const char *text) {
     case '"':
       bench_text_append(b, "&quot;");
       break;
+    case '\'':
+      bench_text_append(b, "&#39;");
+      break;
     default:
-      bench_text_append(b, "%c", *p);
+      if (c < 0x20 || c == 0x7f)
+        bench_text_append(b, "\\x%02x", c);
+      else
+        bench_text_append(b, "%c", c);
     }
   }
 }
+
+static void sb_escaped(bench_text *b, const char *text) { sb_escaped_prefix(b, text, SIZE_MAX); }
 
 /* ---- one run's summary ---------------------------------------------------- */
 static const cJSON *get(const cJSON *o, const char *k) {
@@ -186,60 +205,129 @@ static int ensure_dir(const char *dir, char *err, size_t err_size) {
   return 0;
 }
 
-static int append_line(const char *dir, const cJSON *summary, char *err, size_t err_size) {
-  char *path = join(dir, HISTORY_FILE);
-  char *line = cJSON_PrintUnformatted(summary);
-  int rc = -1;
-  if (!path || !line) {
-    snprintf(err, err_size, "out of memory");
-    goto out;
+/* Write all of buf at fd's end; 0, or -1 with errno set. */
+static int write_all(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t w = write(fd, buf, len);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0)
+      return -1;
+    buf += w;
+    len -= (size_t)w;
   }
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0666);
-  if (fd < 0) {
-    snprintf(err, err_size, "cannot open [%s] for appending: %s", path, strerror(errno));
-    goto out;
+  return 0;
+}
+
+/* Append line (no newline yet) to the store open at fd, whole or not at
+ * all: a write or sync that fails (a full disk, the file size limit)
+ * truncates the store back to the size it had. A store whose last line
+ * lacks its newline (a writer killed mid-record) gets one first, so the
+ * new record is never glued onto the torn one. */
+static int append_record(int fd, const char *path, char *line, char *err, size_t err_size) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    snprintf(err, err_size, "cannot read [%s]: %s", path, strerror(errno));
+    return -1;
+  }
+  off_t start = st.st_size;
+  char last = '\n';
+  if (start > 0 && pread(fd, &last, 1, start - 1) != 1) {
+    snprintf(err, err_size, "cannot read [%s]: %s", path, strerror(errno));
+    return -1;
   }
   size_t len = strlen(line);
-  line[len] = '\n'; /* one write: a whole line or nothing visible to readers */
-  ssize_t w = write(fd, line, len + 1);
-  line[len] = '\0';
-  if (w != (ssize_t)(len + 1) || fsync(fd) != 0) {
-    snprintf(err, err_size, "cannot append to [%s]: %s", path,
-             w < 0 ? strerror(errno) : "short write");
-    close(fd);
-    goto out;
+  char *record = malloc(len + 3);
+  if (!record) {
+    snprintf(err, err_size, "out of memory");
+    return -1;
   }
-  if (close(fd) != 0) {
-    snprintf(err, err_size, "cannot finish [%s]: %s", path, strerror(errno));
-    goto out;
+  size_t at = 0;
+  if (last != '\n')
+    record[at++] = '\n';
+  memcpy(record + at, line, len);
+  at += len;
+  record[at++] = '\n';
+  int failed = write_all(fd, record, at) != 0 || fsync(fd) != 0;
+  int saved = errno;
+  free(record);
+  if (!failed)
+    return 0;
+  if (ftruncate(fd, start) != 0) {
+    snprintf(err, err_size,
+             "cannot append to [%s]: %s; and the partial record could not be removed: %s "
+             "(the store's first [%lld] bytes are whole)",
+             path, strerror(saved), strerror(errno), (long long)start);
+  } else {
+    (void)fsync(fd);
+    snprintf(err, err_size,
+             "cannot append to [%s]: %s (nothing appended: the store is as "
+             "it was, [%lld] bytes)",
+             path, strerror(saved), (long long)start);
   }
-  rc = 0;
-out:
-  free(path);
-  free(line);
-  return rc;
+  return -1;
 }
 
 static cJSON *load_store(const char *dir, char *err, size_t err_size);
 
-/* Append a run's summary unless the store holds its run_id already.
+/* Append a run's summary unless the store holds its run_id already. The
+ * store is locked (flock) from the check to the append, so two appenders
+ * neither both add one run nor cut each other's records.
  * Returns 0 (appended), 1 (held already: nothing written) or -1 with a
  * message in err. */
 static int append_new(const char *dir, const cJSON *summary, char *err, size_t err_size) {
-  cJSON *runs = load_store(dir, err, err_size);
+  char *path = join(dir, HISTORY_FILE);
+  char *line = cJSON_PrintUnformatted(summary);
+  cJSON *runs = NULL;
+  int rc = -1, fd = -1;
+  if (!path || !line) {
+    snprintf(err, err_size, "out of memory");
+    goto out;
+  }
+  /* O_NONBLOCK: a FIFO there is refused below, not waited on */
+  fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
+  if (fd < 0) {
+    snprintf(err, err_size, "cannot open [%s] for appending: %s", path, strerror(errno));
+    goto out;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    snprintf(err, err_size, "cannot read [%s]: %s", path, strerror(errno));
+    goto out;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(err, err_size, "[%s] is %s, not a regular file; the history store is a regular file",
+             path, bench_file_kind(st.st_mode));
+    goto out;
+  }
+  while (flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      snprintf(err, err_size, "cannot lock [%s]: %s", path, strerror(errno));
+      goto out;
+    }
+  }
+  runs = load_store(dir, err, err_size);
   if (!runs)
-    return -1;
+    goto out;
   const char *id = cJSON_GetStringValue(get(summary, "run_id"));
   const cJSON *run;
-  int held = 0;
   cJSON_ArrayForEach(run, runs) {
     const char *other = cJSON_GetStringValue(get(run, "run_id"));
-    held |= id && other && strcmp(id, other) == 0;
+    if (id && other && strcmp(id, other) == 0) {
+      rc = 1;
+      goto out;
+    }
+  }
+  rc = append_record(fd, path, line, err, err_size);
+out:
+  if (fd >= 0 && close(fd) != 0 && rc == 0) {
+    snprintf(err, err_size, "cannot finish [%s]: %s", path, strerror(errno));
+    rc = -1;
   }
   cJSON_Delete(runs);
-  if (held)
-    return 1;
-  return append_line(dir, summary, err, err_size);
+  free(path);
+  free(line);
+  return rc;
 }
 
 /* Every line of the store as a JSON array (malformed lines are skipped
@@ -449,9 +537,10 @@ static void render_chart(bench_text *b, const bench_index *ix, const char *key, 
       if (m == 0) {
         bench_text_append(b,
                           "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
-                          "font-family=\"monospace\" transform=\"rotate(-35 %.1f %d)\">%.7s"
-                          "</text>\n",
-                          XS(i), CHART_H - PAD_B + 14, XS(i), CHART_H - PAD_B + 14, commit);
+                          "font-family=\"monospace\" transform=\"rotate(-35 %.1f %d)\">",
+                          XS(i), CHART_H - PAD_B + 14, XS(i), CHART_H - PAD_B + 14);
+        sb_escaped_prefix(b, commit, 7); /* a short commit */
+        bench_text_append(b, "</text>\n");
       }
     }
     bench_text_append(b,

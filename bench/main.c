@@ -15,15 +15,24 @@
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-/* The directory of an output path must exist and be writable; checked
- * before the suite runs so a long run does not end in an unwritable file. */
+/* The directory of an output path (of a symlink's target: the temporary
+ * goes there) must exist and be writable; checked before the suite runs so
+ * a long run does not end in an unwritable file. A device or FIFO is
+ * written in place: no directory to check. */
 static int check_output_dir(const char *flag, const char *path) {
   if (!path || strcmp(path, "-") == 0) return 0;
-  char *copy = strdup(path);
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    return 0;
+  char *resolved = realpath(path, NULL);
+  char *copy = strdup(resolved ? resolved : path);
+  free(resolved);
   if (!copy) return 1;
   const char *dir = dirname(copy);
   int rc = 0;
@@ -57,48 +66,6 @@ static int check_backends(apx_context *ctx, const bench_options *opts) {
       fprintf(stderr, ")\n");
       return 1;
     }
-  }
-  return 0;
-}
-
-/* Write the JSON and the Markdown together: both are prepared first
- * (temporary files beside regular targets), then both are committed, so a
- * failure while preparing leaves neither (older files untouched); a failure
- * of the second commit says exactly which file was written. Temporary files
- * an earlier killed run left beside the targets (older than ten minutes)
- * are removed. */
-static int write_outputs(const bench_options *opts, const char *json,
-                         const char *markdown) {
-  char err[1024];
-  bench_pending_file pj, pm;
-  memset(&pj, 0, sizeof pj);
-  memset(&pm, 0, sizeof pm);
-  if (opts->output_json) bench_clean_stale_temps(opts->output_json, 600.0);
-  if (opts->output_md) bench_clean_stale_temps(opts->output_md, 600.0);
-  if (opts->output_json &&
-      bench_write_temp(opts->output_json, json, &pj, err, sizeof err) != 0) {
-    fprintf(stderr, "apexx-bench: --output-json: %s\n", err);
-    return 1;
-  }
-  if (opts->output_md &&
-      bench_write_temp(opts->output_md, markdown, &pm, err, sizeof err) != 0) {
-    fprintf(stderr, "apexx-bench: --output-md: %s\n", err);
-    bench_discard_temp(&pj);
-    return 1;
-  }
-  if (bench_commit_temp(&pj, err, sizeof err) != 0) {
-    fprintf(stderr, "apexx-bench: --output-json: %s; neither file was written\n",
-            err);
-    bench_discard_temp(&pm);
-    return 1;
-  }
-  if (bench_commit_temp(&pm, err, sizeof err) != 0) {
-    fprintf(stderr,
-            "apexx-bench: --output-md: %s; the JSON [%s] was written, the "
-            "Markdown [%s] was not (any older file there is unchanged)\n",
-            err, opts->output_json ? opts->output_json : "-",
-            opts->output_md);
-    return 1;
   }
   return 0;
 }
@@ -359,7 +326,8 @@ static int run_suite(int argc, char **argv) {
     free(markdown);
     return BENCH_EXIT_USAGE;
   }
-  int write_rc = write_outputs(&opts, json, markdown);
+  int write_rc =
+      bench_write_pair("apexx-bench", opts.output_json, json, opts.output_md, markdown) != 0;
   if (write_rc == 0) {
     /* neither file named: the Markdown summary for a reader; JSON only
      * when asked (--output-json -) */
@@ -385,6 +353,10 @@ static int run_suite(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  /* past the file size limit a write fails with EFBIG and is reported and
+   * rolled back (history) or discarded (temporaries), as on a full disk;
+   * SIGXFSZ would end the process in the middle of a record */
+  signal(SIGXFSZ, SIG_IGN);
   if (argc >= 2 && strcmp(argv[1], "compare") == 0) {
     return bench_compare_main(argc - 1, argv + 1);
   }

@@ -532,7 +532,7 @@ static int write_all(int fd, const char *text) {
   return 0;
 }
 
-static const char *file_kind(mode_t mode) {
+const char *bench_file_kind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISSOCK(mode)) return "a socket";
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -565,8 +565,13 @@ static int temp_prefix(const char *path, char **dir, char **prefix) {
 
 int bench_clean_stale_temps(const char *path, double max_age_s) {
   if (strcmp(path, "-") == 0) return 0;
+  /* a symlink's temporaries lie beside its target (bench_write_temp) */
+  char *resolved = realpath(path, NULL);
   char *dir, *prefix;
-  if (temp_prefix(path, &dir, &prefix) != 0) return 0;
+  int split = temp_prefix(resolved ? resolved : path, &dir, &prefix);
+  free(resolved);
+  if (split != 0)
+    return 0;
   int removed = 0;
   DIR *d = opendir(dir);
   size_t plen = strlen(prefix);
@@ -620,6 +625,7 @@ int bench_write_temp(const char *path, const char *text,
     return 0;
   }
   struct stat lst;
+  char *resolved = NULL; /* a symlink's regular target */
   if (lstat(path, &lst) == 0 && !S_ISREG(lst.st_mode)) {
     /* never replace what is not a regular file */
     struct stat st;
@@ -631,22 +637,39 @@ int bench_write_temp(const char *path, const char *text,
     }
     if (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode)) {
       snprintf(err, err_size, "[%s] is %s%s; give a file path", path,
-               S_ISLNK(lst.st_mode) ? "a symlink to " : "", file_kind(st.st_mode));
+               S_ISLNK(lst.st_mode) ? "a symlink to " : "", bench_file_kind(st.st_mode));
       return -1;
     }
-    pending->mode = BENCH_WRITE_IN_PLACE;
-    pending->text = strdup(text);
-    pending->final_path = strdup(path);
-    if (!pending->text || !pending->final_path) goto oom;
-    return 0;
+    if (S_ISLNK(lst.st_mode) && S_ISREG(st.st_mode)) {
+      /* a symlink to a regular file: its target is replaced like a regular
+       * file (temporary beside the target, rename), the link stays; written
+       * in place, a full disk left the target half-written */
+      resolved = realpath(path, NULL);
+      if (!resolved) {
+        snprintf(err, err_size, "cannot resolve the symlink [%s]: %s", path, strerror(errno));
+        return -1;
+      }
+    } else {
+      pending->mode = BENCH_WRITE_IN_PLACE;
+      pending->text = strdup(text);
+      pending->final_path = strdup(path);
+      if (!pending->text || !pending->final_path)
+        goto oom;
+      return 0;
+    }
   }
+  const char *target = resolved ? resolved : path;
   char *dir, *prefix;
-  if (temp_prefix(path, &dir, &prefix) != 0) goto oom;
+  if (temp_prefix(target, &dir, &prefix) != 0) {
+    free(resolved);
+    goto oom;
+  }
   size_t tmp_len = strlen(dir) + strlen(prefix) + 16;
   char *tmp = malloc(tmp_len);
   if (!tmp) {
     free(dir);
     free(prefix);
+    free(resolved);
     goto oom;
   }
   /* same directory as the target, so rename() stays atomic */
@@ -655,30 +678,40 @@ int bench_write_temp(const char *path, const char *text,
   free(prefix);
   int fd = mkstemp(tmp);
   if (fd < 0) {
-    snprintf(err, err_size, "cannot create a temporary file beside [%s]: %s",
-             path, strerror(errno));
+    snprintf(err, err_size, "cannot create a temporary file beside [%s]: %s", target,
+             strerror(errno));
     free(tmp);
+    free(resolved);
     return -1;
   }
   if (write_all(fd, text) != 0) {
-    snprintf(err, err_size, "cannot write [%s]: %s", tmp, strerror(errno));
+    snprintf(err, err_size, "cannot write [%s]: %s (the target [%s] is unchanged)", tmp,
+             strerror(errno), target);
     close(fd);
     unlink(tmp);
     free(tmp);
+    free(resolved);
     return -1;
   }
   /* mkstemp makes 0600; a report is an ordinary file (0644 minus umask) */
   mode_t mask = umask(0);
   umask(mask);
-  if (fchmod(fd, 0666 & ~mask) != 0 || fsync(fd) != 0 || close(fd) != 0) {
-    snprintf(err, err_size, "cannot finish [%s]: %s", tmp, strerror(errno));
+  int finish_errno = 0;
+  if (fchmod(fd, 0666 & ~mask) != 0 || fsync(fd) != 0)
+    finish_errno = errno;
+  if (close(fd) != 0 && !finish_errno)
+    finish_errno = errno;
+  if (finish_errno) {
+    snprintf(err, err_size, "cannot finish [%s]: %s (the target [%s] is unchanged)", tmp,
+             strerror(finish_errno), target);
     unlink(tmp);
     free(tmp);
+    free(resolved);
     return -1;
   }
   pending->mode = BENCH_WRITE_RENAME;
   pending->tmp_path = tmp;
-  pending->final_path = strdup(path);
+  pending->final_path = resolved ? resolved : strdup(path);
   if (!pending->final_path) {
     bench_discard_temp(pending);
     goto oom;
@@ -783,6 +816,40 @@ int bench_write_atomic(const char *path, const char *text, char *err,
   return bench_commit_temp(&pending, err, err_size);
 }
 
+int bench_write_pair(const char *tool, const char *json_path, const char *json, const char *md_path,
+                     const char *md) {
+  char err[1024];
+  bench_pending_file pj, pm;
+  memset(&pj, 0, sizeof pj);
+  memset(&pm, 0, sizeof pm);
+  if (json_path)
+    bench_clean_stale_temps(json_path, 600.0);
+  if (md_path)
+    bench_clean_stale_temps(md_path, 600.0);
+  if (json_path && bench_write_temp(json_path, json, &pj, err, sizeof err) != 0) {
+    fprintf(stderr, "%s: --output-json: %s; neither file was written\n", tool, err);
+    return -1;
+  }
+  if (md_path && bench_write_temp(md_path, md, &pm, err, sizeof err) != 0) {
+    fprintf(stderr, "%s: --output-md: %s; neither file was written\n", tool, err);
+    bench_discard_temp(&pj);
+    return -1;
+  }
+  if (bench_commit_temp(&pj, err, sizeof err) != 0) {
+    fprintf(stderr, "%s: --output-json: %s; neither file was written\n", tool, err);
+    bench_discard_temp(&pm);
+    return -1;
+  }
+  if (bench_commit_temp(&pm, err, sizeof err) != 0) {
+    fprintf(stderr,
+            "%s: --output-md: %s; the JSON [%s] was written, the Markdown [%s] was not "
+            "(any older file there is unchanged)\n",
+            tool, err, json_path ? json_path : "-", md_path);
+    return -1;
+  }
+  return 0;
+}
+
 char *bench_read_file(const char *path, size_t max_bytes, const char *what, char *err,
                       size_t err_size) {
   /* O_NONBLOCK: a FIFO must not block the open (it is refused below) */
@@ -792,7 +859,7 @@ char *bench_read_file(const char *path, size_t max_bytes, const char *what, char
     struct stat st;
     if (open_errno == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
       snprintf(err, err_size, "[%s] is %s, not a regular file; %s is read from a regular file",
-               path, file_kind(st.st_mode), what);
+               path, bench_file_kind(st.st_mode), what);
     } else {
       snprintf(err, err_size, "cannot read [%s]: %s", path, strerror(open_errno));
     }
@@ -806,7 +873,7 @@ char *bench_read_file(const char *path, size_t max_bytes, const char *what, char
   }
   if (!S_ISREG(st.st_mode)) {
     snprintf(err, err_size, "[%s] is %s, not a regular file; %s is read from a regular file", path,
-             file_kind(st.st_mode), what);
+             bench_file_kind(st.st_mode), what);
     close(fd);
     return NULL;
   }

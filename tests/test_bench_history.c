@@ -4,7 +4,9 @@
  * and backend (median per run, the noise band, regressions marked); a run
  * with --history appends itself; a report the store holds already (its
  * run_id, or its text before schema 1.3) is not appended twice; bad input
- * exits 1. */
+ * exits 1; an append that fails (a full disk) leaves the store as it was,
+ * a torn last line is not glued to the next record, and the page escapes
+ * every text a report gives it. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -242,6 +244,104 @@ START_TEST(run_with_history_flag_appends) {
 }
 END_TEST
 
+/* issue 30 item 8: a full disk (the file size limit) during an append left
+ * a partial line, and the next run was glued onto it and lost */
+START_TEST(full_disk_append_leaves_the_store_whole) {
+  char *a = save("a.json", make_report("aaaaaaa1111", "Test CPU", 2.0));
+  char *b = save("b.json", make_report("bbbbbbb2222", "Test CPU", 2.1));
+  char *store = bt_path(dir, "hist");
+  char *lines_path = bt_path(store, "history.jsonl");
+  const char *first[] = {"history", store, a, NULL};
+  bt_result r;
+  bt_run(&r, NULL, first);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  bt_result_free(&r);
+  char *before = bt_read(lines_path);
+  /* room for 10 more bytes: the record does not fit */
+  const bt_limits full = {30, (long long)strlen(before) + 10};
+  const char *second[] = {"history", store, b, NULL};
+  bt_run_limited(&r, NULL, second, &full);
+  ck_assert_msg(r.status == 1, "exit %d (153: killed by SIGXFSZ): %s", r.status, r.err);
+  /* the errno's text, not "short write" */
+  ck_assert_msg(strstr(r.err, "File too large") && strstr(r.err, "nothing appended"), "%s", r.err);
+  bt_result_free(&r);
+  char *after = bt_read(lines_path);
+  ck_assert_str_eq(after, before);
+  free(after);
+  /* with room again: both runs, whole */
+  bt_run(&r, NULL, second);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  ck_assert_msg(!strstr(r.err, "skipped"), "%s", r.err);
+  bt_result_free(&r);
+  after = bt_read(lines_path);
+  ck_assert_int_eq(count(after, "\n"), 2);
+  ck_assert_int_eq(count(after, "\"commit\":\"bbbbbbb2222\""), 1);
+  free(after);
+  free(before);
+  free(lines_path);
+  free(store);
+  free(a);
+  free(b);
+}
+END_TEST
+
+/* a store whose last record was torn (its writer killed): the next record
+ * starts on a line of its own */
+START_TEST(torn_last_line_is_not_glued) {
+  char *a = save("a.json", make_report("aaaaaaa1111", "Test CPU", 2.0));
+  char *b = save("b.json", make_report("bbbbbbb2222", "Test CPU", 2.1));
+  char *store = bt_path(dir, "hist");
+  char *lines_path = bt_path(store, "history.jsonl");
+  const char *first[] = {"history", store, a, NULL};
+  bt_result r;
+  bt_run(&r, NULL, first);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  bt_result_free(&r);
+  FILE *f = fopen(lines_path, "a");
+  ck_assert_ptr_nonnull(f);
+  fputs("{\"run_id\":\"torn\",\"rows\":{\"x", f);
+  ck_assert_int_eq(fclose(f), 0);
+  const char *second[] = {"history", store, b, "--output", "-", NULL};
+  bt_run(&r, NULL, second);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  ck_assert_msg(strstr(r.out, "<p>2 run(s)"), "the page counts %.40s", strstr(r.out, "<p>"));
+  bt_result_free(&r);
+  char *lines = bt_read(lines_path);
+  ck_assert_int_eq(count(lines, "\n"), 3);
+  free(lines);
+  free(lines_path);
+  free(store);
+  free(a);
+  free(b);
+}
+END_TEST
+
+/* issue 30 item 16: every text from a report is escaped in index.html (a
+ * commit label "<!--abc" hid the chart, "</svg>" closed it) */
+START_TEST(report_texts_are_escaped_in_the_page) {
+  cJSON *report = make_report("<!--abc</svg><script>x</script>", "<b>M&M's\x1b[2J</b>", 2.0);
+  cJSON *bench = cJSON_GetObjectItem(report, "benchmarks");
+  cJSON_AddItemToObject(bench, "tile<ops>", cJSON_DetachItemFromObject(bench, "tile_ops"));
+  char *a = save("a.json", report);
+  char *store = bt_path(dir, "hist");
+  const char *argv[] = {"history", store, a, "--output", "-", NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  ck_assert_msg(!strstr(r.out, "<!--"), "an HTML comment opened by a commit label");
+  ck_assert_int_eq(count(r.out, "</svg>"), count(r.out, "<svg "));
+  ck_assert_ptr_null(strstr(r.out, "<script"));
+  ck_assert_ptr_null(strstr(r.out, "<b>"));
+  ck_assert_ptr_null(strstr(r.out, "\x1b"));
+  ck_assert_ptr_nonnull(strstr(r.out, ">&lt;!--abc</text>")); /* the short label */
+  ck_assert_ptr_nonnull(strstr(r.out, "&lt;b&gt;M&amp;M&#39;s\\x1b[2J&lt;/b&gt;"));
+  ck_assert_ptr_nonnull(strstr(r.out, "tile&lt;ops&gt;.tilepack/cpu"));
+  bt_result_free(&r);
+  free(store);
+  free(a);
+}
+END_TEST
+
 int main(void) {
   bt_bench();
   Suite *s = suite_create("bench_history");
@@ -252,6 +352,9 @@ int main(void) {
   tcase_add_test(tc, output_flag_and_bad_input);
   tcase_add_test(tc, run_with_history_flag_appends);
   tcase_add_test(tc, a_held_report_is_not_appended_again);
+  tcase_add_test(tc, full_disk_append_leaves_the_store_whole);
+  tcase_add_test(tc, torn_last_line_is_not_glued);
+  tcase_add_test(tc, report_texts_are_escaped_in_the_page);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -1,10 +1,11 @@
 /* apexx-bench output paths (bench/report_json.c safe writes): a regular
- * file is replaced atomically, a new path created, a symlink written
- * through (it stays a link), /dev/null and a FIFO written in place (never
+ * file is replaced atomically, a new path created, a symlink's regular
+ * target replaced the same way (the link stays a link; a full disk leaves
+ * the target as it was), /dev/null and a FIFO written in place (never
  * replaced), a dangling symlink, a FIFO without a reader and a directory
  * refused with a message, '-' is standard output; the JSON and Markdown of
- * a run are prepared together, a failure says which file was written, and
- * stale temporary files of a killed run are removed. */
+ * a run or a compare are prepared together (no Markdown without its JSON), a failure says which
+ * file was written, and stale temporary files of a killed run are removed. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <fcntl.h>
@@ -108,8 +109,11 @@ START_TEST(new_path_is_created) {
 END_TEST
 
 START_TEST(symlink_is_written_through) {
-  char *real = bt_path(dir, "real.md"), *link = bt_path(dir, "link.md");
+  char *sub = bt_path(dir, "elsewhere");
+  ck_assert_int_eq(mkdir(sub, 0700), 0);
+  char *real = bt_path(sub, "real.md"), *link = bt_path(dir, "link.md");
   bt_write(real, "old\n");
+  ino_t before = inode_of(real);
   ck_assert_int_eq(symlink(real, link), 0);
   bt_result r;
   ck_assert_int_eq(write_md(&r, link), 0);
@@ -120,6 +124,9 @@ START_TEST(symlink_is_written_through) {
   char *text = bt_read(real);
   ck_assert_ptr_nonnull(strstr(text, "# apexx-bench compare"));
   free(text);
+  /* the target was replaced by a rename beside it, not rewritten */
+  ck_assert(inode_of(real) != before);
+  ck_assert_int_eq(bt_dir_count(sub), 1);
   /* a dangling symlink: refused, its target not created */
   char *dangling = bt_path(dir, "dangling.md"), *nowhere = bt_path(dir, "nowhere.md");
   ck_assert_int_eq(symlink(nowhere, dangling), 0);
@@ -131,6 +138,70 @@ START_TEST(symlink_is_written_through) {
   free(link);
   free(dangling);
   free(nowhere);
+  free(sub);
+}
+END_TEST
+
+/* issue 30 item 8: a full disk (the file size limit) while writing through
+ * a symlink left the target truncated and half-written: broken JSON */
+START_TEST(symlink_target_survives_a_full_disk) {
+  char *real = bt_path(dir, "real.json"), *link = bt_path(dir, "link.json");
+  bt_write(real, "{\"previous\": true}\n");
+  ck_assert_int_eq(symlink(real, link), 0);
+  /* the summary is over 1,000 bytes, the check lines under */
+  const bt_limits full = {30, 1000};
+  const char *argv[] = {"compare", report, report, "--quiet", "--output-json", link, NULL};
+  bt_result r;
+  bt_run_limited(&r, NULL, argv, &full);
+  ck_assert_msg(r.status == 1, "exit %d (153: killed by SIGXFSZ): %s", r.status, r.err);
+  ck_assert_msg(strstr(r.err, "File too large"), "%s", r.err);
+  bt_result_free(&r);
+  char *text = bt_read(real);
+  ck_assert_str_eq(text, "{\"previous\": true}\n");
+  free(text);
+  struct stat st;
+  ck_assert_int_eq(lstat(link, &st), 0);
+  ck_assert(S_ISLNK(st.st_mode));
+  /* no temporary left: report.json, real.json, link.json */
+  ck_assert_int_eq(bt_dir_count(dir), 3);
+  /* without the limit: whole JSON through the link */
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  bt_result_free(&r);
+  cJSON *json = bt_load_json(real);
+  ck_assert_ptr_nonnull(json);
+  cJSON_Delete(json);
+  free(real);
+  free(link);
+}
+END_TEST
+
+/* issue 30 item 19: compare's Markdown was written though its JSON failed */
+START_TEST(compare_writes_the_markdown_only_with_the_json) {
+  char *md = bt_path(dir, "c.md"), *json = bt_path(dir, "c.json");
+  char *dangling = bt_path(dir, "gone");
+  ck_assert_int_eq(symlink(dangling, json), 0);
+  const char *argv[] = {"compare", report,        report, "--quiet", "--output-json",
+                        json,      "--output-md", md,     NULL};
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_int_eq(r.status, 1);
+  ck_assert_msg(strstr(r.err, "--output-json") && strstr(r.err, "neither file was written"), "%s",
+                r.err);
+  bt_result_free(&r);
+  ck_assert_msg(!bt_exists(md), "the Markdown was written without its JSON");
+  /* the JSON's commit fails on a full disk: the Markdown stays unwritten */
+  ck_assert_int_eq(unlink(json), 0);
+  const bt_limits full = {30, 1000};
+  bt_run_limited(&r, NULL, argv, &full);
+  ck_assert_int_eq(r.status, 1);
+  ck_assert_msg(strstr(r.err, "File too large"), "%s", r.err);
+  bt_result_free(&r);
+  ck_assert(!bt_exists(md) && !bt_exists(json));
+  ck_assert_int_eq(bt_dir_count(dir), 1); /* report.json */
+  free(md);
+  free(json);
+  free(dangling);
 }
 END_TEST
 
@@ -332,6 +403,8 @@ int main(void) {
   tcase_add_test(tc, regular_file_is_replaced_atomically);
   tcase_add_test(tc, new_path_is_created);
   tcase_add_test(tc, symlink_is_written_through);
+  tcase_add_test(tc, symlink_target_survives_a_full_disk);
+  tcase_add_test(tc, compare_writes_the_markdown_only_with_the_json);
   tcase_add_test(tc, dev_null_stays_a_device);
   tcase_add_test(tc, dev_stdout_keeps_earlier_output);
   tcase_add_test(tc, fifo_is_written_in_place);
