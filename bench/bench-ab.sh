@@ -129,6 +129,9 @@ ab_run() {
 }
 # the rows a table marks regressed, missing or failed
 marked() { grep -E '\| \*\*(regressed|missing|failed)\*\* \|' "$1" 2>/dev/null | cut -d'|' -f2,7 | tr -d '* '; }
+# a row's verdict and "B/A [interval]" in a table (ROW as marked() gives it)
+verdict_of() { awk -F'|' -v r="$2" '{ n = $2; gsub(/[ *]/, "", n); v = $7; gsub(/[ *]/, "", v); if (n == r) { print v; exit } }' "$1" 2>/dev/null; }
+ratio_of() { awk -F'|' -v r="$2" '{ n = $2; gsub(/[ *]/, "", n); if (n == r) { b = $5; i = $6; gsub(/^ +| +$/, "", b); gsub(/^ +| +$/, "", i); print "B/A " b " " i; exit } }' "$1" 2>/dev/null; }
 rm -f "$out.json" "$out.md" "$out-confirm.json" "$out-confirm.md"
 ab_run "$out"
 rc=$?
@@ -138,15 +141,26 @@ if [ $rc -eq 2 ] && [ "${CONFIRM:-1}" = 1 ] && ! marked "$out.md" | grep -qE '(m
   say "regressed: $(marked "$out.md" | cut -d'|' -f1 | tr '\n' ' '); confirming with a second A/B run ($out-confirm.md)"
   ab_run "$out-confirm"
   rc2=$?
-  marked "$out.md" >"$out.first.txt"
-  both=$(marked "$out-confirm.md" | grep -Fx -f "$out.first.txt" || true)
-  rm -f "$out.first.txt"
+  # each row regressed in the first run, by its verdict in the second:
+  # regressed (confirmed), inconclusive (unsettled), else dismissed
+  both= unsettled= dismissed=
+  for row in $(marked "$out.md" | cut -d'|' -f1); do
+    v=$(verdict_of "$out-confirm.md" "$row")
+    case $v in
+      regressed) both="$both $row" ;;
+      inconclusive) unsettled="$unsettled $row ($(ratio_of "$out-confirm.md" "$row"))" ;;
+      *) dismissed="$dismissed $row (${v:-absent})" ;;
+    esac
+  done
   if [ $rc2 -eq 1 ]; then
     rc=1
   elif [ -n "$both" ]; then
-    say "confirmed: regressed in both runs: $(echo "$both" | cut -d'|' -f1 | tr '\n' ' ')"
+    say "confirmed: regressed in both runs:$both"
+  elif [ -n "$unsettled" ]; then
+    say "unsettled: regressed in the first run, inconclusive in the second:$unsettled; neither confirmed nor dismissed (a quieter machine, or more rounds: BENCH_AB_MAX_ROUNDS); the second run's table: $out-confirm.md"
+    rc=3
   else
-    say "not confirmed: no row regressed in both runs (the first run's regression was the machine's noise); the second run's table: $out-confirm.md"
+    say "not confirmed: the rows regressed in the first run were not in the second:$dismissed (the first run's regression was the machine's noise); the second run's table: $out-confirm.md"
     rc=$rc2
     [ $rc -eq 2 ] && rc=3 # rows regressed in the second run only: not confirmed either
   fi
@@ -155,7 +169,7 @@ case $rc in
   0) say "pass: no row regressed against BASE $base_name" ;;
   2) say "FAIL: a row regressed against BASE $base_name (or went missing, or failed): $out.md" ;;
   3)
-    say "INCONCLUSIVE against BASE $base_name: no regression was shown, and not every row could be shown unchanged (the machine's noise; see the table's notes)"
+    say "INCONCLUSIVE against BASE $base_name: no regression was confirmed, and not every row could be shown unchanged (the machine's noise; see the table's notes)"
     [ "${STRICT:-0}" = 1 ] || rc=0
     ;;
   *) say "apexx-bench ab could not run (exit $rc)" ;;

@@ -70,10 +70,6 @@ out "check-verdicts: make variables: ${*:-none}"
 counts() {
   sed -n 's/^ab status=[a-z]* rows=[0-9]* regressed=\([0-9]*\) improved=\([0-9]*\) unchanged=\([0-9]*\) inconclusive=\([0-9]*\) missing=\([0-9]*\) failed=\([0-9]*\) rounds=\([0-9]*\) elapsed_s=\([0-9.]*\)$/\1 \2 \3 \4 \5 \6 \7 \8/p' "$1" | head -1
 }
-# the rows a Markdown table marked regressed: "section.entry" names
-regressed_rows() {
-  grep '| \*\*regressed\*\* |' "$1" | sed 's/^| \([^ ]*\) \/ [a-z]* |.*/\1/' | tr '\n' ' '
-}
 
 # run_series NAME N: N unchanged runs; totals into the series line
 run_series() {
@@ -136,7 +132,12 @@ if [ "$seeded" = 1 ]; then
     secs=$(($(date +%s) - t0))
     t_secs=$((t_secs + secs))
     keep_run "seeded-$row"
-    flagged=$(regressed_rows bench-ab.md)
+    # caught: the target reported the regression (exit 0), and the rows it
+    # confirmed (regressed in both A/B runs) are the op's
+    flagged=$(sed -n 's/^bench-ab: confirmed: regressed in both runs: *//p' check-verdicts-run.txt |
+      tr ' ' '\n' | sed 's|/[a-z]*$||' | tr '\n' ' ')
+    [ "$rc" -eq 0 ] || flagged=
+    why=$(grep '^bench-ab: \(unsettled\|not confirmed\)' check-verdicts-run.txt | head -1)
     hit=no others=
     for r in $flagged; do
       case $r in
@@ -144,7 +145,7 @@ if [ "$seeded" = 1 ]; then
         *) others="$others $r" ;;
       esac
     done
-    out "seeded 20% slowdown of $row: exit $rc, its row regressed: $hit; other rows regressed:${others:- none}; $secs s"
+    out "seeded 20% slowdown of $row: exit $rc, its row regressed (confirmed): $hit; other rows regressed:${others:- none}; $secs s${why:+; $why}"
     [ "$hit" = yes ] && caught=$((caught + 1))
     [ -z "$others" ] && clean=$((clean + 1))
   done

@@ -35,6 +35,11 @@ tests_test_bench_ab_SOURCES = tests/test_bench_ab.c $(BENCH_TEST_SOURCES)
 tests_test_bench_ab_CPPFLAGS = $(BENCH_TEST_CPPFLAGS)
 tests_test_bench_ab_LDADD = $(BENCH_TEST_LDADD)
 
+# make bench-ab's confirmation of a regressed row (bench/bench-ab.sh) with
+# a stub apexx-bench writing each run's table.
+TESTS += tests/test_bench_ab_confirm.sh
+EXTRA_DIST += tests/test_bench_ab_confirm.sh
+
 # The verdicts (bench/verdict.c) on synthetic paired and unpaired samples.
 check_PROGRAMS += tests/test_bench_verdict
 TESTS += tests/test_bench_verdict
