@@ -19,7 +19,6 @@ bench_apexx_bench_SOURCES = \
 nodist_bench_apexx_bench_SOURCES = bench/bench_git_sha.h
 bench_apexx_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 bench_apexx_bench_LDADD = libapexx/libapexx.la $(CJSON_LIBS) $(M_LIBS) $(DL_LIBS)
-dist_man_MANS += docs/apexx-bench.1
 
 # The producer's git_sha: `git rev-parse HEAD` of the source tree when it is
 # a checkout; the header is rewritten only when the sha changes, so a build

@@ -91,6 +91,11 @@ EXTRA_DIST += tests/test_symbols.sh
 TESTS += tests/test_apexx_info.sh
 EXTRA_DIST += tests/test_apexx_info.sh
 
+# the man pages: no unexpanded $(docdir) and the like, the flags of --help,
+# the report schema that apexx-bench writes
+TESTS += tests/test_man_pages.sh
+EXTRA_DIST += tests/test_man_pages.sh
+
 # the README's quick start as tools/fresh-machine-check reads it, and
 # .ci/run installing the same packages
 TESTS += tests/test_quickstart.sh

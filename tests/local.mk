@@ -8,6 +8,8 @@ AM_TESTS_ENVIRONMENT = \
 	APEXX_TEST_MODULES='$(abs_top_builddir)/tests/.libs'; export APEXX_TEST_MODULES; \
 	APEXX_BUILDDIR='$(abs_top_builddir)'; export APEXX_BUILDDIR; \
 	APEXX_SRCDIR='$(abs_top_srcdir)'; export APEXX_SRCDIR; \
+	APEXX_SYSCONFDIR='$(sysconfdir)' APEXX_PKGLIBDIR='$(pkglibdir)' APEXX_DOCDIR='$(docdir)'; \
+	export APEXX_SYSCONFDIR APEXX_PKGLIBDIR APEXX_DOCDIR; \
 	unset APEXX_BACKEND APEXX_LOG;
 
 # Shared test helpers (seeded data, host tensors, poisoning).

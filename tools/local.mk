@@ -2,7 +2,6 @@ bin_PROGRAMS += tools/apexx-info
 tools_apexx_info_SOURCES = tools/apexx-info.c
 tools_apexx_info_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tools_apexx_info_LDADD = libapexx/libapexx.la $(CJSON_LIBS)
-dist_man_MANS += docs/apexx-info.1
 
 # FF weights exporter (docs/ff_weights.md): installed as
 # $(pkgdatadir)/export_ff_weights.py, shipped in the tarball
