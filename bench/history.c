@@ -32,6 +32,9 @@
 #define CHART_FILE "index.html"
 #define REGRESSION_ALPHA 0.05
 #define REGRESSION_RATIO 1.05
+/* a page's series and charts (docs/report.md, History) */
+#define MAX_MACHINES 32
+#define MAX_CHARTS 2000
 
 /* The first max_bytes of text (whole characters: a UTF-8 sequence is not
  * split) with &, <, >, " and ' as entities and control bytes as \xHH, safe
@@ -423,46 +426,63 @@ static int regressed_against(const cJSON *prev_row, const cJSON *row) {
 static const char *const series_colors[] = {"#1f77b4", "#2ca02c", "#9467bd",
                                             "#8c564b", "#e377c2", "#7f7f7f"};
 
-/* One SVG for a row key over every machine's runs; ix holds the runs'
- * rows objects (bench.h, lookups). */
-static void render_chart(bench_text *b, const bench_index *ix, const char *key, const cJSON *runs,
-                         const char **machines, int machine_count) {
-  int total = cJSON_GetArraySize(runs);
-  point *pts = calloc((size_t)total * (size_t)machine_count + 1, sizeof *pts);
+/* One run's row of a chart's key, and the run's machine (its index in the
+ * page's machine list). */
+typedef struct chart_entry {
+  const cJSON *run, *row;
+  int machine;
+} chart_entry;
+
+/* A row key and its rows in run order: a chart reads only its own rows, so
+ * the page costs the store's size, not rows times runs. */
+typedef struct chart_key {
+  const char *key;
+  chart_entry *entries;
+  int count, cap;
+} chart_key;
+
+/* One SVG for a row key over every machine's runs. */
+static void render_chart(bench_text *b, const chart_key *ck, const char **machines,
+                         int machine_count) {
+  const char *key = ck->key;
+  point *pts = calloc((size_t)ck->count + 1, sizeof *pts);
   int *counts = calloc((size_t)machine_count + 1, sizeof *counts);
-  if (!pts || !counts) {
+  int *starts = calloc((size_t)machine_count + 1, sizeof *starts);
+  const cJSON **prev_rows = calloc((size_t)machine_count + 1, sizeof *prev_rows);
+  if (!pts || !counts || !starts || !prev_rows) {
     free(pts);
     free(counts);
+    free(starts);
+    free(prev_rows);
     b->failed = 1;
     return;
   }
+  /* each machine's points in a block of its own, in run order */
+  for (int e = 0; e < ck->count; e++)
+    starts[ck->entries[e].machine + 1]++;
+  for (int m = 1; m < machine_count; m++)
+    starts[m] += starts[m - 1];
   double ymax = 0.0;
   int xmax = 0;
-  for (int m = 0; m < machine_count; m++) {
-    const cJSON *run, *prev_row = NULL;
-    cJSON_ArrayForEach(run, runs) {
-      const cJSON *mk = get(run, "machine");
-      if (!cJSON_IsString(mk) || !cJSON_IsString(get(run, "commit")) ||
-          strcmp(mk->valuestring, machines[m]) != 0) {
-        continue;
-      }
-      const cJSON *row = bench_index_member(ix, get(run, "rows"), key);
-      if (!cJSON_IsObject(row) || !cJSON_IsNumber(get(row, "median_ms")))
-        continue;
-      point *p = &pts[m * total + counts[m]];
-      p->run = run;
-      p->median = get(row, "median_ms")->valuedouble;
-      double mad = cJSON_IsNumber(get(row, "mad_ms")) ? get(row, "mad_ms")->valuedouble : 0;
-      p->lo = fmax(0.0, p->median - 1.4826 * mad);
-      p->hi = p->median + 1.4826 * mad;
-      p->regressed = prev_row ? regressed_against(prev_row, row) : 0;
-      prev_row = row;
-      if (p->hi > ymax)
-        ymax = p->hi;
-      counts[m]++;
-      if (counts[m] > xmax)
-        xmax = counts[m];
-    }
+  for (int e = 0; e < ck->count; e++) {
+    const chart_entry *ce = &ck->entries[e];
+    int m = ce->machine;
+    const cJSON *row = ce->row;
+    if (!cJSON_IsObject(row) || !cJSON_IsNumber(get(row, "median_ms")))
+      continue;
+    point *p = &pts[starts[m] + counts[m]];
+    p->run = ce->run;
+    p->median = get(row, "median_ms")->valuedouble;
+    double mad = cJSON_IsNumber(get(row, "mad_ms")) ? get(row, "mad_ms")->valuedouble : 0;
+    p->lo = fmax(0.0, p->median - 1.4826 * mad);
+    p->hi = p->median + 1.4826 * mad;
+    p->regressed = prev_rows[m] ? regressed_against(prev_rows[m], row) : 0;
+    prev_rows[m] = row;
+    if (p->hi > ymax)
+      ymax = p->hi;
+    counts[m]++;
+    if (counts[m] > xmax)
+      xmax = counts[m];
   }
   if (ymax <= 0)
     ymax = 1e-3;
@@ -501,7 +521,7 @@ static void render_chart(bench_text *b, const bench_index *ix, const char *key, 
   }
   for (int m = 0; m < machine_count; m++) {
     const char *color = series_colors[m % 6];
-    point *p = &pts[m * total];
+    point *p = &pts[starts[m]];
     int n = counts[m];
     if (n == 0)
       continue;
@@ -555,52 +575,82 @@ static void render_chart(bench_text *b, const bench_index *ix, const char *key, 
   bench_text_append(b, "</svg></figure>\n");
   free(pts);
   free(counts);
+  free(starts);
+  free(prev_rows);
 }
 
-static int string_in(const char **list, int n, const char *s) {
-  for (int i = 0; i < n; i++) {
-    if (strcmp(list[i], s) == 0)
-      return 1;
+/* The row keys of the runs in the order first seen, each with its rows;
+ * 0, or -1 out of memory (*keys then freed by the caller as well). */
+static int collect_keys(const cJSON *runs, const char **machines, int *machine_count,
+                        chart_key **keys, int *key_count) {
+  int key_cap = 0;
+  bench_index seen; /* key -> its index + 1 */
+  bench_index_init(&seen);
+  const cJSON *run, *row;
+  int rc = 0;
+  cJSON_ArrayForEach(run, runs) {
+    const cJSON *mk = get(run, "machine");
+    if (!cJSON_IsString(mk) || !cJSON_IsString(get(run, "commit")))
+      continue;
+    int m = 0;
+    while (m < *machine_count && strcmp(machines[m], mk->valuestring) != 0)
+      m++;
+    if (m == *machine_count && m < MAX_MACHINES)
+      machines[(*machine_count)++] = mk->valuestring;
+    cJSON_ArrayForEach(row, get(run, "rows")) {
+      uintptr_t k = (uintptr_t)bench_index_find(&seen, keys, row->string);
+      if (!k) {
+        if (*key_count == key_cap) {
+          key_cap = key_cap ? key_cap * 2 : 32;
+          chart_key *grown = realloc(*keys, (size_t)key_cap * sizeof *grown);
+          if (!grown)
+            goto oom;
+          *keys = grown;
+        }
+        (*key_count)++;
+        k = (uintptr_t)*key_count;
+        (*keys)[k - 1] = (chart_key){row->string, NULL, 0, 0};
+        if (bench_index_add(&seen, keys, row->string, (const void *)k) < 0)
+          goto oom;
+      }
+      chart_key *ck = &(*keys)[k - 1];
+      if (m >= *machine_count)
+        continue; /* a machine past the page's limit: not charted */
+      if (ck->count == ck->cap) {
+        ck->cap = ck->cap ? ck->cap * 2 : 8;
+        chart_entry *grown = realloc(ck->entries, (size_t)ck->cap * sizeof *grown);
+        if (!grown)
+          goto oom;
+        ck->entries = grown;
+      }
+      ck->entries[ck->count++] = (chart_entry){run, row, m};
+    }
   }
-  return 0;
+  goto out;
+oom:
+  rc = -1;
+out:
+  bench_index_free(&seen);
+  return rc;
+}
+
+static void free_keys(chart_key *keys, int key_count) {
+  for (int k = 0; k < key_count; k++)
+    free(keys[k].entries);
+  free(keys);
 }
 
 static char *render_page(const cJSON *runs) {
   bench_text b = {NULL, 0, 0, 0};
-  const char *machines[32];
+  const char *machines[MAX_MACHINES];
   int machine_count = 0;
-  const char **keys = NULL;
-  int key_count = 0, key_cap = 0;
-  const cJSON *run, *row;
-  /* the runs' rows objects, and the set of row keys seen: a store of
-   * 16,000 rows a run costs the same per row as one of 16 */
-  bench_index ix;
-  bench_index_init(&ix);
-  if (bench_index_tree(&ix, runs) != 0)
-    goto oom;
-  cJSON_ArrayForEach(run, runs) {
-    const cJSON *m = get(run, "machine");
-    if (!cJSON_IsString(m) || !cJSON_IsString(get(run, "commit")))
-      continue;
-    if (!string_in(machines, machine_count, m->valuestring) && machine_count < 32) {
-      machines[machine_count++] = m->valuestring;
-    }
-    cJSON_ArrayForEach(row, get(run, "rows")) {
-      int added = bench_index_add(&ix, &keys, row->string, row->string);
-      if (added < 0)
-        goto oom;
-      if (!added)
-        continue;
-      if (key_count == key_cap) {
-        key_cap = key_cap ? key_cap * 2 : 32;
-        const char **grown = realloc(keys, (size_t)key_cap * sizeof *grown);
-        if (!grown)
-          goto oom;
-        keys = grown;
-      }
-      keys[key_count++] = row->string;
-    }
+  chart_key *keys = NULL;
+  int key_count = 0;
+  if (collect_keys(runs, machines, &machine_count, &keys, &key_count) != 0) {
+    free_keys(keys, key_count);
+    return NULL;
   }
+  int charted = key_count < MAX_CHARTS ? key_count : MAX_CHARTS;
   bench_text_append(&b,
                     "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
                     "<title>apexx-bench history</title>\n<style>body{font-family:"
@@ -614,22 +664,21 @@ static char *render_page(const cJSON *runs) {
                     "p &lt; %.2g and more than %.0f%% slower).</p>\n",
                     cJSON_GetArraySize(runs), machine_count, key_count, REGRESSION_ALPHA,
                     (REGRESSION_RATIO - 1.0) * 100.0);
-  for (int k = 0; k < key_count; k++) {
-    render_chart(&b, &ix, keys[k], runs, machines, machine_count);
+  if (charted < key_count) {
+    bench_text_append(&b,
+                      "<p>The first %d rows are charted; %d more are not (a page holds at "
+                      "most %d charts).</p>\n",
+                      charted, key_count - charted, MAX_CHARTS);
   }
+  for (int k = 0; k < charted; k++)
+    render_chart(&b, &keys[k], machines, machine_count);
   bench_text_append(&b, "</body></html>\n");
-  free(keys);
-  bench_index_free(&ix);
+  free_keys(keys, key_count);
   if (b.failed) {
     free(b.data);
     return NULL;
   }
   return b.data;
-oom:
-  free(keys);
-  bench_index_free(&ix);
-  free(b.data);
-  return NULL;
 }
 
 static int render_store(const char *dir, const char *output, char *err, size_t err_size) {

@@ -16,10 +16,10 @@ tests_test_reliability_LDADD = $(APX_TEST_LIBS)
 # ---- fuzz targets (tests/fuzz, docs/reliability.md) --------------------------
 # make check replays the kept seed corpora and crash inputs through the same
 # targets built without libFuzzer (tests/fuzz/replay.c).
-FUZZ_NAMES = config ops ff_weights compare
+FUZZ_NAMES = config ops ff_weights compare report
 FUZZ_COMMON = tests/fuzz/fuzz_common.h tests/fuzz/replay.c
 check_PROGRAMS += tests/fuzz/replay_config tests/fuzz/replay_ops tests/fuzz/replay_ff_weights \
-	tests/fuzz/replay_compare
+	tests/fuzz/replay_compare tests/fuzz/replay_report
 tests_fuzz_replay_config_SOURCES = tests/fuzz/fuzz_config.c $(FUZZ_COMMON)
 tests_fuzz_replay_config_LDADD = libapexx/libapexx.la
 tests_fuzz_replay_ops_SOURCES = tests/fuzz/fuzz_ops.c $(FUZZ_COMMON)
@@ -34,6 +34,11 @@ tests_fuzz_replay_compare_SOURCES = tests/fuzz/fuzz_compare.c $(FUZZ_BENCH_SRC) 
 	$(FUZZ_COMMON)
 tests_fuzz_replay_compare_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_replay_compare_LDADD = libapexx/libapexx.la $(CJSON_LIBS) $(M_LIBS)
+# the report reader: compare's and history's, on generated (large) files
+tests_fuzz_replay_report_SOURCES = tests/fuzz/fuzz_report.c $(FUZZ_BENCH_SRC) bench/bench.h \
+	$(FUZZ_COMMON)
+tests_fuzz_replay_report_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_fuzz_replay_report_LDADD = libapexx/libapexx.la $(CJSON_LIBS) $(M_LIBS)
 TESTS += tests/fuzz/replay.sh
 EXTRA_DIST += tests/fuzz/replay.sh tests/fuzz/corpus tests/fuzz/crashes
 
@@ -64,13 +69,21 @@ fuzz/fuzz_compare: $(top_srcdir)/tests/fuzz/fuzz_compare.c libapexx/libapexx.la 
 	bench/bench_git_sha.h
 	name=compare; extra=; for f in $(FUZZ_BENCH_SRC); do extra="$$extra $(top_srcdir)/$$f"; done; \
 	$(FUZZ_BUILD)
-fuzz-build: fuzz/fuzz_config fuzz/fuzz_ops fuzz/fuzz_ff_weights fuzz/fuzz_compare
+fuzz/fuzz_report: $(top_srcdir)/tests/fuzz/fuzz_report.c libapexx/libapexx.la \
+	bench/bench_git_sha.h
+	name=report; extra=; for f in $(FUZZ_BENCH_SRC); do extra="$$extra $(top_srcdir)/$$f"; done; \
+	$(FUZZ_BUILD)
+fuzz-build: fuzz/fuzz_config fuzz/fuzz_ops fuzz/fuzz_ff_weights fuzz/fuzz_compare fuzz/fuzz_report
+# fuzz_report's text may grow past libFuzzer's default 4 KiB (its files
+# grow further by repetition)
+FUZZ_OPTS_report = -max_len=65536
 fuzz: fuzz-build backends/apexx-cpu.la
 	@for t in $(FUZZ_NAMES); do \
 	  $(MKDIR_P) fuzz/corpus-$$t || exit 1; \
 	  echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
 	  APEXX_BACKEND_DIR='$(abs_top_builddir)/backends/.libs' \
-	  ASAN_OPTIONS=detect_leaks=1 ./fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	  opts=; test $$t = report && opts='$(FUZZ_OPTS_report)'; \
+	  ASAN_OPTIONS=detect_leaks=1 ./fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) $$opts \
 	    -print_final_stats=1 -timeout=25 -artifact_prefix=fuzz/crash-$$t- -close_fd_mask=3 \
 	    fuzz/corpus-$$t $(top_srcdir)/tests/fuzz/corpus/$$t 2>fuzz/$$t.log; \
 	  rc=$$?; grep -E '^(stat::number_of_executed_units|stat::new_units_added|#[0-9]+ *DONE)' fuzz/$$t.log; \

@@ -4,6 +4,6 @@
 set -e
 src=${APEXX_SRCDIR:-$(dirname "$0")/../..}
 build=${APEXX_BUILDDIR:-.}
-for t in config ops ff_weights compare; do
+for t in config ops ff_weights compare report; do
   "$build/tests/fuzz/replay_$t" "$src/tests/fuzz/corpus/$t" "$src/tests/fuzz/crashes/$t"
 done
