@@ -12,15 +12,20 @@ APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
 	python/tests/test_refcount.py python/tests/test_torch_cpu.py \
 	python/tests/test_gpu.py python/tests/gpu_run.sh \
 	python/tests/run_without_optional.py python/tests/test_lifetime.py \
-	python/tests/test_messages_and_limits.py python/tests/sanitized.sh
-EXTRA_DIST += python/apexx/_apexx.c $(APEXX_PY_SOURCES) $(APEXX_PY_TESTS) \
+	python/tests/test_messages_and_limits.py python/tests/sanitized.sh \
+	python/tests/test_op_table.py
+# the extension's C files (python/apexx/binding.h says which does what)
+APEXX_PY_C = python/apexx/binding.h python/apexx/_apexx.c python/apexx/errors.c \
+	python/apexx/call.c python/apexx/tensors.c python/apexx/ops.c \
+	python/apexx/context.c python/apexx/ff.c
+EXTRA_DIST += $(APEXX_PY_C) $(APEXX_PY_SOURCES) $(APEXX_PY_TESTS) \
 	docs/python.md bench/python_overhead.py
 
 if BUILD_PYTHON
 pyapexxdir = $(python_sitedir)/apexx
 pyapexx_LTLIBRARIES = python/_apexx.la
 pyapexx_DATA = $(APEXX_PY_SOURCES)
-python__apexx_la_SOURCES = python/apexx/_apexx.c
+python__apexx_la_SOURCES = $(APEXX_PY_C)
 python__apexx_la_CPPFLAGS = $(AM_CPPFLAGS) $(PYTHON_CPPFLAGS)
 # CPython's headers are not -Wextra clean in every version (missing field
 # initialisers in PyVarObject_HEAD_INIT): the binding keeps -Wall -Werror

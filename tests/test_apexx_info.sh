@@ -1,8 +1,13 @@
 #!/bin/sh
-# apexx-info: the ops each backend provides (text and JSON), and
-# APEXX_BACKEND in the dispatch table; an unknown forced backend is an error.
+# SPDX-License-Identifier: Apache-2.0
+# apexx-info: the ops each backend provides (text and JSON), APEXX_BACKEND
+# in the dispatch table (an unknown forced backend is an error), and --ops:
+# every op of the header's APX_OP_MAP with its descriptor's arguments, read
+# from the library (so an op added to the map and the op table shows up
+# with no edit to apexx-info or to this test).
 set -u
 b=${APEXX_BUILDDIR:?run under make check}
+src=${APEXX_SRCDIR:?run under make check}
 info="$b/tools/apexx-info"
 [ -x "$info" ] || { echo "FAIL: $info not built"; exit 1; }
 dir=$(mktemp -d /tmp/apexx-info-test.XXXXXX) || exit 1
@@ -17,10 +22,25 @@ check() { # check NAME COMMAND...: the command must succeed
   name=$1; shift
   if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; fail=1; fi
 }
+# the op names of APX_OP_MAP (include/apexx/apexx.h), in id order
+map_ops=$(sed -n '/^#define APX_OP_MAP(X)/,/^$/s/^ *X([A-Z0-9_]*, *\([a-z0-9_]*\)).*/\1/p' \
+  "$src/include/apexx/apexx.h")
+check "APX_OP_MAP read from the header" test -n "$map_ops"
 text=$("$info" --config "$ini") || { echo "FAIL: apexx-info exited $?"; exit 1; }
-ops=$(printf '%s\n' "$text" | sed -n 's/^ *ops: //p')
-check "text lists the cpu backend's ops" \
-  test "$ops" = "tilepack, tileunpack, fused_pack_op_unpack, fusiongate_alpha, fusiongate_fuse, tilessm_scan, gather, index_select, scatter_add, gather_backward, ff_infer"
+ops=$(printf '%s\n' "$text" | sed -n 's/^ *ops: //p' | tr -d ' ' | tr ',' '\n')
+check "text lists the cpu backend's ops: every op of APX_OP_MAP" test "$ops" = "$map_ops"
+dispatch_ops=$(printf '%s\n' "$text" | sed -n '/^dispatch order/,$s/^  \([a-z0-9_]*\) .*/\1/p')
+check "the dispatch table has every op of APX_OP_MAP" test "$dispatch_ops" = "$map_ops"
+opstext=$("$info" --ops) || { echo "FAIL: apexx-info --ops exited $?"; exit 1; }
+check "--ops lists every op of APX_OP_MAP" \
+  test "$(printf '%s\n' "$opstext" | sed -n 's/^\([a-z0-9_]*\): .*/\1/p')" = "$map_ops"
+check "--ops gives tilepack's arguments and output layout" \
+  sh -c 'printf "%s\n" "$1" | grep -q "^    out  *output  \[B,K,C,t,t\]; dtype of features$"' _ "$opstext"
+opsjson=$("$info" --ops --json) || { echo "FAIL: apexx-info --ops --json exited $?"; exit 1; }
+check "--ops --json names every op of APX_OP_MAP" test "$(printf '%s\n' "$opsjson" |
+  sed -n 's/^\t\t"name":[[:space:]]*"\([a-z0-9_]*\)",$/\1/p')" = "$map_ops"
+"$info" --ops --keys >/dev/null 2>&1
+check "--ops with --keys is refused" test "$?" -eq 1
 json=$("$info" --config "$ini" --json) || { echo "FAIL: apexx-info --json exited $?"; exit 1; }
 check "json has ops" sh -c 'printf "%s" "$1" | grep -q "\"ops\":[[:space:]]*\[\"tilepack\""' _ "$json"
 check "json forced_backend null" sh -c 'printf "%s" "$1" | grep -q "\"forced_backend\":[[:space:]]*null"' _ "$json"

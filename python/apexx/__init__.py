@@ -22,10 +22,8 @@ from ._apexx import Context, FFWeights
 __all__ = [
     "Context", "FFWeights", "ApexxError", "InvalidArgument", "Unsupported", "NoMemory",
     "ConfigError", "BackendError", "DeviceError", "FileError", "default_context", "version",
-    "backends", "explain", "sync", "tilepack", "tileunpack", "fused_pack_op_unpack",
-    "fusiongate_alpha", "fusiongate_fuse", "tilessm_scan", "gather", "index_select",
-    "scatter_add", "gather_backward", "tile_order", "ff_infer",
-]
+    "backends", "explain", "sync",
+] + list(_apexx.OPS)  # one function per op: the op descriptors' (and tile_order)
 
 __version__ = _apexx.HEADER_VERSION
 
@@ -182,15 +180,6 @@ def _module_function(name):
 backends = _module_function("backends")
 explain = _module_function("explain")
 sync = _module_function("sync")
-tilepack = _module_function("tilepack")
-tileunpack = _module_function("tileunpack")
-fused_pack_op_unpack = _module_function("fused_pack_op_unpack")
-fusiongate_alpha = _module_function("fusiongate_alpha")
-fusiongate_fuse = _module_function("fusiongate_fuse")
-tilessm_scan = _module_function("tilessm_scan")
-gather = _module_function("gather")
-index_select = _module_function("index_select")
-scatter_add = _module_function("scatter_add")
-gather_backward = _module_function("gather_backward")
-tile_order = _module_function("tile_order")
-ff_infer = _module_function("ff_infer")
+for _name in _apexx.OPS:
+    globals()[_name] = _module_function(_name)
+del _name

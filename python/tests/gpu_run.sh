@@ -47,7 +47,7 @@ pkg=/tmp/apexx-py
 rm -rf "$pkg" && mkdir -p "$pkg/apexx"
 cp "$src"/python/apexx/*.py "$src"/python/apexx/*.pyi "$pkg/apexx/"
 gcc -O2 -g -shared -fPIC -Wall -Wextra -Wno-missing-field-initializers -Werror \
-  -I"$inc" -I"$src/include" -I"$dl" "$src/python/apexx/_apexx.c" \
+  -I"$inc" -I"$src/include" -I"$dl" "$src"/python/apexx/*.c \
   -o "$pkg/apexx/_apexx.so" -L"$top/libapexx/.libs" -lapexx -Wl,-rpath,"$top/libapexx/.libs" \
   >"$res/build.log" 2>&1 || { cat "$res/build.log"; log "extension build failed"; exit 1; }
 

@@ -1,0 +1,533 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* apexx._apexx: the op methods of Context, derived from the op descriptors
+ * (apx_op_describe; docs/architecture.md, The op table). One method per op
+ * id of APX_OP_MAP, named and documented from its descriptor: its
+ * arguments are the descriptor's, by name and in order (then the op's
+ * Python-only keywords, then stream, backend, validate); options are read
+ * by kind, tensors as inputs or outputs, missing outputs allocated in the
+ * shape the descriptor's output_shape gives with the dtype its rules give,
+ * and the op runs through apx_op_run. What is truly one op's own (a
+ * keyword only Python has, a result struct to turn into Python objects) is
+ * in its apxpy_op_extra. tile_order, a host op of the core without an op
+ * id, has a method of its own. */
+#include "binding.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+/* ---- op-specific parts ---------------------------------------------------- */
+/* gather_backward: grad_src's shape is the caller's, given as src_shape when
+ * grad_src is not passed. */
+static const char *const gather_backward_keywords[] = {"src_shape", NULL};
+
+static int gather_backward_shape(apxpy_call *cs, PyObject *const *slots, int arg, int *ndim,
+                                 int64_t shape[APX_MAX_DIMS]) {
+  const apx_op_desc *d = apx_op_describe(cs->op_id);
+  PyObject *src_shape = slots[d->arg_count];
+  if (!src_shape || src_shape == Py_None) {
+    apxpy_raise_invalid("%s: give %s (the output) or src_shape", cs->op, d->args[arg].name);
+    return -1;
+  }
+  return apxpy_shape_arg(cs, src_shape, "src_shape", ndim, shape);
+}
+
+static const apxpy_op_extra gather_backward_extra = {
+    .op = "gather_backward",
+    .keywords = gather_backward_keywords,
+    .doc = "Give grad_src or src_shape.",
+    .output_shape = gather_backward_shape,
+};
+
+static const apxpy_op_extra *const op_extras[] = {&gather_backward_extra, &apxpy_ff_infer_extra};
+
+static const apxpy_op_extra *extra_of(const char *op) {
+  for (size_t i = 0; i < sizeof op_extras / sizeof op_extras[0]; i++)
+    if (strcmp(op_extras[i]->op, op) == 0) return op_extras[i];
+  return NULL;
+}
+
+/* ---- one op call ------------------------------------------------------------ */
+typedef struct {
+  const apx_op_desc *d;
+  const apxpy_op_extra *x;
+  PyObject *slots[APXPY_MAX_ARGS];
+  void *args;                        /* d->args_size bytes (PyMem) */
+  PyObject *like;                    /* the first input given (borrowed) */
+  apx_dtype like_dtype;              /* its dtype */
+  PyObject *outputs[APXPY_MAX_ARGS]; /* new references, by argument */
+  int wanted[APXPY_MAX_ARGS];        /* RESULT flags given true */
+  void *results;                     /* the extra's storage for them */
+  apxpy_call cs;                     /* last: apxpy_call_setup clears it */
+} op_call;
+
+static void *field_of(const op_call *oc, int arg) {
+  return (char *)oc->args + oc->d->args[arg].offset;
+}
+
+static int is_tensor(apx_arg_kind kind) {
+  return kind == APX_ARG_INPUT || kind == APX_ARG_INDEX || kind == APX_ARG_OUTPUT;
+}
+
+/* Options, enums and RESULT flags, by kind; absent ones keep ARGS_INIT's. */
+static int set_option(op_call *oc, int arg) {
+  const apx_op_arg *a = &oc->d->args[arg];
+  PyObject *o = oc->slots[arg];
+  void *f = field_of(oc, arg);
+  switch (a->kind) {
+  case APX_ARG_INT64:
+    return apxpy_int_arg(&oc->cs, o, a->name, (int64_t *)f);
+  case APX_ARG_DIM:
+    return apxpy_dim_arg(&oc->cs, o, a->name, (int *)f);
+  case APX_ARG_DOUBLE:
+    return apxpy_float_arg(&oc->cs, o, a->name, (double *)f);
+  case APX_ARG_FLAG:
+    return apxpy_bool_arg(o, (int *)f);
+  case APX_ARG_ENUM:
+    return apxpy_enum_arg(&oc->cs, o, a->name, a->enum_names, a->enum_count, (int *)f);
+  case APX_ARG_RESULT:
+    return apxpy_bool_arg(o, &oc->wanted[arg]);
+  default:
+    return 0;
+  }
+}
+
+static int set_handle(op_call *oc, int arg) {
+  const apx_op_arg *a = &oc->d->args[arg];
+  if (!oc->x || !oc->x->handle) {
+    PyErr_Format(PyExc_TypeError, "%s: the binding cannot pass %s (a %s)", oc->cs.op, a->name,
+                 a->type_name ? a->type_name : "handle");
+    return -1;
+  }
+  return oc->x->handle(&oc->cs, a, oc->slots[arg], field_of(oc, arg));
+}
+
+static int set_input(op_call *oc, int arg) {
+  const apx_op_arg *a = &oc->d->args[arg];
+  PyObject *o = oc->slots[arg];
+  const apx_tensor *t = NULL;
+  if (!a->optional) {
+    if (!(t = apxpy_req_tensor(&oc->cs, o, a->name))) return -1;
+  } else if (o && o != Py_None) {
+    if (!(t = apxpy_acquire(&oc->cs, o, a->name, 0))) return -1;
+  }
+  *(const apx_tensor **)field_of(oc, arg) = t;
+  if (t && !oc->like) {
+    oc->like = o;
+    oc->like_dtype = t->dtype;
+  }
+  return 0;
+}
+
+/* An output's dtype: that of the argument its rules name, else the first
+ * input's. */
+static apx_dtype output_dtype(const op_call *oc, int arg) {
+  int same = oc->d->args[arg].same_dtype_as;
+  if (same >= 0 && same < oc->d->arg_count && is_tensor(oc->d->args[same].kind)) {
+    const apx_tensor *t = *(const apx_tensor *const *)field_of(oc, same);
+    if (t) return t->dtype;
+  }
+  return oc->like ? oc->like_dtype : APX_DTYPE_F32;
+}
+
+static int set_output(op_call *oc, int arg) {
+  const apx_op_arg *a = &oc->d->args[arg];
+  PyObject *o = oc->slots[arg];
+  int ndim = 0;
+  int64_t shape[APX_MAX_DIMS] = {0};
+  if (!o || o == Py_None) {
+    if (!oc->d->output_shape || !oc->d->output_shape(oc->args, arg, &ndim, shape)) {
+      if (!oc->x || !oc->x->output_shape) {
+        apxpy_raise_invalid("%s: pass %s (its shape is the caller's: %s)", oc->cs.op, a->name,
+                            a->layout ? a->layout : "");
+        return -1;
+      }
+      if (oc->x->output_shape(&oc->cs, oc->slots, arg, &ndim, shape) < 0) return -1;
+    }
+  }
+  const apx_tensor **slot = (const apx_tensor **)field_of(oc, arg);
+  return apxpy_out_tensor(&oc->cs, slot, o, a->name, oc->like ? oc->like : Py_None, ndim, shape,
+                          output_dtype(oc, arg), &oc->outputs[arg])
+             ? 0
+             : -1;
+}
+
+/* The arguments in the order their errors are reported: options, handles,
+ * inputs, outputs, then the results asked for. */
+static int set_arguments(op_call *oc) {
+  const apx_op_desc *d = oc->d;
+  int any_result = 0;
+  for (int i = 0; i < d->arg_count; i++)
+    if (!is_tensor(d->args[i].kind) && d->args[i].kind != APX_ARG_HANDLE &&
+        set_option(oc, i) < 0)
+      return -1;
+  if (oc->x && oc->x->options_given && oc->x->options_given(&oc->cs, oc->slots, oc->args) < 0)
+    return -1;
+  for (int i = 0; i < d->arg_count; i++)
+    if (d->args[i].kind == APX_ARG_HANDLE && set_handle(oc, i) < 0) return -1;
+  for (int i = 0; i < d->arg_count; i++)
+    if ((d->args[i].kind == APX_ARG_INPUT || d->args[i].kind == APX_ARG_INDEX) &&
+        set_input(oc, i) < 0)
+      return -1;
+  for (int i = 0; i < d->arg_count; i++)
+    if (d->args[i].kind == APX_ARG_OUTPUT && set_output(oc, i) < 0) return -1;
+  for (int i = 0; i < d->arg_count; i++) any_result |= oc->wanted[i];
+  if (!any_result || oc->cs.explaining) return 0;
+  if (!oc->x || !oc->x->prepare_results) {
+    apxpy_raise_invalid("%s: the binding cannot return the op's results", oc->cs.op);
+    return -1;
+  }
+  return oc->x->prepare_results(&oc->cs, oc->args, oc->wanted, &oc->results);
+}
+
+/* The outputs in argument order, then the results asked for: one object
+ * alone, else a tuple. Takes the references of oc->outputs. */
+static PyObject *returned(op_call *oc) {
+  PyObject *items[APXPY_MAX_ARGS];
+  int n = 0;
+  for (int i = 0; i < oc->d->arg_count; i++)
+    if (oc->outputs[i]) {
+      items[n++] = oc->outputs[i];
+      oc->outputs[i] = NULL;
+    }
+  int failed = 0;
+  for (int i = 0; i < oc->d->arg_count && !failed; i++)
+    if (oc->wanted[i] && !(items[n++] = oc->x->result_value(oc->args, i, oc->results)))
+      n--, failed = 1;
+  PyObject *r = NULL;
+  if (!failed) r = n == 1 ? (Py_INCREF(items[0]), items[0]) : PyTuple_New(n);
+  for (int i = 0; r && n > 1 && i < n; i++) {
+    Py_INCREF(items[i]);
+    PyTuple_SET_ITEM(r, i, items[i]);
+  }
+  for (int i = 0; i < n; i++) Py_DECREF(items[i]);
+  return r;
+}
+
+static PyObject *op_call_run(op_call *oc, PyObject **explained) {
+  if (set_arguments(oc) < 0) return NULL;
+  if (apxpy_run_op(&oc->cs, explained) < 0) return NULL;
+  apxpy_call_release(&oc->cs); /* before the results are read: no tensor is held past the op */
+  return explained ? *explained : returned(oc);
+}
+
+/* The method of op `op`: ctx.NAME(*args, **kwargs); with explained, the
+ * call is explained instead (ctx.explain). */
+static PyObject *op_method(ContextObject *self, apx_op_id op, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames, PyObject **explained) {
+  op_call oc;
+  memset(&oc, 0, offsetof(op_call, cs)); /* the call state: apxpy_call_setup */
+  oc.d = apx_op_describe(op);
+  if (!oc.d) return apxpy_raise_invalid("apexx: op id [%d] is not in libapexx", (int)op);
+  oc.x = extra_of(oc.d->name);
+  const char *names[APXPY_MAX_ARGS + 1];
+  int n = 0;
+  for (int i = 0; i < oc.d->arg_count && n < APXPY_MAX_ARGS; i++) names[n++] = oc.d->args[i].name;
+  for (int i = 0; oc.x && oc.x->keywords && oc.x->keywords[i] && n < APXPY_MAX_ARGS; i++)
+    names[n++] = oc.x->keywords[i];
+  names[n] = NULL;
+  int nslots;
+  if (apxpy_parse_args(oc.d->name, names, args, nargs, kwnames, oc.slots, &nslots) < 0)
+    return NULL;
+  PyObject *r = NULL;
+  if (apxpy_call_setup(&oc.cs, self, oc.d->name, oc.slots, nslots) == 0) {
+    oc.args = PyMem_Malloc(oc.d->args_size ? oc.d->args_size : 1);
+    if (!oc.args) {
+      PyErr_NoMemory();
+    } else {
+      memcpy(oc.args, oc.d->args_init, oc.d->args_size);
+      oc.cs.op_id = op;
+      oc.cs.args = oc.args;
+      oc.cs.explaining = explained != NULL;
+      r = op_call_run(&oc, explained);
+    }
+  }
+  apxpy_call_release(&oc.cs);
+  for (int i = 0; i < APXPY_MAX_ARGS; i++) Py_XDECREF(oc.outputs[i]);
+  if (oc.results) oc.x->free_results(oc.results);
+  PyMem_Free(oc.args);
+  return r;
+}
+
+/* ---- tile_order: a host op of the core, no op id, no dispatch ------------ */
+static int tile_order_mode(apxpy_call *cs, PyObject *o, apx_order_mode *mode) {
+  if (PyUnicode_Check(o)) {
+    const char *m = PyUnicode_AsUTF8(o);
+    if (!m) return -1;
+    int v = apx_order_mode_from_name(m);
+    if (v < 0) {
+      apxpy_raise_invalid("tile_order: mode = [%s] is not one of hilbert, l2r, r2l, u2d, d2u, "
+                          "multi_direction",
+                          m);
+      return -1;
+    }
+    *mode = (apx_order_mode)v;
+    return 0;
+  }
+  int64_t v = 0;
+  if (apxpy_int_arg(cs, o, "mode", &v) < 0) return -1;
+  if (v < APX_ORDER_HILBERT || v > APX_ORDER_MULTI_DIRECTION) { /* before it is an int */
+    apxpy_raise_invalid("tile_order: mode = [%lld] is not an apx_order_mode (0..5: hilbert, "
+                        "l2r, r2l, u2d, d2u, multi_direction)",
+                        (long long)v);
+    return -1;
+  }
+  *mode = (apx_order_mode)v;
+  return 0;
+}
+
+static PyObject *tile_order_run(apxpy_call *cs, PyObject **s, PyObject **out) {
+  apx_tile_order_args a = APX_TILE_ORDER_ARGS_INIT;
+  if (!s[1] || !s[2]) {
+    PyErr_SetString(PyExc_TypeError, "tile_order: grid_h and grid_w are required");
+    return NULL;
+  }
+  if (apxpy_int_arg(cs, s[1], "grid_h", &a.grid_h) < 0 ||
+      apxpy_int_arg(cs, s[2], "grid_w", &a.grid_w) < 0)
+    return NULL;
+  if (s[3] && tile_order_mode(cs, s[3], &a.mode) < 0) return NULL;
+  if (!(a.ids = apxpy_req_tensor(cs, s[0], "ids"))) return NULL;
+  if (!apxpy_out_tensor(cs, &a.out, s[4], "out", s[0], a.ids->ndim, a.ids->shape, a.ids->dtype,
+                        out))
+    return NULL;
+  apx_status st = apx_tile_order(cs->self->ctx, &a);
+  if (st != APX_OK) return apxpy_raise_apx(st);
+  Py_INCREF(*out);
+  return *out;
+}
+
+static PyObject *tile_order_method(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames, PyObject **explained) {
+  static const char *const names[] = {"ids", "grid_h", "grid_w", "mode", "out", NULL};
+  PyObject *s[APXPY_MAX_ARGS], *out = NULL, *r = NULL;
+  int n;
+  apxpy_call cs;
+  if (apxpy_parse_args("tile_order", names, args, nargs, kwnames, s, &n) < 0) return NULL;
+  if (apxpy_call_setup(&cs, self, "tile_order", s, n) == 0) {
+    if (explained)
+      apxpy_raise_invalid("explain: tile_order is a host op of the core (no dispatch to "
+                          "explain)");
+    else
+      r = tile_order_run(&cs, s, &out);
+  }
+  apxpy_call_release(&cs);
+  Py_XDECREF(out);
+  return r;
+}
+
+static PyObject *m_tile_order(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames) {
+  return tile_order_method(self, args, nargs, kwnames, NULL);
+}
+
+static const char tile_order_doc[] =
+    "tile_order(ids, grid_h, grid_w, mode='hilbert', out=None)\n"
+    "out = ids stably sorted by the mode's key (hilbert, l2r, r2l, u2d, d2u, "
+    "multi_direction); host tensors; out may be ids itself (docs/ops.md, tile_order).";
+
+/* ---- the methods -------------------------------------------------------------- */
+/* One C function per op id of APX_OP_MAP: a new op gets its method from the
+ * map and its descriptor. */
+#define OP_FUNCTION_(upper, lower)                                                                \
+  static PyObject *m_op_##lower(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,   \
+                                PyObject *kwnames) {                                            \
+    return op_method(self, APX_OP_##upper, args, nargs, kwnames, NULL);                         \
+  }
+APX_OP_MAP(OP_FUNCTION_)
+#undef OP_FUNCTION_
+
+typedef PyObject *(*fastcall_fn)(ContextObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static const fastcall_fn op_functions[APX_OP_COUNT] = {
+#define OP_ENTRY_(upper, lower) [APX_OP_##upper] = m_op_##lower,
+    APX_OP_MAP(OP_ENTRY_)
+#undef OP_ENTRY_
+};
+
+PyObject *apxpy_explain(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames) {
+  if (nargs < 1 || !PyUnicode_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "explain(op, *args, **kwargs): op must be an op name");
+    return NULL;
+  }
+  const char *name = PyUnicode_AsUTF8(args[0]);
+  if (!name) return NULL;
+  PyObject *explained = NULL;
+  int op = apx_op_from_name(name);
+  if (op >= 0 && apx_op_describe((apx_op_id)op))
+    return op_method(self, (apx_op_id)op, args + 1, nargs - 1, kwnames, &explained);
+  if (strcmp(name, "tile_order") == 0)
+    return tile_order_method(self, args + 1, nargs - 1, kwnames, &explained);
+  return apxpy_raise_invalid("explain: op = [%s] is not an apexx op", name);
+}
+
+/* ---- docstrings from the descriptors ------------------------------------------ */
+typedef struct {
+  char *buf;
+  size_t len, cap;
+} text;
+
+static void appendf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void appendf(text *t, const char *fmt, ...) {
+  if (!t->buf) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < t->cap - t->len) {
+      t->len += (size_t)n;
+      return;
+    }
+    char *grown = PyMem_RawRealloc(t->buf, t->cap * 2 + (size_t)n);
+    if (!grown) {
+      PyMem_RawFree(t->buf);
+      t->buf = NULL;
+      return;
+    }
+    t->buf = grown;
+    t->cap = t->cap * 2 + (size_t)n;
+  }
+}
+
+/* An argument in the signature, with its ARGS_INIT default. */
+static void signature_arg(text *t, const apx_op_desc *d, const apx_op_arg *a) {
+  const char *init = (const char *)d->args_init + a->offset;
+  int i;
+  double x;
+  int64_t v;
+  appendf(t, "%s", a->name);
+  switch (a->kind) {
+  case APX_ARG_INPUT:
+  case APX_ARG_INDEX:
+    if (a->optional) appendf(t, "=None");
+    break;
+  case APX_ARG_OUTPUT:
+    appendf(t, "=None");
+    break;
+  case APX_ARG_INT64:
+    memcpy(&v, init, sizeof v);
+    appendf(t, "=%lld", (long long)v);
+    break;
+  case APX_ARG_DIM:
+    memcpy(&i, init, sizeof i);
+    appendf(t, "=%d", i);
+    break;
+  case APX_ARG_DOUBLE: {
+    memcpy(&x, init, sizeof x);
+    char *repr = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    appendf(t, "=%s", repr ? repr : "?");
+    PyMem_Free(repr);
+    break;
+  }
+  case APX_ARG_FLAG:
+    memcpy(&i, init, sizeof i);
+    appendf(t, "=%s", i ? "True" : "False");
+    break;
+  case APX_ARG_ENUM:
+    memcpy(&i, init, sizeof i);
+    appendf(t, "='%s'", i >= 0 && i < a->enum_count ? a->enum_names[i] : "?");
+    break;
+  case APX_ARG_RESULT:
+    appendf(t, "=False");
+    break;
+  default:
+    break;
+  }
+}
+
+static const char *const dtype_class_text[] = {"any dtype", "float32|float16|bfloat16",
+                                               "int32|int64"};
+
+/* One line per tensor: its layout, dtype rule, aliasing; one per enum. */
+static void argument_lines(text *t, const apx_op_desc *d) {
+  for (int i = 0; i < d->arg_count; i++) {
+    const apx_op_arg *a = &d->args[i];
+    if (a->kind == APX_ARG_ENUM) {
+      appendf(t, "\n  %s: ", a->name);
+      for (int k = 0; k < a->enum_count; k++) appendf(t, "%s%s", k ? "|" : "", a->enum_names[k]);
+      continue;
+    }
+    if (!is_tensor(a->kind)) continue;
+    appendf(t, "\n  %s: %s", a->name, a->layout ? a->layout : "");
+    if (a->same_dtype_as >= 0 && a->same_dtype_as < d->arg_count)
+      appendf(t, ", dtype of %s", d->args[a->same_dtype_as].name);
+    else if ((unsigned)a->dtypes < 3)
+      appendf(t, ", %s", dtype_class_text[a->dtypes]);
+    if (a->kind == APX_ARG_OUTPUT && a->alias_of >= 0 && a->alias_of < d->arg_count)
+      appendf(t, "; may be %s itself", d->args[a->alias_of].name);
+    if (a->optional && a->kind != APX_ARG_OUTPUT) appendf(t, "; optional");
+  }
+}
+
+/* "NAME(args..., *, stream=None, backend=None, validate=None) -> outputs",
+ * the summary, the tensors; NULL when out of memory. Lives as long as the
+ * process (the method table's). */
+static char *op_doc(const apx_op_desc *d, const apxpy_op_extra *x) {
+  text t = {PyMem_RawMalloc(512), 0, 512};
+  int outputs = 0, results = 0;
+  appendf(&t, "%s(", d->name);
+  for (int i = 0; i < d->arg_count; i++) {
+    appendf(&t, "%s", i ? ", " : "");
+    signature_arg(&t, d, &d->args[i]);
+    outputs += d->args[i].kind == APX_ARG_OUTPUT;
+    results += d->args[i].kind == APX_ARG_RESULT;
+  }
+  for (int i = 0; x && x->keywords && x->keywords[i]; i++) appendf(&t, ", %s=None", x->keywords[i]);
+  appendf(&t, ", *, stream=None, backend=None, validate=None) -> %s",
+          outputs + results > 1 ? "(" : "");
+  for (int i = 0, k = 0; i < d->arg_count; i++) {
+    if (d->args[i].kind == APX_ARG_OUTPUT) appendf(&t, "%s%s", k++ ? ", " : "", d->args[i].name);
+    if (d->args[i].kind == APX_ARG_RESULT) appendf(&t, "[, %s]", d->args[i].name);
+  }
+  appendf(&t, "%s\n%s (docs/ops.md, %s).", outputs + results > 1 ? ")" : "", d->summary, d->name);
+  argument_lines(&t, d);
+  if (x && x->doc) appendf(&t, "\n%s", x->doc);
+  return t.buf;
+}
+
+int apxpy_op_methods(PyMethodDef *methods, int max) {
+  int n = 0;
+  for (int op = 0; op < APX_OP_COUNT; op++) {
+    const apx_op_desc *d = apx_op_describe((apx_op_id)op);
+    if (!d) continue; /* a library older than the header */
+    if (n + 2 >= max) { /* room for tile_order and the sentinel */
+      PyErr_SetString(PyExc_RuntimeError, "apexx: more ops than the method table holds");
+      return -1;
+    }
+    char *doc = op_doc(d, extra_of(d->name));
+    if (!doc) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    methods[n++] = (PyMethodDef){d->name, (PyCFunction)(void (*)(void))op_functions[op],
+                                 METH_FASTCALL | METH_KEYWORDS, doc};
+  }
+  methods[n++] = (PyMethodDef){"tile_order", (PyCFunction)(void (*)(void))m_tile_order,
+                               METH_FASTCALL | METH_KEYWORDS, tile_order_doc};
+  return n;
+}
+
+PyObject *apxpy_op_names(void) {
+  PyObject *names = PyList_New(0);
+  if (!names) return NULL;
+  for (int op = 0; op < APX_OP_COUNT; op++) {
+    const apx_op_desc *d = apx_op_describe((apx_op_id)op);
+    PyObject *s = d ? PyUnicode_FromString(d->name) : NULL;
+    if (d && (!s || PyList_Append(names, s) < 0)) {
+      Py_XDECREF(s);
+      Py_DECREF(names);
+      return NULL;
+    }
+    Py_XDECREF(s);
+  }
+  PyObject *host = PyUnicode_FromString("tile_order");
+  if (!host || PyList_Append(names, host) < 0) {
+    Py_XDECREF(host);
+    Py_DECREF(names);
+    return NULL;
+  }
+  Py_DECREF(host);
+  PyObject *tuple = PyList_AsTuple(names);
+  Py_DECREF(names);
+  return tuple;
+}

@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* apexx._apexx: tensors borrowed for a call. A host buffer (NumPy) through
+ * the buffer protocol, anything else through DLPack (torch, CuPy, JAX),
+ * the call's CUDA stream, and outputs: the caller's tensor or a new one of
+ * the input's library. */
+#include "binding.h"
+
+#include <dlpack/dlpack.h>
+#include <string.h>
+
+const char *const apxpy_dtype_names[] = {"float32", "float16", "bfloat16", "int32", "int64"};
+PyObject *apxpy_alloc_hook, *apxpy_stream_hook;
+PyObject *apxpy_str_dlpack, *apxpy_str_dlpack_device, *apxpy_str_stream,
+    *apxpy_str_requires_grad, *apxpy_str_detach;
+/* torch, found lazily in sys.modules: Tensor type and torch._C._to_dlpack */
+static PyTypeObject *g_torch_tensor;
+static PyObject *g_torch_to_dlpack;
+
+/* An integer stream pointer from an int, or an object with .cuda_stream
+ * (torch.cuda.Stream) or .ptr (cupy.cuda.Stream). */
+int apxpy_stream_from_object(PyObject *o, uintptr_t *out) {
+  PyObject *v = NULL;
+  if (PyLong_Check(o)) {
+    v = o;
+    Py_INCREF(v);
+  } else if (PyObject_HasAttrString(o, "cuda_stream")) {
+    v = PyObject_GetAttrString(o, "cuda_stream");
+  } else if (PyObject_HasAttrString(o, "ptr")) {
+    v = PyObject_GetAttrString(o, "ptr");
+  } else {
+    PyErr_Format(PyExc_TypeError,
+                 "stream must be an int (cudaStream_t), a torch.cuda.Stream or a "
+                 "cupy.cuda.Stream, not %.100s",
+                 Py_TYPE(o)->tp_name);
+    return -1;
+  }
+  if (!v) return -1;
+  unsigned long long p = PyLong_AsUnsignedLongLong(v);
+  Py_DECREF(v);
+  if (p == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  *out = (uintptr_t)p;
+  return 0;
+}
+
+/* Resolve the call's stream the first time a CUDA tensor is seen: stream=
+ * if given, else the current stream of the tensor's library (hook). */
+int apxpy_resolve_stream(apxpy_call *cs, PyObject *obj, int device_id) {
+  if (cs->stream_known) return 0;
+  uintptr_t s = 0;
+  if (cs->stream_obj) {
+    if (apxpy_stream_from_object(cs->stream_obj, &s) < 0) return -1;
+  } else if (apxpy_stream_hook) {
+    PyObject *r = PyObject_CallFunction(apxpy_stream_hook, "Oi", obj, device_id);
+    if (!r) return -1;
+    if (r != Py_None) {
+      int rc = apxpy_stream_from_object(r, &s);
+      Py_DECREF(r);
+      if (rc < 0) return -1;
+    } else {
+      Py_DECREF(r);
+    }
+  }
+  cs->call.stream = (void *)s;
+  /* DLPack: 0 is ambiguous for CUDA; 1 names the legacy default stream */
+  cs->dlpack_stream = PyLong_FromUnsignedLongLong(s ? (unsigned long long)s : 1ULL);
+  if (!cs->dlpack_stream) return -1;
+  cs->stream_known = 1;
+  return 0;
+}
+
+static int is_torch_tensor(PyObject *o) {
+  if (!g_torch_tensor) {
+    PyObject *modules = PyImport_GetModuleDict(); /* borrowed */
+    PyObject *t = modules ? PyDict_GetItemString(modules, "torch") : NULL;
+    if (!t) return 0;
+    PyObject *tensor = PyObject_GetAttrString(t, "Tensor");
+    PyObject *c = PyObject_GetAttrString(t, "_C");
+    PyObject *fn = c ? PyObject_GetAttrString(c, "_to_dlpack") : NULL;
+    Py_XDECREF(c);
+    PyErr_Clear();
+    if (!tensor || !PyType_Check(tensor)) {
+      Py_XDECREF(tensor);
+      Py_XDECREF(fn);
+      return 0;
+    }
+    g_torch_tensor = (PyTypeObject *)tensor;
+    g_torch_to_dlpack = fn; /* may be NULL: __dlpack__ then */
+  }
+  return PyObject_TypeCheck(o, g_torch_tensor);
+}
+
+/* Row-major contiguity of a DLTensor (NULL strides = contiguous; dims of
+ * size 1 may carry any stride). */
+static int dl_contiguous(const DLTensor *dl) {
+  if (!dl->strides) return 1;
+  int64_t expected = 1;
+  for (int i = dl->ndim - 1; i >= 0; i--) {
+    if (dl->shape[i] == 0) return 1;
+    if (dl->shape[i] != 1 && dl->strides[i] != expected) return 0;
+    expected *= dl->shape[i];
+  }
+  return 1;
+}
+
+static int dl_dtype(DLDataType t, apx_dtype *out) {
+  if (t.lanes != 1) return 0;
+  if (t.code == kDLFloat && t.bits == 32) *out = APX_DTYPE_F32;
+  else if (t.code == kDLFloat && t.bits == 16) *out = APX_DTYPE_F16;
+  else if (t.code == kDLBfloat && t.bits == 16) *out = APX_DTYPE_BF16;
+  else if (t.code == kDLInt && t.bits == 32) *out = APX_DTYPE_I32;
+  else if (t.code == kDLInt && t.bits == 64) *out = APX_DTYPE_I64;
+  else return 0;
+  return 1;
+}
+
+static void dl_dtype_text(DLDataType t, char *buf, size_t n) {
+  const char *code = t.code == kDLInt     ? "int"
+                     : t.code == kDLUInt  ? "uint"
+                     : t.code == kDLFloat ? "float"
+                     : t.code == kDLBfloat ? "bfloat"
+                                           : "code";
+  if (t.lanes != 1)
+    snprintf(buf, n, "%s%u x%u", code, (unsigned)t.bits, (unsigned)t.lanes);
+  else
+    snprintf(buf, n, "%s%u", code, (unsigned)t.bits);
+}
+
+/* The buffer protocol's format of a host array: f32, f16, i32, i64. */
+static int buffer_dtype(const Py_buffer *v, apx_dtype *out) {
+  const char *f = v->format ? v->format : "B";
+  if (*f == '<' || *f == '=' || *f == '@') f++;
+  if (f[0] == '\0' || f[1] != '\0') return 0;
+  switch (f[0]) {
+  case 'f': if (v->itemsize == 4) { *out = APX_DTYPE_F32; return 1; } return 0;
+  case 'e': if (v->itemsize == 2) { *out = APX_DTYPE_F16; return 1; } return 0;
+  case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
+    if (v->itemsize == 4) { *out = APX_DTYPE_I32; return 1; }
+    if (v->itemsize == 8) { *out = APX_DTYPE_I64; return 1; }
+    return 0;
+  default: return 0;
+  }
+}
+
+/* A multi-byte format in the other byte order than the machine's ('>f' on
+ * a little-endian host). */
+static int buffer_foreign_order(const Py_buffer *v) {
+  const char *f = v->format;
+  if (!f || v->itemsize < 2) return 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  return *f == '<';
+#else
+  return *f == '>' || *f == '!';
+#endif
+}
+
+/* NumPy's name of a buffer format, for messages. */
+static const char *buffer_format_text(const Py_buffer *v) {
+  const char *f = v->format ? v->format : "B";
+  if (*f == '<' || *f == '=' || *f == '@' || *f == '>' || *f == '!') f++;
+  if (f[0] && !f[1]) switch (f[0]) {
+    case 'd': return "float64";
+    case 'g': return "float128";
+    case '?': return "bool";
+    case 'b': return "int8";
+    case 'B': return "uint8";
+    case 'h': return "int16";
+    case 'H': return "uint16";
+    case 'I': return v->itemsize == 4 ? "uint32" : "uint";
+    case 'L': case 'Q': case 'N': return v->itemsize == 8 ? "uint64" : "uint";
+    case 'e': return "float16";
+    case 'f': return "float32";
+    case 'Z': return "complex";
+    default: break;
+    }
+  return v->format ? v->format : "B";
+}
+
+/* A host buffer (NumPy ...) through the buffer protocol, into h (counted
+ * in cs->nheld once its view is held). Returns 1 done (t or an error in
+ * *out), 0 when obj is to be read through DLPack instead. */
+static int from_buffer(apxpy_call *cs, apxpy_held_tensor *h, PyObject *obj, const char *name,
+                       int writable, const apx_tensor **out) {
+  apx_tensor *t = &h->t;
+  *out = NULL;
+  int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(obj, &h->view, flags) < 0) {
+    if (writable && (PyErr_ExceptionMatches(PyExc_BufferError) ||
+                     PyErr_ExceptionMatches(PyExc_ValueError))) {
+      PyErr_Clear();
+      apxpy_raise_invalid("%s: %s is read-only", cs->op, name);
+      return 1;
+    }
+    /* a device array that refuses host buffers (CuPy) goes through DLPack
+     * (the error is cleared first: no attribute lookup with one pending) */
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return 1;
+    PyErr_Clear();
+    if (!PyObject_HasAttr(obj, apxpy_str_dlpack)) {
+      PyErr_Format(PyExc_TypeError,
+                   "%s: %s refuses the buffer protocol and has no __dlpack__ (%.100s)", cs->op,
+                   name, Py_TYPE(obj)->tp_name);
+      return 1;
+    }
+    return 0;
+  }
+  h->has_view = 1;
+  h->obj = obj;
+  Py_INCREF(obj);
+  cs->nheld++; /* released by apxpy_call_release from here on */
+  if (buffer_foreign_order(&h->view)) {
+    apxpy_raise_invalid("%s: %s is stored %s-endian (buffer format [%s]); apexx reads the "
+                        "machine's byte order: pass a native copy, e.g. "
+                        "a.astype(a.dtype.newbyteorder('='))",
+                        cs->op, name, *h->view.format == '<' ? "little" : "big",
+                        h->view.format);
+    return 1;
+  }
+  if (!buffer_dtype(&h->view, &t->dtype)) {
+    apxpy_raise_invalid("%s: %s dtype [%s] is not one of float32, float16, bfloat16, int32, "
+                        "int64",
+                        cs->op, name, buffer_format_text(&h->view));
+    return 1;
+  }
+  if (h->view.ndim > APX_MAX_DIMS) {
+    apxpy_raise_invalid("%s: %s has [%d] dimensions, more than %d", cs->op, name, h->view.ndim,
+                        APX_MAX_DIMS);
+    return 1;
+  }
+  if (!PyBuffer_IsContiguous(&h->view, 'C')) {
+    apxpy_raise_invalid("%s: %s is not contiguous (row-major, dense); pass a contiguous copy",
+                        cs->op, name);
+    return 1;
+  }
+  t->data = h->view.buf;
+  t->device = APX_DEVICE_HOST;
+  t->device_index = 0;
+  t->ndim = h->view.ndim;
+  for (int i = 0; i < t->ndim; i++) t->shape[i] = h->view.shape[i];
+  cs->host_bytes += (size_t)h->view.len;
+  *out = t;
+  return 1;
+}
+
+/* obj's DLPack capsule (a new reference) or NULL with an exception: torch
+ * on its current stream through torch._C._to_dlpack, a CUDA tensor with
+ * the call's stream (the DLPack handshake), a host one plainly. */
+static PyObject *dlpack_capsule(apxpy_call *cs, PyObject *obj, int torch, const char *name) {
+  if (torch && !cs->stream_obj && g_torch_to_dlpack)
+    /* no handshake needed: skip __dlpack__'s Python-level checks */
+    return PyObject_CallOneArg(g_torch_to_dlpack, obj);
+  PyObject *devt = PyObject_CallMethodNoArgs(obj, apxpy_str_dlpack_device);
+  if (!devt) {
+    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError,
+                   "%s: %s must be a tensor (an object with __dlpack__ or the buffer "
+                   "protocol), not %.100s",
+                   cs->op, name, Py_TYPE(obj)->tp_name);
+    }
+    return NULL;
+  }
+  long dev_type = -1, dev_id = 0;
+  if (PyTuple_Check(devt) && PyTuple_GET_SIZE(devt) == 2) {
+    dev_type = PyLong_AsLong(PyTuple_GET_ITEM(devt, 0));
+    dev_id = PyLong_AsLong(PyTuple_GET_ITEM(devt, 1));
+  }
+  Py_DECREF(devt);
+  if (PyErr_Occurred()) return NULL;
+  if (dev_type == kDLCPU || dev_type == kDLCUDAHost)
+    return PyObject_CallMethodNoArgs(obj, apxpy_str_dlpack);
+  if (dev_type != kDLCUDA) {
+    apxpy_raise_invalid("%s: %s is on DLPack device [type %ld, id %ld]; apexx serves host "
+                        "(kDLCPU) and CUDA (kDLCUDA) memory",
+                        cs->op, name, dev_type, dev_id);
+    return NULL;
+  }
+  if (apxpy_resolve_stream(cs, obj, (int)dev_id) < 0) return NULL;
+  PyObject *kwn = PyTuple_Pack(1, apxpy_str_stream);
+  if (!kwn) return NULL;
+  PyObject *capsule = NULL, *fn = PyObject_GetAttr(obj, apxpy_str_dlpack);
+  if (fn) {
+    PyObject *vargs[2] = {NULL, cs->dlpack_stream};
+    capsule = PyObject_Vectorcall(fn, vargs + 1, 0 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwn);
+    Py_DECREF(fn);
+  }
+  Py_DECREF(kwn);
+  return capsule;
+}
+
+/* Fill t from the DLTensor dl (obj's), checking device, dtype, rank and
+ * contiguity. */
+static const apx_tensor *from_dltensor(apxpy_call *cs, apx_tensor *t, const DLTensor *dl,
+                                       PyObject *obj, const char *name) {
+  if (dl->device.device_type == kDLCPU || dl->device.device_type == kDLCUDAHost) {
+    t->device = APX_DEVICE_HOST;
+    t->device_index = 0;
+  } else if (dl->device.device_type == kDLCUDA) {
+    t->device = APX_DEVICE_CUDA;
+    t->device_index = dl->device.device_id;
+    if (apxpy_resolve_stream(cs, obj, t->device_index) < 0) return NULL;
+  } else {
+    return apxpy_invalid_tensor("%s: %s is on DLPack device [type %d, id %d]; apexx serves "
+                                "host (kDLCPU) and CUDA (kDLCUDA) memory",
+                                cs->op, name, (int)dl->device.device_type,
+                                (int)dl->device.device_id);
+  }
+  if (!dl_dtype(dl->dtype, &t->dtype)) {
+    char dt[32];
+    dl_dtype_text(dl->dtype, dt, sizeof dt);
+    return apxpy_invalid_tensor("%s: %s dtype [%s] is not one of float32, float16, bfloat16, "
+                                "int32, int64",
+                                cs->op, name, dt);
+  }
+  if (dl->ndim > APX_MAX_DIMS || dl->ndim < 0)
+    return apxpy_invalid_tensor("%s: %s has [%d] dimensions, more than %d", cs->op, name,
+                                dl->ndim, APX_MAX_DIMS);
+  if (!dl_contiguous(dl))
+    return apxpy_invalid_tensor("%s: %s is not contiguous (row-major, dense); pass a "
+                                "contiguous copy",
+                                cs->op, name);
+  t->data = (char *)dl->data + dl->byte_offset;
+  t->ndim = dl->ndim;
+  size_t n = 1;
+  for (int i = 0; i < t->ndim; i++) {
+    t->shape[i] = dl->shape[i];
+    n *= (size_t)dl->shape[i];
+  }
+  if (t->device == APX_DEVICE_HOST) cs->host_bytes += n * apx_dtype_size(t->dtype);
+  return t;
+}
+
+/* obj through DLPack, into h (held from the start: apxpy_call_release
+ * cleans up on error). */
+static const apx_tensor *from_dlpack(apxpy_call *cs, apxpy_held_tensor *h, PyObject *obj,
+                                     const char *name) {
+  h->obj = obj;
+  Py_INCREF(obj);
+  cs->nheld++;
+  int torch = is_torch_tensor(obj);
+  if (torch) {
+    /* an autograd tensor is read through a detached alias (same memory) */
+    PyObject *rg = PyObject_GetAttr(obj, apxpy_str_requires_grad);
+    if (!rg) return NULL;
+    int needs_detach = PyObject_IsTrue(rg);
+    Py_DECREF(rg);
+    if (needs_detach < 0) return NULL;
+    if (needs_detach) {
+      PyObject *detached = PyObject_CallMethodNoArgs(obj, apxpy_str_detach);
+      if (!detached) return NULL;
+      Py_SETREF(h->obj, detached);
+      obj = detached;
+    }
+  }
+  PyObject *capsule = dlpack_capsule(cs, obj, torch, name);
+  if (!capsule) return NULL;
+  h->capsule = capsule;
+  DLManagedTensor *m = PyCapsule_IsValid(capsule, "dltensor")
+                           ? (DLManagedTensor *)PyCapsule_GetPointer(capsule, "dltensor")
+                           : NULL;
+  if (!m) {
+    PyErr_Clear();
+    return apxpy_invalid_tensor("%s: %s: __dlpack__ did not return an unconsumed \"dltensor\" "
+                                "capsule",
+                                cs->op, name);
+  }
+  return from_dltensor(cs, &h->t, &m->dl_tensor, obj, name);
+}
+
+const apx_tensor *apxpy_acquire(apxpy_call *cs, PyObject *obj, const char *name, int writable) {
+  if (cs->nheld >= APXPY_MAX_HELD) {
+    PyErr_SetString(PyExc_RuntimeError, "apexx: too many tensors in one call");
+    return NULL;
+  }
+  apxpy_held_tensor *h = &cs->held[cs->nheld];
+  memset(h, 0, sizeof *h);
+  /* torch tensors have no buffer protocol */
+  if (PyObject_CheckBuffer(obj)) {
+    const apx_tensor *t;
+    if (from_buffer(cs, h, obj, name, writable, &t)) return t;
+  }
+  return from_dlpack(cs, h, obj, name);
+}
+
+const apx_tensor *apxpy_req_tensor(apxpy_call *cs, PyObject *o, const char *name) {
+  if (!o || o == Py_None) {
+    PyErr_Format(PyExc_TypeError, "%s: missing required tensor argument '%s'", cs->op, name);
+    return NULL;
+  }
+  return apxpy_acquire(cs, o, name, 0);
+}
+
+/* An output shape NumPy or torch can allocate: no negative dimension, a
+ * byte size that fits Py_ssize_t. */
+static int allocatable(int ndim, const int64_t *shape, apx_dtype dtype) {
+  uint64_t bytes = apx_dtype_size(dtype);
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0 || __builtin_mul_overflow(bytes, (uint64_t)shape[i], &bytes)) return 0;
+  return bytes <= (uint64_t)PY_SSIZE_T_MAX;
+}
+
+/* An output whose derived shape cannot be allocated (a negative tile, a
+ * tile of 2^31): the core validates the call with an empty output of that
+ * rank in its place, so the message names the argument at fault; when the
+ * core finds nothing, the shape itself is named. Always NULL. */
+static const apx_tensor *unallocatable(apxpy_call *cs, const apx_tensor **slot,
+                                       const char *name, int ndim, const int64_t *shape,
+                                       apx_dtype dtype) {
+  if (cs->args) {
+    apx_tensor empty;
+    memset(&empty, 0, sizeof empty);
+    empty.dtype = dtype;
+    empty.device = cs->nheld ? cs->held[0].t.device : APX_DEVICE_HOST;
+    empty.device_index = cs->nheld ? cs->held[0].t.device_index : 0;
+    empty.ndim = ndim;
+    *slot = &empty;
+    int rejected = apxpy_validate_early(cs) < 0;
+    *slot = NULL;
+    if (rejected) return NULL;
+  }
+  char text[256] = "";
+  size_t used = 0;
+  for (int i = 0; i < ndim && used < sizeof text; i++)
+    used += (size_t)snprintf(text + used, sizeof text - used, "%s%lld", i ? ", " : "",
+                             (long long)shape[i]);
+  return apxpy_invalid_tensor("%s: %s would have shape [%s] of %s, which cannot be allocated",
+                              cs->op, name, text, apxpy_dtype_names[dtype]);
+}
+
+const apx_tensor *apxpy_out_tensor(apxpy_call *cs, const apx_tensor **slot, PyObject *o,
+                                   const char *name, PyObject *like, int ndim,
+                                   const int64_t *shape, apx_dtype dtype, PyObject **result) {
+  if (o && o != Py_None) {
+    const apx_tensor *t = apxpy_acquire(cs, o, name, 1);
+    if (!t) return NULL;
+    Py_INCREF(o);
+    *result = o;
+    return *slot = t;
+  }
+  if (!apxpy_alloc_hook) {
+    PyErr_SetString(PyExc_RuntimeError, "apexx: allocation hook not set (import apexx)");
+    return NULL;
+  }
+  if (!allocatable(ndim, shape, dtype)) return unallocatable(cs, slot, name, ndim, shape, dtype);
+  PyObject *shp = PyTuple_New(ndim);
+  if (!shp) return NULL;
+  for (int i = 0; i < ndim; i++) {
+    PyObject *v = PyLong_FromLongLong(shape[i]);
+    if (!v) {
+      Py_DECREF(shp);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(shp, i, v);
+  }
+  PyObject *made =
+      PyObject_CallFunction(apxpy_alloc_hook, "OOs", like, shp, apxpy_dtype_names[dtype]);
+  Py_DECREF(shp);
+  if (!made) return NULL;
+  const apx_tensor *t = apxpy_acquire(cs, made, name, 1);
+  if (!t) {
+    Py_DECREF(made);
+    return NULL;
+  }
+  *result = made;
+  return *slot = t;
+}
