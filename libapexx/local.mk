@@ -6,7 +6,14 @@ libapexx_libapexx_la_SOURCES = \
 	libapexx/config.c \
 	libapexx/loader.c \
 	libapexx/trust.c \
+	libapexx/elf_image.h \
+	libapexx/elf_image.c \
 	libapexx/elf_check.c \
+	libapexx/elf_dynamic.c \
+	libapexx/elf_symbols.c \
+	libapexx/elf_relocations.c \
+	libapexx/elf_init_fini.c \
+	libapexx/elf_sections.c \
 	libapexx/context.c \
 	libapexx/intern.c \
 	libapexx/dispatch.c \
