@@ -86,6 +86,12 @@ def main(argv):
             super().addError(test, err)
             print(f"FAIL {test.id()} (error)\n{self._exc_info_to_string(err, test)}", flush=True)
 
+        def addSubTest(self, test, subtest, err):
+            # a failed subTest counts as its test's failure: print it as one
+            super().addSubTest(test, subtest, err)
+            if err is not None:
+                print(f"FAIL {subtest.id()}\n{self._exc_info_to_string(err, test)}", flush=True)
+
         def addSkip(self, test, reason):
             super().addSkip(test, reason)
             print(f"SKIP {test.id()}: {reason}", flush=True)
