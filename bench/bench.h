@@ -188,10 +188,13 @@ char *bench_report_print(const cJSON *report);
  *                             the descriptor itself
  *   a new path, regular file  a temporary file in the same directory,
  *                             fsync, then rename (atomic)
- *   a symlink, a character or block device, a FIFO
- *                             written in place, never replaced (a symlink
- *                             is followed; a dangling one, or a FIFO with
- *                             no reader, is refused)
+ *   a symlink to a regular file
+ *                             the same beside its target, renamed onto
+ *                             the target; the link stays a link
+ *   a character or block device, a FIFO (or a symlink to one)
+ *                             written in place, never replaced (a
+ *                             dangling symlink, or a FIFO with no reader,
+ *                             is refused)
  *   a directory, a socket     refused with a message
  * bench_write_temp prepares (the temporary file, or nothing for in-place
  * and stdout targets), bench_commit_temp finishes (rename, or the in-place

@@ -66,11 +66,11 @@ fuzz/fuzz_ops: $(top_srcdir)/tests/fuzz/fuzz_ops.c libapexx/libapexx.la
 fuzz/fuzz_ff_weights: $(top_srcdir)/tests/fuzz/fuzz_ff_weights.c libapexx/libapexx.la
 	name=ff_weights; $(FUZZ_BUILD)
 fuzz/fuzz_compare: $(top_srcdir)/tests/fuzz/fuzz_compare.c libapexx/libapexx.la \
-	bench/bench_git_sha.h
+	bench/bench_git_sha.h $(FUZZ_BENCH_SRC:%=$(top_srcdir)/%) $(top_srcdir)/bench/bench.h
 	name=compare; extra=; for f in $(FUZZ_BENCH_SRC); do extra="$$extra $(top_srcdir)/$$f"; done; \
 	$(FUZZ_BUILD)
 fuzz/fuzz_report: $(top_srcdir)/tests/fuzz/fuzz_report.c libapexx/libapexx.la \
-	bench/bench_git_sha.h
+	bench/bench_git_sha.h $(FUZZ_BENCH_SRC:%=$(top_srcdir)/%) $(top_srcdir)/bench/bench.h
 	name=report; extra=; for f in $(FUZZ_BENCH_SRC); do extra="$$extra $(top_srcdir)/$$f"; done; \
 	$(FUZZ_BUILD)
 fuzz-build: fuzz/fuzz_config fuzz/fuzz_ops fuzz/fuzz_ff_weights fuzz/fuzz_compare fuzz/fuzz_report

@@ -246,16 +246,36 @@ END_TEST
 
 /* issue 30 item 8: a full disk (the file size limit) during an append left
  * a partial line, and the next run was glued onto it and lost */
-START_TEST(full_disk_append_leaves_the_store_whole) {
-  char *a = save("a.json", make_report("aaaaaaa1111", "Test CPU", 2.0));
-  char *b = save("b.json", make_report("bbbbbbb2222", "Test CPU", 2.1));
-  char *store = bt_path(dir, "hist");
-  char *lines_path = bt_path(store, "history.jsonl");
-  const char *first[] = {"history", store, a, NULL};
+/* Reports a and b (commits aaaaaaa1111, bbbbbbb2222) and a store holding
+ * a's run. */
+typedef struct one_run_store {
+  char *a, *b, *store, *lines_path;
+} one_run_store;
+
+static void store_with_one_run(one_run_store *t) {
+  t->a = save("a.json", make_report("aaaaaaa1111", "Test CPU", 2.0));
+  t->b = save("b.json", make_report("bbbbbbb2222", "Test CPU", 2.1));
+  t->store = bt_path(dir, "hist");
+  t->lines_path = bt_path(t->store, "history.jsonl");
+  const char *first[] = {"history", t->store, t->a, NULL};
   bt_result r;
   bt_run(&r, NULL, first);
   ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
   bt_result_free(&r);
+}
+
+static void one_run_store_free(one_run_store *t) {
+  free(t->a);
+  free(t->b);
+  free(t->store);
+  free(t->lines_path);
+}
+
+START_TEST(full_disk_append_leaves_the_store_whole) {
+  one_run_store t;
+  store_with_one_run(&t);
+  char *store = t.store, *b = t.b, *lines_path = t.lines_path;
+  bt_result r;
   char *before = bt_read(lines_path);
   /* room for 10 more bytes: the record does not fit */
   const bt_limits full = {30, (long long)strlen(before) + 10};
@@ -278,25 +298,17 @@ START_TEST(full_disk_append_leaves_the_store_whole) {
   ck_assert_int_eq(count(after, "\"commit\":\"bbbbbbb2222\""), 1);
   free(after);
   free(before);
-  free(lines_path);
-  free(store);
-  free(a);
-  free(b);
+  one_run_store_free(&t);
 }
 END_TEST
 
 /* a store whose last record was torn (its writer killed): the next record
  * starts on a line of its own */
 START_TEST(torn_last_line_is_not_glued) {
-  char *a = save("a.json", make_report("aaaaaaa1111", "Test CPU", 2.0));
-  char *b = save("b.json", make_report("bbbbbbb2222", "Test CPU", 2.1));
-  char *store = bt_path(dir, "hist");
-  char *lines_path = bt_path(store, "history.jsonl");
-  const char *first[] = {"history", store, a, NULL};
+  one_run_store t;
+  store_with_one_run(&t);
+  char *store = t.store, *b = t.b, *lines_path = t.lines_path;
   bt_result r;
-  bt_run(&r, NULL, first);
-  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
-  bt_result_free(&r);
   FILE *f = fopen(lines_path, "a");
   ck_assert_ptr_nonnull(f);
   fputs("{\"run_id\":\"torn\",\"rows\":{\"x", f);
@@ -309,10 +321,7 @@ START_TEST(torn_last_line_is_not_glued) {
   char *lines = bt_read(lines_path);
   ck_assert_int_eq(count(lines, "\n"), 3);
   free(lines);
-  free(lines_path);
-  free(store);
-  free(a);
-  free(b);
+  one_run_store_free(&t);
 }
 END_TEST
 
