@@ -96,6 +96,12 @@ EXTRA_DIST += tests/test_apexx_info.sh
 TESTS += tests/test_man_pages.sh
 EXTRA_DIST += tests/test_man_pages.sh
 
+# the CMake package: a consumer built against a staged install (skips
+# without cmake)
+TESTS += tests/test_cmake_package.sh
+EXTRA_DIST += tests/test_cmake_package.sh tests/cmake-consumer/CMakeLists.txt \
+	tests/cmake-consumer/consumer.c
+
 # the README's quick start as tools/fresh-machine-check reads it, and
 # .ci/run installing the same packages
 TESTS += tests/test_quickstart.sh

@@ -1,6 +1,8 @@
 # Check suites. `make check` runs them from the build tree: the environment
 # below points the core at the freshly built modules (backends/.libs) and
-# the source tree's apexx.ini, so nothing needs installing first.
+# the source tree's apexx.ini, so nothing needs installing first. The
+# APEXX_TEST_* directories, make, compiler and Python are for the tests of
+# what `make install` puts in place and of tools/export_ff_weights.py.
 AM_TESTS_ENVIRONMENT = \
 	APEXX_CONFIG='$(abs_top_srcdir)/conf/apexx.ini'; export APEXX_CONFIG; \
 	APEXX_BACKEND_DIR='$(abs_top_builddir)/backends/.libs'; export APEXX_BACKEND_DIR; \
@@ -8,8 +10,13 @@ AM_TESTS_ENVIRONMENT = \
 	APEXX_TEST_MODULES='$(abs_top_builddir)/tests/.libs'; export APEXX_TEST_MODULES; \
 	APEXX_BUILDDIR='$(abs_top_builddir)'; export APEXX_BUILDDIR; \
 	APEXX_SRCDIR='$(abs_top_srcdir)'; export APEXX_SRCDIR; \
-	APEXX_SYSCONFDIR='$(sysconfdir)' APEXX_PKGLIBDIR='$(pkglibdir)' APEXX_DOCDIR='$(docdir)'; \
-	export APEXX_SYSCONFDIR APEXX_PKGLIBDIR APEXX_DOCDIR; \
+	APEXX_TEST_PREFIX='$(prefix)' APEXX_TEST_LIBDIR='$(libdir)' APEXX_TEST_MANDIR='$(mandir)'; \
+	APEXX_TEST_SYSCONFDIR='$(sysconfdir)' APEXX_TEST_PKGLIBDIR='$(pkglibdir)' APEXX_TEST_DOCDIR='$(docdir)'; \
+	APEXX_TEST_VERSION='$(PACKAGE_VERSION)' APEXX_TEST_MAKE='$(MAKE)' APEXX_TEST_CC='$(CC)'; \
+	APEXX_TEST_SANITIZE_FLAGS='$(SANITIZE_FLAGS)' APEXX_TEST_PYTHON='$(PYTHON)'; \
+	export APEXX_TEST_PREFIX APEXX_TEST_LIBDIR APEXX_TEST_MANDIR APEXX_TEST_SYSCONFDIR; \
+	export APEXX_TEST_PKGLIBDIR APEXX_TEST_DOCDIR APEXX_TEST_VERSION APEXX_TEST_MAKE; \
+	export APEXX_TEST_CC APEXX_TEST_SANITIZE_FLAGS APEXX_TEST_PYTHON; \
 	unset APEXX_BACKEND APEXX_LOG;
 
 # Shared test helpers (seeded data, host tensors, poisoning).

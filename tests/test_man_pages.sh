@@ -1,9 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# The man pages as built (docs/local.mk makes them from docs/*.in; `make
-# install` copies them as they are):
-# - no unexpanded make or configure variable ($(NAME), ${NAME}, @NAME@) and
-#   the configured paths in the pages that name them;
+# The man pages (docs/local.mk makes them from docs/*.in):
+# - installed (make install-man into a staging directory), no unexpanded
+#   make or configure variable ($(NAME), ${NAME}, @NAME@); the configured
+#   paths in the pages that name them;
 # - every long flag that apexx-bench --help (and its ab and history --help)
 #   and apexx-info --help print is documented in the program's page (in
 #   its SYNOPSIS or as an option's tag, and described below the SYNOPSIS),
@@ -20,28 +20,34 @@ bad() { printf 'FAIL: %s\n' "$1"; fail=1; }
 t=$(mktemp -d) || exit 1
 trap 'rm -rf "$t"' EXIT
 
+# the pages as `make install-man` installs them
 pages="apexx-bench.1 apexx-info.1 apexx.ini.5 apexx.7"
-for p in $pages; do
-	f=$b/docs/$p
-	[ -s "$f" ] || { bad "$p: [$f] was not built"; continue; }
-	# $(pkg-config ...) in apexx(7)'s synopsis is shell, written \$(pkg\-config
-	left=$(grep -nE '\$\([A-Za-z_][A-Za-z0-9_]*\)|\$\{[A-Za-z_][A-Za-z0-9_]*\}|@[A-Za-z_][A-Za-z0-9_]*@' "$f")
-	[ -z "$left" ] && ok "$p: no unexpanded variable" || bad "$p: unexpanded: $left"
-done
+stage=$t/stage
+if ${APEXX_TEST_MAKE:-make} -C "$b" install-man DESTDIR="$stage" >"$t/install.log" 2>&1; then
+	for p in $pages; do
+		f=$stage${APEXX_TEST_MANDIR:?}/man${p##*.}/$p
+		[ -s "$f" ] || { bad "$p: not installed as [$f]"; continue; }
+		# $(pkg-config ...) in apexx(7)'s synopsis is shell, written \$(pkg\-config
+		left=$(grep -nE '\$\([A-Za-z_][A-Za-z0-9_]*\)|\$\{[A-Za-z_][A-Za-z0-9_]*\}|@[A-Za-z_][A-Za-z0-9_]*@' "$f")
+		[ -z "$left" ] && ok "installed $p: no unexpanded variable" || bad "installed $p: unexpanded: $left"
+	done
+else
+	bad "make install-man DESTDIR=$stage failed: $(tail -n 3 "$t/install.log")"
+fi
 
 # the configured paths, as the pages write them (roff's \- for '-')
 roff() { printf '%s' "$1" | sed 's/-/\\-/g'; }
 has_path() { # page, description, path
 	if grep -qF "$(roff "$3")" "$b/docs/$1"; then ok "$1 names $2 [$3]"; else bad "$1 does not name $2 [$3]"; fi
 }
-if [ -n "${APEXX_SYSCONFDIR:-}" ]; then
-	has_path apexx.ini.5 "the installed configuration" "$APEXX_SYSCONFDIR/apexx/apexx.ini"
-	has_path apexx.ini.5 "the backend directory" "$APEXX_PKGLIBDIR"
-	has_path apexx-info.1 "the installed configuration" "$APEXX_SYSCONFDIR/apexx/apexx.ini"
-	has_path apexx.7 "the documentation" "$APEXX_DOCDIR/ops.md"
-	has_path apexx-bench.1 "the report format" "$APEXX_DOCDIR/report.md"
+if [ -n "${APEXX_TEST_SYSCONFDIR:-}" ]; then
+	has_path apexx.ini.5 "the installed configuration" "$APEXX_TEST_SYSCONFDIR/apexx/apexx.ini"
+	has_path apexx.ini.5 "the backend directory" "$APEXX_TEST_PKGLIBDIR"
+	has_path apexx-info.1 "the installed configuration" "$APEXX_TEST_SYSCONFDIR/apexx/apexx.ini"
+	has_path apexx.7 "the documentation" "$APEXX_TEST_DOCDIR/ops.md"
+	has_path apexx-bench.1 "the report format" "$APEXX_TEST_DOCDIR/report.md"
 else
-	bad "APEXX_SYSCONFDIR, APEXX_PKGLIBDIR, APEXX_DOCDIR are not set (tests/local.mk)"
+	bad "APEXX_TEST_SYSCONFDIR, APEXX_TEST_PKGLIBDIR, APEXX_TEST_DOCDIR are not set (tests/local.mk)"
 fi
 
 # flags: --help's long flags against the page's
