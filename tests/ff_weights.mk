@@ -19,3 +19,8 @@ TESTS += tests/test_ff_lifetime
 tests_test_ff_lifetime_SOURCES = tests/test_ff_lifetime.c
 tests_test_ff_lifetime_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_ff_lifetime_LDADD = $(APX_TEST_LIBS) $(DL_LIBS) -lpthread
+
+# tools/export_ff_weights.py --from (safetensors or a torch checkpoint) and
+# --prefix (the FF module out of a whole model's weights)
+TESTS += tests/test_export_ff_weights.sh
+EXTRA_DIST += tests/test_export_ff_weights.sh

@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
 """Write or inspect FF weights for apexx (docs/ff_weights.md).
 
-  export_ff_weights.py OUT.safetensors --from STATE_DICT.pt
-      torch.load a state dict (or a checkpoint holding one under
-      "state_dict") and save it with safetensors.torch.save_file
-      (needs torch and safetensors).
+  export_ff_weights.py OUT.safetensors --from SOURCE [--prefix PREFIX]
+      copy the tensors of SOURCE into OUT: a PyTorch checkpoint (torch.save
+      of a state dict, or of a dict holding one under "state_dict"; needs
+      torch) or a .safetensors file (read by this script). --prefix keeps
+      only the tensors whose names start with PREFIX and drops it, to take
+      the FF module out of a whole model's state dict (model.ff.l0_path...
+      -> l0_path...). OUT must hold the FF tensors apexx needs (as --check
+      says), else nothing is written.
   export_ff_weights.py OUT.safetensors [--channels C] [--seed S]
-      the documented seeded weights (apx_ff_weights_seeded), written with the
-      standard library alone; byte-identical to apx_ff_weights_save.
+      the documented seeded weights (apx_ff_weights_seeded); byte-identical
+      to apx_ff_weights_save.
   export_ff_weights.py --check FILE.safetensors
       list every tensor and check the FF names and shapes; exit 1 if any
       required tensor is missing or misshapen.
+
+Every mode but a PyTorch SOURCE needs the standard library alone (no
+safetensors package). OUT is written beside the target and renamed over
+it, so it is never left half-written.
 """
 import argparse
 import json
 import math
+import os
+import stat
 import struct
 import sys
 
@@ -67,71 +77,251 @@ def seeded(c, seed):
     return out
 
 
+class ExportError(Exception):
+    """Bad input or output: the message names the file, the tensor or the value."""
+
+
 def write_plain(path, tensors, metadata=None):
     """The safetensors layout: u64 header length, JSON header padded with
-    spaces to a multiple of 8, then the data in the header's order."""
+    spaces to a multiple of 8, then the data in the header's order. Written
+    to PATH.tmp.PID.N beside the target, synced and renamed over it; a target
+    that exists and is not a regular file is refused."""
     header, offset = {"__metadata__": metadata or {"format": "pt"}}, 0
     for name, (dtype, shape, data) in tensors.items():
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text)
-        for _, _, data in tensors.values():
-            f.write(data)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise ExportError("%s: exists and is not a regular file" % path)
+    tmp = None
+    try:
+        for n in range(100):  # a stale PATH.tmp.PID.N of a killed run is left alone
+            try:
+                tmp = "%s.tmp.%d.%d" % (path, os.getpid(), n)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                break
+            except FileExistsError:
+                tmp = None
+        if tmp is None:
+            raise ExportError("%s: 100 temporaries %s.tmp.%d.N exist" % (path, path, os.getpid()))
+        with os.fdopen(fd, "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text)
+            for _, _, data in tensors.values():
+                f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None and os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise ExportError("%s: %s" % (path, e.strerror or e)) from None
 
 
-def check(path):
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
+def read_header(f, path):
+    """The header of an open safetensors file: (data start, {name: entry}),
+    every entry checked against the file's size."""
+    size = os.fstat(f.fileno()).st_size
+    raw = f.read(8)
+    if len(raw) != 8:
+        raise ExportError("%s: %d bytes, too short for a safetensors file" % (path, size))
+    (n,) = struct.unpack("<Q", raw)
+    if n > min(size - 8, 100 << 20):
+        raise ExportError("%s: header length [%d] is past the file's %d bytes or 100 MiB"
+                          % (path, n, size))
+    try:
         header = json.loads(f.read(n))
-    header.pop("__metadata__", None)
-    for name, info in sorted(header.items()):
-        print("%-56s %-5s %s" % (name, info["dtype"], info["shape"]))
+    except ValueError as e:
+        raise ExportError("%s: the header is not JSON (%s)" % (path, e)) from None
+    if not isinstance(header, dict):
+        raise ExportError("%s: the header is not a JSON object" % path)
+    meta = header.pop("__metadata__", None)
+    data_size = size - 8 - n
+    for name, info in header.items():
+        ok = (isinstance(info, dict) and isinstance(info.get("dtype"), str)
+              and isinstance(info.get("shape"), list)
+              and all(isinstance(d, int) and d >= 0 for d in info["shape"])
+              and isinstance(info.get("data_offsets"), list) and len(info["data_offsets"]) == 2
+              and all(isinstance(o, int) for o in info["data_offsets"]))
+        if not ok:
+            raise ExportError("%s: tensor %s: not {dtype, shape, data_offsets}: %s"
+                              % (path, name, json.dumps(info)[:200]))
+        begin, end = info["data_offsets"]
+        if not 0 <= begin <= end <= data_size:
+            raise ExportError("%s: tensor %s: data_offsets [%d, %d] outside the data's %d bytes"
+                              % (path, name, begin, end, data_size))
+        width = DTYPE_SIZE.get(info["dtype"])
+        if width is not None and end - begin != math.prod(info["shape"]) * width:
+            raise ExportError("%s: tensor %s: %d bytes for %s %s (%d expected)"
+                              % (path, name, end - begin, info["dtype"], info["shape"],
+                                 math.prod(info["shape"]) * width))
+    return 8 + n, header, meta
+
+
+def read_safetensors(path, wanted):
+    """({name: (dtype, shape, bytes)} for the names that wanted(name) keeps,
+    every name) of a safetensors file, read without the safetensors package."""
+    with open(path, "rb") as f:
+        start, header, _ = read_header(f, path)
+        out = {}
+        for name, info in header.items():
+            if not wanted(name):
+                continue
+            begin, end = info["data_offsets"]
+            f.seek(start + begin)
+            out[name] = (info["dtype"], info["shape"], f.read(end - begin))
+    return out, list(header)
+
+
+TORCH_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64",
+                "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8",
+                "bool": "BOOL"}
+
+
+def read_torch(path, wanted):
+    """({name: (dtype, shape, bytes)} for the tensors that wanted(name)
+    keeps, every tensor's name) of a torch.save'd state dict (or of its
+    "state_dict")."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ExportError("%s is a PyTorch checkpoint: reading it needs torch (%s; Debian: "
+                          "python3-torch), or give a .safetensors file" % (path, e)) from None
+    if sys.byteorder != "little":
+        raise ExportError("safetensors data are little-endian; this host is %s-endian" % sys.byteorder)
+    try:
+        sd = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises many kinds for a file it cannot read
+        raise ExportError("%s: torch.load failed: %s" % (path, str(e).splitlines()[0] if str(e) else type(e).__name__)) from None
+    if isinstance(sd, dict) and isinstance(sd.get("state_dict"), dict):
+        sd = sd["state_dict"]
+    if not isinstance(sd, dict):
+        raise ExportError("%s: holds a %s, not a state dict" % (path, type(sd).__name__))
+    out, names = {}, [n for n, t in sd.items() if isinstance(n, str) and torch.is_tensor(t)]
+    for name in names:
+        t = sd[name]
+        if not wanted(name):
+            continue
+        dtype = TORCH_DTYPES.get(str(t.dtype).replace("torch.", ""))
+        if dtype is None:
+            raise ExportError("%s: tensor %s: dtype %s has no safetensors equivalent here"
+                              % (path, name, t.dtype))
+        flat = t.detach().cpu().contiguous().reshape(-1)
+        data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+        out[name] = (dtype, list(t.shape), data)
+    return out, names
+
+
+def read_source(path, wanted):
+    """A safetensors file or a PyTorch checkpoint, told apart by their first bytes."""
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ExportError("%s: not a regular file" % path)
+            head = f.read(9)
+    except OSError as e:
+        raise ExportError("%s: %s" % (path, e.strerror or e)) from None
+    if len(head) == 9 and head[8:9] == b"{":
+        return read_safetensors(path, wanted)
+    if head[:4] == b"PK\x03\x04" or head[:1] == b"\x80":
+        return read_torch(path, wanted)
+    raise ExportError("%s: neither a safetensors file nor a PyTorch checkpoint (first bytes %r)"
+                      % (path, head))
+
+
+def ff_problems(header):
+    """The FF tensors a header lacks or holds misshapen, as messages; C from
+    l0_path.scan_bidirectional.merge_gate_logit."""
     first = header.get("l0_path.scan_bidirectional.merge_gate_logit")
     if not first or len(first["shape"]) != 1:
-        print("error: l0_path.scan_bidirectional.merge_gate_logit is missing or not [C]")
-        return 1
-    c, bad = first["shape"][0], 0
+        return ["l0_path.scan_bidirectional.merge_gate_logit is missing or not [C]"]
+    c, problems = first["shape"][0], []
     for level in LEVELS:
         for name, dims, _ in TENSORS:
             full, want = "%s.%s" % (level, name), shape_of(dims, c)
             info = header.get(full)
             if info is None or info["shape"] != want or info["dtype"] not in ("F32", "F16", "BF16"):
-                print("error: %s: %s, expected F32/F16/BF16 %s" % (
+                problems.append("%s: %s, expected F32/F16/BF16 %s" % (
                     full, "missing" if info is None else "%s %s" % (info["dtype"], info["shape"]),
                     want))
-                bad = 1
-    print("C = %d: %s" % (c, "not usable by apexx" if bad else "ok"))
-    return bad
+    return problems
+
+
+def export(out_path, source, prefix):
+    """--from: SOURCE's tensors (those under PREFIX, renamed) into OUT."""
+    if prefix is not None:
+        if not prefix or prefix.startswith("."):
+            raise ExportError("--prefix [%s]: expected a name such as model.ff" % prefix)
+        prefix = prefix if prefix.endswith(".") else prefix + "."
+        tensors, names = read_source(source, lambda name: name.startswith(prefix))
+        tensors = {name[len(prefix):]: v for name, v in tensors.items()}
+    else:
+        tensors, names = read_source(source, lambda name: True)
+    problems = ff_problems({k: {"dtype": d, "shape": s} for k, (d, s, _) in tensors.items()})
+    if problems:
+        anchor = ".l0_path.scan_bidirectional.merge_gate_logit"
+        found = sorted(n for n in names if n.endswith(anchor))
+        hint = ""
+        if found:
+            hint = "; the FF module's tensors are under --prefix %s" % " or ".join(
+                "[%s]" % n[:-len(anchor)] for n in found)
+        elif prefix is not None and not tensors:
+            hint = "; no tensor name in %s starts with [%s]" % (source, prefix)
+        raise ExportError("%s: not FF weights apexx can load (%d problem(s), first: %s)%s; "
+                          "nothing written" % (source if prefix is None else "%s under %s" % (source, prefix),
+                                               len(problems), problems[0], hint))
+    write_plain(out_path, tensors)
+    print("wrote %s: %d tensors, C = %d" % (
+        out_path, len(tensors), tensors["l0_path.scan_bidirectional.merge_gate_logit"][1][0]))
+
+
+def check(path):
+    with open(path, "rb") as f:
+        _, header, _ = read_header(f, path)
+    for name, info in sorted(header.items()):
+        print("%-56s %-5s %s" % (name, info["dtype"], info["shape"]))
+    problems = ff_problems(header)
+    for p in problems:
+        print("error: " + p)
+    first = header.get("l0_path.scan_bidirectional.merge_gate_logit")
+    c = first["shape"][0] if first and len(first["shape"]) == 1 else "?"
+    print("C = %s: %s" % (c, "not usable by apexx" if problems else "ok"))
+    return 1 if problems else 0
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("path", help="the .safetensors file to write (or to check)")
-    p.add_argument("--channels", type=int, default=128)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--from", dest="state_dict", metavar="STATE_DICT.pt")
+    p.add_argument("--channels", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--from", dest="source", metavar="SOURCE",
+                   help="a PyTorch checkpoint (.pt) or a .safetensors file")
+    p.add_argument("--prefix", metavar="PREFIX",
+                   help="with --from: keep the tensors under PREFIX (model.ff), without it")
     p.add_argument("--check", action="store_true")
     a = p.parse_args()
-    if a.check:
-        return check(a.path)
-    if a.state_dict:
-        try:
-            import torch
-            from safetensors.torch import save_file
-        except ImportError as e:
-            sys.exit("--from needs torch and safetensors (%s)" % e)
-        sd = torch.load(a.state_dict, map_location="cpu", weights_only=True)
-        sd = sd.get("state_dict", sd)
-        save_file({k: v.contiguous() for k, v in sd.items() if torch.is_tensor(v)}, a.path,
-                  metadata={"format": "pt"})
+    if a.prefix is not None and not a.source:
+        p.error("--prefix needs --from")
+    if a.source and (a.channels is not None or a.seed is not None or a.check):
+        p.error("--from takes the weights from SOURCE: --channels, --seed and --check do not apply")
+    try:
+        if a.check:
+            return check(a.path)
+        if a.source:
+            export(a.path, a.source, a.prefix)
+            return 0
+        channels = 128 if a.channels is None else a.channels
+        if not 1 <= channels <= 65536:
+            p.error("--channels [%d] is outside [1, 65536]" % channels)
+        write_plain(a.path, seeded(channels, 0 if a.seed is None else a.seed))
         return 0
-    if not 1 <= a.channels <= 65536:
-        sys.exit("--channels must be in [1, 65536]")
-    write_plain(a.path, seeded(a.channels, a.seed))
-    return 0
+    except (ExportError, OSError) as e:
+        print("export_ff_weights.py: %s" % e, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
