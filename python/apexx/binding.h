@@ -51,7 +51,7 @@ extern const char *const apxpy_dtype_names[]; /* by apx_dtype: "float32", ... */
 #define APXPY_RELEASE_GIL_BYTES (256 * 1024)
 #define APXPY_MAX_HELD 16   /* tensors in one call */
 #define APXPY_MAX_HANDLES 4 /* handle objects in one call */
-#define APXPY_MAX_ARGS 40   /* an op's arguments, its extra keywords and the common ones */
+#define APXPY_MAX_ARGS 32   /* an op's arguments, its extra keywords and the common ones */
 #define APXPY_COMMON_OPTS 3 /* stream, backend, validate */
 
 /* ---- errors.c ------------------------------------------------------------ */

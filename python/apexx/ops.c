@@ -46,6 +46,33 @@ static const apxpy_op_extra *extra_of(const char *op) {
   return NULL;
 }
 
+/* Each op's descriptor, extra and argument names (the descriptor's, then
+ * the extra's keywords), found once when the methods are made. */
+typedef struct {
+  const apx_op_desc *d;
+  const apxpy_op_extra *x;
+  const char *names[APXPY_MAX_ARGS - APXPY_COMMON_OPTS + 1];
+} op_entry;
+
+static op_entry op_entries[APX_OP_COUNT];
+
+static int op_entry_init(op_entry *e, const apx_op_desc *d) {
+  const int max = APXPY_MAX_ARGS - APXPY_COMMON_OPTS;
+  int n = 0;
+  e->d = d;
+  e->x = extra_of(d->name);
+  for (int i = 0; i < d->arg_count && n < max; i++) e->names[n++] = d->args[i].name;
+  for (int i = 0; e->x && e->x->keywords && e->x->keywords[i] && n < max; i++)
+    e->names[n++] = e->x->keywords[i];
+  if (n == max) {
+    PyErr_Format(PyExc_RuntimeError, "apexx: op %s has more arguments than the binding's %d",
+                 d->name, max - 1);
+    return -1;
+  }
+  e->names[n] = NULL;
+  return 0;
+}
+
 /* ---- one op call ------------------------------------------------------------ */
 typedef struct {
   const apx_op_desc *d;
@@ -215,18 +242,17 @@ static PyObject *op_call_run(op_call *oc, PyObject **explained) {
 static PyObject *op_method(ContextObject *self, apx_op_id op, PyObject *const *args,
                            Py_ssize_t nargs, PyObject *kwnames, PyObject **explained) {
   op_call oc;
-  memset(&oc, 0, offsetof(op_call, cs)); /* the call state: apxpy_call_setup */
-  oc.d = apx_op_describe(op);
-  if (!oc.d) return apxpy_raise_invalid("apexx: op id [%d] is not in libapexx", (int)op);
-  oc.x = extra_of(oc.d->name);
-  const char *names[APXPY_MAX_ARGS + 1];
-  int n = 0;
-  for (int i = 0; i < oc.d->arg_count && n < APXPY_MAX_ARGS; i++) names[n++] = oc.d->args[i].name;
-  for (int i = 0; oc.x && oc.x->keywords && oc.x->keywords[i] && n < APXPY_MAX_ARGS; i++)
-    names[n++] = oc.x->keywords[i];
-  names[n] = NULL;
+  const op_entry *e = &op_entries[op]; /* op: an id with a method */
+  oc.d = e->d;
+  oc.x = e->x;
+  oc.args = oc.results = NULL;
+  oc.like = NULL;
+  oc.like_dtype = APX_DTYPE_F32;
+  /* the arguments' entries only (the call state: apxpy_call_setup) */
+  memset(oc.outputs, 0, (size_t)oc.d->arg_count * sizeof oc.outputs[0]);
+  memset(oc.wanted, 0, (size_t)oc.d->arg_count * sizeof oc.wanted[0]);
   int nslots;
-  if (apxpy_parse_args(oc.d->name, names, args, nargs, kwnames, oc.slots, &nslots) < 0)
+  if (apxpy_parse_args(oc.d->name, e->names, args, nargs, kwnames, oc.slots, &nslots) < 0)
     return NULL;
   PyObject *r = NULL;
   if (apxpy_call_setup(&oc.cs, self, oc.d->name, oc.slots, nslots) == 0) {
@@ -242,7 +268,7 @@ static PyObject *op_method(ContextObject *self, apx_op_id op, PyObject *const *a
     }
   }
   apxpy_call_release(&oc.cs);
-  for (int i = 0; i < APXPY_MAX_ARGS; i++) Py_XDECREF(oc.outputs[i]);
+  for (int i = 0; i < oc.d->arg_count; i++) Py_XDECREF(oc.outputs[i]);
   if (oc.results) oc.x->free_results(oc.results);
   PyMem_Free(oc.args);
   return r;
@@ -352,7 +378,7 @@ PyObject *apxpy_explain(ContextObject *self, PyObject *const *args, Py_ssize_t n
   if (!name) return NULL;
   PyObject *explained = NULL;
   int op = apx_op_from_name(name);
-  if (op >= 0 && apx_op_describe((apx_op_id)op))
+  if (op >= 0 && op < APX_OP_COUNT && op_entries[op].d)
     return op_method(self, (apx_op_id)op, args + 1, nargs - 1, kwnames, &explained);
   if (strcmp(name, "tile_order") == 0)
     return tile_order_method(self, args + 1, nargs - 1, kwnames, &explained);
@@ -494,7 +520,8 @@ int apxpy_op_methods(PyMethodDef *methods, int max) {
       PyErr_SetString(PyExc_RuntimeError, "apexx: more ops than the method table holds");
       return -1;
     }
-    char *doc = op_doc(d, extra_of(d->name));
+    if (op_entry_init(&op_entries[op], d) < 0) return -1;
+    char *doc = op_doc(d, op_entries[op].x);
     if (!doc) {
       PyErr_NoMemory();
       return -1;
