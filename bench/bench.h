@@ -7,7 +7,8 @@
  *   inputs.c       splitmix64 + Box-Muller generator, tile ids, fills
  *   stats.c        p50/p95/mean/min and parity against the cpu backend
  *   runner.c       entries, rows per backend, timing, report "benchmarks"
- *   report_json.c  the JSON report (docs/report.md), safe file writes
+ *   report_json.c  the JSON report (docs/report.md)
+ *   files.c        safe file writes, bounded non-blocking reads
  *   report_md.c    the Markdown summary, rendered from the JSON report
  *   text.c         growing text buffers of the renderers
  *   json_index.c   hashed member lookups and name sets of the readers
@@ -183,6 +184,8 @@ void bench_timestamp_utc(char *buf, size_t size);
 cJSON *bench_report_begin(apx_context *ctx, const bench_options *opts);
 /* Render the whole report; caller frees. */
 char *bench_report_print(const cJSON *report);
+
+/* ---- files (files.c) ------------------------------------------------------ */
 /* Safe writes of an output path:
  *   "-", /dev/stdout, /dev/stderr (and /dev/fd/N, /proc/self/fd/N)
  *                             the descriptor itself

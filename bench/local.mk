@@ -10,6 +10,7 @@ bench_apexx_bench_SOURCES = \
 	bench/runner.c \
 	bench/reference.c \
 	bench/report_json.c \
+	bench/files.c \
 	bench/report_md.c \
 	bench/text.c \
 	bench/json_index.c \

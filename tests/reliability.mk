@@ -28,8 +28,8 @@ tests_fuzz_replay_ff_weights_SOURCES = tests/fuzz/fuzz_ff_weights.c $(FUZZ_COMMO
 tests_fuzz_replay_ff_weights_LDADD = libapexx/libapexx.la
 # apexx-bench compare: the bench's sources but its main()
 FUZZ_BENCH_SRC = bench/flags.c bench/inputs.c bench/stats.c bench/verdict.c bench/runner.c \
-	bench/report_json.c bench/report_md.c bench/text.c bench/json_index.c bench/compare.c \
-	bench/history.c
+	bench/report_json.c bench/files.c bench/report_md.c bench/text.c bench/json_index.c \
+	bench/compare.c bench/history.c
 tests_fuzz_replay_compare_SOURCES = tests/fuzz/fuzz_compare.c $(FUZZ_BENCH_SRC) bench/bench.h \
 	$(FUZZ_COMMON)
 tests_fuzz_replay_compare_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
@@ -112,7 +112,7 @@ check-valgrind:
 check_PROGRAMS += tests/test_faults
 TESTS += tests/test_faults
 tests_test_faults_SOURCES = tests/test_faults.c $(VALIDATE_COMMON) bench/report_json.c \
-	bench/bench.h
+	bench/files.c bench/bench.h
 tests_test_faults_CPPFLAGS = $(APX_TEST_CPPFLAGS) $(CJSON_CFLAGS) -I$(top_srcdir)
 tests_test_faults_LDADD = $(APX_TEST_LIBS) $(CJSON_LIBS)
 
