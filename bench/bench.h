@@ -12,8 +12,9 @@
  *   report_md.c    the Markdown summary, rendered from the JSON report
  *   text.c         growing text buffers of the renderers
  *   json_index.c   hashed member lookups and name sets of the readers
- *   compare.c      `compare` and `compare --emit-baseline`: noise-aware
- *                  verdicts, the Markdown comparison table
+ *   compare*.c     `compare` and `compare --emit-baseline`: noise-aware
+ *                  verdicts, the Markdown comparison table (compare.h
+ *                  names each file's job)
  *   verdict.c      paired and unpaired intervals of a time ratio, the four
  *                  verdicts (regressed, improved, unchanged, inconclusive)
  *   ab.c           `ab A B`: two builds' suites run alternately in

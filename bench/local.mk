@@ -14,7 +14,13 @@ bench_apexx_bench_SOURCES = \
 	bench/report_md.c \
 	bench/text.c \
 	bench/json_index.c \
+	bench/compare.h \
 	bench/compare.c \
+	bench/compare_doc.c \
+	bench/compare_checks.c \
+	bench/compare_verdict.c \
+	bench/compare_mismatch.c \
+	bench/compare_output.c \
 	bench/history.c \
 	bench/ab.c
 nodist_bench_apexx_bench_SOURCES = bench/bench_git_sha.h

@@ -29,13 +29,15 @@ tests_fuzz_replay_ff_weights_LDADD = libapexx/libapexx.la
 # apexx-bench compare: the bench's sources but its main()
 FUZZ_BENCH_SRC = bench/flags.c bench/inputs.c bench/stats.c bench/verdict.c bench/runner.c \
 	bench/report_json.c bench/files.c bench/report_md.c bench/text.c bench/json_index.c \
-	bench/compare.c bench/history.c
-tests_fuzz_replay_compare_SOURCES = tests/fuzz/fuzz_compare.c $(FUZZ_BENCH_SRC) bench/bench.h \
+	bench/compare.c bench/compare_doc.c bench/compare_checks.c bench/compare_verdict.c \
+	bench/compare_mismatch.c bench/compare_output.c bench/history.c
+FUZZ_BENCH_HDR = bench/bench.h bench/compare.h
+tests_fuzz_replay_compare_SOURCES = tests/fuzz/fuzz_compare.c $(FUZZ_BENCH_SRC) $(FUZZ_BENCH_HDR) \
 	$(FUZZ_COMMON)
 tests_fuzz_replay_compare_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_replay_compare_LDADD = libapexx/libapexx.la $(CJSON_LIBS) $(M_LIBS)
 # the report reader: compare's and history's, on generated (large) files
-tests_fuzz_replay_report_SOURCES = tests/fuzz/fuzz_report.c $(FUZZ_BENCH_SRC) bench/bench.h \
+tests_fuzz_replay_report_SOURCES = tests/fuzz/fuzz_report.c $(FUZZ_BENCH_SRC) $(FUZZ_BENCH_HDR) \
 	$(FUZZ_COMMON)
 tests_fuzz_replay_report_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_replay_report_LDADD = libapexx/libapexx.la $(CJSON_LIBS) $(M_LIBS)
@@ -66,11 +68,11 @@ fuzz/fuzz_ops: $(top_srcdir)/tests/fuzz/fuzz_ops.c libapexx/libapexx.la
 fuzz/fuzz_ff_weights: $(top_srcdir)/tests/fuzz/fuzz_ff_weights.c libapexx/libapexx.la
 	name=ff_weights; $(FUZZ_BUILD)
 fuzz/fuzz_compare: $(top_srcdir)/tests/fuzz/fuzz_compare.c libapexx/libapexx.la \
-	bench/bench_git_sha.h $(FUZZ_BENCH_SRC:%=$(top_srcdir)/%) $(top_srcdir)/bench/bench.h
+	bench/bench_git_sha.h $(FUZZ_BENCH_SRC:%=$(top_srcdir)/%) $(FUZZ_BENCH_HDR:%=$(top_srcdir)/%)
 	name=compare; extra=; for f in $(FUZZ_BENCH_SRC); do extra="$$extra $(top_srcdir)/$$f"; done; \
 	$(FUZZ_BUILD)
 fuzz/fuzz_report: $(top_srcdir)/tests/fuzz/fuzz_report.c libapexx/libapexx.la \
-	bench/bench_git_sha.h $(FUZZ_BENCH_SRC:%=$(top_srcdir)/%) $(top_srcdir)/bench/bench.h
+	bench/bench_git_sha.h $(FUZZ_BENCH_SRC:%=$(top_srcdir)/%) $(FUZZ_BENCH_HDR:%=$(top_srcdir)/%)
 	name=report; extra=; for f in $(FUZZ_BENCH_SRC); do extra="$$extra $(top_srcdir)/$$f"; done; \
 	$(FUZZ_BUILD)
 fuzz-build: fuzz/fuzz_config fuzz/fuzz_ops fuzz/fuzz_ff_weights fuzz/fuzz_compare fuzz/fuzz_report
