@@ -6,7 +6,9 @@
  *   flags.c        run flags and the profile (defaults, validation, --help)
  *   inputs.c       splitmix64 + Box-Muller generator, tile ids, fills
  *   stats.c        p50/p95/mean/min and parity against the cpu backend
- *   runner.c       entries, rows per backend, timing, report "benchmarks"
+ *   runner*.c, entries.c, cases.c, measure.c
+ *                  entries, rows per backend, timing, report "benchmarks"
+ *                  (runner.h names each file's job)
  *   report_json.c  the JSON report (docs/report.md)
  *   files.c        safe file writes, bounded non-blocking reads
  *   report_md.c    the Markdown summary, rendered from the JSON report

@@ -7,7 +7,12 @@ bench_apexx_bench_SOURCES = \
 	bench/inputs.c \
 	bench/stats.c \
 	bench/verdict.c \
+	bench/runner.h \
 	bench/runner.c \
+	bench/entries.c \
+	bench/cases.c \
+	bench/measure.c \
+	bench/runner_trt.c \
 	bench/reference.c \
 	bench/report_json.c \
 	bench/files.c \

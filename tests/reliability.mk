@@ -28,10 +28,11 @@ tests_fuzz_replay_ff_weights_SOURCES = tests/fuzz/fuzz_ff_weights.c $(FUZZ_COMMO
 tests_fuzz_replay_ff_weights_LDADD = libapexx/libapexx.la
 # apexx-bench compare: the bench's sources but its main()
 FUZZ_BENCH_SRC = bench/flags.c bench/inputs.c bench/stats.c bench/verdict.c bench/runner.c \
+	bench/entries.c bench/cases.c bench/measure.c bench/runner_trt.c \
 	bench/report_json.c bench/files.c bench/report_md.c bench/text.c bench/json_index.c \
 	bench/compare.c bench/compare_doc.c bench/compare_checks.c bench/compare_verdict.c \
 	bench/compare_mismatch.c bench/compare_output.c bench/history.c
-FUZZ_BENCH_HDR = bench/bench.h bench/compare.h
+FUZZ_BENCH_HDR = bench/bench.h bench/compare.h bench/runner.h
 tests_fuzz_replay_compare_SOURCES = tests/fuzz/fuzz_compare.c $(FUZZ_BENCH_SRC) $(FUZZ_BENCH_HDR) \
 	$(FUZZ_COMMON)
 tests_fuzz_replay_compare_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The suite runner's files share these (docs/report.md, apexx-bench(1)):
+ *   runner.c      the run: every selected entry on every backend, the
+ *                 run's state, skipped and failed rows, dispatch records
+ *   entries.c     the entries, their selection, the call each makes
+ *   cases.c       an entry's tensors: shapes, generators, work
+ *   measure.c     one row: placing, warm-up, timing, statistics, parity
+ *   runner_trt.c  the tensorrt section's rows (engine, plugin)
+ * Names shared between them start with runner_. */
+#ifndef APX_BENCH_RUNNER_H
+#define APX_BENCH_RUNNER_H
+
+#include "bench.h"
+
+typedef enum entry_id {
+  E_TILEPACK,
+  E_TILEUNPACK_OVERRIDE,
+  E_TILEUNPACK_BLEND,
+  E_FUSED_PACK_OP_UNPACK,
+  E_FUSIONGATE_ALPHA,
+  E_FUSIONGATE_FUSE,
+  E_TILESSM_FORWARD,
+  E_TILESSM_BIDIRECTIONAL,
+  E_GATHER,
+  E_INDEX_SELECT,
+  E_SCATTER_ADD,
+  E_GATHER_BACKWARD,
+  E_FF_INFER,
+  E_TRT_TILESSM_PLUGIN,
+  E_TRT_ENGINE,
+  E_FF_INFER_GRAPH, /* appended: entry ids seed the inputs */
+  E_COPY,
+  E_COUNT
+} entry_id;
+
+typedef enum entry_kind {
+  KIND_OP,         /* an apexx op, run on every backend */
+  KIND_TRT_PLUGIN, /* the op as a TensorRT plugin: the plugin library's runner */
+  KIND_TRT_ENGINE, /* a serialized engine: no runner API in this version */
+  KIND_COPY        /* the bandwidth reference: apx_tensor_copy, not an op */
+} entry_kind;
+
+typedef struct entry_def {
+  entry_id id;
+  const char *section;
+  const char *name;
+  entry_kind kind;
+  apx_op_id op;
+  const char *mode;           /* the op's setting, for the report */
+  const char *throughput_key; /* docs/report.md, Timing */
+  int exact;                  /* copy op: parity is bit-exact */
+  int extra_ulps;             /* transcendentals: one storage ulp more */
+} entry_def;
+
+#define MAX_TENSORS 8
+
+typedef enum gen_kind {
+  GEN_NORMAL,    /* a*N(0,1) + b */
+  GEN_UNIFORM,   /* uniform in [a, b) */
+  GEN_TILE_IDS,  /* inputs.c: per row, first K of a permutation, sorted */
+  GEN_LEVELS,    /* integers uniform in [0, 3) */
+  GEN_ROWS,      /* [N]: row ids uniform in [0, M) */
+  GEN_ROWS_WIDE, /* [N,D]: row ids uniform in [0, M), repeated along a row */
+  GEN_OUTPUT,    /* not generated: poisoned before each backend's run */
+  GEN_SCRATCH    /* a further output: poisoned, written, not compared */
+} gen_kind;
+
+typedef struct case_tensor {
+  const char *name;
+  gen_kind gen;
+  double a, b;
+  int64_t limit;         /* M for GEN_ROWS*, grid size for GEN_TILE_IDS */
+  int64_t touched_elems; /* elements a minimal kernel reads/writes; -1 all */
+  apx_tensor host;
+} case_tensor;
+
+typedef struct bench_case {
+  int count;
+  int output; /* index of the output tensor */
+  case_tensor t[MAX_TENSORS];
+  double work; /* the throughput's work count */
+} bench_case;
+
+typedef struct run_state {
+  apx_context *ctx;
+  const bench_options *opts;
+  int backend_count;
+  struct apx_backend_info backends[APX_MAX_BACKENDS];
+  int cpu_index; /* -1 when no backend is named cpu */
+  int rows_measured;
+  long fail_after; /* APEXX_BENCH_FAIL_AFTER (test-only), -1 when unset */
+  int progress;
+  int any_failed;
+  char *err;
+  size_t err_size;
+} run_state;
+
+/* ---- entries (entries.c) ------------------------------------------------- */
+extern const entry_def runner_entries[E_COUNT];
+/* reference first: its rows are the same run's copy bandwidth that the
+ * other rows' pct_of_copy divides by (reference.c) */
+extern const char *const runner_sections[];
+extern const int runner_section_count;
+/* The end-to-end entries' weights: --ff-weights or the seeded generator,
+ * made once per run (bench_run) for the profile's channel count. */
+extern apx_ff_weights *runner_ff_weights;
+/* A --profile preset (seed, large): tileunpack without levels. */
+int runner_preset_profile(const bench_options *o);
+/* The op's setting as the report states it. */
+const char *runner_entry_mode(const entry_def *e, const bench_options *o);
+int runner_entry_selected(const bench_options *opts, const entry_def *e);
+/* The end-to-end call of the profile on the case's tensors. */
+apx_ff_infer_args runner_ff_args(const entry_def *e, const bench_options *o, const apx_tensor *ts,
+                                 apx_ff_stats *stats);
+/* Run (or, with explain != NULL, explain) the entry's op on tensors ts. */
+apx_status runner_invoke(apx_context *ctx, const entry_def *e, const bench_options *o,
+                         const apx_tensor *ts, const apx_call *call, apx_explanation *explain);
+
+/* ---- cases (cases.c) ----------------------------------------------------- */
+/* Shapes and generators of each entry (documented in apexx-bench(1)). */
+void runner_describe_case(const entry_def *e, const bench_options *o, bench_case *c);
+/* Allocate and fill the host tensors; 0, or -1 with a message in err. */
+int runner_generate_case(apx_context *ctx, const bench_options *o, const entry_def *e,
+                         bench_case *c, char *err, size_t err_size);
+void runner_free_case(apx_context *ctx, bench_case *c);
+int64_t runner_tensor_bytes(const apx_tensor *t);
+/* docs/report.md, Rows: the minimum traffic of the case. */
+double runner_case_bytes_moved(const bench_case *c);
+cJSON *runner_tensors_json(const bench_case *c);
+cJSON *runner_work_json(const entry_def *e, const bench_case *c);
+
+/* ---- the run (runner.c) -------------------------------------------------- */
+int runner_backend_selected(const run_state *rs, const char *name);
+void runner_progress(const run_state *rs, const entry_def *e, const char *backend, int i, int n);
+cJSON *runner_row_skipped(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A failed row; marks the run failed. */
+cJSON *runner_row_failed(run_state *rs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *runner_backend_unusable_reason(const struct apx_backend_info *b, char *buf,
+                                           size_t size);
+/* The pass-over sentence for `backend` in an explanation, else the error. */
+const char *runner_passed_over_reason(const apx_explanation *ex, const char *backend);
+cJSON *runner_explanation_json(apx_context *ctx, const entry_def *e, const bench_options *o,
+                               const apx_tensor *ts, const char *tensors_on);
+/* An entry whose every row is skipped for one reason. */
+cJSON *runner_run_all_skipped(run_state *rs, const entry_def *e, const bench_case *c,
+                              const char *reason);
+int runner_find_backend(const run_state *rs, const char *name);
+
+/* ---- one row (measure.c) ------------------------------------------------- */
+/* Measure one backend; returns the row object. *p50_out is set for
+ * speedups when the row is ok. Returns NULL when the run must abort. */
+cJSON *runner_measure_row(run_state *rs, const entry_def *e, bench_case *c,
+                          const struct apx_backend_info *b, const apx_tensor *reference,
+                          const char *ref_reason, cJSON *entry_json, double *p50_out);
+/* The cpu backend's output for the entry's inputs, computed untimed into
+ * ref; 0, or -1 with the reason in why. */
+int runner_cpu_reference(run_state *rs, const entry_def *e, bench_case *c, apx_tensor *ref,
+                         char *why, size_t why_size);
+
+/* ---- tensorrt (runner_trt.c) --------------------------------------------- */
+/* tensorrt.engine: the engine file's row, or every row skipped. */
+cJSON *runner_run_trt_engine(run_state *rs, const entry_def *e, const bench_case *c);
+/* tensorrt.tilessm_plugin with the plugin library loaded (handle h). */
+cJSON *runner_run_trt_plugin(run_state *rs, const entry_def *e, const bench_case *c, void *h);
+
+#endif
