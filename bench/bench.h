@@ -19,8 +19,9 @@
  *                  names each file's job)
  *   verdict.c      paired and unpaired intervals of a time ratio, the four
  *                  verdicts (regressed, improved, unchanged, inconclusive)
- *   ab.c           `ab A B`: two builds' suites run alternately in
+ *   ab*.c          `ab A B`: two builds' suites run alternately in
  *                  separate processes, verdicts from the paired rounds
+ *                  (ab.h names each file's job)
  *   history.c      `history DIR` and `--history DIR`: the per-commit store
  *                  and its SVG/HTML chart
  * Exit status: 0 ok, 1 bad flags/config/unusable input, 2 failed row or

@@ -27,7 +27,11 @@ bench_apexx_bench_SOURCES = \
 	bench/compare_mismatch.c \
 	bench/compare_output.c \
 	bench/history.c \
-	bench/ab.c
+	bench/ab.h \
+	bench/ab.c \
+	bench/ab_side.c \
+	bench/ab_rows.c \
+	bench/ab_output.c
 nodist_bench_apexx_bench_SOURCES = bench/bench_git_sha.h
 bench_apexx_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 bench_apexx_bench_LDADD = libapexx/libapexx.la $(CJSON_LIBS) $(M_LIBS) $(DL_LIBS)
