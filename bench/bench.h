@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench internals shared by its files: the options of a run, the
  * seeded input generator, statistics and parity, the report writers and
  * compare. One job per file:

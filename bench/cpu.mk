@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # apexx-cpu-bench: times every op of the cpu backend through the public API
 # at the seed and a mid profile (bench/cpu_bench.c). Not installed, not part
 # of make check: `make bench-cpu` builds and runs it against the build tree,

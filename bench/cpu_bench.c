@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-cpu-bench: times every op of the cpu backend through the public API
  * (`make bench-cpu`; not part of make check, not installed).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench run flags: the fixed profile of docs/report.md (Profile and
  * inputs; apexx-bench(1)) and one flag per field. A bad flag is a
  * message naming the flag and its value, and exit status 1. */

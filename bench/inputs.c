@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bench's seeded input generator (documented in apexx-bench(1), INPUTS):
  * splitmix64 for bits, uniform = top 53 bits, normal = Box-Muller. Inputs
  * are generated on the host once per entry and copied to each backend's

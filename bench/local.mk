@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # apexx-bench: the suite driver (docs/report.md, docs/apexx-bench.1).
 bin_PROGRAMS += bench/apexx-bench
 bench_apexx_bench_SOURCES = \

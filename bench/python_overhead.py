@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Python call overhead of the apexx binding (issue 14's numbers).
 
 host: ctx.tilepack on tiny host tensors (features [1,1,8,8] f32, idx [1,1])

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The same-run bandwidth reference: every ok row's GB/s as a share of its
  * backend's reference.copy row (docs/report.md, Rows: pct_of_copy). The
  * copy row itself is the runner's (runner.c, entry reference.copy). */

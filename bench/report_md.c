@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Markdown summary, rendered from the JSON report so the two never
  * disagree: a header, the backends, then one table per section with an
  * entry per line and the backends as columns. A skipped or failed cell

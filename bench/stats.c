@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Timing statistics (docs/report.md, Timing) and parity against the cpu
  * backend (docs/ops.md, Rounding and parity, doubled because both sides carry their
  * own error: docs/report.md, Parity). */

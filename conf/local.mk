@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 apexxconfdir = $(sysconfdir)/apexx
 EXTRA_DIST += conf/apexx.ini
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Documentation: the man pages and the Markdown references, installed in
 # $(docdir) (apexx.ini, apexx.ini(5) and apexx(7) point there).
 dist_doc_DATA = docs/config.md docs/ops.md docs/report.md docs/ff_infer.md \

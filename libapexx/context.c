@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The context: configuration and the loaded backends. */
 #include "config.h"
 

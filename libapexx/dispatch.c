@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Dispatch: validate in core, then walk the op's order; every backend passed
  * over is recorded with a stable code and a sentence (docs/architecture.md,
  * Dispatch; reasons follow docs/ops.md, Dispatch: "<code>:<detail>"). */

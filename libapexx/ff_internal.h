@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libapexx internals of the end-to-end FF path (apx__ff_ prefix):
  * weights handles (ff_weights.c), host routing (ff_route.c) and argument
  * validation (validate_ff.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host routing of the FF path (docs/ff_infer.md,
  * Routing): per batch row, a greedy L0 selection by utility under budget
  * b1, a split stage choosing L0 parents under budget b2 whose quadtree

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* FF weights handles (docs/ff_weights.md): the safetensors reader and
  * writer, the seeded generator, and the cache of what each backend derives
  * from a handle (dtype conversions, device copies). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Graph capture (apx_graph_*; docs/graph.md): the core keeps the context's
  * graphs in a list, chooses the capturing backend, and refuses the calls
  * that would wait for the host inside a capture (validate = eager index

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libapexx internals shared across libapexx/ files (apx__ prefix). */
 #ifndef APX_CORE_INTERNAL_H
 #define APX_CORE_INTERNAL_H

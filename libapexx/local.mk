@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 lib_LTLIBRARIES += libapexx/libapexx.la
 libapexx_libapexx_la_SOURCES = \
 	libapexx/internal.h \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tensors' memory, synchronisation, peaks, timers and device descriptions,
  * each through the backend that owns the device kind (host memory is the
  * core's own: 64-byte aligned, tracked for the peak figure). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The public op entry points: validate and dispatch, then call the chosen
  * backend's function with the call's options (defaults when NULL). */
 #include "config.h"

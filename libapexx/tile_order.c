@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apx_tile_order: the host op that re-orders tile ids along a space-filling
  * or scan order (docs/ops.md, tile_order; tilepack does no ordering). */
 #include <ctype.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Argument validation shared by every backend (docs/ops.md, Errors and each
  * op's section; docs/architecture.md, The op table).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The checks every op validator uses (validate.h): one tensor's
  * well-formedness and device, shapes, dtypes, the tile grid, aliasing and
  * the values of host index tensors. Every failure is APX_ERR_INVALID_ARG

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The apexx Python package: apexx/__init__.py, apexx/torch.py, the type
 # stubs and the CPython extension _apexx (a libtool module linking
 # libapexx), installed into $(python_sitedir)/apexx. For `make check` and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # apexx-bench suites. The report, compare and flags suites run the built
 # binary ($APEXX_BUILDDIR/bench/apexx-bench) with tiny profiles; the stats
 # suite compiles the bench's statistics, parity and generator in.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Milliseconds per frame of apx_ff_infer on the cpu backend with seeded
  * weights (apx_ff_weights_seeded) and the default routing: a timing tool,
  * not a test. Usage: bench_cpu_ff [C H W tile_l0 dtype iterations threads];

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Core suites: config, loader (against deliberately broken backends) and
 # dispatch. The fixtures are check-only libtool modules built from one
 # source, each with one defect (tests/fixtures/backend_fixture.c).
@@ -101,6 +102,10 @@ EXTRA_DIST += tests/test_man_pages.sh
 TESTS += tests/test_cmake_package.sh
 EXTRA_DIST += tests/test_cmake_package.sh tests/cmake-consumer/CMakeLists.txt \
 	tests/cmake-consumer/consumer.c
+
+# every tracked source file carries its SPDX line (skips in a tarball)
+TESTS += tests/test_spdx.sh
+EXTRA_DIST += tests/test_spdx.sh
 
 # the README's quick start as tools/fresh-machine-check reads it, and
 # .ci/run installing the same packages

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The cpu backend's FF path (backends/cpu/ff_infer.c): its model pieces
 # against the double-precision loops of tests/ff_ref.c and the whole call
 # against their composition. The backend's file is compiled into the test

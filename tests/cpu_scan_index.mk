@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Check suites of the cpu backend's TileSSM scan and indexing ops, compared
 # bit for bit with the plain reference loops of tests/ref_scan_index.c.
 # -ffp-contract=off: the reference must round every fp32 operation

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Check suites of the cpu backend's tile ops (tilepack, tileunpack,
 # fused_pack_op_unpack, fusiongate), compared with the plain reference loops
 # of tests/ref_tile.c through the public API.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # GPU suites of the cuda backend (tests/test_cuda_<group>.c), one per op
 # group: every op against the cpu backend through the public API, each case
 # through the one cpu-vs-cuda helper of tests/cuda_case.c. They use only the

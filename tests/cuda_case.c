@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu-vs-cuda harness of the test_cuda_* suites (cuda_case.h). */
 #include "cuda_case.h"
 

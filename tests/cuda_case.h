@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu-vs-cuda harness of the test_cuda_* suites (tests/cuda.mk): the
  * two contexts, device tensors, the comparisons of docs/ops.md, Rounding
  * and parity, seeded fills, and cc_run, the one case helper every op's

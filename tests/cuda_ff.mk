@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # GPU suite of the cuda backend's FF path (tests/test_cuda_ff.c): apx_ff_infer
 # on the device against the cpu backend, the device routing against the
 # host's, graph replay, NaN utilities. Public API only, so it builds without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Double-precision reference pieces of the FF path, see ff_ref.h. */
 #include "config.h"
 

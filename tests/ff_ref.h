@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plain double-precision reference loops of the FF path's model pieces
  * (docs/ff_infer.md steps 2-8) for test_cpu_ff, each returning the value and
  * its magnitude (the sum of the absolute values of the formula's terms,

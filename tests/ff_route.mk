@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Suites of apx_ff_infer's host steps in the core: the routing
 # (libapexx/ff_route.c) and the argument validation (libapexx/op/ff_infer.c).
 # apx__ff_route is internal to libapexx (hidden visibility), so

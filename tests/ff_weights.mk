@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # FF weights handles (libapexx/ff_weights.c): the safetensors reader and
 # writer, the seeded generator, and the per-backend cache, seen through a
 # check-only host backend (ffprobe) that reports what the services give it.

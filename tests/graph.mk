@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Graph capture (docs/graph.md): the core's rules against a recording host
 # fixture (test_graph), and capture and replay on the cuda backend
 # (test_graph_cuda: public API only, so it builds without CUDA and skips,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Check suites. `make check` runs them from the build tree: the environment
 # below points the core at the freshly built modules (backends/.libs) and
 # the source tree's apexx.ini, so nothing needs installing first. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "ref_scan_index.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plain reference loops for the TileSSM scan (docs/ops.md, tilessm_scan) and the
  * indexing ops (10.1-10.4), written per element straight from the spec and
  * independent of any backend's code. They read and write host tensors

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reference loops of the tile ops: one element at a time, straight from
  * docs/ops.md, with no attempt at speed. See ref_tile.h. */
 #include "ref_tile.h"

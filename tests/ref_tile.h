@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plain reference loops of the tile ops (docs/ops.md, tilepack to fused_pack_op_unpack),
  * written per element from the spec with apx_half.h rounding, independently
  * of the cpu backend: the tests compare every backend with these. Each

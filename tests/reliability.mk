@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Issue 16's regression suite (tests/test_reliability.c), the fixture that
 # opens a plugin library through the core's open_library service, and the
 # robustness suites of docs/reliability.md.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Keys a backend declares in its table (libapexx/keys.c): typed values
  * reach the backend, a bad value is a file:line configuration error, an
  * undeclared key is a warning (only for a backend whose table loaded), a

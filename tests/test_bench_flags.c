@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench flag validation: every bad flag exits 1 with a message that
  * names the flag and the bad value, before any report is written; --help
  * and --version exit 0. */

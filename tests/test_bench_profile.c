@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench's presets and bandwidth reference (apexx-bench(1) PROFILES,
  * docs/report.md): --profile seed and large set the documented shapes and
  * later flags change them; the reference.copy row runs whenever an op

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench on the build tree's configuration (cuda and trt are not
  * usable here): the report's schema (keys, types, no NaN or infinity,
  * skipped rows with reasons), numbers consistent with the profile, the

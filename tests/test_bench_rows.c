@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench rows that fail or skip, through deliberately broken backends
  * ($APEXX_TEST_MODULES/fixture-*.so): a backend whose output breaks parity
  * with the cpu backend (failed row, status failed, exit 2); one that leaves

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Units of apexx-bench compiled into this test: the statistics of
  * docs/report.md, Timing, the parity rule (docs/ops.md, Rounding and parity; doubled),
  * and the seeded generator documented in apexx-bench(1). */

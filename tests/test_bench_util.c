@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #define _GNU_SOURCE /* asprintf */
 #include "test_bench_util.h"
 

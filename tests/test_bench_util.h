@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers of the apexx-bench suites: run the built binary
  * ($APEXX_BUILDDIR/bench/apexx-bench) with fork+exec, capture its exit
  * status and output, scratch directories, JSON files. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Concurrency and determinism (docs/reliability.md): every op the cpu
  * backend provides (APX_OP_MAP, ff_infer with seeded weights shared by all
  * threads) and apx_tile_order, called from 8 threads at once on ONE

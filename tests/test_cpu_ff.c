@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's FF path (docs/ff_infer.md): each model piece of
  * backends/cpu/ff_cpu.h against the double-precision loops of ff_ref.c
  * (the bounds of docs/ops.md, Rounding and parity), then cpu_ff_infer, compiled into this

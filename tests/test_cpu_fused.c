@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's fused_pack_op_unpack (docs/ops.md, fused_pack_op_unpack) against the
  * reference composition of ref_tile.c (pack -> affine + ReGLU with R-model
  * rounding -> unpack), bit for bit, through the public API with the cpu

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's fusiongate alpha and fuse (docs/ops.md, fusiongate_alpha and
  * fusiongate_fuse) against the plain reference loops of ref_tile.c, through the public API with the
  * cpu backend forced. alpha: proxies [B,1,H,W] or [B,H,W] in every float

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's indexing ops (docs/ops.md, Indexing ops) against the plain reference
  * loops of ref_scan_index.c, bit for bit, through the public API: 1-D to
  * 4-D shapes, every dim (also negative), index smaller than the data in

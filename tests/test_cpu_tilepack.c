@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's tilepack (docs/ops.md, tilepack) against the plain reference
  * loop of ref_tile.c, bit for bit, through the public API with the cpu
  * backend forced: random shapes (odd C, B > 1, t from 1 to 16, K = 0,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's TileSSM scan (docs/ops.md, tilessm_scan) against the plain
  * reference loop of ref_scan_index.c, bit for bit, through the public API:
  * random shapes (odd C, B > 1, K = 0), every tokens dtype with mixed

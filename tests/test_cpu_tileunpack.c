@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's tileunpack (docs/ops.md, tileunpack) against the plain
  * reference loop of ref_tile.c, bit for bit, through the public API with
  * the cpu backend forced: override and blend; ids (with duplicates) or

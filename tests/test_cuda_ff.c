@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cuda backend's FF path (apx_ff_infer, docs/ff_infer.md) against the
  * cpu backend, through the public API: heavy, detail and alpha on the
  * default profile and odd shapes (B > 1, small C, non-square grids, one

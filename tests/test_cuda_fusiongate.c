@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cuda backend's fusiongate_alpha and fusiongate_fuse against the cpu
  * backend, through the public API (docs/ops.md, fusiongate_alpha,
  * fusiongate_fuse): every proxy and out dtype pair, 3-D and 4-D proxies,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cuda backend's indexing ops against the cpu backend, through the
  * public API (docs/ops.md, gather, index_select, scatter_add,
  * gather_backward): every data dtype (floats and integers), both index

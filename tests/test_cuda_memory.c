@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cuda backend's memory, copies, timer and device info through the
  * public API: peak memory counts allocations, host -> device -> device ->
  * host keeps the bytes, a timer around them reads a sane time, the device

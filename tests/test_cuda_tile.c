@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cuda backend's tile ops against the cpu backend, through the public
  * API (docs/ops.md, tilepack, tileunpack, fused_pack_op_unpack): random
  * inputs drawn afresh for each of two calls, the device output poisoned

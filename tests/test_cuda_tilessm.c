@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cuda backend's tilessm_scan against the cpu backend, through the
  * public API (docs/ops.md, tilessm_scan): every direction and merge, init
  * states and merge gates of each form, final states, K = 0, short and long

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bad device indices on the cuda backend (docs/ops.md, Validation modes;
  * docs/config.md, validate): every indexed op with bad values. validate =
  * device reports APX_ERR_DEVICE at the next apx_sync (once) naming the

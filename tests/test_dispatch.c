@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libapexx/dispatch.c: per-op order, forced backends, device match, supports(),
  * and a stable code plus a sentence for every backend passed over. */
 #include "coretest.h"

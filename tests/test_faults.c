@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fault injection (docs/reliability.md): malloc, calloc, realloc,
  * aligned_alloc, posix_memalign and memalign are interposed and the Nth
  * allocation of the test's own thread fails, for every N until a run

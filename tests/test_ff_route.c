@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host routing of apx_ff_infer (libapexx/ff_route.c; docs/ff_infer.md,
  * Routing) against a plain reference written here:
  * selection sorts over (score desc, id asc), the walks as the page words

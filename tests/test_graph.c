@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Graph capture in the core (libapexx/graph.c, docs/graph.md): a backend
  * without graphs (cpu) answers APX_ERR_UNSUPPORTED, bad arguments are
  * rejected with a message, and against the host fixture that records

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Graph capture on the cuda backend (docs/graph.md): a captured sequence of
  * every op replays bit for bit what the same calls give when made eagerly,
  * on every replay, reading the inputs' contents at replay time; capture

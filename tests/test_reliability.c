@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Regression tests of issue 16 (docs/reliability.md): modules the loader
  * must refuse without crashing or hanging (a truncated shared object, a
  * FIFO, a directory others can write), relative library names resolved in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libapexx dlopen'ed with RTLD_LOCAL (Python's ctypes default, a plugin host
  * that links it privately): its symbols are then invisible to the modules
  * it loads, so a backend that leans on them fails to load. This program

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench output paths (bench/report_json.c safe writes): a regular
  * file is replaced atomically, a new path created, a symlink's regular
  * target replaced the same way (the link stays a link; a full disk leaves

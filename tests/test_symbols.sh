@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # libapexx exports only apx_ symbols; each backend exports only
 # apx_backend_entry; the cuda backend needs no libcuda (it must dlopen on a
 # machine without a driver, so that its probe says what is missing).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apx_tile_order and apx_order_mode_from_name (docs/ops.md, tile_order): the golden
  * Hilbert orders, every mode against a plain reference (the spec's key
  * formulas and a stable insertion sort), stability, both index dtypes, in

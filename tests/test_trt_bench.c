@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plugin library as built (libapexx_trt_plugins.so, where configure
  * found TensorRT's headers) without a TensorRT runtime: its exported
  * symbols (the TensorRT entry points and apexx_trt_*, nothing of the cuda

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The plugin classes of libapexx_trt_plugins.so driven the way TensorRT
 // drives them, without TensorRT's runtime or a GPU (built where configure
 // found TensorRT's headers): the creators from getCreators, createPlugin

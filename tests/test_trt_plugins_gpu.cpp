@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The plugins' enqueue on a GPU, without TensorRT's runtime (built where
 // configure found TensorRT's headers; exit 77 without a CUDA device): the
 // TilePack plugin against a plain loop, its default validation (device: a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The trt backend's probe (backends/trt/nvinfer_open.h) through the public
  * API: its reason names the libnvinfer names and places tried, a library
  * without getInferLibVersion, a TensorRT older than 10 (stand-in libraries

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The TensorRT plugins' pure parts (backends/trt/trt_units.h), without
  * TensorRT: the creator list, attribute parsing with apexx's rules
  * (docs/trt.md, The plugins), the versioned

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "test_validate_common.h"
 
 #include <stdarg.h>

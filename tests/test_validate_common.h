@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers of the validation suites (tests/test_validate_*.c): one valid
  * call per op built from host tensors ("a case"), and the assertion that a
  * call is rejected in the core with APX_ERR_INVALID_ARG, a message naming

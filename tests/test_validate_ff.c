@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Argument validation of apx_ff_infer (libapexx/validate_ff.c; docs/ops.md,
  * ff_infer, docs/ff_infer.md, include/apexx/apexx.h apx_ff_infer_args): every
  * class of bad input is rejected through the public op (backend cpu and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Validation of fusiongate_alpha, fusiongate_fuse and tilessm_scan (docs/ops.md, each
  * op's section). Every rejection is checked through the op and
  * apx_explain with the outputs left poisoned (test_validate_common.c). */

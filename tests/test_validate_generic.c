@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Validation rules every op shares (docs/architecture.md, The op table;
  * docs/ops.md, Errors and Aliasing): well-formed tensors, one device,
  * aliasing only where the API allows it and then exactly, no output memory

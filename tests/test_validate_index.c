@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Validation of the indexing ops, torch's rules (docs/ops.md, Indexing ops):
  * gather, index_select, scatter_add, gather_backward. Every rejection is
  * checked through the op and apx_explain with the outputs left poisoned

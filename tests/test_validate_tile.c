@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Validation of the tile ops: tilepack, tileunpack and fused_pack_op_unpack (docs/ops.md,
  * each op's section), with the reference's invalid-input cases.
  * Every rejection is checked through the op (cpu backend and default

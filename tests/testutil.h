@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers for the Check suites: seeded random data, host tensors,
  * poisoning, element access by dtype, and opening a context on the build
  * tree's configuration. Not installed. */

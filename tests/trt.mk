@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The trt backend: its plugins' pure parts (test_trt_units: attributes,
 # serialisation, shape and type rules, creator list; no TensorRT needed)
 # and its probe's reasons (test_trt_probe, with stand-in libnvinfer

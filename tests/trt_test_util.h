@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // What the plugin tests share: an error recorder that keeps every
 // message, a plugin resource context that hands it out, and TensorRT
 // tensor descriptors from a shape (linear format).

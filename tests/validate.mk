@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Check suites of libapexx/validate.c, the op table (libapexx/op_table.c,
 # libapexx/op/) and libapexx/tile_order.c. The validation
 # suites share test_validate_common.{c,h}: one valid case per op and the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Write or inspect FF weights for apexx (docs/ff_weights.md).
 
   export_ff_weights.py OUT.safetensors --from SOURCE [--prefix PREFIX]

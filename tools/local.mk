@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 bin_PROGRAMS += tools/apexx-info
 tools_apexx_info_SOURCES = tools/apexx-info.c
 tools_apexx_info_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)

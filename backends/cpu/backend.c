@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's table: probe, state, host memory, a monotonic timer.
  * Kernels live one op per file beside this one. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's internals shared between its files: the state, one
  * function per op, the one ISA selector and thread policy (cpu.c), index
  * reads and the axis view of the indexing ops. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's FF path (docs/ff_infer.md) in pieces: the prepared
  * weights and one function per model step, so that tests can check each
  * step against a plain double-precision loop and the whole call against

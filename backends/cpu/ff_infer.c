@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu backend: the end-to-end FF path, docs/ff_infer.md (docs/ops.md, ff_infer).
  *
  * Per call: route on the host (services.ff_route), then level 0 on dense

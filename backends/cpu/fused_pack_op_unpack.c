@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu fused_pack_op_unpack, docs/ops.md, fused_pack_op_unpack: out = features, except every
  * pixel x of a selected tile becomes
  *   fl(fl(fl(x*vs)+vb) * relu(fl(fl(x*gs)+gb)))   (rounding model R,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu backend: fusiongate_alpha (docs/ops.md, fusiongate_alpha).
  *
  * Sanitise each proxy in its own dtype (NaN->0, +inf->1, -inf->0), cast to

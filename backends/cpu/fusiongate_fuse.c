@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu backend: fusiongate_fuse (docs/ops.md, fusiongate_fuse).
  *
  * out = fl(base + fl(alpha*fl(detail - base))), alpha [B,1,H,W] broadcast

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu backend: gather (docs/ops.md, gather; Indexing ops for the rules the
  * four indexing ops share). out[..., k, ...] = src[..., index[..., k, ...],
  * ...] along `dim`, over the index viewed as [outer, steps, inner]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu backend: gather_backward (docs/ops.md, gather_backward): grad_src =
  * zeros with grad_out scattered along `dim` by index, i.e. scatter_add with
  * self = zeros; the accumulation is scatter_add.c's (cpu_scatter_accumulate). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu backend: index_select (docs/ops.md, index_select): out[r, :] =
  * src[index[r], :], one row copy per index entry (streamed when large). */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 pkglib_LTLIBRARIES += backends/apexx-cpu.la
 backends_apexx_cpu_la_SOURCES = \
 	backends/cpu/cpu.h \

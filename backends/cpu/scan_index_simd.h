@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Run-time SIMD selection and dtype <-> fp32 row conversions shared by the
  * cpu backend's scan and indexing kernels (tilessm_scan.c, gather.c,
  * index_select.c, scatter_add.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu backend: scatter_add (docs/ops.md, scatter_add) and the accumulation
  * gather_backward shares (gather_backward.c: self = zeros).
  *

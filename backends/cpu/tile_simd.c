@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Row kernels of the cpu tile ops: portable scalar loops (the reading copy
  * of rounding model R, docs/ops.md, Rounding and parity) and AVX2+F16C loops chosen at run
  * time that give the same bits. See tile_simd.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers of the cpu backend's tile ops (tilepack, tileunpack,
  * fused_pack_op_unpack, fusiongate_alpha, fusiongate_fuse): streaming stores
  * and the elementwise row kernels of rounding model R (docs/ops.md, Rounding and parity).

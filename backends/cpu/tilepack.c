@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu tilepack, docs/ops.md, tilepack: a pure copy, bit-exact in every dtype.
  *   out[b,k,c,dy,dx] = features[b, c, ty*t+dy, tx*t+dx], (ty,tx) of idx[b,k]
  * Tiles are packed in the order the ids are given; duplicates are copied

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu backend: TileSSM scan (docs/ops.md, tilessm_scan).
  *
  * Each (b, c) stream is a sequential fp32 recurrence over K, but the C

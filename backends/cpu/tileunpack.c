@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu tileunpack, docs/ops.md, tileunpack: out = base with the packed tiles written
  * back in priority-key order.
  *

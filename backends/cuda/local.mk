@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cuda backend: apexx-cuda.so, CUDA kernels (.cu) compiled by nvcc through
 # libtool (build-aux/nvcc-libtool passes libtool's host flags on), linked
 # with the C++ linker against the static cudart and no libcuda.

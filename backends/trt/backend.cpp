@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The trt (TensorRT) backend: the probe, the plugin library's loading, no
 // ops of its own (dispatch passes it over with "op_unsupported"; TensorRT
 // runs apexx's kernels as plugins of its engines, docs/trt.md).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # trt backend: apexx-trt.so, which never links TensorRT (its probe dlopens
 # libnvinfer), and, where configure found TensorRT's headers (10 or newer)
 # and builds the cuda backend, libapexx_trt_plugins.so: the TilePack,

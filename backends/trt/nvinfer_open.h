@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Finding TensorRT and a CUDA device at run time, shared by the trt
 // backend's probe (backend.cpp) and the engine runner (plugins/
 // engine_runner.cpp): one search, one set of reasons. Header-only (static

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The TensorRT plugins' pure parts (trt_units.h): no TensorRT, no CUDA. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The TensorRT plugins' pure parts: attribute parsing, serialisation,
  * shape and type rules and the creator list, in plain C without TensorRT,
  * so that make check tests them on machines without TensorRT. The plugin

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One GPU run of the cuda backend's FF path, from the configured and built
 # tree (bash .gpu/remote-build bash bench/gpu/ff-run.sh): the card, the FF
 # suite (tests/test_cuda_ff, no fork; FF_TESTS=0 skips it) and the frame

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-frame time of apx_ff_infer on the cuda backend at the default profile
  * (B 1, C 128, 128x128, fp16, tile 16/8, kmax 32/64, b1 16, b2 8, costs
  * 1/0.2; weights apx_ff_weights_seeded(ctx, 128, 123); inputs N(0,1),

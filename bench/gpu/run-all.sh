@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One GPU run of the cuda backend, from the configured and built tree (the
 # tarball that ../shared/gpu/prepare packs, built by `bash .gpu/remote-build`):
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """One Markdown table per profile from a GPU run's JSON files: apexx-bench's
 cuda rows (validate=device and validate=off, bench/gpu/run-all.sh's bw step)
 beside the torch peers (bench/peers/torch_peers.py) on the same card.

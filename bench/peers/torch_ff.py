@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The FF path of docs/ff_infer.md in plain PyTorch, beside apexx.
 
 A PyTorch module with the seed FFModule's parameter names (so that its

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Torch peers of the apexx cuda ops at the large and the seed profile (the
 shapes of apexx-bench --profile large / seed), so the cuda backend's numbers
 have a framework baseline on the same card. Large: the median of 5

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx: tile-sparse vision kernels behind one C API.
  *
  * This is the header a user reads first. A context (apx_open) reads the INI

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """apexx: tile-sparse vision kernels (libapexx) on any DLPack tensor.
 
 Every op takes tensors from PyTorch, NumPy, CuPy, JAX or anything else with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Type stubs of the apexx package. A "Tensor" is any object with
 # __dlpack__/__dlpack_device__ (torch, CuPy, JAX, NumPy >= 1.22) or a host
 # buffer (NumPy); outputs are tensors of the input's library.

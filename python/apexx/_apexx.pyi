@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Type stubs of the extension module apexx._apexx (see apexx/__init__.pyi).
 from typing import Any, Callable, Sequence
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """apexx.torch: the apexx ops as PyTorch operators.
 
 Importing this module registers ``torch.ops.apexx.<op>`` (tilepack,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Type stubs of apexx.torch (torch.library ops; functional: outputs are new tensors).
 from typing import Optional, Sequence, Tuple
 

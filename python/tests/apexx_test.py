@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared helpers of the apexx Python tests: one context on the build
 tree's configuration ($APEXX_CONFIG, set by make check), a seeded NumPy
 generator drawn afresh per test, tolerances of docs/ops.md, Rounding and parity."""

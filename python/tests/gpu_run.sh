@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Python GPU run: builds the apexx extension against the Python that has
 # torch (whatever ./configure chose), runs the Python suite (the GPU tests
 # use torch CUDA tensors on a non-default stream, CUDA graph capture,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Plain NumPy references of the apexx ops (docs/ops.md), written from the
 formulas, independent of libapexx. Float results are float64 over the
 storage-rounded inputs (with the magnitude of the terms for the tolerance);

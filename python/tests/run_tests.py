@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs the apexx Python tests (python/tests/test_*.py) and prints one line
 per test, then 'N passed, N failed, N skipped'. Exit 0 pass, 1 fail, 77
 skipped (no NumPy, or the package cannot be imported). `make check` runs it

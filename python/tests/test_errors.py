@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every class of bad input raises the documented exception naming the
 argument: wrong dtype, non-contiguous, wrong device, wrong shape, out of
 range, read-only or overlapping outputs, non-tensors, bad options; the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GPU suite (skipped without torch CUDA): torch CUDA tensors on a
 non-default stream against the cpu backend, outputs on the input's device,
 deferred device errors at sync() and validate="eager", CUDA graph capture

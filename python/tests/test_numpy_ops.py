@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every op through NumPy arrays (f32, f16; i32/i64 indices) against the
 plain NumPy references of reference.py, with out=None (a new NumPy array)
 and with out= (written in place, returned as the same object)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """No leaks over 10,000 calls: reference counts of the inputs and outputs
 return to their values and tracemalloc's traced memory does not grow, on
 success and on error paths, NumPy and (where installed) torch tensors."""

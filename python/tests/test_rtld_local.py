@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libapexx loaded privately (ctypes.CDLL with RTLD_LOCAL, Python's default;
 the extension module itself is loaded RTLD_LOCAL too): every backend is ok
 or names a reason that is not a missing symbol, and an op runs through the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch CPU tensors (skipped where torch is not installed): DLPack inputs
 and torch outputs for f32/f16/bf16, autograd tensors, the apexx.torch
 operators (fake kernels, autograd of gather and scatter_add, torch.compile

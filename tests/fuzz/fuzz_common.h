@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the libFuzzer targets (docs/reliability.md): a scratch
  * directory, files written from the input, a cpu-only context. Targets use
  * the public API only, so the same sources also build as replay programs

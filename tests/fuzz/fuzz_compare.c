@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench compare (bench/compare.c, compiled in): the input is one flag
  * byte, then BASELINE text, a line "--", then CURRENT text (no "--": the
  * same text for both). Flag bits: 1 --relative, 2 --statistic min,

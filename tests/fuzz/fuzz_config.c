@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration loading: the input is optional environment lines
  * (APEXX_BACKEND=..., APEXX_LOG=..., APEXX_TRT_PLUGIN_LIB=...,
  * APEXX_TRUSTED_DIRS=...), a line "--", then INI text (no "--": all INI).

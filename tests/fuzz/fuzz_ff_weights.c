@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The safetensors reader: the input is written to a file and loaded with
  * apx_ff_weights_load; a handle that loads is freed. Out of memory is a
  * finding: the reader scans the header before cJSON reads it and takes a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Op argument validation on host tensors: the input picks an op, up to 8
  * host tensors (dtype, ndim and shape, some of them invalid or huge, data
  * from the input), which argument points at which tensor (or NULL, or the

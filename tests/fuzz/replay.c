@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A main() for the fuzz targets without libFuzzer: runs the target once
  * on every file named on the command line and every file of every
  * directory named (the seed corpora and the kept crash inputs). */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make check: every fuzz target (built without libFuzzer) over its kept
 # seed corpus and crash inputs (tests/fuzz/corpus/NAME, crashes/NAME).
 set -e

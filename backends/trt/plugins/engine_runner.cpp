@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // apexx_trt_engine_run (include/apexx/trt_engine_runner.h): time a serialised
 // TensorRT engine through the dlopened runtime; apexx_trt_plugin_run: build
 // a network of one TileSSMScan plugin through the dlopened builder and time

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The plugin class (one for the three kinds: TilePack, TileUnpackFusion,
 // TileSSMScan; they differ in their parameters' kind, which the pure units
 // and the per-op enqueue files act on), its creators and the library's

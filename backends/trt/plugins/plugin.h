@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The apexx TensorRT plugins (libapexx_trt_plugins.so): what the plugin
 // class, the per-op enqueue files, the kernels' access and the engine runner
 // share. The plugins are IPluginV3 with the OneCore, OneBuild and OneRuntime

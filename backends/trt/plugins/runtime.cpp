@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The plugins' access to the cuda backend's kernels, error reporting and
 // TensorRT's logger. The cuda backend's objects are linked into this
 // library: its table (apx_backend_entry of backends/cuda/backend.cu) is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // TilePack's enqueue: the tilepack op (docs/ops.md, tilepack) on the cuda
 // backend. An id outside the tile grid is an error reported through the
 // plugin's error path (the seed's plugin wrote a zero tile instead).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // TileSSMScan's enqueue: the tilessm_scan op (docs/ops.md, tilessm_scan)
 // forward or backward on the cuda backend, with final_state as the second
 // output and the optional init_state [B,C]; clamp_value acts as |value|

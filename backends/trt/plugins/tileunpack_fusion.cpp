@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // TileUnpackFusion's enqueue: the tileunpack op (docs/ops.md, tileunpack:
 // override, ids, levels, priority key (level, k), the highest key winning)
 // and, with the optional alpha input, fusiongate_fuse of the base and the
