@@ -11,3 +11,7 @@ dist_pkgdata_SCRIPTS = tools/export_ff_weights.py
 # tools/cuda-devcode.py: the device code of two builds of the cuda backend
 # compared without a GPU (a refactor of backends/cuda that claims no change)
 EXTRA_DIST += tools/cuda-devcode.py
+
+# tools/libapexx-graph.py: libapexx's include and call graphs with their
+# circles (docs/architecture.md, Layers)
+EXTRA_DIST += tools/libapexx-graph.py
