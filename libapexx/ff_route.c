@@ -6,6 +6,7 @@
  * throughout, ties broken by the smaller id; O(G0 log G0) per row. */
 #include "config.h"
 
+#include <apexx/op_rules.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -50,22 +51,14 @@ static int compare_hilbert(const void *pa, const void *pb) {
   return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* Smallest power of two >= extent (1 for extent <= 1). */
-static uint64_t power_of_two_at_least(uint64_t extent) {
-  uint64_t n = 1;
-  while (n < extent)
-    n <<= 1;
-  return n;
-}
-
 /* ids[0..count) re-ordered as apx_tile_order with APX_ORDER_HILBERT on a
  * grid_h x grid_w grid; scratch holds count entries. */
 static void hilbert_sort(int64_t *ids, int64_t count, int64_t grid_h, int64_t grid_w,
                          hilbert_tile *scratch) {
-  uint64_t n = power_of_two_at_least((uint64_t)(grid_h > grid_w ? grid_h : grid_w));
+  uint64_t n = apx_hilbert_side((uint64_t)(grid_h > grid_w ? grid_h : grid_w));
   for (int64_t i = 0; i < count; i++) {
     uint64_t ty = (uint64_t)ids[i] / (uint64_t)grid_w, tx = (uint64_t)ids[i] % (uint64_t)grid_w;
-    apx__hilbert_key(tx, ty, n, &scratch[i].hi, &scratch[i].lo);
+    apx_hilbert_key(tx, ty, n, &scratch[i].hi, &scratch[i].lo);
     scratch[i].id = ids[i];
   }
   qsort(scratch, (size_t)count, sizeof *scratch, compare_hilbert);

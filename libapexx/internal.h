@@ -199,11 +199,6 @@ apx_log_level apx__log_level_from_env(void);
 /* $APEXX_LOG when it is set but names no level (it then means warn), else NULL. */
 const char *apx__log_env_unknown(void);
 
-/* ---- tile orders (libapexx/tile_order.c) ---- */
-/* docs/ops.md, tile_order: the Hilbert index of cell (x = column, y = row) on an n x n
- * grid, n a power of two (up to 2^63), as a 128-bit (hi, lo) pair. */
-void apx__hilbert_key(uint64_t x, uint64_t y, uint64_t n, uint64_t *hi, uint64_t *lo);
-
 /* ---- graph capture (libapexx/graph.c) ---- */
 /* Free every graph the caller left (apx_close). */
 void apx__graph_close_all(apx_context *ctx);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <apexx/op_rules.h>
+
 #include "internal.h"
 #include "validate.h"
 
@@ -26,51 +28,13 @@ static int compare_entries(const void *pa, const void *pb) {
   return a->pos < b->pos ? -1 : a->pos > b->pos;
 }
 
-/* Smallest power of two >= extent (1 for extent 1). extent <= INT64_MAX so
- * the result fits uint64. */
-static uint64_t power_of_two_at_least(uint64_t extent) {
-  uint64_t n = 1;
-  while (n < extent && n <= UINT64_MAX / 2)
-    n <<= 1;
-  return n;
-}
-
-/* docs/ops.md, tile_order, hilbert_d in the masked form. Level s = 2^j contributes
- * ((3*rx) ^ ry) * s*s, i.e. two bits at position 2j, so d is assembled by
- * OR-ing bit pairs; n may reach 2^63, hence 128 bits. */
-void apx__hilbert_key(uint64_t x, uint64_t y, uint64_t n, uint64_t *hi, uint64_t *lo) {
-  *hi = *lo = 0;
-  if (n == 0)
-    return;
-  int level = __builtin_ctzll(n); /* n = 2^level, level <= 63 */
-  for (int j = level - 1; j >= 0; j--) {
-    uint64_t s = (uint64_t)1 << j;
-    uint64_t rx = (x & s) != 0, ry = (y & s) != 0;
-    uint64_t quadrant = (3u * rx) ^ ry;
-    int bit = 2 * j;
-    if (bit >= 64)
-      *hi |= quadrant << (bit - 64);
-    else
-      *lo |= quadrant << bit;
-    if (ry == 0) {
-      if (rx == 1) {
-        x = (s - 1) - (x & (s - 1));
-        y = (s - 1) - (y & (s - 1));
-      }
-      uint64_t swap = x;
-      x = y;
-      y = swap;
-    }
-  }
-}
-
 static void mode_key(apx_order_mode mode, int64_t id, uint64_t grid_h, uint64_t grid_w,
                      uint64_t hilbert_n, order_entry *e) {
   uint64_t ty = (uint64_t)id / grid_w, tx = (uint64_t)id % grid_w;
   e->hi = 0;
   switch (mode) {
   case APX_ORDER_HILBERT:
-    apx__hilbert_key(tx, ty, hilbert_n, &e->hi, &e->lo);
+    apx_hilbert_key(tx, ty, hilbert_n, &e->hi, &e->lo);
     break;
   case APX_ORDER_L2R:
     e->lo = ty * grid_w + tx;
@@ -141,7 +105,7 @@ APX_API apx_status apx_tile_order(apx_context *ctx, const apx_tile_order_args *a
     return apx__error(APX_ERR_NO_MEMORY, "tile_order: no memory to sort [%lld] ids",
                       (long long)count);
   uint64_t grid_h = (uint64_t)args->grid_h, grid_w = (uint64_t)args->grid_w;
-  uint64_t hilbert_n = power_of_two_at_least(grid_h > grid_w ? grid_h : grid_w);
+  uint64_t hilbert_n = apx_hilbert_side(grid_h > grid_w ? grid_h : grid_w);
   for (int64_t i = 0; i < count; i++) {
     int64_t id = ids->dtype == APX_DTYPE_I32 ? ((const int32_t *)ids->data)[i]
                                              : ((const int64_t *)ids->data)[i];

@@ -71,7 +71,7 @@ static void prepare_level(const apx_ff_level_params *w, apx_dtype dt, int64_t C,
   }
   float *gate = take(cur, C), *omg = take(cur, C);
   for (int64_t c = 0; c < C; c++) {
-    gate[c] = cpu_ff_rnd(dt, apx_ff_sigmoidf(w->merge_gate_logit[c]));
+    gate[c] = cpu_ff_rnd(dt, apx_sigmoidf(w->merge_gate_logit[c]));
     omg[c] = cpu_ff_rnd(dt, 1.0f - gate[c]); /* docs/ops.md, tilessm_scan gated merge */
   }
   lv->gate = gate;
@@ -126,8 +126,8 @@ static void prepare_level(const apx_ff_level_params *w, apx_dtype dt, int64_t C,
   lv->norm_weight = nw;
   lv->norm_bias = nb;
 
-  lv->w_boundary = apx_ff_softplusf(w->boundary_log_weight);
-  lv->w_uncertainty = apx_ff_softplusf(w->uncertainty_log_weight);
+  lv->w_boundary = apx_softplusf(w->boundary_log_weight);
+  lv->w_uncertainty = apx_softplusf(w->uncertainty_log_weight);
   lv->gate_bias = w->gate_bias;
 }
 
@@ -377,7 +377,7 @@ static inline __attribute__((always_inline)) void film_body(const cpu_ff_level *
       h[j] += wr[j] * xc;
   }
   for (int64_t j = 0; j < C; j++)
-    h[j] = h[j] * apx_ff_sigmoidf(h[j]); /* SiLU */
+    h[j] = h[j] * apx_sigmoidf(h[j]); /* SiLU */
   /* o = mlp2 h + b (2C outputs): gamma, then beta, accumulated in place */
   memcpy(gamma, lv->mlp2_bias, (size_t)C * sizeof(float));
   memcpy(beta, lv->mlp2_bias + C, (size_t)C * sizeof(float));
@@ -662,7 +662,7 @@ float cpu_ff_proxy(apx_dtype dtype, float v) {
 
 float cpu_ff_alpha(const cpu_ff_level *lv, apx_dtype dtype, float bp, float up) {
   float logit = lv->w_boundary * bp + lv->w_uncertainty * up + lv->gate_bias;
-  return cpu_ff_rnd(dtype, apx_ff_sigmoidf(logit));
+  return cpu_ff_rnd(dtype, apx_sigmoidf(logit));
 }
 
 /* ---- frame access ------------------------------------------------------------ */

@@ -35,11 +35,11 @@ apx_status cpu_fusiongate_alpha(void *state, const apx_fusiongate_alpha_args *ar
   const int64_t n = apx_backend_numel(args->out);
   if (n == 0)
     return APX_OK;
-  /* softplus (PyTorch's, beta 1, threshold 20: apx_ff_softplusf) as an fp32
+  /* softplus (PyTorch's, beta 1, threshold 20: apx_softplusf) as an fp32
    * tensor, then a host double that enters the fp32
    * math as fp32 (the same value); bias rounds from double to fp32. */
-  const float w_b = apx_ff_softplusf((float)args->boundary_log_weight);
-  const float w_u = apx_ff_softplusf((float)args->uncertainty_log_weight);
+  const float w_b = apx_softplusf((float)args->boundary_log_weight);
+  const float w_u = apx_softplusf((float)args->uncertainty_log_weight);
   const float bias = (float)args->bias;
   const cpu_simd_level level = cpu_isa_level();
   const cpu_tile_kernels *in_kernels = cpu_tile_kernels_for(args->boundary->dtype, level);

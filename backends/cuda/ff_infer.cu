@@ -57,7 +57,7 @@ static void level_image(std::vector<float> &img, level_offsets &o, const apx_ff_
   }
   o.gate = put(img, (size_t)C);
   for (int64_t c = 0; c < C; c++)
-    img[o.gate + c] = round_host(apx_ff_sigmoidf(p.merge_gate_logit[c]), dt);
+    img[o.gate + c] = round_host(apx_sigmoidf(p.merge_gate_logit[c]), dt);
   auto copy = [&](size_t &off, const float *src, size_t n) {
     off = put(img, n);
     for (size_t i = 0; i < n; i++) img[off + i] = src[i];
@@ -160,8 +160,8 @@ static apx_status ff_make(void *state, const apx_ff_params *params, apx_dtype dt
     lv.nw = base + o.nw;
     lv.nb = base + o.nb;
     const apx_ff_level_params &p = params->level[l];
-    lv.wb = apx_ff_softplusf(p.boundary_log_weight);
-    lv.wu = apx_ff_softplusf(p.uncertainty_log_weight);
+    lv.wb = apx_softplusf(p.boundary_log_weight);
+    lv.wu = apx_softplusf(p.uncertainty_log_weight);
     lv.gb = p.gate_bias;
   }
   *prepared = w;

@@ -30,12 +30,12 @@ __global__ void fusiongate_alpha_kernel(const P *__restrict__ boundary,
 }
 
 /* w = PyTorch softplus (beta 1, threshold 20) evaluated in fp32, as the
- * reference does on an fp32 tensor (apx_ff_softplusf, backend.h). */
+ * reference does on an fp32 tensor (apx_softplusf, include/apexx/op_rules.h). */
 template <typename P, typename O>
 static void launch_alpha(const apx_fusiongate_alpha_args *a, int64_t n, cudaStream_t s) {
   cuda_geom g = cuda_geom_1d(n, 256);
-  float w_b = apx_ff_softplusf((float)a->boundary_log_weight);
-  float w_u = apx_ff_softplusf((float)a->uncertainty_log_weight);
+  float w_b = apx_softplusf((float)a->boundary_log_weight);
+  float w_u = apx_softplusf((float)a->uncertainty_log_weight);
   fusiongate_alpha_kernel<P, O><<<g.blocks, g.threads, 0, s>>>(
       (const P *)a->boundary->data, (const P *)a->uncertainty->data, (O *)a->out->data, n, w_b,
       w_u, (float)a->bias);

@@ -96,7 +96,6 @@
 
 #include <apexx/apexx.h>
 #include <apexx/op_rules.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -216,13 +215,11 @@ typedef struct apx_ff_route {
  * weights, in fp32 (a backend then rounds them to the frame's dtype):
  * decay = 1e-3 + 0.998*sigmoid(logit), gain = softplus(raw) + 1e-6,
  * merge gate = sigmoid(logit), fusion weights = softplus(log weight).
- * softplus is PyTorch's (threshold 20). */
-static inline float apx_ff_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-static inline float apx_ff_softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+ * sigmoid and softplus are PyTorch's (include/apexx/op_rules.h). */
 static inline float apx_ff_decay(float logit) {
-  return 1e-3f + (0.999f - 1e-3f) * apx_ff_sigmoidf(logit);
+  return 1e-3f + (0.999f - 1e-3f) * apx_sigmoidf(logit);
 }
-static inline float apx_ff_gain(float raw) { return apx_ff_softplusf(raw) + 1e-6f; }
+static inline float apx_ff_gain(float raw) { return apx_softplusf(raw) + 1e-6f; }
 
 /* ---- configuration keys a backend declares --------------------------------
  * A backend lists the keys of its [backend NAME] section in its table

@@ -8,6 +8,7 @@
 #define APEXX_OP_RULES_H
 
 #include <apexx/apexx.h>
+#include <math.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -23,6 +24,53 @@ static inline int64_t apx_tile_id_max(const apx_tensor *map, int64_t tile) {
   if (__builtin_mul_overflow(map->shape[2] / tile, map->shape[3] / tile, &tiles))
     return INT64_MAX;
   return tiles - 1;
+}
+
+/* PyTorch's sigmoid and softplus (threshold 20) in fp32: fusiongate_alpha's
+ * fusion weights (docs/ops.md, fusiongate_alpha) and the FF path's derived
+ * parameters (apx_ff_decay, apx_ff_gain). */
+static inline float apx_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float apx_softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* docs/ops.md, tile_order: the side of the Hilbert curve's square for a
+ * grid of extent cells, the smallest power of two >= extent (1 for extent
+ * <= 1; 2^63 at most). */
+static inline uint64_t apx_hilbert_side(uint64_t extent) {
+  uint64_t n = 1;
+  while (n < extent && n <= UINT64_MAX / 2) n <<= 1;
+  return n;
+}
+
+/* docs/ops.md, tile_order: the Hilbert index of cell (x = column, y = row)
+ * on an n x n grid, n = apx_hilbert_side(...), as a 128-bit (hi, lo) pair:
+ * hilbert_d in the masked form. Level s = 2^j contributes ((3*rx) ^ ry) *
+ * s*s, i.e. two bits at position 2j, so d is assembled by OR-ing bit pairs;
+ * n may reach 2^63, hence 128 bits. The order of apx_tile_order's hilbert
+ * mode and of the FF routing's id lists. */
+static inline void apx_hilbert_key(uint64_t x, uint64_t y, uint64_t n, uint64_t *hi,
+                                   uint64_t *lo) {
+  *hi = *lo = 0;
+  if (n == 0) return;
+  int level = __builtin_ctzll(n); /* n = 2^level, level <= 63 */
+  for (int j = level - 1; j >= 0; j--) {
+    uint64_t s = (uint64_t)1 << j;
+    uint64_t rx = (x & s) != 0, ry = (y & s) != 0;
+    uint64_t quadrant = (3u * rx) ^ ry;
+    int bit = 2 * j;
+    if (bit >= 64)
+      *hi |= quadrant << (bit - 64);
+    else
+      *lo |= quadrant << bit;
+    if (ry == 0) {
+      if (rx == 1) {
+        x = (s - 1) - (x & (s - 1));
+        y = (s - 1) - (y & (s - 1));
+      }
+      uint64_t swap = x;
+      x = y;
+      y = swap;
+    }
+  }
 }
 
 #ifdef __cplusplus
