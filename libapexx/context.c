@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ff_internal.h"
+#include "ff/ff_internal.h"
 #include "internal.h"
 
 APX_API apx_status apx_open(apx_context **out, const char *config_path) {

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ff_internal.h"
+#include "ff/ff_internal.h"
 #include "internal.h"
 #include "validate.h"
 
@@ -176,7 +176,7 @@ APX_API apx_status apx_explain(apx_context *ctx, apx_op_id op, const void *args,
   memset(out, 0, sizeof *out);
   apx__backend *chosen = NULL;
   const apx_ff_weights *pinned = NULL; /* validation reads ff_infer's weights */
-  apx_status st = apx__ff_pin_args(ctx, op, args, &pinned);
+  apx_status st = apx__ff_pin_args(ctx, apx_op_describe(op), args, &pinned);
   if (st != APX_OK) return st;
   st = apx__dispatch(ctx, op, args, call, &chosen, out);
   apx__ff_unpin(ctx, pinned);

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* ---- errors (libapexx/error.c) ---- */
 /* Set the calling thread's last-error text (printf format) and return st. */
@@ -189,6 +190,31 @@ apx__backend *apx__backend_for_device(apx_context *ctx, apx_device device);
 /* A copy of s that lives as long as ctx (deduplicated; libapexx/intern.c);
  * "(out of memory)" when no copy can be made. */
 const char *apx__intern(apx_context *ctx, const char *s);
+
+/* ---- objects with prepared data (libapexx/cache.c) ----
+ * A core object a backend may keep prepared data of (services.cache): the
+ * first member of the object's struct (apx_ff_weights), so that the
+ * service finds it from the object's address. */
+typedef struct apx__cache_entry apx__cache_entry;
+typedef struct apx__object {
+  const void *content;      /* what a backend's make receives */
+  pthread_mutex_t lock;     /* guards entries; make runs under it */
+  apx__cache_entry *entries;
+} apx__object;
+void apx__object_init(apx__object *o, const void *content);
+/* services.cache on object o for backend `core` (an apx__backend *). */
+apx_status apx__object_cache(apx__object *o, void *core, uint64_t key,
+                             apx_status (*make)(void *state, const void *content, uint64_t key,
+                                                void **prepared),
+                             void (*release)(void *state, uint64_t key, void *prepared),
+                             void *state, void **prepared);
+/* Move the entries backend `core` made (all with core NULL) onto the
+ * front of list and return it; apx__cache_release releases such a list
+ * (outside the locks: a release may call into its backend). */
+apx__cache_entry *apx__object_take(apx__object *o, void *core, apx__cache_entry *list);
+void apx__cache_release(apx__cache_entry *list);
+/* Release every entry and the lock (the object is being freed). */
+void apx__object_destroy(apx__object *o);
 
 /* ---- logging (libapexx/log.c) ---- */
 void apx__log(apx_context *ctx, apx_log_level level, const char *fmt, ...)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ff_internal.h"
+#include "ff/ff_internal.h"
 #include "internal.h"
 
 static void set_state(apx__backend *b, apx_backend_state state, const char *fmt, ...)
@@ -59,6 +59,17 @@ static void *svc_open_library(void *core, const char *path, int flags, char *rea
   return apx__dlopen_checked(path, flags,
                              apx__config_get(&b->ctx->config, "apexx", "trusted_owner_uids"),
                              &not_found, reason, reason_size);
+}
+
+/* object is one the call holds (an apx_ff_weights handle the op pinned):
+ * its apx__object is its first member (libapexx/cache.c). */
+static apx_status svc_cache(void *core, const void *object, uint64_t key,
+                            apx_status (*make)(void *state, const void *content, uint64_t key,
+                                               void **prepared),
+                            void (*release)(void *state, uint64_t key, void *prepared),
+                            void *state, void **prepared) {
+  return apx__object_cache((apx__object *)(uintptr_t)object, core, key, make, release, state,
+                           prepared);
 }
 
 APX_API apx_status apx_library_open(apx_context *ctx, const char *path, void **handle) {
@@ -193,14 +204,12 @@ apx_status apx__backend_load(apx_context *ctx, apx__backend *b) {
   b->services.log = svc_log;
   b->services.set_error = svc_set_error;
   b->services.validate_mode = ctx->config.validate;
-  b->services.ff_params = apx__ff_params;
-  b->services.ff_cached = apx__ff_cached;
-  b->services.ff_route = apx__ff_route;
   b->services.open_library = svc_open_library;
   b->services.config_int = apx__svc_config_int;
   b->services.config_bool = apx__svc_config_bool;
   b->services.config_string = apx__svc_config_string;
   b->services.device_index = bc->device_index;
+  b->services.cache = svc_cache;
   apx__clear_error();
   apx_status st = t->init(&b->services, &b->state_ptr);
   if (st != APX_OK) {

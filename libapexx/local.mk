@@ -37,9 +37,12 @@ libapexx_libapexx_la_SOURCES = \
 	libapexx/ops.c \
 	libapexx/memory.c \
 	libapexx/tile_order.c \
-	libapexx/ff_internal.h \
-	libapexx/ff_weights.c \
-	libapexx/ff_route.c \
+	libapexx/cache.c \
+	libapexx/ff/ff_internal.h \
+	libapexx/ff/weights.c \
+	libapexx/ff/load.c \
+	libapexx/ff/json_scan.c \
+	libapexx/ff/save.c \
 	libapexx/keys.c \
 	libapexx/graph.c
 libapexx_libapexx_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/libapexx $(INIH_CFLAGS) $(CJSON_CFLAGS) \

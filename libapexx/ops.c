@@ -3,7 +3,7 @@
  * backend's function with the call's options (defaults when NULL). */
 #include "config.h"
 
-#include "ff_internal.h"
+#include "ff/ff_internal.h"
 #include "internal.h"
 #include "op_table.h"
 
@@ -25,8 +25,9 @@ static apx_status graph_refusal(apx_context *ctx, apx_op_id op, const void *args
                                   call ? call->stream : NULL, what);
 }
 
-/* ff_infer's weights are pinned for the call (ff_weights.c): found among
- * the context's open handles, and not freed until the call returns. */
+/* A call's weights handle (ff_infer's) is pinned for the call
+ * (libapexx/ff/weights.c): found among the context's open handles, and not
+ * freed until the call returns. */
 #define OP_ENTRY_(upper, lower)                                                \
   static apx_status run_##lower(apx_context *ctx,                             \
                                 const apx_##lower##_args *args,                \
@@ -48,7 +49,8 @@ static apx_status graph_refusal(apx_context *ctx, apx_op_id op, const void *args
                                  const apx_call *call) {                       \
     apx__clear_error();                                                        \
     const apx_ff_weights *pinned = NULL;                                       \
-    apx_status st = apx__ff_pin_args(ctx, APX_OP_##upper, args, &pinned);      \
+    apx_status st = apx__ff_pin_args(ctx, apx_op_describe(APX_OP_##upper), args, \
+                                      &pinned);                                \
     if (st != APX_OK) return st;                                               \
     st = run_##lower(ctx, args, call);                                         \
     apx__ff_unpin(ctx, pinned);                                                \

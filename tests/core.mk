@@ -55,6 +55,14 @@ tests_fixture_newerops_la_SOURCES = $(FIXTURE_SRC)
 tests_fixture_newerops_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"newerops"' \
 	-DFIXTURE_MARKER=555.0f -DFIXTURE_NEWER_OPS
 tests_fixture_newerops_la_LDFLAGS = $(FIXTURE_LDFLAGS)
+# A module built against ABI 2's services table (the FF services in its
+# middle, retired since: their slots stay, NULL): its typed keys still read
+# right.
+check_LTLIBRARIES += tests/fixture-abi2svc.la
+tests_fixture_abi2svc_la_SOURCES = $(FIXTURE_SRC)
+tests_fixture_abi2svc_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"abi2svc"' -DFIXTURE_KEYS \
+	-DFIXTURE_ABI2_SERVICES
+tests_fixture_abi2svc_la_LDFLAGS = $(FIXTURE_LDFLAGS)
 
 CORE_TEST_CPPFLAGS = $(APX_TEST_CPPFLAGS) -I$(top_srcdir)/libapexx \
 	-DAPEXX_SYSCONF_INI='"$(sysconfdir)/apexx/apexx.ini"'

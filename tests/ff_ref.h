@@ -9,6 +9,7 @@
 #define APX_TESTS_FF_REF_H
 
 #include <apexx/backend.h>
+#include <apexx/ff_backend.h>
 #include <stdint.h>
 
 #include "testutil.h"

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-# FF weights handles (libapexx/ff_weights.c): the safetensors reader and
-# writer, the seeded generator, and the per-backend cache, seen through a
-# check-only host backend (ffprobe) that reports what the services give it.
+# FF weights handles (libapexx/ff/): the safetensors reader and writer, the
+# seeded generator, and the prepared data backends keep (the cache service,
+# libapexx/cache.c), seen through a check-only host backend (ffprobe) that
+# reports what the cache gives it.
 check_LTLIBRARIES += tests/fixture-ffprobe.la
 tests_fixture_ffprobe_la_SOURCES = tests/fixtures/ff_weights_backend.c
 tests_fixture_ffprobe_la_LDFLAGS = $(FIXTURE_LDFLAGS)

@@ -12,14 +12,13 @@
 
 #include <check.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "apx_ff_route.h"
 #include "apx_half.h"
 #include "ff_cpu.h"
-#include "ff_internal.h"
 #include "ff_ref.h"
 #include "testutil.h"
 
@@ -27,70 +26,49 @@ static const apx_dtype dtypes[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16}
 
 /* ---- fake core services ------------------------------------------------------- */
 
-static char error_text[512];
-
-static apx_status fake_set_error(apx_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(error_text, sizeof error_text, fmt, ap);
-  va_end(ap);
-  return st;
-}
-
-/* The test's weights "handle" is its apx_ff_params. */
-static const apx_ff_params *fake_params(const apx_ff_weights *w) {
-  return (const apx_ff_params *)(const void *)w;
-}
-
+/* The test's weights "handle" is its apx_ff_params: the content of the
+ * fake cache's object. */
 typedef struct cache_entry {
-  const apx_ff_weights *weights;
-  apx_dtype dtype;
+  const void *object;
+  uint64_t key;
   void *prepared, *state;
-  void (*release)(void *, int, void *);
+  void (*release)(void *, uint64_t, void *);
 } cache_entry;
 static cache_entry cache[16];
 static int cache_used, cache_makes;
 
-static apx_status fake_cached(void *core, const apx_ff_weights *weights, apx_dtype dtype,
-                              int device_index,
-                              apx_status (*make)(void *, const apx_ff_params *, apx_dtype, int,
-                                                 void **),
-                              void (*release)(void *, int, void *), void *state,
-                              void **prepared) {
+static apx_status fake_cache(void *core, const void *object, uint64_t key,
+                             apx_status (*make)(void *, const void *, uint64_t, void **),
+                             void (*release)(void *, uint64_t, void *), void *state,
+                             void **prepared) {
   (void)core;
   for (int i = 0; i < cache_used; i++)
-    if (cache[i].weights == weights && cache[i].dtype == dtype) {
+    if (cache[i].object == object && cache[i].key == key) {
       *prepared = cache[i].prepared;
       return APX_OK;
     }
   ck_assert_int_lt(cache_used, 16);
   void *p = NULL;
-  apx_status st = make(state, fake_params(weights), dtype, device_index, &p);
+  apx_status st = make(state, object, key, &p);
   if (st != APX_OK)
     return st;
   cache_makes++;
-  cache[cache_used++] = (cache_entry){weights, dtype, p, state, release};
+  cache[cache_used++] = (cache_entry){object, key, p, state, release};
   *prepared = p;
   return APX_OK;
 }
 
 static void cache_clear(void) {
   for (int i = 0; i < cache_used; i++)
-    cache[i].release(cache[i].state, 0, cache[i].prepared);
+    cache[i].release(cache[i].state, cache[i].key, cache[i].prepared);
   cache_used = 0;
-}
-
-static apx_status fake_route(const apx_ff_infer_args *args, apx_ff_route *route) {
-  return apx__ff_route(args, route);
 }
 
 static const apx_core_services fake_svc = {
     .size = sizeof(apx_core_services),
-    .set_error = fake_set_error,
+    .set_error = tu_set_error,
     .validate_mode = APX_VALIDATE_EAGER,
-    .ff_params = fake_params,
-    .ff_cached = fake_cached,
-    .ff_route = fake_route,
+    .cache = fake_cache,
 };
 
 static const apx_ff_weights *as_weights(const apx_ff_params *p) {
@@ -418,7 +396,7 @@ static void route_of(const apx_ff_infer_args *a, route_buf *rb) {
   rb->route.l1_hilbert = rb->route.l0_hilbert + B * a->kmax_l0;
   rb->route.b1_spent = rb->dbl;
   rb->route.b2_spent = rb->dbl + B;
-  ck_assert_int_eq(apx__ff_route(a, &rb->route), APX_OK);
+  ck_assert_int_eq(apx_ff_route_host(a, &rb->route, tu_set_error), APX_OK);
 }
 
 /* One level written out plainly: U = X with every selected tile replaced by
@@ -540,7 +518,7 @@ static apx_status run_backend(const ff_inputs *in, int threads) {
   tu_poison(&in->detail);
   tu_poison(&in->alpha);
   apx_status s = cpu_ff_infer(&st, &in->args, NULL);
-  ck_assert_msg(s == APX_OK, "cpu_ff_infer: %s", error_text);
+  ck_assert_msg(s == APX_OK, "cpu_ff_infer: %s", tu_error_text);
   return s;
 }
 
@@ -713,10 +691,10 @@ START_TEST(test_infer_stats) {
 }
 END_TEST
 
-/* A services table too old for the ff services is refused. */
+/* A services table too old for the cache service is refused. */
 START_TEST(test_infer_old_services) {
   apx_core_services old = fake_svc;
-  old.size = (uint32_t)offsetof(apx_core_services, ff_params);
+  old.size = (uint32_t)offsetof(apx_core_services, cache);
   cpu_state st = {.svc = &old, .threads = 1};
   apx_ff_infer_args a = APX_FF_INFER_ARGS_INIT;
   ck_assert_int_eq(cpu_ff_infer(&st, &a, NULL), APX_ERR_UNSUPPORTED);

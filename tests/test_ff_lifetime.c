@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* FF weights handles shared between threads and contexts (libapexx/ff_weights.c,
+/* FF weights handles shared between threads and contexts (libapexx/ff/weights.c,
  * docs/ff_weights.md, Lifetime; issue 30 items 1, 2, 9, 13): a handle is
  * found among its context's open handles before it is read, so a freed
  * one or another context's is refused without being touched; a free waits

@@ -1,21 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The host routing of apx_ff_infer (libapexx/ff_route.c; docs/ff_infer.md,
- * Routing) against a plain reference written here:
+/* The host routing of apx_ff_infer (apx_ff_route_host, common/apx_ff_route.c;
+ * docs/ff_infer.md, Routing) against a plain reference written here:
  * selection sorts over (score desc, id asc), the walks as the page words
  * them, quadtree children, and the Python hilbert_d for both id lists. The
  * default profile's golden numbers, ties, negative and infinite
  * utilities, every limit (b1, b2, kmax_l0, kmax_l1), the cases without L1
  * tiles, rows independent, f16 and bf16 utilities, and the orders checked
- * with apx_tile_order too. apx__ff_route is internal to libapexx, so this
- * suite compiles the core's sources it needs (tests/ff_route.mk). */
+ * with apx_tile_order too. The router is the static library the backends
+ * that route on the host link (tests/ff_route.mk links it the same way). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ff_internal.h"
+#include "apx_ff_route.h"
 #include "testutil.h"
+
+/* The router with the tests' set_error (a backend passes its services'). */
+static apx_status route_host(const apx_ff_infer_args *args, apx_ff_route *r) {
+  tu_error_text[0] = '\0';
+  return apx_ff_route_host(args, r, tu_set_error);
+}
 
 /* ---- the reference ---- */
 
@@ -198,8 +204,8 @@ static void route(routed *c) {
 #undef POISONED
   c->route = (apx_ff_route){c->l0_count,  c->l1_count,   c->b1_spent,  c->b2_spent,
                             c->l0_greedy, c->l0_hilbert, c->l1_hilbert};
-  apx_status st = apx__ff_route(&c->args, &c->route);
-  ck_assert_msg(st == APX_OK, "apx__ff_route: %s", apx_last_error());
+  apx_status st = route_host(&c->args, &c->route);
+  ck_assert_msg(st == APX_OK, "apx_ff_route_host: %s", tu_error_text);
 }
 
 /* Row b of the route equals the reference, padding included. */
@@ -635,10 +641,10 @@ START_TEST(test_partial_route_arrays) {
   int64_t hilbert[2 * 64];
   apx_ff_route partial = {0};
   partial.l1_hilbert = hilbert;
-  ck_assert_int_eq(apx__ff_route(&c.args, &partial), APX_OK);
+  ck_assert_int_eq(route_host(&c.args, &partial), APX_OK);
   ck_assert(memcmp(hilbert, c.l1_hilbert, sizeof hilbert) == 0);
   apx_ff_route none = {0};
-  ck_assert_int_eq(apx__ff_route(&c.args, &none), APX_OK);
+  ck_assert_int_eq(route_host(&c.args, &none), APX_OK);
   free_call(&c);
 }
 END_TEST
@@ -647,11 +653,11 @@ START_TEST(test_rejects_what_it_cannot_route) {
   routed c;
   make_call(&c, 1, 128, 128, 16, APX_DTYPE_F32);
   apx_ff_route r = {0};
-  ck_assert_int_eq(apx__ff_route(NULL, &r), APX_ERR_INVALID_ARG);
-  ck_assert_int_eq(apx__ff_route(&c.args, NULL), APX_ERR_INVALID_ARG);
+  ck_assert_int_eq(route_host(NULL, &r), APX_ERR_INVALID_ARG);
+  ck_assert_int_eq(route_host(&c.args, NULL), APX_ERR_INVALID_ARG);
   c.utilities.device = APX_DEVICE_CUDA;
-  ck_assert_int_eq(apx__ff_route(&c.args, &r), APX_ERR_INVALID_ARG);
-  ck_assert_ptr_nonnull(strstr(apx_last_error(), "host utilities"));
+  ck_assert_int_eq(route_host(&c.args, &r), APX_ERR_INVALID_ARG);
+  ck_assert_ptr_nonnull(strstr(tu_error_text, "host utilities"));
   c.utilities.device = APX_DEVICE_HOST;
   free_call(&c);
 }

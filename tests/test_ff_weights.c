@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* apx_ff_weights_* (libapexx/ff_weights.c, docs/ff_weights.md): files the
+/* apx_ff_weights_* (libapexx/ff/, docs/ff_weights.md): files the
  * test writes itself in f32, f16, bf16 and mixed dtypes, read back through a
  * check-only backend (tests/fixtures/ff_weights_backend.c) that dumps the
  * apx_ff_params it is given; the seeded generator against the documented

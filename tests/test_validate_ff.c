@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Argument validation of apx_ff_infer (libapexx/validate_ff.c; docs/ops.md,
+/* Argument validation of apx_ff_infer (libapexx/op/ff_infer.c; docs/ops.md,
  * ff_infer, docs/ff_infer.md, include/apexx/apexx.h apx_ff_infer_args): every
  * class of bad input is rejected through the public op (backend cpu and
  * no call) and apx_explain with APX_ERR_INVALID_ARG, a message naming the

@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "apx_half.h"
@@ -203,4 +204,14 @@ apx_context *tu_open_cuda_eager(void) {
                                  "[backend cuda]\nlibrary = apexx-cuda.so\n");
   if (!ctx) exit(EXIT_FAILURE);
   return ctx;
+}
+
+char tu_error_text[512];
+
+apx_status tu_set_error(apx_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tu_error_text, sizeof tu_error_text, fmt, ap);
+  va_end(ap);
+  return status;
 }

@@ -75,4 +75,10 @@ apx_context *tu_open_cuda_or_skip(const char **device_name);
 /* cuda, then cpu, with validate = eager; exits the test on failure. */
 apx_context *tu_open_cuda_eager(void);
 
+/* A backend's set_error (apx_core_services) for tests that call backend
+ * code with fake services: the message goes to tu_error_text. */
+extern char tu_error_text[512];
+apx_status tu_set_error(apx_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 #endif

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <apexx/ff_backend.h>
+
 #include "apx_half.h"
 #include "cpu.h"
 

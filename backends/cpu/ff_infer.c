@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cpu backend: the end-to-end FF path, docs/ff_infer.md (docs/ops.md, ff_infer).
  *
- * Per call: route on the host (services.ff_route), then level 0 on dense
- * and level 1 on its result. A level runs in phases, each parallel over
+ * Per call: the prepared weights from the core's cache (services.cache, the
+ * one call into the core), the routing on the host (apx_ff_route_host,
+ * common/apx_ff_route.h: linked in), then level 0 on dense and level 1 on
+ * its result. A level runs in phases, each parallel over
  * independent items (tiles, tokens, rows), so the bits do not depend on the
  * thread count: pack and token means per tile, the scan per batch row,
  * FiLM parameters per token, the refine block per tile (its result written
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apx_ff_route.h"
 #include "ff_cpu.h"
 #include "tile_simd.h"
 
@@ -1137,20 +1140,20 @@ static void run_frame(const ff_call *fc, const void *dense, void *heavy, void *d
   }
 }
 
-static apx_status make_prepared(void *state, const apx_ff_params *params, apx_dtype dtype,
-                                int device_index, void **prepared) {
+/* The cache's make and release (services.cache): the key is the frame's
+ * dtype, the content the handle's apx_ff_params. */
+static apx_status make_prepared(void *state, const void *content, uint64_t key, void **prepared) {
   cpu_state *s = state;
-  (void)device_index;
   cpu_ff_prepared *p = NULL;
-  if (cpu_ff_prepare(params, dtype, &p) != APX_OK)
+  if (cpu_ff_prepare(content, (apx_dtype)key, &p) != APX_OK)
     return s->svc->set_error(APX_ERR_NO_MEMORY, "ff_infer: out of memory (weights)");
   *prepared = p;
   return APX_OK;
 }
 
-static void release_prepared(void *state, int device_index, void *prepared) {
+static void release_prepared(void *state, uint64_t key, void *prepared) {
   (void)state;
-  (void)device_index;
+  (void)key;
   cpu_ff_prepared_free(prepared);
 }
 
@@ -1170,10 +1173,9 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
   cpu_state *s = state;
   const apx_core_services *svc = s->svc;
   (void)call;
-  if (svc->size < offsetof(apx_core_services, ff_route) + sizeof svc->ff_route || !svc->ff_params ||
-      !svc->ff_cached || !svc->ff_route)
+  if (svc->size < offsetof(apx_core_services, cache) + sizeof svc->cache || !svc->cache)
     return svc->set_error(APX_ERR_UNSUPPORTED,
-                          "ff_infer: the core's services table lacks the ff services");
+                          "ff_infer: the core's services table lacks the cache service");
   const apx_tensor *dense = args->dense;
   ff_call fc = {.st = s,
                 .dt = dense->dtype,
@@ -1186,17 +1188,16 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
   if (fc.dt != APX_DTYPE_F32 && fc.dt != APX_DTYPE_F16 && fc.dt != APX_DTYPE_BF16)
     return svc->set_error(APX_ERR_UNSUPPORTED, "ff_infer: dense dtype [%d] is not a float dtype",
                           (int)fc.dt);
-  const apx_ff_params *params = svc->ff_params(args->weights);
-  if (!params || params->channels != fc.C)
-    return svc->set_error(APX_ERR_INVALID_ARG,
-                          "ff_infer: weights have [%lld] channels, dense has %lld",
-                          params ? (long long)params->channels : -1LL, (long long)fc.C);
   void *prepared = NULL;
-  apx_status st = svc->ff_cached(svc->core, args->weights, fc.dt, 0, make_prepared,
-                                 release_prepared, s, &prepared);
+  apx_status st = svc->cache(svc->core, args->weights, (uint64_t)fc.dt, make_prepared,
+                             release_prepared, s, &prepared);
   if (st != APX_OK)
     return st;
   fc.prep = prepared;
+  if (fc.prep->channels != fc.C)
+    return svc->set_error(APX_ERR_INVALID_ARG,
+                          "ff_infer: weights have [%lld] channels, dense has %lld",
+                          (long long)fc.prep->channels, (long long)fc.C);
 
   const int64_t B = fc.B, H = fc.H, W = fc.W, t0 = args->tile_l0, t1 = args->tile_l1;
   const int64_t k0 = args->kmax_l0, k1 = args->kmax_l1;
@@ -1215,7 +1216,7 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
   route.l1_hilbert = route.l0_hilbert + B * k0;
   route.b1_spent = (double *)(route.l1_hilbert + B * k1);
   route.b2_spent = route.b1_spent + B;
-  st = svc->ff_route(args, &route);
+  st = apx_ff_route_host(args, &route, svc->set_error);
   if (st != APX_OK) {
     free(block);
     return st;

@@ -23,6 +23,6 @@ backends_apexx_cpu_la_SOURCES = \
 # model R (docs/ops.md, Rounding and parity).
 backends_apexx_cpu_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) -O3 -ffp-contract=off \
 	-fvisibility=hidden
-backends_apexx_cpu_la_LIBADD = $(M_LIBS)
+backends_apexx_cpu_la_LIBADD = common/libapx_ffroute.la $(M_LIBS)
 backends_apexx_cpu_la_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -module -avoid-version \
 	-shared -export-symbols-regex '^apx_backend_entry$$' -no-undefined

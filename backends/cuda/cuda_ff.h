@@ -5,6 +5,8 @@
 #ifndef APX_CUDA_FF_H
 #define APX_CUDA_FF_H
 
+#include <apexx/ff_backend.h>
+
 #include "cuda_backend.h"
 
 /* Largest channel count the kernels take (shared-memory staging of a

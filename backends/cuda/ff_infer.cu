@@ -110,9 +110,17 @@ static void level_image(std::vector<float> &img, level_offsets &o, const apx_ff_
   copy(o.nb, p.norm_bias, (size_t)(2 * C));
 }
 
-static apx_status ff_make(void *state, const apx_ff_params *params, apx_dtype dtype,
-                          int device_index, void **prepared) {
+/* The prepared weights' key in the core's cache (services.cache): the
+ * frame's dtype and the device. */
+static uint64_t ff_key(apx_dtype dtype, int device_index) {
+  return (uint64_t)(uint32_t)device_index << 8 | (uint64_t)dtype;
+}
+
+static apx_status ff_make(void *state, const void *content, uint64_t key, void **prepared) {
   cuda_state *st = (cuda_state *)state;
+  const apx_ff_params *params = (const apx_ff_params *)content;
+  const apx_dtype dtype = (apx_dtype)(key & 0xff);
+  const int device_index = (int)(key >> 8);
   *prepared = NULL;
   apx_status s = cuda_use_device(st, device_index);
   if (s != APX_OK) return s;
@@ -168,18 +176,17 @@ static apx_status ff_make(void *state, const apx_ff_params *params, apx_dtype dt
   return APX_OK;
 }
 
-static void ff_release(void *state, int device_index, void *prepared) {
+static void ff_release(void *state, uint64_t key, void *prepared) {
   (void)state;
   cuda_ff_prepared *w = (cuda_ff_prepared *)prepared;
   if (!w) return;
-  cudaSetDevice(device_index);
+  cudaSetDevice((int)(key >> 8));
   cudaFree(w->dev);
   delete w;
 }
 
 static int services_have_ff(const apx_core_services *svc) {
-  return svc->size >= offsetof(apx_core_services, ff_route) + sizeof svc->ff_route &&
-         svc->ff_params && svc->ff_cached;
+  return svc->size >= offsetof(apx_core_services, cache) + sizeof svc->cache && svc->cache;
 }
 
 /* ---- the frame ------------------------------------------------------------------ */
@@ -199,29 +206,16 @@ static void frame_of(const apx_ff_infer_args *a, cuda_ff_frame *f) {
   f->G0 = f->gh0 * f->gw0;
   f->kmax0 = a->kmax_l0;
   f->kmax1 = a->kmax_l1;
-  f->delta = fmax(a->cost_heavy - a->cost_cheap, 1e-9);
+  f->delta = apx_ff_tile_cost(a);
   f->b1 = a->budget_b1;
   f->b2 = a->budget_b2;
   /* every tile costs delta (every parent 1): the walks take the same count
-   * in every row, the prefix of the sorted candidates (the host's walk) */
-  double spent = 0.0;
-  int64_t n = 0;
-  for (int64_t i = 0; i < f->G0 && n < f->kmax0; i++)
-    if (spent + f->delta <= f->b1 + 1e-9) {
-      spent += f->delta;
-      n++;
-    }
+   * in every row, the prefix of the sorted candidates (include/apexx/
+   * ff_backend.h, the rules of the host's walk) */
+  int64_t n = 0, p = 0;
+  apx_ff_walk_counts(a, &n, &p);
   f->K0 = n;
-  f->split_on = a->enable_nesting && a->split_utilities && f->kmax1 > 0 && f->b2 > 0 && n > 0;
-  int64_t p = 0, children = 0;
-  double spent2 = 0.0;
-  if (f->split_on)
-    for (int64_t i = 0; i < n; i++)
-      if (spent2 + 1.0 <= f->b2 + 1e-9 && children + 4 <= f->kmax1) {
-        spent2 += 1.0;
-        children += 4;
-        p++;
-      }
+  f->split_on = apx_ff_nesting(a) && n > 0;
   f->P = p;
   f->K1 = 4 * p;
   f->dense = d->data;
@@ -532,14 +526,15 @@ int cuda_ff_supports(cuda_state *st, const apx_ff_infer_args *a, apx_pass_over_c
   const apx_core_services *svc = st->svc;
   if (!services_have_ff(svc)) {
     *code = APX_PASS_OP_UNSUPPORTED;
-    snprintf(reason, reason_size, "op_unsupported:the core offers no ff weights services");
+    snprintf(reason, reason_size, "op_unsupported:the core offers no cache service");
     return 0;
   }
-  const apx_ff_params *p = a && a->weights ? svc->ff_params(a->weights) : NULL;
-  if (p && p->channels > CUDA_FF_MAX_C) {
+  /* validated: the weights have dense's C channels */
+  const int64_t channels = a && a->dense && a->dense->ndim == 4 ? a->dense->shape[1] : 0;
+  if (channels > CUDA_FF_MAX_C) {
     *code = APX_PASS_OP_UNSUPPORTED;
     snprintf(reason, reason_size, "op_unsupported:cuda ff_infer takes at most %d channels, not %lld",
-             CUDA_FF_MAX_C, (long long)p->channels);
+             CUDA_FF_MAX_C, (long long)channels);
     return 0;
   }
   if (a && a->dense && a->dense->ndim == 4 && a->tile_l0 > 0) {
@@ -558,13 +553,13 @@ static apx_status ff_frame(void *state, const apx_ff_infer_args *args, const apx
   cuda_state *st = (cuda_state *)state;
   const apx_core_services *svc = st->svc;
   if (!services_have_ff(svc))
-    return svc->set_error(APX_ERR_UNSUPPORTED, "ff_infer: the core offers no ff weights services");
+    return svc->set_error(APX_ERR_UNSUPPORTED, "ff_infer: the core offers no cache service");
   const int dev = args->dense->device_index;
   apx_status rc = cuda_use_device(st, dev);
   if (rc != APX_OK) return rc;
   void *prep = NULL;
-  rc = svc->ff_cached(svc->core, args->weights, args->dense->dtype, dev, ff_make, ff_release, st,
-                      &prep);
+  rc = svc->cache(svc->core, args->weights, ff_key(args->dense->dtype, dev), ff_make, ff_release,
+                  st, &prep);
   if (rc != APX_OK) return rc;
   const cuda_ff_prepared *w = (const cuda_ff_prepared *)prep;
   cuda_ff_frame f;

@@ -49,7 +49,8 @@
  * field. The core uses a field only when its table's size covers it, so an
  * older backend (smaller tables) simply lacks the newer ops and fields, and
  * a newer one's extra slots are ignored. apx_core_services grows the same
- * way: a backend reads a service only when svc->size covers it. The ABI
+ * way: a backend reads a service only when svc->size covers it, and a
+ * service the core no longer offers keeps its slot, NULL (retired_ff). The ABI
  * version changes only when an existing field moves or changes meaning;
  * version 2 moved the op slots out of the backend table into apx_backend_ops
  * (a version 1 module is refused as abi_mismatch and must be rebuilt).
@@ -62,15 +63,16 @@
  * inside apx_close of the state's context; neither overlaps another call on
  * that state. Separate contexts load the same module once and call probe,
  * init and fini on their own states, possibly at the same time from
- * different threads: module-wide data must be thread-safe too. ff_cached's
- * make runs under the weights handle's lock. The module is never unloaded
+ * different threads: module-wide data must be thread-safe too. The cache
+ * service's make runs under the object's lock. The module is never unloaded
  * (RTLD_NODELETE): helper threads it leaves idle (OpenMP's) may outlive
  * fini, its memory may not.
  *
  * What a backend may call and link: a backend calls no apx_* function of
  * libapexx. It sees this header, the static inline helpers below and the
  * apx_core_services table handed to init (configuration values, logging,
- * set_error, the FF weights, library loading with the core's checks), and
+ * set_error, library loading with the core's checks, a cache for prepared
+ * data of the call's objects), and
  * nothing else: the core loads modules with RTLD_LOCAL and may itself be
  * loaded that way (Python's ctypes), so libapexx's symbols need not be
  * visible to a module, and tests/test_symbols.sh checks that the shipped
@@ -161,66 +163,6 @@ static inline const char *apx_backend_op_name(apx_op_id op) {
   }
 }
 
-/* ---- end-to-end FF path (apx_ff_infer; docs/ff_infer.md) ----
- * The core owns the weights handle; a backend reads the fp32 host copy of
- * its tensors through apx_core_services.ff_params, and keeps whatever it
- * derives from them (dtype conversion, device upload) in the handle's cache
- * through apx_core_services.ff_cached. */
-
-/* One tile level's weights (FFModule's l0_path or l1_path), fp32 host
- * arrays in PyTorch's layouts, C = apx_ff_params.channels. Index [0] of the
- * scan arrays is scan_bidirectional.forward_scan, [1] backward_scan. */
-typedef struct apx_ff_level_params {
-  const float *merge_gate_logit;        /* [C] */
-  const float *scan_decay_logit[2];     /* [C] */
-  const float *scan_input_gain_raw[2];  /* [C] */
-  const float *scan_output_gain_raw[2]; /* [C] */
-  const float *scan_state_bias[2];      /* [C] */
-  const float *token_norm_weight;       /* [C] film.token_norm */
-  const float *token_norm_bias;         /* [C] */
-  const float *mlp0_weight;             /* [C,C] (out, in) film.mlp.0 */
-  const float *mlp0_bias;               /* [C] */
-  const float *mlp2_weight;             /* [2C,C] film.mlp.2 */
-  const float *mlp2_bias;               /* [2C] */
-  const float *dw_weight;               /* [C,1,3,3] refine.depthwise */
-  const float *dw_bias;                 /* [C] */
-  const float *pw_weight;               /* [2C,C,1,1] refine.pointwise */
-  const float *pw_bias;                 /* [2C] */
-  const float *norm_weight;             /* [2C] refine.norm (GroupNorm) */
-  const float *norm_bias;               /* [2C] */
-  float boundary_log_weight;            /* fusion_gate, 0-d */
-  float uncertainty_log_weight;
-  float gate_bias;
-} apx_ff_level_params;
-
-typedef struct apx_ff_params {
-  int64_t channels;
-  apx_ff_level_params level[2]; /* [0] = l0_path, [1] = l1_path */
-} apx_ff_params;
-
-/* Host routing of one call (docs/ff_infer.md, Routing), filled by
- * apx_core_services.ff_route into arrays the backend owns. */
-typedef struct apx_ff_route {
-  int64_t *l0_count;   /* [B] */
-  int64_t *l1_count;   /* [B] */
-  double *b1_spent;    /* [B] */
-  double *b2_spent;    /* [B] */
-  int64_t *l0_greedy;  /* [B,kmax_l0] greedy order, -1 padded */
-  int64_t *l0_hilbert; /* [B,kmax_l0] the same ids in Hilbert order (the
-                          pack and scan order), -1 padded */
-  int64_t *l1_hilbert; /* [B,kmax_l1] L1 ids in Hilbert order, -1 padded */
-} apx_ff_route;
-
-/* docs/ff_infer.md, One level: the kernel-form parameters derived from the raw
- * weights, in fp32 (a backend then rounds them to the frame's dtype):
- * decay = 1e-3 + 0.998*sigmoid(logit), gain = softplus(raw) + 1e-6,
- * merge gate = sigmoid(logit), fusion weights = softplus(log weight).
- * sigmoid and softplus are PyTorch's (include/apexx/op_rules.h). */
-static inline float apx_ff_decay(float logit) {
-  return 1e-3f + (0.999f - 1e-3f) * apx_sigmoidf(logit);
-}
-static inline float apx_ff_gain(float raw) { return apx_softplusf(raw) + 1e-6f; }
-
 /* ---- configuration keys a backend declares --------------------------------
  * A backend lists the keys of its [backend NAME] section in its table
  * (apx_backend_table.keys). The core checks the section against the list
@@ -282,26 +224,12 @@ typedef struct apx_core_services {
       ;
   apx_validate_mode validate_mode;
 
-  /* ---- appended for apx_ff_infer (check `size` before use) ---- */
-  /* The fp32 host copy of a weights handle; lives as long as the handle. */
-  const apx_ff_params *(*ff_params)(const apx_ff_weights *weights);
-  /* The backend's prepared form of `weights` for (dtype, device_index):
-   * made once by make(state, params, dtype, device_index, &prepared) under
-   * the handle's lock, then returned from the cache; release(state,
-   * device_index, prepared) runs when the handle is freed or the backend
-   * finalised. make failing (message set) caches nothing. */
-  apx_status (*ff_cached)(void *core, const apx_ff_weights *weights,
-                          apx_dtype dtype, int device_index,
-                          apx_status (*make)(void *state,
-                                             const apx_ff_params *params,
-                                             apx_dtype dtype, int device_index,
-                                             void **prepared),
-                          void (*release)(void *state, int device_index,
-                                          void *prepared),
-                          void *state, void **prepared);
-  /* Route a validated call whose utilities are host tensors (docs/ff_infer.md,
-   * Routing: float64, ties by id) into *route's arrays. */
-  apx_status (*ff_route)(const apx_ff_infer_args *args, apx_ff_route *route);
+  /* Retired, always NULL: ABI 2's FF services (ff_params, ff_cached,
+   * ff_route), replaced by `cache` below and include/apexx/ff_backend.h.
+   * They keep their place so that the fields after them do not move; a
+   * module built against the earlier header finds them NULL and runs no
+   * ff_infer (it checked them before use). */
+  void (*retired_ff[3])(void);
 
   /* ---- appended for plugin libraries (check `size` before use) ---- */
   /* dlopen(path, flags) with the checks the core applies to backend
@@ -321,6 +249,22 @@ typedef struct apx_core_services {
   /* The section's `device` key (the device ordinal the core passes to the
    * backend's calls for this backend's own work; 0 when unset). */
   int device_index;
+
+  /* ---- prepared data (check `size` before use) ----
+   * The backend's prepared form of `object`, an object the current call
+   * holds (the FF weights handle of apx_ff_infer), kept with the object
+   * under a key the backend chooses (a dtype and a device, say): made once
+   * by make(state, content, key, &prepared) under the object's lock, then
+   * returned from the cache; release(state, key, prepared) runs when the
+   * object is freed or the backend finalised. content is the object's
+   * content for backends (for an apx_ff_weights handle its const
+   * apx_ff_params *: include/apexx/ff_backend.h). make failing (message
+   * set) caches nothing. */
+  apx_status (*cache)(void *core, const void *object, uint64_t key,
+                      apx_status (*make)(void *state, const void *content, uint64_t key,
+                                         void **prepared),
+                      void (*release)(void *state, uint64_t key, void *prepared), void *state,
+                      void **prepared);
 } apx_core_services;
 
 /* One op function pointer type per op: (state, args, call). `call` is never

@@ -96,9 +96,9 @@ int kernels_get(Kernels *k, char *err, size_t err_size) {
       return -1;
     }
     memset(&services, 0, sizeof services);
-    // the services before ff_params: a core of the first ABI (no typed
-    // keys, no FF weights), so the backend takes its defaults
-    services.size = (uint32_t)offsetof(apx_core_services, ff_params);
+    // the services before retired_ff: a core of the first ABI (no typed
+    // keys, no cache), so the backend takes its defaults and runs no ff_infer
+    services.size = (uint32_t)offsetof(apx_core_services, retired_ff);
     services.core = nullptr;
     services.config_get = svc_config_get;
     services.log = svc_log;
