@@ -52,6 +52,10 @@ typedef struct cpu_ff_prepared {
 apx_status cpu_ff_prepare(const apx_ff_params *params, apx_dtype dtype, cpu_ff_prepared **out);
 void cpu_ff_prepared_free(cpu_ff_prepared *prepared);
 
+/* 1 when FiLM and the refine block take their AVX2 instantiation (AVX2,
+ * F16C and FMA: the backend's AVX2 level and FMA), else 0. */
+int cpu_ff_simd(void);
+
 /* rnd(): round an fp32 value to the frame dtype and back. */
 static inline float cpu_ff_rnd(apx_dtype dtype, float v) {
   return dtype == APX_DTYPE_F16    ? apx_round_f16(v)
@@ -67,9 +71,13 @@ void cpu_ff_tokens(apx_dtype dtype, const float *tile, int64_t channels, int64_t
 void cpu_ff_scan_merge(const cpu_ff_level *lv, apx_dtype dtype, const float *tok, int64_t steps,
                        int64_t channels, float *mixed);
 
-/* Step 4: FiLM parameters of one token. work holds 3C floats. */
+/* Step 4: FiLM parameters of one token. work holds 3C floats. cpu_ff_film
+ * takes the instantiation cpu_ff_simd() says, cpu_ff_film_run the one simd
+ * says (1 needs AVX2: the caller checks); the same bits either way. */
 void cpu_ff_film(const cpu_ff_level *lv, apx_dtype dtype, int64_t channels, const float *mixed,
                  float *work, float *gamma, float *beta);
+void cpu_ff_film_run(const cpu_ff_level *lv, apx_dtype dtype, int simd, int64_t channels,
+                     const float *mixed, float *work, float *gamma, float *beta);
 
 /* Steps 5 and 6 on one tile [C][t*t] (fp32 copies of the frame values):
  * FiLM apply, depthwise 3x3, 1x1 conv, GroupNorm, gated residual; r [C][t*t]

@@ -18,6 +18,9 @@ backends_apexx_cpu_la_SOURCES = \
 	backends/cpu/scatter_add.c \
 	backends/cpu/gather_backward.c \
 	backends/cpu/ff_cpu.h \
+	backends/cpu/ff_simd.h \
+	backends/cpu/ff_prepare.c \
+	backends/cpu/ff_model.c \
 	backends/cpu/ff_infer.c
 # -ffp-contract=off: GCC would contract a*b+c into FMA, which breaks rounding
 # model R (docs/ops.md, Rounding and parity).

@@ -43,7 +43,7 @@ static inline int cpu_stream_ok(const void *data, int64_t total_bytes, size_t pi
          (uintptr_t)data % 16 == 0;
 }
 
-/* The name ff_infer.c calls cpu_isa_level by (cpu.h: the backend's one
+/* The name ff_model.c calls cpu_isa_level by (cpu.h: the backend's one
  * ISA selector). */
 static inline cpu_simd_level cpu_tile_simd_level(void) { return cpu_isa_level(); }
 
