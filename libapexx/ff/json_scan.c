@@ -165,7 +165,8 @@ static int scan_value(json_scan *s, int depth) {
     return 0;
   if (ch == '{' || ch == '[') {
     if (depth >= APX__FF_MAX_HEADER_DEPTH)
-      return scan_limit(s, "objects and arrays nested more than " STR(APX__FF_MAX_HEADER_DEPTH) " deep");
+      return scan_limit(s, "objects and arrays nested more than " STR(APX__FF_MAX_HEADER_DEPTH)
+                           " deep");
     int object = ch == '{';
     unsigned char close = object ? '}' : ']';
     s->at++;

@@ -113,8 +113,8 @@ static apx_status save_pinned(const apx_ff_weights *weights, const char *path) {
   static atomic_uint temp_counter;
   struct stat sb;
   if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-    return apx__error(APX_ERR_INVALID_ARG, "%s: the target exists and is not a regular file (file [%s])",
-                      op, path);
+    return apx__error(APX_ERR_INVALID_ARG,
+                      "%s: the target exists and is not a regular file (file [%s])", op, path);
   /* a new file beside the target (same file system), renamed over it */
   char *temp = NULL;
   int fd = -1;
