@@ -10,14 +10,17 @@ computes output shapes only, so that the ops trace under ``torch.compile``
 and can be captured in CUDA graphs. ``gather`` and ``scatter_add`` have
 autograd: gather's backward is ``gather_backward`` (zeros scatter_add
 grad), scatter_add's is ``grad`` for ``self`` and ``gather(grad)`` for
-``src``.
+``src``. Every other op raises ``NoBackwardError`` (a NotImplementedError)
+naming the op when a backward pass reaches it, on torch.ops.apexx.<op> and
+apexx.torch.<op> alike: a gradient is never dropped silently.
 
 The functions of this module are functional (they allocate their outputs)
 and take the C API's argument names and defaults; enums are strings.
 
-``REGISTRATION`` says how the ops were registered ("custom_op" with
-torch >= 2.4's register_fake / register_autograd; "library" with a Meta
-kernel and autograd.Function on older torch).
+``REGISTRATION`` says how the ops were registered: their fake kernels
+(register_fake, impl_abstract or a Meta kernel) and their autograd
+(torch >= 2.4's register_autograd, or an Autograd-key kernel running an
+autograd.Function on older torch).
 """
 
 try:
@@ -36,7 +39,7 @@ Tensor = _torch.Tensor
 
 __all__ = ["tilepack", "tileunpack", "fused_pack_op_unpack", "fusiongate_alpha",
            "fusiongate_fuse", "tilessm_scan", "gather", "index_select", "scatter_add",
-           "gather_backward", "REGISTRATION"]
+           "gather_backward", "NoBackwardError", "REGISTRATION"]
 
 
 def _ctx():
@@ -228,6 +231,13 @@ _ops = _torch.ops.apexx
 
 
 # ---- autograd ---------------------------------------------------------------------
+# Every op gets an autograd formula, registered in one place (_register_autograd): the ops
+# of _BACKWARD their backward, every other op one that raises when a gradient reaches it.
+# The error comes at backward time, as PyTorch's own ops without a derivative do ("the
+# derivative for ... is not implemented"): a forward on inputs that require grad stays
+# valid when no gradient is asked for through it (evaluation without no_grad, a loss that
+# does not depend on the op's output), and a backward that does ask fails loudly instead
+# of leaving the inputs' .grad at None.
 def _gather_setup(ctx, inputs, output):
     src, dim, index = inputs
     ctx.dim = dim
@@ -258,46 +268,70 @@ def _scatter_add_grad(ctx, grad):
     return grad, None, None, gathered
 
 
-if hasattr(_torch.library, "register_autograd"):
-    _torch.library.register_autograd("apexx::gather", _gather_grad, setup_context=_gather_setup,
-                                     lib=_LIB)
-    _torch.library.register_autograd("apexx::scatter_add", _scatter_add_grad,
-                                      setup_context=_scatter_add_setup, lib=_LIB)
-    REGISTRATION = "custom ops (" + _FAKE_KIND + ", register_autograd)"
+# name -> (setup_context, backward) in register_autograd's convention: setup_context(ctx,
+# inputs, output) saves what backward needs; backward(ctx, *grads) returns one gradient
+# (or None) per input of the schema.
+_BACKWARD = {
+    "gather": (_gather_setup, _gather_grad),
+    "scatter_add": (_scatter_add_setup, _scatter_add_grad),
+}
 
-    def _gather_call(src, dim, index):
-        return _ops.gather(src, dim, index)
 
-    def _scatter_add_call(self, dim, index, src):
-        return _ops.scatter_add(self, dim, index, src)
-else:
-    class _Gather(_torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, src, dim, index):
-            _gather_setup(ctx, (src, dim, index), None)
-            return _ops.gather(src, dim, index)
+class NoBackwardError(NotImplementedError):
+    """A gradient was asked for through an apexx op that has no backward yet (a
+    NotImplementedError, so also a RuntimeError, like PyTorch's missing derivatives)."""
 
-        @staticmethod
-        def backward(ctx, grad):
-            return _gather_grad(ctx, grad)
 
-    class _ScatterAdd(_torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, self, dim, index, src):
-            _scatter_add_setup(ctx, (self, dim, index, src), None)
-            return _ops.scatter_add(self, dim, index, src)
+def _no_backward(name):
+    def backward(ctx, *grads):
+        raise NoBackwardError(
+            f"the derivative for 'apexx::{name}' is not implemented yet: no gradient can "
+            f"flow through apexx.torch.{name} (torch.ops.apexx.{name}) to its inputs; call "
+            "it on detached inputs or under torch.no_grad() where none is needed")
+    return backward
 
-        @staticmethod
-        def backward(ctx, grad):
-            return _scatter_add_grad(ctx, grad)
 
-    REGISTRATION = "custom ops (" + _FAKE_KIND + ", autograd.Function)"
+def _register_autograd(name, setup, backward):
+    """Registers name's autograd formula on torch.ops.apexx.<name>, so that the op and
+    apexx.torch.<name> (which calls it) are differentiable alike: register_autograd on
+    torch >= 2.4; before, an Autograd-key kernel that runs the op below autograd inside
+    an autograd.Function."""
+    if hasattr(_torch.library, "register_autograd"):
+        _torch.library.register_autograd("apexx::" + name, backward, setup_context=setup,
+                                         lib=_LIB)
+        return
+    op = getattr(_ops, name)
 
-    def _gather_call(src, dim, index):
-        return _Gather.apply(src, dim, index)
+    def below_autograd(args):
+        guard = _torch._C._AutoDispatchBelowAutograd()  # an RAII guard on torch < 2.4
+        try:
+            return op(*args)
+        finally:
+            del guard
 
-    def _scatter_add_call(self, dim, index, src):
-        return _ScatterAdd.apply(self, dim, index, src)
+    def forward(ctx, *args):
+        output = below_autograd(args)
+        if setup is not None:
+            setup(ctx, args, output)
+        return output
+
+    function = type("_" + name + "_autograd", (_torch.autograd.Function,),
+                    {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+
+    def autograd_kernel(*args):
+        if _torch.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad
+                                            for a in args):
+            return function.apply(*args)
+        return below_autograd(args)
+
+    _LIB.impl(name, autograd_kernel, "Autograd")
+
+
+for _name in _OPS:
+    _register_autograd(_name, *_BACKWARD.get(_name, (None, _no_backward(_name))))
+REGISTRATION = "custom ops (" + _FAKE_KIND + (
+    ", register_autograd)" if hasattr(_torch.library, "register_autograd")
+    else ", autograd.Function)")
 
 
 # ---- the public functions ---------------------------------------------------------
@@ -347,7 +381,7 @@ def tilessm_scan(tokens: Tensor, decay: Tensor, input_gain: Tensor, output_gain:
 
 def gather(src: Tensor, dim: int, index: Tensor) -> Tensor:
     """torch.gather: out[..i..] = src[..index[..i..] along dim..]; differentiable in src."""
-    return _gather_call(src, dim, index)
+    return _ops.gather(src, dim, index)
 
 
 def index_select(src: Tensor, index: Tensor) -> Tensor:
@@ -357,7 +391,7 @@ def index_select(src: Tensor, index: Tensor) -> Tensor:
 
 def scatter_add(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """out = self; out[..index[i]..] += src[i] along dim; differentiable in self and src."""
-    return _scatter_add_call(self, dim, index, src)
+    return _ops.scatter_add(self, dim, index, src)
 
 
 def gather_backward(grad_out: Tensor, dim: int, index: Tensor, src_shape) -> Tensor:

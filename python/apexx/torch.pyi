@@ -6,6 +6,8 @@ from torch import Tensor
 
 REGISTRATION: str
 
+class NoBackwardError(NotImplementedError): ...
+
 def tilepack(features: Tensor, idx: Tensor, tile: int = 8) -> Tensor: ...
 def tileunpack(base: Tensor, packed: Tensor, idx: Optional[Tensor] = None,
                origins: Optional[Tensor] = None, levels: Optional[Tensor] = None,

@@ -127,6 +127,55 @@ class TorchOps(TestCase):
         torch.testing.assert_close(src.grad, s2.grad)
         torch.testing.assert_close(src.grad, torch.tensor([[0.0, 5.0], [0.0, 1.0], [2.0, 3.0]]))
 
+    def _one_call_per_op(self):
+        """A small valid call of every op: name -> (args, indices of its float inputs)."""
+        f = torch.randn(1, 2, 8, 8)
+        idx = torch.tensor([[1, 2]])
+        src, index = torch.randn(5, 3), torch.tensor([[0, 4, 4], [2, 2, 0]])
+        vec = [torch.full((2,), v) for v in (0.5, 1.5, 0.7, 0.1)]
+        return {
+            "tilepack": ((f, idx, 4), (0,)),
+            "tileunpack": ((f, torch.randn(1, 2, 2, 4, 4), idx), (0, 1)),
+            "fused_pack_op_unpack": ((f, idx, 4), (0,)),
+            "fusiongate_alpha": ((torch.rand(1, 1, 4, 4), torch.rand(1, 1, 4, 4)), (0, 1)),
+            "fusiongate_fuse": ((f, torch.randn(1, 2, 8, 8), torch.rand(1, 1, 8, 8)),
+                                (0, 1, 2)),
+            "tilessm_scan": ((torch.randn(1, 3, 2), *vec), (0, 1, 2, 3, 4)),
+            "gather": ((src, 0, index), (0,)),
+            "index_select": ((src, torch.tensor([4, 0, 4])), (0,)),
+            "scatter_add": ((torch.randn(5, 3), 0, index, src), (0, 3)),
+            "gather_backward": ((torch.randn(2, 3), 0, index, [5, 3]), (0,)),
+        }
+
+    def test_no_silent_dropped_gradient(self):
+        """Every op, as torch.ops.apexx.<op> and apexx.torch.<op>: a backward through it
+        gives each float input that requires grad a gradient, or raises an error naming
+        the op; never .grad = None in silence (torch 1.13 dropped it, 2.x only warned)."""
+        cases = self._one_call_per_op()
+        self.assertEqual(sorted(cases), sorted(self.at._OPS))
+        for name, (args, float_at) in cases.items():
+            for form, fn in (("torch.ops.apexx", getattr(torch.ops.apexx, name)),
+                             ("apexx.torch", getattr(self.at, name))):
+                with self.subTest(op=name, form=form):
+                    leaves = [a.detach().clone().requires_grad_() if i in float_at else a
+                              for i, a in enumerate(args)]
+                    with torch.no_grad():  # no gradient asked for: no graph, no error
+                        outs = fn(*leaves)
+                    outs = outs if isinstance(outs, tuple) else (outs,)
+                    self.assertFalse(any(o.requires_grad for o in outs))
+                    outs = fn(*leaves)  # inputs that require grad: the forward runs
+                    outs = outs if isinstance(outs, tuple) else (outs,)
+                    self.assertTrue(all(o.requires_grad for o in outs))
+                    try:
+                        sum(o.float().sum() for o in outs).backward()
+                    except RuntimeError as e:
+                        self.assertIsInstance(e, self.at.NoBackwardError)
+                        self.assertIn(f"apexx::{name}", str(e))
+                        self.assertIn("not implemented", str(e))
+                        continue
+                    for i in float_at:
+                        self.assertIsNotNone(leaves[i].grad, f"{form}.{name}: input {i}")
+
     def test_compile(self):
         if not hasattr(torch, "compile"):
             self.skipTest(f"torch {torch.__version__} has no torch.compile")
