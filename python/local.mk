@@ -19,7 +19,10 @@ APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
 APEXX_PY_C = python/apexx/binding.h python/apexx/_apexx.c python/apexx/errors.c \
 	python/apexx/call.c python/apexx/tensors.c python/apexx/ops.c \
 	python/apexx/context.c python/apexx/ff.c
-EXTRA_DIST += $(APEXX_PY_C) $(APEXX_PY_SOURCES) $(APEXX_PY_TESTS) \
+# pip's build of the same package (python/setup.py; checked by
+# tests/test_python_pip.sh)
+APEXX_PY_PIP = python/setup.py python/pyproject.toml
+EXTRA_DIST += $(APEXX_PY_C) $(APEXX_PY_SOURCES) $(APEXX_PY_TESTS) $(APEXX_PY_PIP) \
 	docs/python.md bench/python_overhead.py
 
 if BUILD_PYTHON

@@ -111,6 +111,11 @@ TESTS += tests/test_cmake_package.sh
 EXTRA_DIST += tests/test_cmake_package.sh tests/cmake-consumer/CMakeLists.txt \
 	tests/cmake-consumer/consumer.c
 
+# the Python package as pip installs it into a venv, against a staged
+# install (skips without python3-venv or wheel)
+TESTS += tests/test_python_pip.sh
+EXTRA_DIST += tests/test_python_pip.sh
+
 # every tracked source file carries its SPDX line (skips in a tarball)
 TESTS += tests/test_spdx.sh
 EXTRA_DIST += tests/test_spdx.sh
