@@ -14,7 +14,8 @@ APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
 	python/tests/test_gpu.py python/tests/gpu_run.sh \
 	python/tests/run_without_optional.py python/tests/test_lifetime.py \
 	python/tests/test_messages_and_limits.py python/tests/sanitized.sh \
-	python/tests/test_op_table.py
+	python/tests/test_op_table.py python/tests/test_signatures.py \
+	python/tests/test_stub_types.py
 # the extension's C files (python/apexx/binding.h says which does what)
 APEXX_PY_C = python/apexx/binding.h python/apexx/_apexx.c python/apexx/errors.c \
 	python/apexx/call.c python/apexx/tensors.c python/apexx/ops.c \

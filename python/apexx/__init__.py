@@ -150,8 +150,6 @@ def _current_stream(obj, device_id):
     return None
 
 
-_apexx._set_hooks(_ERRORS, _alloc, _current_stream)
-
 _default = None
 
 
@@ -164,23 +162,31 @@ def default_context():
     return _default
 
 
+_apexx._set_hooks(_ERRORS, _alloc, _current_stream, default_context)
+
+
 def version():
     """libapexx's version string."""
     return _apexx.version()
 
 
-def _module_function(name):
-    def call(*args, **kwargs):
-        return getattr(default_context(), name)(*args, **kwargs)
-    call.__name__ = name
-    call.__qualname__ = name
-    call.__doc__ = getattr(Context, name).__doc__ + "\n(On apexx.default_context().)"
-    return call
+def backends():
+    return default_context().backends()
 
 
-backends = _module_function("backends")
-explain = _module_function("explain")
-sync = _module_function("sync")
+def explain(op, /, *args, **kwargs):
+    return default_context().explain(op, *args, **kwargs)
+
+
+def sync(*, stream=None, backend=None, validate=None):
+    return default_context().sync(stream=stream, backend=backend, validate=validate)
+
+
+for _function in (backends, explain, sync):
+    _function.__doc__ = getattr(Context, _function.__name__).__doc__ + \
+        "\n(On apexx.default_context().)"
+# one function per op, made by the extension from the op descriptors as the
+# methods are: ctx.NAME on default_context(), with the same signature
 for _name in _apexx.OPS:
-    globals()[_name] = _module_function(_name)
-del _name
+    globals()[_name] = getattr(_apexx, _name)
+del _function, _name

@@ -1,19 +1,52 @@
 # SPDX-License-Identifier: Apache-2.0
-# Type stubs of the apexx package. A "Tensor" is any object with
-# __dlpack__/__dlpack_device__ (torch, CuPy, JAX, NumPy >= 1.22) or a host
-# buffer (NumPy); outputs are tensors of the input's library.
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union, overload
+# Type stubs of the apexx package. A tensor argument is any object with
+# __dlpack__ and __dlpack_device__ (torch.Tensor, numpy.ndarray >= 1.22,
+# cupy.ndarray, jax.Array: the DLPackTensor protocol) or a NumPy array;
+# outputs are tensors of the library of the op's first tensor argument (T).
+# The parameters are the runtime's (inspect.signature of the methods, made
+# from the op descriptors; python/tests/test_signatures.py holds them
+# equal): a required tensor after an argument with a default is typed
+# without None and given "= ..." (Python has no required parameter after
+# a defaulted one; the call refuses it missing).
+from typing import (Any, Dict, List, Literal, Optional, Protocol, Sequence, Tuple, TypedDict, TypeVar,
+                    Union, overload)
 
-T = TypeVar("T")
-Tensor = Any
-Stream = Union[int, Any]  # cudaStream_t as int, torch.cuda.Stream, cupy.cuda.Stream
+import numpy.typing
+
+class DLPackTensor(Protocol):
+    def __dlpack__(self, *, stream: Any = ...) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+
+Tensor = Union[DLPackTensor, numpy.typing.NDArray[Any]]
+T = TypeVar("T", bound=Tensor)
+
+class _TorchStream(Protocol):
+    @property
+    def cuda_stream(self) -> int: ...
+
+class _CupyStream(Protocol):
+    @property
+    def ptr(self) -> int: ...
+
+# cudaStream_t as an int, a torch.cuda.Stream, a cupy.cuda.Stream
+Stream = Union[int, _TorchStream, _CupyStream]
 Validate = Optional[Literal["device", "eager"]]
 Overlap = Union[Literal["override", "blend"], int]
 Direction = Union[Literal["forward", "backward", "bidirectional"], int]
 Merge = Union[Literal["sum", "avg", "gated"], int]
 OrderMode = Union[Literal["hilbert", "l2r", "r2l", "u2d", "d2u", "multi_direction"], int]
 
+# ff_infer(stats=True)'s last result: per frame of the batch
+class FFStats(TypedDict):
+    selected_l0: List[int]
+    selected_l1: List[int]
+    budget_b1_spent: List[float]
+    budget_b2_spent: List[float]
+    l0_ids: List[List[int]]
+    l1_ids: List[List[int]]
+
 __version__: str
+__all__: List[str]
 
 class ApexxError(Exception):
     status: int
@@ -31,7 +64,7 @@ class FileError(ApexxError): ...
 class FFWeights:
     @property
     def channels(self) -> int: ...
-    def save(self, path: str) -> None: ...
+    def save(self, path: str, /) -> None: ...
     def close(self) -> None: ...
 
 class Context:
@@ -39,117 +72,186 @@ class Context:
     def __enter__(self) -> "Context": ...
     def __exit__(self, *exc: Any) -> None: ...
     def close(self) -> None: ...
+    # name, state, reason, device, device_name, version, library
     def backends(self) -> List[Dict[str, str]]: ...
+    # files, overrides, warnings
     def config_source(self) -> Dict[str, str]: ...
-    def explain(self, op: str, *args: Any, **kwargs: Any) -> Dict[str, Any]: ...
-    def sync(self, *, stream: Optional[Stream] = None, backend: Optional[str] = None) -> None: ...
-    def ff_weights_load(self, path: str) -> FFWeights: ...
+    # {'backend': name or None, 'passed_over': [{backend, code, reason}]}
+    def explain(self, op: str, /, *args: Any, **kwargs: Any) -> Dict[str, Any]: ...
+    def sync(self, *, stream: Optional[Stream] = None, backend: Optional[str] = None,
+             validate: Validate = None) -> None: ...
+    def ff_weights_load(self, path: str, /) -> FFWeights: ...
     def ff_weights_seeded(self, channels: int, seed: int = 0) -> FFWeights: ...
     # out[b,k,c,dy,dx] = features[b,c,ty*t+dy,tx*t+dx]
-    def tilepack(self, features: Tensor, idx: Tensor, tile: int = 8, out: Optional[Tensor] = None,
-                 *, stream: Optional[Stream] = None, backend: Optional[str] = None,
-                 validate: Validate = None) -> Tensor: ...
+    def tilepack(self, features: T, idx: Tensor, tile: int = 8, out: Optional[T] = None, *,
+                 stream: Optional[Stream] = None, backend: Optional[str] = None,
+                 validate: Validate = None) -> T: ...
     # out = base with tiles written back in key order (level, k)
-    def tileunpack(self, base: Tensor, packed: Tensor, idx: Optional[Tensor] = None,
+    def tileunpack(self, base: T, packed: Tensor, idx: Optional[Tensor] = None,
                    origins: Optional[Tensor] = None, levels: Optional[Tensor] = None,
                    mode: Overlap = "override", blend_alpha: float = 0.5,
-                   assume_priority_sorted: bool = True, out: Optional[Tensor] = None, *,
+                   assume_priority_sorted: bool = True, out: Optional[T] = None, *,
                    stream: Optional[Stream] = None, backend: Optional[str] = None,
-                   validate: Validate = None) -> Tensor: ...
+                   validate: Validate = None) -> T: ...
     # selected x -> (x*vs + vb) * max(x*gs + gb, 0)
-    def fused_pack_op_unpack(self, features: Tensor, idx: Tensor, tile: int = 8,
+    def fused_pack_op_unpack(self, features: T, idx: Tensor, tile: int = 8,
                              value_scale: float = 1.0, value_bias: float = 0.0,
                              gate_scale: float = 1.0, gate_bias: float = 0.0,
-                             require_unique: bool = True, out: Optional[Tensor] = None, *,
+                             require_unique: bool = True, out: Optional[T] = None, *,
                              stream: Optional[Stream] = None, backend: Optional[str] = None,
-                             validate: Validate = None) -> Tensor: ...
+                             validate: Validate = None) -> T: ...
     # alpha = sigmoid(softplus(bw)*b + softplus(uw)*u + bias)
-    def fusiongate_alpha(self, boundary: Tensor, uncertainty: Tensor,
+    def fusiongate_alpha(self, boundary: T, uncertainty: Tensor,
                          boundary_log_weight: float = 1.0, uncertainty_log_weight: float = 1.0,
-                         bias: float = 0.0, out: Optional[Tensor] = None, *,
+                         bias: float = 0.0, out: Optional[T] = None, *,
                          stream: Optional[Stream] = None, backend: Optional[str] = None,
-                         validate: Validate = None) -> Tensor: ...
+                         validate: Validate = None) -> T: ...
     # out = base + alpha*(detail - base)
-    def fusiongate_fuse(self, base: Tensor, detail: Tensor, alpha: Tensor,
-                        out: Optional[Tensor] = None, *, stream: Optional[Stream] = None,
-                        backend: Optional[str] = None, validate: Validate = None) -> Tensor: ...
-    # s = d*s + (1-d)*(ig*x + sb); y = og*s
-    def tilessm_scan(self, tokens: Tensor, decay: Tensor, input_gain: Tensor,
-                     output_gain: Tensor, state_bias: Tensor, init_state: Optional[Tensor] = None,
-                     merge_gate: Optional[Tensor] = None, clamp_value: float = 1e4,
+    def fusiongate_fuse(self, base: T, detail: Tensor, alpha: Tensor, out: Optional[T] = None,
+                        *, stream: Optional[Stream] = None, backend: Optional[str] = None,
+                        validate: Validate = None) -> T: ...
+    # s = d*s + (1-d)*(ig*x + sb); y = og*s; returns (out, final_state)
+    def tilessm_scan(self, tokens: T, decay: Tensor, input_gain: Tensor, output_gain: Tensor,
+                     state_bias: Tensor, init_state: Optional[Tensor] = None,
+                     merge_gate: Optional[Tensor] = None, clamp_value: float = 10000.0,
                      direction: Direction = "forward", merge: Merge = "avg",
-                     out: Optional[Tensor] = None, final_state: Optional[Tensor] = None, *,
+                     out: Optional[T] = None, final_state: Optional[T] = None, *,
                      stream: Optional[Stream] = None, backend: Optional[str] = None,
-                     validate: Validate = None) -> Tuple[Tensor, Tensor]: ...
+                     validate: Validate = None) -> Tuple[T, T]: ...
     # out[..i..] = src[..index[..i..] along dim..]
-    def gather(self, src: Tensor, dim: int, index: Tensor, out: Optional[Tensor] = None, *,
+    def gather(self, src: T, dim: int = 0, index: Tensor = ..., out: Optional[T] = None, *,
                stream: Optional[Stream] = None, backend: Optional[str] = None,
-               validate: Validate = None) -> Tensor: ...
+               validate: Validate = None) -> T: ...
     # out[i,j] = src[index[i], j]
-    def index_select(self, src: Tensor, index: Tensor, out: Optional[Tensor] = None, *,
+    def index_select(self, src: T, index: Tensor, out: Optional[T] = None, *,
                      stream: Optional[Stream] = None, backend: Optional[str] = None,
-                     validate: Validate = None) -> Tensor: ...
+                     validate: Validate = None) -> T: ...
     # out = self; out[..index[i]..] += src[i] along dim
-    def scatter_add(this, self: Tensor, dim: int, index: Tensor, src: Tensor,
-                    out: Optional[Tensor] = None, *, stream: Optional[Stream] = None,
-                    backend: Optional[str] = None, validate: Validate = None) -> Tensor: ...
+    def scatter_add(this, self: T, dim: int = 0, index: Tensor = ..., src: Tensor = ...,
+                    out: Optional[T] = None, *, stream: Optional[Stream] = None,
+                    backend: Optional[str] = None, validate: Validate = None) -> T: ...
     # grad_src = zeros(src_shape) scatter_add grad_out along dim
-    def gather_backward(self, grad_out: Tensor, dim: int, index: Tensor,
-                        grad_src: Optional[Tensor] = None,
-                        src_shape: Optional[Sequence[int]] = None, *,
-                        stream: Optional[Stream] = None, backend: Optional[str] = None,
-                        validate: Validate = None) -> Tensor: ...
+    def gather_backward(self, grad_out: T, dim: int = 0, index: Tensor = ...,
+                        grad_src: Optional[T] = None, src_shape: Optional[Sequence[int]] = None,
+                        *, stream: Optional[Stream] = None, backend: Optional[str] = None,
+                        validate: Validate = None) -> T: ...
     # out = ids stably sorted by the mode's key (host tensors)
-    def tile_order(self, ids: Tensor, grid_h: int, grid_w: int, mode: OrderMode = "hilbert",
-                   out: Optional[Tensor] = None) -> Tensor: ...
-    # one frame of the FF heavy path (docs/ff_infer.md)
-    def ff_infer(self, dense: Tensor, utilities: Tensor, split_utilities: Optional[Tensor] = None,
+    def tile_order(self, ids: T, grid_h: int, grid_w: int, mode: OrderMode = "hilbert",
+                   out: Optional[T] = None, *, stream: Optional[Stream] = None,
+                   backend: Optional[str] = None, validate: Validate = None) -> T: ...
+    # one frame of the FF heavy path (docs/ff_infer.md): (heavy, detail, alpha[, stats])
+    @overload
+    def ff_infer(self, dense: T, utilities: Tensor, split_utilities: Optional[Tensor] = None,
                  boundary: Optional[Tensor] = None, uncertainty: Optional[Tensor] = None,
-                 weights: Optional[FFWeights] = None, tile_l0: int = 16, tile_l1: int = 8,
+                 weights: FFWeights = ..., tile_l0: int = 16, tile_l1: int = 8,
                  kmax_l0: int = 32, kmax_l1: int = 64, budget_b1: float = 16.0,
                  budget_b2: float = 8.0, cost_heavy: float = 1.0, cost_cheap: float = 0.2,
                  enable_nesting: bool = True, graph_replay: bool = False,
-                 heavy: Optional[Tensor] = None, detail: Optional[Tensor] = None,
-                 alpha: Optional[Tensor] = None, stats: bool = False, *,
+                 heavy: Optional[T] = None, detail: Optional[T] = None,
+                 alpha: Optional[T] = None, stats: Literal[False] = False, *,
                  stream: Optional[Stream] = None, backend: Optional[str] = None,
-                 validate: Validate = None) -> Tuple[Any, ...]: ...
+                 validate: Validate = None) -> Tuple[T, T, T]: ...
+    @overload
+    def ff_infer(self, dense: T, utilities: Tensor, split_utilities: Optional[Tensor] = None,
+                 boundary: Optional[Tensor] = None, uncertainty: Optional[Tensor] = None,
+                 weights: FFWeights = ..., tile_l0: int = 16, tile_l1: int = 8,
+                 kmax_l0: int = 32, kmax_l1: int = 64, budget_b1: float = 16.0,
+                 budget_b2: float = 8.0, cost_heavy: float = 1.0, cost_cheap: float = 0.2,
+                 enable_nesting: bool = True, graph_replay: bool = False,
+                 heavy: Optional[T] = None, detail: Optional[T] = None,
+                 alpha: Optional[T] = None, *, stats: Literal[True],
+                 stream: Optional[Stream] = None, backend: Optional[str] = None,
+                 validate: Validate = None) -> Tuple[T, T, T, FFStats]: ...
+    @overload
+    def ff_infer(self, dense: T, utilities: Tensor, split_utilities: Optional[Tensor] = None,
+                 boundary: Optional[Tensor] = None, uncertainty: Optional[Tensor] = None,
+                 weights: FFWeights = ..., tile_l0: int = 16, tile_l1: int = 8,
+                 kmax_l0: int = 32, kmax_l1: int = 64, budget_b1: float = 16.0,
+                 budget_b2: float = 8.0, cost_heavy: float = 1.0, cost_cheap: float = 0.2,
+                 enable_nesting: bool = True, graph_replay: bool = False,
+                 heavy: Optional[T] = None, detail: Optional[T] = None,
+                 alpha: Optional[T] = None, stats: bool = False, *,
+                 stream: Optional[Stream] = None, backend: Optional[str] = None,
+                 validate: Validate = None) -> Union[Tuple[T, T, T], Tuple[T, T, T, FFStats]]: ...
 
 def default_context() -> Context: ...
 def version() -> str: ...
 # module-level functions: the Context methods on default_context()
 def backends() -> List[Dict[str, str]]: ...
-def explain(op: str, *args: Any, **kwargs: Any) -> Dict[str, Any]: ...
-def sync(*, stream: Optional[Stream] = None, backend: Optional[str] = None) -> None: ...
-def tilepack(features: Tensor, idx: Tensor, tile: int = 8, out: Optional[Tensor] = None,
-             **options: Any) -> Tensor: ...
-def tileunpack(base: Tensor, packed: Tensor, idx: Optional[Tensor] = None,
+def explain(op: str, /, *args: Any, **kwargs: Any) -> Dict[str, Any]: ...
+def sync(*, stream: Optional[Stream] = None, backend: Optional[str] = None,
+         validate: Validate = None) -> None: ...
+def tilepack(features: T, idx: Tensor, tile: int = 8, out: Optional[T] = None, *,
+             stream: Optional[Stream] = None, backend: Optional[str] = None,
+             validate: Validate = None) -> T: ...
+def tileunpack(base: T, packed: Tensor, idx: Optional[Tensor] = None,
                origins: Optional[Tensor] = None, levels: Optional[Tensor] = None,
                mode: Overlap = "override", blend_alpha: float = 0.5,
-               assume_priority_sorted: bool = True, out: Optional[Tensor] = None,
-               **options: Any) -> Tensor: ...
-def fused_pack_op_unpack(features: Tensor, idx: Tensor, tile: int = 8, value_scale: float = 1.0,
+               assume_priority_sorted: bool = True, out: Optional[T] = None, *,
+               stream: Optional[Stream] = None, backend: Optional[str] = None,
+               validate: Validate = None) -> T: ...
+def fused_pack_op_unpack(features: T, idx: Tensor, tile: int = 8, value_scale: float = 1.0,
                          value_bias: float = 0.0, gate_scale: float = 1.0,
                          gate_bias: float = 0.0, require_unique: bool = True,
-                         out: Optional[Tensor] = None, **options: Any) -> Tensor: ...
-def fusiongate_alpha(boundary: Tensor, uncertainty: Tensor, boundary_log_weight: float = 1.0,
+                         out: Optional[T] = None, *, stream: Optional[Stream] = None,
+                         backend: Optional[str] = None, validate: Validate = None) -> T: ...
+def fusiongate_alpha(boundary: T, uncertainty: Tensor, boundary_log_weight: float = 1.0,
                      uncertainty_log_weight: float = 1.0, bias: float = 0.0,
-                     out: Optional[Tensor] = None, **options: Any) -> Tensor: ...
-def fusiongate_fuse(base: Tensor, detail: Tensor, alpha: Tensor, out: Optional[Tensor] = None,
-                    **options: Any) -> Tensor: ...
-def tilessm_scan(tokens: Tensor, decay: Tensor, input_gain: Tensor, output_gain: Tensor,
+                     out: Optional[T] = None, *, stream: Optional[Stream] = None,
+                     backend: Optional[str] = None, validate: Validate = None) -> T: ...
+def fusiongate_fuse(base: T, detail: Tensor, alpha: Tensor, out: Optional[T] = None, *,
+                    stream: Optional[Stream] = None, backend: Optional[str] = None,
+                    validate: Validate = None) -> T: ...
+def tilessm_scan(tokens: T, decay: Tensor, input_gain: Tensor, output_gain: Tensor,
                  state_bias: Tensor, init_state: Optional[Tensor] = None,
-                 merge_gate: Optional[Tensor] = None, clamp_value: float = 1e4,
+                 merge_gate: Optional[Tensor] = None, clamp_value: float = 10000.0,
                  direction: Direction = "forward", merge: Merge = "avg",
-                 out: Optional[Tensor] = None, final_state: Optional[Tensor] = None,
-                 **options: Any) -> Tuple[Tensor, Tensor]: ...
-def gather(src: Tensor, dim: int, index: Tensor, out: Optional[Tensor] = None,
-           **options: Any) -> Tensor: ...
-def index_select(src: Tensor, index: Tensor, out: Optional[Tensor] = None,
-                 **options: Any) -> Tensor: ...
-def scatter_add(self: Tensor, dim: int, index: Tensor, src: Tensor, out: Optional[Tensor] = None,
-                **options: Any) -> Tensor: ...
-def gather_backward(grad_out: Tensor, dim: int, index: Tensor, grad_src: Optional[Tensor] = None,
-                    src_shape: Optional[Sequence[int]] = None, **options: Any) -> Tensor: ...
-def tile_order(ids: Tensor, grid_h: int, grid_w: int, mode: OrderMode = "hilbert",
-               out: Optional[Tensor] = None) -> Tensor: ...
-def ff_infer(dense: Tensor, utilities: Tensor, **kwargs: Any) -> Tuple[Any, ...]: ...
+                 out: Optional[T] = None, final_state: Optional[T] = None, *,
+                 stream: Optional[Stream] = None, backend: Optional[str] = None,
+                 validate: Validate = None) -> Tuple[T, T]: ...
+def gather(src: T, dim: int = 0, index: Tensor = ..., out: Optional[T] = None, *,
+           stream: Optional[Stream] = None, backend: Optional[str] = None,
+           validate: Validate = None) -> T: ...
+def index_select(src: T, index: Tensor, out: Optional[T] = None, *,
+                 stream: Optional[Stream] = None, backend: Optional[str] = None,
+                 validate: Validate = None) -> T: ...
+def scatter_add(self: T, dim: int = 0, index: Tensor = ..., src: Tensor = ...,
+                out: Optional[T] = None, *, stream: Optional[Stream] = None,
+                backend: Optional[str] = None, validate: Validate = None) -> T: ...
+def gather_backward(grad_out: T, dim: int = 0, index: Tensor = ..., grad_src: Optional[T] = None,
+                    src_shape: Optional[Sequence[int]] = None, *,
+                    stream: Optional[Stream] = None, backend: Optional[str] = None,
+                    validate: Validate = None) -> T: ...
+def tile_order(ids: T, grid_h: int, grid_w: int, mode: OrderMode = "hilbert",
+               out: Optional[T] = None, *, stream: Optional[Stream] = None,
+               backend: Optional[str] = None, validate: Validate = None) -> T: ...
+@overload
+def ff_infer(dense: T, utilities: Tensor, split_utilities: Optional[Tensor] = None,
+             boundary: Optional[Tensor] = None, uncertainty: Optional[Tensor] = None,
+             weights: FFWeights = ..., tile_l0: int = 16, tile_l1: int = 8, kmax_l0: int = 32,
+             kmax_l1: int = 64, budget_b1: float = 16.0, budget_b2: float = 8.0,
+             cost_heavy: float = 1.0, cost_cheap: float = 0.2, enable_nesting: bool = True,
+             graph_replay: bool = False, heavy: Optional[T] = None, detail: Optional[T] = None,
+             alpha: Optional[T] = None, stats: Literal[False] = False, *,
+             stream: Optional[Stream] = None, backend: Optional[str] = None,
+             validate: Validate = None) -> Tuple[T, T, T]: ...
+@overload
+def ff_infer(dense: T, utilities: Tensor, split_utilities: Optional[Tensor] = None,
+             boundary: Optional[Tensor] = None, uncertainty: Optional[Tensor] = None,
+             weights: FFWeights = ..., tile_l0: int = 16, tile_l1: int = 8, kmax_l0: int = 32,
+             kmax_l1: int = 64, budget_b1: float = 16.0, budget_b2: float = 8.0,
+             cost_heavy: float = 1.0, cost_cheap: float = 0.2, enable_nesting: bool = True,
+             graph_replay: bool = False, heavy: Optional[T] = None, detail: Optional[T] = None,
+             alpha: Optional[T] = None, *, stats: Literal[True],
+             stream: Optional[Stream] = None, backend: Optional[str] = None,
+             validate: Validate = None) -> Tuple[T, T, T, FFStats]: ...
+@overload
+def ff_infer(dense: T, utilities: Tensor, split_utilities: Optional[Tensor] = None,
+             boundary: Optional[Tensor] = None, uncertainty: Optional[Tensor] = None,
+             weights: FFWeights = ..., tile_l0: int = 16, tile_l1: int = 8, kmax_l0: int = 32,
+             kmax_l1: int = 64, budget_b1: float = 16.0, budget_b2: float = 8.0,
+             cost_heavy: float = 1.0, cost_cheap: float = 0.2, enable_nesting: bool = True,
+             graph_replay: bool = False, heavy: Optional[T] = None, detail: Optional[T] = None,
+             alpha: Optional[T] = None, stats: bool = False, *,
+             stream: Optional[Stream] = None, backend: Optional[str] = None,
+             validate: Validate = None) -> Union[Tuple[T, T, T], Tuple[T, T, T, FFStats]]: ...

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* apexx._apexx: the module. Its functions (version, _set_hooks for
- * apexx/__init__.py), its constants (HEADER_VERSION, DLPACK_VERSION, OPS:
+ * apexx/__init__.py, one per op that the package re-exports as apexx.NAME:
+ * apxpy_add_op_functions), its constants (HEADER_VERSION, DLPACK_VERSION, OPS:
  * the op methods of Context, from the op descriptors) and its types
  * (Context, FFWeights). The binding's files: binding.h. */
 #include "binding.h"
@@ -17,12 +18,13 @@
 #define APX_DLPACK_HEADER_VERSION 0
 #endif
 
-/* _set_hooks(errors, alloc, stream): errors is a sequence indexed by status
- * (0 = ApexxError). */
+/* _set_hooks(errors, alloc, stream, default_context): errors is a sequence
+ * indexed by status (0 = ApexxError). */
 static PyObject *mod_set_hooks(PyObject *mod, PyObject *args) {
   (void)mod;
-  PyObject *errors, *alloc, *stream;
-  if (!PyArg_ParseTuple(args, "OOO:_set_hooks", &errors, &alloc, &stream)) return NULL;
+  PyObject *errors, *alloc, *stream, *default_context;
+  if (!PyArg_ParseTuple(args, "OOOO:_set_hooks", &errors, &alloc, &stream, &default_context))
+    return NULL;
   PyObject *seq = PySequence_Fast(errors, "errors must be a sequence");
   if (!seq) return NULL;
   if (PySequence_Fast_GET_SIZE(seq) != APXPY_STATUS_COUNT) {
@@ -40,6 +42,8 @@ static PyObject *mod_set_hooks(PyObject *mod, PyObject *args) {
   Py_XSETREF(apxpy_alloc_hook, alloc);
   Py_INCREF(stream);
   Py_XSETREF(apxpy_stream_hook, stream);
+  Py_INCREF(default_context);
+  Py_XSETREF(apxpy_default_context_hook, default_context);
   Py_RETURN_NONE;
 }
 
@@ -49,8 +53,11 @@ static PyObject *mod_version(PyObject *mod, PyObject *unused) {
 }
 
 static PyMethodDef module_methods[] = {
-    {"_set_hooks", mod_set_hooks, METH_VARARGS, "internal: exception classes and hooks"},
-    {"version", mod_version, METH_NOARGS, "version() -> libapexx's version string"},
+    {"_set_hooks", mod_set_hooks, METH_VARARGS,
+     "_set_hooks($module, errors, alloc, stream, default_context, /)\n--\n\n"
+     "internal: exception classes and hooks"},
+    {"version", mod_version, METH_NOARGS,
+     "version($module, /)\n--\n\nReturns libapexx's version string."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef apexx_module = {PyModuleDef_HEAD_INIT, "_apexx",
@@ -74,6 +81,10 @@ PyMODINIT_FUNC PyInit__apexx(void) {
   if (intern_names() < 0) return NULL;
   PyObject *m = PyModule_Create(&apexx_module);
   if (!m) return NULL;
+  if (apxpy_add_op_functions(m) < 0) {
+    Py_DECREF(m);
+    return NULL;
+  }
   PyObject *ops = apxpy_op_names();
   Py_INCREF(&apxpy_ContextType);
   Py_INCREF(&apxpy_WeightsType);

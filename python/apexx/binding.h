@@ -41,6 +41,7 @@ enum { APXPY_STATUS_COUNT = 0 APX_STATUS_MAP(APXPY_COUNT_STATUS_) };
 extern PyObject *apxpy_error_classes[APXPY_STATUS_COUNT]; /* index = status */
 extern PyObject *apxpy_alloc_hook;  /* _alloc(like, shape, dtype_name) -> tensor */
 extern PyObject *apxpy_stream_hook; /* _current_stream(obj, device_id) -> int */
+extern PyObject *apxpy_default_context_hook; /* default_context() -> Context */
 /* interned attribute names */
 extern PyObject *apxpy_str_dlpack, *apxpy_str_dlpack_device, *apxpy_str_stream,
     *apxpy_str_requires_grad, *apxpy_str_detach;
@@ -207,6 +208,10 @@ extern const apxpy_op_extra apxpy_ff_infer_extra;
 /* The op methods of Context (every descriptor's op and tile_order) into
  * methods[0..max); returns how many, -1 with an exception. */
 int apxpy_op_methods(PyMethodDef *methods, int max);
+/* The module functions apexx.NAME (ctx.NAME on apexx.default_context(),
+ * the same names and signatures) added to module; after apxpy_op_methods.
+ * 0, or -1 with an exception. */
+int apxpy_add_op_functions(PyObject *module);
 /* A tuple of the op method names, in id order, tile_order last. */
 PyObject *apxpy_op_names(void);
 /* ctx.explain(op, *args, **kwargs). */
@@ -217,6 +222,8 @@ PyObject *apxpy_explain(ContextObject *self, PyObject *const *args, Py_ssize_t n
 /* Fill apxpy_ContextType's methods (the context's own and the ops'). */
 int apxpy_context_type_init(void);
 void apxpy_context_free_now(ContextObject *self);
+/* apexx.default_context() (a new reference), NULL with an exception. */
+ContextObject *apxpy_default_context(void);
 PyObject *apxpy_weights_new(ContextObject *self, apx_ff_weights *w);
 PyObject *apxpy_ff_weights_load(ContextObject *self, PyObject *arg);
 PyObject *apxpy_ff_weights_seeded(ContextObject *self, PyObject *args, PyObject *kw);

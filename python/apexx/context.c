@@ -121,7 +121,11 @@ static PyObject *m_time_c_tilepack(ContextObject *self, PyObject *const *args, P
   if (apxpy_int_arg(&cs, s[3], "tile", &a.tile) < 0 || apxpy_int_arg(&cs, s[4], "n", &n) < 0) goto fail;
   if (!(a.features = apxpy_req_tensor(&cs, s[0], "features")) || !(a.idx = apxpy_req_tensor(&cs, s[1], "idx")))
     goto fail;
-  if (!s[2] || !(a.out = apxpy_acquire(&cs, s[2], "out", 1))) goto fail;
+  if (!s[2]) {
+    PyErr_SetString(PyExc_TypeError, "_time_c_tilepack: out is required");
+    goto fail;
+  }
+  if (!(a.out = apxpy_acquire(&cs, s[2], "out", 1))) goto fail;
   struct timespec t0, t1;
   apx_status st = APX_OK;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -142,35 +146,48 @@ fail:
 
 
 /* The context's own methods; the op methods follow them in the type's
- * table (apxpy_context_type_init). */
+ * table (apxpy_context_type_init). Each docstring starts with its
+ * signature for inspect.signature (CPython's "NAME($self, ...)\n--\n\n"),
+ * the parameters its parsing takes. */
 #define FC (METH_FASTCALL | METH_KEYWORDS)
+#define COMMON_KEYWORDS_ "*, stream=None, backend=None, validate=None"
 static const PyMethodDef own_methods[] = {
     {"backends", (PyCFunction)m_backends, METH_NOARGS,
-     "backends() -> list of dicts: name, state, reason, device, device_name, version, "
-     "library (configuration order)."},
+     "backends($self, /)\n--\n\n"
+     "Returns a list of dicts: name, state, reason, device, device_name, version, library "
+     "(configuration order)."},
     {"explain", (PyCFunction)(void (*)(void))apxpy_explain, FC,
-     "explain(op, *args, **kwargs) -> {'backend': name or None, 'passed_over': [{backend, "
-     "code, reason}]}: which backend the call would run on and why each other was passed "
-     "over. Takes the op's own arguments; validates them as the op would."},
+     "explain($self, op, /, *args, **kwargs)\n--\n\n"
+     "Returns {'backend': name or None, 'passed_over': [{backend, code, reason}]}: which "
+     "backend the call would run on and why each other was passed over. Takes the op's own "
+     "arguments; validates them as the op would."},
     {"sync", (PyCFunction)(void (*)(void))m_sync, FC,
-     "sync(*, stream=None, backend=None): wait for the stream (default: the current torch or "
-     "CuPy stream) on every device backend and raise a deferred device error "
-     "(apexx.DeviceError), e.g. an out-of-range index found on the device."},
+     "sync($self, /, " COMMON_KEYWORDS_ ")\n--\n\n"
+     "Waits for the stream (default: the current torch or CuPy stream) on every device "
+     "backend and raises a deferred device error (apexx.DeviceError), e.g. an out-of-range "
+     "index found on the device; validate= is accepted and has no effect."},
     {"close", (PyCFunction)m_close, METH_NOARGS,
-     "close(): unload the backends (after the last FFWeights of this context is freed)."},
-    {"__enter__", (PyCFunction)m_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)m_exit, METH_VARARGS, NULL},
+     "close($self, /)\n--\n\n"
+     "Unloads the backends (after the last FFWeights of this context is freed)."},
+    {"__enter__", (PyCFunction)m_enter, METH_NOARGS, "__enter__($self, /)\n--\n\n"},
+    {"__exit__", (PyCFunction)m_exit, METH_VARARGS,
+     "__exit__($self, /, *exc)\n--\n\nCloses the context."},
     {"config_source", (PyCFunction)m_config_source, METH_NOARGS,
-     "config_source() -> {'files', 'overrides', 'warnings'} of the configuration in use."},
+     "config_source($self, /)\n--\n\n"
+     "Returns {'files', 'overrides', 'warnings'} of the configuration in use."},
     {"ff_weights_load", (PyCFunction)apxpy_ff_weights_load, METH_O,
-     "ff_weights_load(path) -> FFWeights from a safetensors file with FFModule's state_dict "
-     "names (docs/ff_weights.md)."},
+     "ff_weights_load($self, path, /)\n--\n\n"
+     "Returns FFWeights from a safetensors file with FFModule's state_dict names "
+     "(docs/ff_weights.md)."},
     {"ff_weights_seeded", (PyCFunction)(void (*)(void))apxpy_ff_weights_seeded,
      METH_VARARGS | METH_KEYWORDS,
-     "ff_weights_seeded(channels, seed=0) -> FFWeights from the documented generator."},
+     "ff_weights_seeded($self, /, channels, seed=0)\n--\n\n"
+     "Returns FFWeights from the documented generator."},
     {"_time_c_tilepack", (PyCFunction)(void (*)(void))m_time_c_tilepack, FC,
-     "_time_c_tilepack(features, idx, out, tile=8, n=1000, *, stream=None, backend=None) -> "
-     "seconds per apx_tilepack call looped in C over the same tensors (bench baseline)."},
+     "_time_c_tilepack($self, /, features, idx, out, tile=8, n=1000, " COMMON_KEYWORDS_
+     ")\n--\n\n"
+     "Returns the seconds per apx_tilepack call looped in C over the same tensors (bench "
+     "baseline)."},
 };
 #define OWN_METHODS ((int)(sizeof own_methods / sizeof own_methods[0]))
 
@@ -209,14 +226,32 @@ PyTypeObject apxpy_ContextType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "apexx.Context",
     .tp_basicsize = sizeof(ContextObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Context(config=None): an apexx context. Reads the INI configuration (the "
-              "path, else $APEXX_CONFIG, else the installed apexx.ini, else built-in "
-              "defaults), loads and probes the backends. One method per op.",
+    .tp_doc = "Context(config=None)\n--\n\n"
+              "An apexx context. Reads the INI configuration (the path, else $APEXX_CONFIG, "
+              "else the installed apexx.ini, else built-in defaults), loads and probes the "
+              "backends. One method per op.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)context_init,
     .tp_dealloc = (destructor)context_dealloc,
     .tp_methods = context_methods,
 };
+
+PyObject *apxpy_default_context_hook;
+
+ContextObject *apxpy_default_context(void) {
+  if (!apxpy_default_context_hook) {
+    PyErr_SetString(PyExc_RuntimeError, "apexx: import the apexx package (apexx._apexx has no "
+                                        "default context hook)");
+    return NULL;
+  }
+  PyObject *ctx = PyObject_CallObject(apxpy_default_context_hook, NULL);
+  if (ctx && !PyObject_TypeCheck(ctx, &apxpy_ContextType)) {
+    PyErr_Format(PyExc_TypeError, "apexx.default_context() returned a %s, not a Context",
+                 Py_TYPE(ctx)->tp_name);
+    Py_CLEAR(ctx);
+  }
+  return (ContextObject *)ctx;
+}
 
 int apxpy_context_type_init(void) {
   memcpy(context_methods, own_methods, sizeof own_methods);

@@ -58,8 +58,10 @@ static PyObject *w_channels(WeightsObject *self, void *unused) {
 }
 
 static PyMethodDef weights_methods[] = {
-    {"close", (PyCFunction)w_close, METH_NOARGS, "close(): free the weights now."},
-    {"save", (PyCFunction)w_save, METH_O, "save(path): write a float32 safetensors file."},
+    {"close", (PyCFunction)w_close, METH_NOARGS,
+     "close($self, /)\n--\n\nFrees the weights now."},
+    {"save", (PyCFunction)w_save, METH_O,
+     "save($self, path, /)\n--\n\nWrites a float32 safetensors file."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef weights_getset[] = {

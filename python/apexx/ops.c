@@ -345,10 +345,12 @@ static PyObject *m_tile_order(ContextObject *self, PyObject *const *args, Py_ssi
   return tile_order_method(self, args, nargs, kwnames, NULL);
 }
 
-static const char tile_order_doc[] =
-    "tile_order(ids, grid_h, grid_w, mode='hilbert', out=None)\n"
-    "out = ids stably sorted by the mode's key (hilbert, l2r, r2l, u2d, d2u, "
-    "multi_direction); host tensors; out may be ids itself (docs/ops.md, tile_order).";
+#define TILE_ORDER_DOC_(bound, tail)                                                              \
+  "tile_order(" bound ", /, ids, grid_h, grid_w, mode='hilbert', out=None, *, stream=None, "       \
+  "backend=None, validate=None)\n--\n\n"                                                          \
+  "Returns out.\nout = ids stably sorted by the mode's key (hilbert, l2r, r2l, u2d, d2u, "         \
+  "multi_direction); host tensors; out may be ids itself (docs/ops.md, tile_order)." tail
+static const char tile_order_doc[] = TILE_ORDER_DOC_("$self", "");
 
 /* ---- the methods -------------------------------------------------------------- */
 /* One C function per op id of APX_OP_MAP: a new op gets its method from the
@@ -367,6 +369,39 @@ static const fastcall_fn op_functions[APX_OP_COUNT] = {
     APX_OP_MAP(OP_ENTRY_)
 #undef OP_ENTRY_
 };
+
+/* The module functions: apexx.NAME(...) is ctx.NAME(...) on
+ * apexx.default_context(), one C function per op id as for the methods. */
+#define MODULE_FUNCTION_(upper, lower)                                                            \
+  static PyObject *f_op_##lower(PyObject *module, PyObject *const *args, Py_ssize_t nargs,      \
+                                PyObject *kwnames) {                                            \
+    (void)module;                                                                               \
+    ContextObject *ctx = apxpy_default_context();                                               \
+    PyObject *r = ctx ? op_method(ctx, APX_OP_##upper, args, nargs, kwnames, NULL) : NULL;      \
+    Py_XDECREF(ctx);                                                                            \
+    return r;                                                                                   \
+  }
+APX_OP_MAP(MODULE_FUNCTION_)
+#undef MODULE_FUNCTION_
+
+typedef PyObject *(*module_fastcall_fn)(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static const module_fastcall_fn op_module_functions[APX_OP_COUNT] = {
+#define OP_ENTRY_(upper, lower) [APX_OP_##upper] = f_op_##lower,
+    APX_OP_MAP(OP_ENTRY_)
+#undef OP_ENTRY_
+};
+
+static PyObject *f_tile_order(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames) {
+  (void)module;
+  ContextObject *ctx = apxpy_default_context();
+  PyObject *r = ctx ? tile_order_method(ctx, args, nargs, kwnames, NULL) : NULL;
+  Py_XDECREF(ctx);
+  return r;
+}
+
+static const char tile_order_function_doc[] =
+    TILE_ORDER_DOC_("$module", "\n(On apexx.default_context().)");
 
 PyObject *apxpy_explain(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,
                         PyObject *kwnames) {
@@ -415,18 +450,23 @@ static void appendf(text *t, const char *fmt, ...) {
   }
 }
 
-/* An argument in the signature, with its ARGS_INIT default. */
-static void signature_arg(text *t, const apx_op_desc *d, const apx_op_arg *a) {
+/* An argument in the signature, with its ARGS_INIT default. A Python
+ * signature has no required parameter after one with a default: a required
+ * tensor or handle after one shows its ARGS_INIT (None), and a call
+ * without it is refused naming it. *defaulted: whether one came before. */
+static void signature_arg(text *t, const apx_op_desc *d, const apx_op_arg *a, int *defaulted) {
   const char *init = (const char *)d->args_init + a->offset;
   int i;
   double x;
   int64_t v;
   appendf(t, "%s", a->name);
+  if (a->kind == APX_ARG_INPUT || a->kind == APX_ARG_INDEX || a->kind == APX_ARG_HANDLE) {
+    if (a->optional || *defaulted) appendf(t, "=None");
+    *defaulted |= a->optional;
+    return;
+  }
+  *defaulted = 1;
   switch (a->kind) {
-  case APX_ARG_INPUT:
-  case APX_ARG_INDEX:
-    if (a->optional) appendf(t, "=None");
-    break;
   case APX_ARG_OUTPUT:
     appendf(t, "=None");
     break;
@@ -485,29 +525,42 @@ static void argument_lines(text *t, const apx_op_desc *d) {
   }
 }
 
-/* "NAME(args..., *, stream=None, backend=None, validate=None) -> outputs",
- * the summary, the tensors; NULL when out of memory. Lives as long as the
- * process (the method table's). */
-static char *op_doc(const apx_op_desc *d, const apxpy_op_extra *x) {
+/* The name of the bound first parameter of a signature: preferred unless
+ * the op has an argument of that name (scatter_add's self). */
+static const char *bound_name(const apx_op_desc *d, const char *preferred, const char *other) {
+  for (int i = 0; i < d->arg_count; i++)
+    if (strcmp(d->args[i].name, preferred) == 0) return other;
+  return preferred;
+}
+
+/* The docstring: "NAME($BOUND, /, args..., *, stream=None, backend=None,
+ * validate=None)\n--\n\n" (CPython's __text_signature__, which
+ * inspect.signature reads), what it returns, the summary, the tensors,
+ * then tail; NULL when out of memory. Lives as long as the process (the
+ * method table's). */
+static char *op_doc(const apx_op_desc *d, const apxpy_op_extra *x, const char *bound,
+                    const char *tail) {
   text t = {PyMem_RawMalloc(512), 0, 512};
-  int outputs = 0, results = 0;
-  appendf(&t, "%s(", d->name);
+  int outputs = 0, results = 0, defaulted = 0;
+  appendf(&t, "%s($%s, /", d->name, bound);
   for (int i = 0; i < d->arg_count; i++) {
-    appendf(&t, "%s", i ? ", " : "");
-    signature_arg(&t, d, &d->args[i]);
+    appendf(&t, ", ");
+    signature_arg(&t, d, &d->args[i], &defaulted);
     outputs += d->args[i].kind == APX_ARG_OUTPUT;
     results += d->args[i].kind == APX_ARG_RESULT;
   }
   for (int i = 0; x && x->keywords && x->keywords[i]; i++) appendf(&t, ", %s=None", x->keywords[i]);
-  appendf(&t, ", *, stream=None, backend=None, validate=None) -> %s",
+  appendf(&t, ", *, stream=None, backend=None, validate=None)\n--\n\nReturns %s",
           outputs + results > 1 ? "(" : "");
   for (int i = 0, k = 0; i < d->arg_count; i++) {
     if (d->args[i].kind == APX_ARG_OUTPUT) appendf(&t, "%s%s", k++ ? ", " : "", d->args[i].name);
     if (d->args[i].kind == APX_ARG_RESULT) appendf(&t, "[, %s]", d->args[i].name);
   }
-  appendf(&t, "%s\n%s (docs/ops.md, %s).", outputs + results > 1 ? ")" : "", d->summary, d->name);
+  appendf(&t, "%s.\n%s (docs/ops.md, %s).", outputs + results > 1 ? ")" : "", d->summary,
+          d->name);
   argument_lines(&t, d);
   if (x && x->doc) appendf(&t, "\n%s", x->doc);
+  appendf(&t, "%s", tail);
   return t.buf;
 }
 
@@ -521,7 +574,7 @@ int apxpy_op_methods(PyMethodDef *methods, int max) {
       return -1;
     }
     if (op_entry_init(&op_entries[op], d) < 0) return -1;
-    char *doc = op_doc(d, op_entries[op].x);
+    char *doc = op_doc(d, op_entries[op].x, bound_name(d, "self", "this"), "");
     if (!doc) {
       PyErr_NoMemory();
       return -1;
@@ -532,6 +585,39 @@ int apxpy_op_methods(PyMethodDef *methods, int max) {
   methods[n++] = (PyMethodDef){"tile_order", (PyCFunction)(void (*)(void))m_tile_order,
                                METH_FASTCALL | METH_KEYWORDS, tile_order_doc};
   return n;
+}
+
+int apxpy_add_op_functions(PyObject *module) {
+  /* PyCFunction keeps a pointer to its PyMethodDef: one per op, static */
+  static PyMethodDef defs[APX_OP_COUNT + 1];
+  int n = 0;
+  for (int op = 0; op < APX_OP_COUNT; op++) {
+    const apx_op_desc *d = op_entries[op].d; /* set by apxpy_op_methods */
+    if (!d) continue;
+    char *doc = op_doc(d, op_entries[op].x, bound_name(d, "module", "mod"),
+                       "\n(On apexx.default_context().)");
+    if (!doc) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    defs[n++] = (PyMethodDef){d->name, (PyCFunction)(void (*)(void))op_module_functions[op],
+                              METH_FASTCALL | METH_KEYWORDS, doc};
+  }
+  defs[n++] = (PyMethodDef){"tile_order", (PyCFunction)(void (*)(void))f_tile_order,
+                            METH_FASTCALL | METH_KEYWORDS, tile_order_function_doc};
+  /* their __module__ is the package's: apexx.tilepack, pickled by that name */
+  PyObject *package = PyUnicode_FromString("apexx");
+  if (!package) return -1;
+  for (int i = 0; i < n; i++) {
+    PyObject *f = PyCFunction_NewEx(&defs[i], module, package);
+    if (!f || PyModule_AddObject(module, defs[i].ml_name, f) < 0) {
+      Py_XDECREF(f);
+      Py_DECREF(package);
+      return -1;
+    }
+  }
+  Py_DECREF(package);
+  return 0;
 }
 
 PyObject *apxpy_op_names(void) {
