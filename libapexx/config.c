@@ -477,60 +477,6 @@ static char *line_reader(char *str, int num, void *stream) {
   return str;
 }
 
-/* uid listed in "1001, 1002" (commas or blanks); a malformed item never
- * matches. */
-static int uid_listed(const char *list, uid_t uid) {
-  for (const char *p = list; p && *p;) {
-    while (*p == ',' || isspace((unsigned char)*p)) p++;
-    if (!*p) break;
-    char *end = NULL;
-    errno = 0;
-    unsigned long v = strtoul(p, &end, 10);
-    if (end == p) return 0;
-    if (errno == 0 && (*end == '\0' || *end == ',' || isspace((unsigned char)*end)) &&
-        (uid_t)v == uid && v == (unsigned long)(uid_t)v)
-      return 1;
-    p = end;
-    while (*p && *p != ',' && !isspace((unsigned char)*p)) p++;
-  }
-  return 0;
-}
-
-/* The rules of apx__unsafe_file_reason_trusting on st, the status of path;
- * real_path names the same file for the APEXX_TRUSTED_DIRS lookup. */
-static const char *unsafe_stat_reason(const struct stat *st, const char *path,
-                                      const char *real_path, const char *trusted_uids) {
-  static __thread char reason[700];
-  if (st->st_mode & S_IWOTH) {
-    snprintf(reason, sizeof reason, "[%s] is world-writable", path);
-    return reason;
-  }
-  if ((st->st_mode & S_IWGRP) && !apx__group_write_trusted(st, real_path, 0)) {
-    snprintf(reason, sizeof reason,
-             "[%s] is group-writable and its group [%u] is neither root's group nor its "
-             "owner's personal group (to trust it, chmod g-w or list its directory in "
-             "APEXX_TRUSTED_DIRS)",
-             path, (unsigned)st->st_gid);
-    return reason;
-  }
-  if (st->st_uid != 0 && st->st_uid != geteuid() && !uid_listed(trusted_uids, st->st_uid) &&
-      !apx__in_trusted_dir(real_path, 0)) {
-    snprintf(reason, sizeof reason,
-             "[%s] is owned by uid [%u], neither root nor the current user (to trust "
-             "it, list its directory in APEXX_TRUSTED_DIRS or the uid in [apexx] "
-             "trusted_owner_uids of a root-owned configuration)",
-             path, (unsigned)st->st_uid);
-    return reason;
-  }
-  return NULL;
-}
-
-const char *apx__unsafe_file_reason_trusting(const char *path, const char *trusted_uids) {
-  struct stat st;
-  if (stat(path, &st) != 0) return NULL; /* absence is reported elsewhere */
-  return unsafe_stat_reason(&st, path, path, trusted_uids);
-}
-
 static const char *file_kind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -588,7 +534,7 @@ static apx_status open_config(const char *path, int explicit_path, FILE **out,
   snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", fd);
   /* without /proc the path itself */
   const char *unsafe =
-      unsafe_stat_reason(st, path, access(fd_path, F_OK) == 0 ? fd_path : path, NULL);
+      apx__unsafe_stat_reason(st, path, access(fd_path, F_OK) == 0 ? fd_path : path, NULL);
   if (unsafe) {
     close(fd);
     return apx__error(APX_ERR_CONFIG, "%s: refused: %s (other users could edit it)", path,
@@ -624,10 +570,6 @@ static apx_status open_config(const char *path, int explicit_path, FILE **out,
   }
   *out = fp;
   return APX_OK;
-}
-
-const char *apx__unsafe_file_reason(const char *path) {
-  return apx__unsafe_file_reason_trusting(path, NULL);
 }
 
 static void set_builtin_default(apx__config *cfg) {

@@ -78,6 +78,9 @@ void apx__config_free(apx__config *cfg);
 /* Raw value of section/key after overrides, or NULL. */
 const char *apx__config_get(const apx__config *cfg, const char *section,
                             const char *key);
+
+/* ---- opening shared objects (libapexx/trust.c) ---- */
+struct stat;
 /* Refuse a file other users can write: NULL when safe, else a sentence
  * (static storage per thread). */
 const char *apx__unsafe_file_reason(const char *path);
@@ -85,9 +88,12 @@ const char *apx__unsafe_file_reason(const char *path);
  * [apexx] trusted_owner_uids key; NULL for none). Both trust files under a
  * directory of $APEXX_TRUSTED_DIRS; world-writable files stay refused. */
 const char *apx__unsafe_file_reason_trusting(const char *path, const char *trusted_uids);
+/* The rules of apx__unsafe_file_reason_trusting on st, the status of path
+ * (an open descriptor's, which the caller checks); real_path names the same
+ * file for the APEXX_TRUSTED_DIRS lookup. */
+const char *apx__unsafe_stat_reason(const struct stat *st, const char *path,
+                                    const char *real_path, const char *trusted_uids);
 
-/* ---- opening shared objects (libapexx/trust.c) ---- */
-struct stat;
 /* path (resolved) lies under a directory of $APEXX_TRUSTED_DIRS (absolute
  * paths separated by ':', read with secure_getenv), or is one with
  * or_itself. path may be an open descriptor's /proc/self/fd/N. */

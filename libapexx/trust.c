@@ -12,6 +12,7 @@
  * outside the module, each of which would fail or fault inside dlopen). */
 #include "config.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -118,6 +119,62 @@ const char *apx__unsafe_dir_reason(const char *path) {
   }
   free(real);
   return found;
+}
+
+/* uid listed in "1001, 1002" (commas or blanks); a malformed item never
+ * matches. */
+static int uid_listed(const char *list, uid_t uid) {
+  for (const char *p = list; p && *p;) {
+    while (*p == ',' || isspace((unsigned char)*p)) p++;
+    if (!*p) break;
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(p, &end, 10);
+    if (end == p) return 0;
+    if (errno == 0 && (*end == '\0' || *end == ',' || isspace((unsigned char)*end)) &&
+        (uid_t)v == uid && v == (unsigned long)(uid_t)v)
+      return 1;
+    p = end;
+    while (*p && *p != ',' && !isspace((unsigned char)*p)) p++;
+  }
+  return 0;
+}
+
+const char *apx__unsafe_stat_reason(const struct stat *st, const char *path,
+                                    const char *real_path, const char *trusted_uids) {
+  static __thread char reason[700];
+  if (st->st_mode & S_IWOTH) {
+    snprintf(reason, sizeof reason, "[%s] is world-writable", path);
+    return reason;
+  }
+  if ((st->st_mode & S_IWGRP) && !apx__group_write_trusted(st, real_path, 0)) {
+    snprintf(reason, sizeof reason,
+             "[%s] is group-writable and its group [%u] is neither root's group nor its "
+             "owner's personal group (to trust it, chmod g-w or list its directory in "
+             "APEXX_TRUSTED_DIRS)",
+             path, (unsigned)st->st_gid);
+    return reason;
+  }
+  if (st->st_uid != 0 && st->st_uid != geteuid() && !uid_listed(trusted_uids, st->st_uid) &&
+      !apx__in_trusted_dir(real_path, 0)) {
+    snprintf(reason, sizeof reason,
+             "[%s] is owned by uid [%u], neither root nor the current user (to trust "
+             "it, list its directory in APEXX_TRUSTED_DIRS or the uid in [apexx] "
+             "trusted_owner_uids of a root-owned configuration)",
+             path, (unsigned)st->st_uid);
+    return reason;
+  }
+  return NULL;
+}
+
+const char *apx__unsafe_file_reason_trusting(const char *path, const char *trusted_uids) {
+  struct stat st;
+  if (stat(path, &st) != 0) return NULL; /* absence is reported elsewhere */
+  return apx__unsafe_stat_reason(&st, path, path, trusted_uids);
+}
+
+const char *apx__unsafe_file_reason(const char *path) {
+  return apx__unsafe_file_reason_trusting(path, NULL);
 }
 
 /* A relative library name has no ".." component; no name is empty. */

@@ -116,6 +116,10 @@ EXTRA_DIST += tests/test_cmake_package.sh tests/cmake-consumer/CMakeLists.txt \
 TESTS += tests/test_python_pip.sh
 EXTRA_DIST += tests/test_python_pip.sh
 
+# libapexx's include and call graphs without a circle
+TESTS += tests/test_layers.sh
+EXTRA_DIST += tests/test_layers.sh
+
 # every tracked source file carries its SPDX line (skips in a tarball)
 TESTS += tests/test_spdx.sh
 EXTRA_DIST += tests/test_spdx.sh
