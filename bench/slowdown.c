@@ -302,6 +302,9 @@ ONE_ROW_(index_select)
 ONE_ROW_(scatter_add)
 ONE_ROW_(gather_backward)
 ONE_ROW_(ff_infer)
+ONE_ROW_(fusiongate_fuse_backward)
+ONE_ROW_(fusiongate_alpha_backward)
+ONE_ROW_(tilessm_scan_backward)
 #undef ONE_ROW_
 static const char *const rows_tileunpack[SLOWDOWN_ROWS_MAX] = {"tileunpack_override",
                                                                "tileunpack_blend", NULL};

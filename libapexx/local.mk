@@ -34,6 +34,9 @@ libapexx_libapexx_la_SOURCES = \
 	libapexx/op/scatter_add.c \
 	libapexx/op/gather_backward.c \
 	libapexx/op/ff_infer.c \
+	libapexx/op/fusiongate_fuse_backward.c \
+	libapexx/op/fusiongate_alpha_backward.c \
+	libapexx/op/tilessm_scan_backward.c \
 	libapexx/ops.c \
 	libapexx/memory.c \
 	libapexx/tile_order.c \

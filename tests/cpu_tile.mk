@@ -5,9 +5,9 @@
 # -ffp-contract=off: the reference must round every fp32 operation
 # (docs/ops.md, Rounding and parity), as the backend does.
 check_PROGRAMS += tests/test_cpu_tilepack tests/test_cpu_tileunpack \
-	tests/test_cpu_fused tests/test_cpu_fusiongate
+	tests/test_cpu_fused tests/test_cpu_fusiongate tests/test_cpu_fusiongate_backward
 TESTS += tests/test_cpu_tilepack tests/test_cpu_tileunpack \
-	tests/test_cpu_fused tests/test_cpu_fusiongate
+	tests/test_cpu_fused tests/test_cpu_fusiongate tests/test_cpu_fusiongate_backward
 
 tests_test_cpu_tilepack_SOURCES = tests/test_cpu_tilepack.c \
 	tests/ref_tile.c tests/ref_tile.h
@@ -32,3 +32,10 @@ tests_test_cpu_fusiongate_SOURCES = tests/test_cpu_fusiongate.c \
 tests_test_cpu_fusiongate_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_cpu_fusiongate_CFLAGS = $(AM_CFLAGS) -ffp-contract=off
 tests_test_cpu_fusiongate_LDADD = $(APX_TEST_LIBS)
+
+# the backward ops against the double loops of tests/ref_backward.c
+tests_test_cpu_fusiongate_backward_SOURCES = tests/test_cpu_fusiongate_backward.c \
+	tests/ref_backward.c tests/ref_backward.h tests/ref_tile.c tests/ref_tile.h
+tests_test_cpu_fusiongate_backward_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cpu_fusiongate_backward_CFLAGS = $(AM_CFLAGS) -ffp-contract=off
+tests_test_cpu_fusiongate_backward_LDADD = $(APX_TEST_LIBS)

@@ -215,6 +215,12 @@ START_TEST(initial_values) {
   static const apx_scatter_add_args scatter_add = APX_SCATTER_ADD_ARGS_INIT;
   static const apx_gather_backward_args gather_backward = APX_GATHER_BACKWARD_ARGS_INIT;
   static const apx_ff_infer_args ff_infer = APX_FF_INFER_ARGS_INIT;
+  static const apx_fusiongate_fuse_backward_args fusiongate_fuse_backward =
+      APX_FUSIONGATE_FUSE_BACKWARD_ARGS_INIT;
+  static const apx_fusiongate_alpha_backward_args fusiongate_alpha_backward =
+      APX_FUSIONGATE_ALPHA_BACKWARD_ARGS_INIT;
+  static const apx_tilessm_scan_backward_args tilessm_scan_backward =
+      APX_TILESSM_SCAN_BACKWARD_ARGS_INIT;
   const void *inits[APX_OP_COUNT] = {
 #define INIT_(upper, lower) [APX_OP_##upper] = &lower,
       APX_OP_MAP(INIT_)

@@ -190,6 +190,56 @@ void vt_make(vt_case *c, apx_op_id op, apx_dtype fdt, apx_dtype idt) {
     a->weights = c->weights;
     break;
   }
+  case APX_OP_FUSIONGATE_FUSE_BACKWARD: {
+    apx_fusiongate_fuse_backward_args *a = &c->args.fuse_backward;
+    *a = (apx_fusiongate_fuse_backward_args)APX_FUSIONGATE_FUSE_BACKWARD_ARGS_INIT;
+    IN("grad_out", &a->grad_out, fdt, 0, 0, 2, 3, 8, 12);
+    IN("base", &a->base, fdt, 0, 0, 2, 3, 8, 12);
+    IN("detail", &a->detail, fdt, 0, 0, 2, 3, 8, 12);
+    IN("alpha", &a->alpha, fdt, 0, 0, 2, 1, 8, 12);
+    OPT_OUT("grad_base", &a->grad_base, fdt, 2, 3, 8, 12);
+    OPT_OUT("grad_detail", &a->grad_detail, fdt, 2, 3, 8, 12);
+    OPT_OUT("grad_alpha", &a->grad_alpha, fdt, 2, 1, 8, 12);
+    break;
+  }
+  case APX_OP_FUSIONGATE_ALPHA_BACKWARD: {
+    apx_fusiongate_alpha_backward_args *a = &c->args.alpha_backward;
+    *a = (apx_fusiongate_alpha_backward_args)APX_FUSIONGATE_ALPHA_BACKWARD_ARGS_INIT;
+    IN("grad_out", &a->grad_out, fdt, 0, 0, 2, 1, 8, 12);
+    IN("boundary", &a->boundary, fdt, 0, 0, 2, 1, 8, 12);
+    IN("uncertainty", &a->uncertainty, fdt, 0, 0, 2, 8, 12);
+    OPT_OUT("grad_boundary", &a->grad_boundary, fdt, 2, 1, 8, 12);
+    OPT_OUT("grad_uncertainty", &a->grad_uncertainty, fdt, 2, 8, 12);
+    add_slot(c, "grad_boundary_log_weight", &a->grad_boundary_log_weight, fdt, 0, NULL, 0, 0, 1,
+             0);
+    add_slot(c, "grad_uncertainty_log_weight", &a->grad_uncertainty_log_weight, fdt, 0, NULL, 0,
+             0, 1, 0);
+    add_slot(c, "grad_bias", &a->grad_bias, fdt, 0, NULL, 0, 0, 1, 0);
+    break;
+  }
+  case APX_OP_TILESSM_SCAN_BACKWARD: {
+    apx_tilessm_scan_backward_args *a = &c->args.scan_backward;
+    *a = (apx_tilessm_scan_backward_args)APX_TILESSM_SCAN_BACKWARD_ARGS_INIT;
+    a->direction = APX_SCAN_BIDIRECTIONAL;
+    a->merge = APX_MERGE_GATED;
+    IN("grad_out", &a->grad_out, fdt, 0, 0, 2, 5, 3);
+    IN("tokens", &a->tokens, fdt, 0, 0, 2, 5, 3);
+    IN("decay", &a->decay, fdt, 0, 0, 3);
+    IN("input_gain", &a->input_gain, fdt, 0, 0, 3);
+    IN("output_gain", &a->output_gain, fdt, 0, 0, 3);
+    IN("state_bias", &a->state_bias, fdt, 0, 0, 3);
+    OPT("init_state", &a->init_state, fdt, 0, 0, 2, 2, 3);
+    OPT("merge_gate", &a->merge_gate, fdt, 0, 0, 2, 1, 3);
+    OPT("grad_final_state", &a->grad_final_state, fdt, 0, 0, 2, 2, 3);
+    OPT_OUT("grad_tokens", &a->grad_tokens, fdt, 2, 5, 3);
+    OPT_OUT("grad_decay", &a->grad_decay, fdt, 3);
+    OPT_OUT("grad_input_gain", &a->grad_input_gain, fdt, 3);
+    OPT_OUT("grad_output_gain", &a->grad_output_gain, fdt, 3);
+    OPT_OUT("grad_state_bias", &a->grad_state_bias, fdt, 3);
+    OPT_OUT("grad_init_state", &a->grad_init_state, fdt, 2, 2, 3);
+    OPT_OUT("grad_merge_gate", &a->grad_merge_gate, fdt, 2, 1, 3);
+    break;
+  }
   default:
     ck_abort_msg("vt_make: unknown op %d", (int)op);
   }

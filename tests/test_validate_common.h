@@ -11,7 +11,7 @@
 
 #include "testutil.h"
 
-#define VT_MAX_SLOTS 12
+#define VT_MAX_SLOTS 16
 
 typedef union vt_args {
   apx_tilepack_args tilepack;
@@ -25,6 +25,9 @@ typedef union vt_args {
   apx_scatter_add_args scatter_add;
   apx_gather_backward_args gather_backward;
   apx_ff_infer_args ff_infer;
+  apx_fusiongate_fuse_backward_args fuse_backward;
+  apx_fusiongate_alpha_backward_args alpha_backward;
+  apx_tilessm_scan_backward_args scan_backward;
 } vt_args;
 
 /* A valid call of one op. Slot i is the tensor t[i], named names[i], that
@@ -69,7 +72,16 @@ void vt_teardown(void);
  *   ff_infer      dense [2,3,8,12], tile_l0 4 (G0 6), kmax 4/8, utilities,
  *                 split_utilities [2,6], boundary [2,1,8,12], uncertainty
  *                 [2,8,12], weights seeded for C 3, heavy, detail
- *                 [2,3,8,12], alpha [2,1,8,12] */
+ *                 [2,3,8,12], alpha [2,1,8,12]
+ *   fuse_bwd      grad_out, base, detail [2,3,8,12], alpha [2,1,8,12],
+ *                 grad_base, grad_detail [2,3,8,12], grad_alpha [2,1,8,12]
+ *   alpha_bwd     grad_out [2,1,8,12], boundary [2,1,8,12], uncertainty
+ *                 [2,8,12], grad_boundary [2,1,8,12], grad_uncertainty
+ *                 [2,8,12], the three scalar gradients []
+ *   scan_bwd      the scan case's inputs and options, grad_out [2,5,3],
+ *                 grad_final_state [2,2,3], grad_tokens [2,5,3], the
+ *                 vectors' gradients [3], grad_init_state [2,2,3],
+ *                 grad_merge_gate [2,1,3] */
 void vt_make(vt_case *c, apx_op_id op, apx_dtype fdt, apx_dtype idt);
 void vt_free(vt_case *c);
 /* Slot of the tensor named `name` (the test fails if there is none). */

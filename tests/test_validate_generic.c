@@ -89,7 +89,12 @@ static const char *const *expect_ndim_negative(const char *name, const apx_tenso
   subs_buf[1] = NULL;
   return subs_buf;
 }
-static void set_negative_dim(apx_tensor *t) { t->shape[t->ndim - 1] = -2; }
+/* A 0-d tensor (a scalar gradient) becomes [-2]. */
+static void set_negative_dim(apx_tensor *t) {
+  if (t->ndim == 0)
+    t->ndim = 1;
+  t->shape[t->ndim - 1] = -2;
+}
 static const char *const *expect_negative_dim(const char *name, const apx_tensor *t) {
   subs_buf[0] = fmt("%s.shape[%d] = [-2] is negative", name, t->ndim - 1);
   subs_buf[1] = NULL;

@@ -6,9 +6,11 @@
 VALIDATE_COMMON = tests/test_validate_common.c tests/test_validate_common.h
 
 check_PROGRAMS += tests/test_validate_generic tests/test_validate_tile \
-	tests/test_validate_gate_scan tests/test_validate_index tests/test_tile_order
+	tests/test_validate_gate_scan tests/test_validate_index tests/test_tile_order \
+	tests/test_validate_backward
 TESTS += tests/test_validate_generic tests/test_validate_tile \
-	tests/test_validate_gate_scan tests/test_validate_index tests/test_tile_order
+	tests/test_validate_gate_scan tests/test_validate_index tests/test_tile_order \
+	tests/test_validate_backward
 
 tests_test_validate_generic_SOURCES = tests/test_validate_generic.c $(VALIDATE_COMMON)
 tests_test_validate_generic_CPPFLAGS = $(APX_TEST_CPPFLAGS)
@@ -25,6 +27,10 @@ tests_test_validate_gate_scan_LDADD = $(APX_TEST_LIBS)
 tests_test_validate_index_SOURCES = tests/test_validate_index.c $(VALIDATE_COMMON)
 tests_test_validate_index_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_validate_index_LDADD = $(APX_TEST_LIBS)
+
+tests_test_validate_backward_SOURCES = tests/test_validate_backward.c $(VALIDATE_COMMON)
+tests_test_validate_backward_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_validate_backward_LDADD = $(APX_TEST_LIBS)
 
 # the op table: every descriptor against the cases above (apx_op_describe)
 check_PROGRAMS += tests/test_op_table

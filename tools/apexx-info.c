@@ -355,9 +355,13 @@ static void print_text(apx_context *ctx, const cJSON *root) {
   printf("\ndispatch order (first that can run a call wins):\n");
   const char *forced = apx_forced_backend(ctx);
   if (forced) printf("  APEXX_BACKEND = %s: every call goes to %s alone\n", forced, forced);
+  const cJSON *dispatch = cJSON_GetObjectItem(root, "dispatch");
+  int width = 22; /* the longest op name and a space */
+  for (const cJSON *e = dispatch->child; e; e = e->next)
+    if ((int)strlen(e->string) + 1 > width) width = (int)strlen(e->string) + 1;
   int op = 0;
-  for (const cJSON *e = cJSON_GetObjectItem(root, "dispatch")->child; e; e = e->next, op++) {
-    printf("  %-22s", e->string);
+  for (const cJSON *e = dispatch->child; e; e = e->next, op++) {
+    printf("  %-*s", width, e->string);
     int shown = 0;
     for (const cJSON *b = e->child; b; b = b->next)
       printf("%s%s%s", shown++ ? ", " : "", b->valuestring,

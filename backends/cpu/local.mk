@@ -17,6 +17,9 @@ backends_apexx_cpu_la_SOURCES = \
 	backends/cpu/index_select.c \
 	backends/cpu/scatter_add.c \
 	backends/cpu/gather_backward.c \
+	backends/cpu/fusiongate_fuse_backward.c \
+	backends/cpu/fusiongate_alpha_backward.c \
+	backends/cpu/tilessm_scan_backward.c \
 	backends/cpu/ff_cpu.h \
 	backends/cpu/ff_simd.h \
 	backends/cpu/ff_prepare.c \

@@ -342,7 +342,10 @@ APX_API void apx_graph_free(apx_context *ctx, apx_graph *graph);
   X(INDEX_SELECT, index_select)                                                \
   X(SCATTER_ADD, scatter_add)                                                  \
   X(GATHER_BACKWARD, gather_backward)                                          \
-  X(FF_INFER, ff_infer)
+  X(FF_INFER, ff_infer)                                                        \
+  X(FUSIONGATE_FUSE_BACKWARD, fusiongate_fuse_backward)                        \
+  X(FUSIONGATE_ALPHA_BACKWARD, fusiongate_alpha_backward)                      \
+  X(TILESSM_SCAN_BACKWARD, tilessm_scan_backward)
 
 typedef enum apx_op_id {
 #define APX_OP_ENUM_(upper, lower) APX_OP_##upper,
@@ -631,6 +634,88 @@ typedef struct apx_ff_infer_args {
    0, NULL, NULL, NULL, NULL}
 APX_API apx_status apx_ff_infer(apx_context *ctx, const apx_ff_infer_args *args,
                                 const apx_call *call);
+
+/* ---- backward ops (docs/ops.md: each beside its forward) ---------------------- */
+/* docs/ops.md, fusiongate_fuse_backward. With g = grad_out [B,C,H,W]:
+ * grad_base = g - g*alpha, grad_detail = g*alpha, grad_alpha = the sum over
+ * the channels of g*(detail - base), in fp32 in channel order, rounded once.
+ * grad_out, base, detail one float dtype, alpha as in fusiongate_fuse; the
+ * gradients in the shapes and dtypes of base, detail and alpha, each
+ * optional (NULL: not computed), overlapping nothing. */
+typedef struct apx_fusiongate_fuse_backward_args {
+  const apx_tensor *grad_out;
+  const apx_tensor *base;
+  const apx_tensor *detail;
+  const apx_tensor *alpha;
+  const apx_tensor *grad_base;
+  const apx_tensor *grad_detail;
+  const apx_tensor *grad_alpha;
+} apx_fusiongate_fuse_backward_args;
+#define APX_FUSIONGATE_FUSE_BACKWARD_ARGS_INIT                                 \
+  {NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+APX_API apx_status apx_fusiongate_fuse_backward(
+    apx_context *ctx, const apx_fusiongate_fuse_backward_args *args,
+    const apx_call *call);
+
+/* docs/ops.md, fusiongate_alpha_backward. The gradients of fusiongate_alpha
+ * with the same proxies and scalars, given grad_out [B,1,H,W] (any float
+ * dtype): grad_boundary, grad_uncertainty in the proxies' shape and dtype
+ * (0 where a proxy was sanitised), and the gradients of the three scalars
+ * as 0-d tensors of any float dtype, sums over every pixel in a fixed
+ * order (fp32, rounded once). Every output optional, overlapping nothing. */
+typedef struct apx_fusiongate_alpha_backward_args {
+  const apx_tensor *grad_out;
+  const apx_tensor *boundary;
+  const apx_tensor *uncertainty;
+  double boundary_log_weight, uncertainty_log_weight, bias;
+  const apx_tensor *grad_boundary;
+  const apx_tensor *grad_uncertainty;
+  const apx_tensor *grad_boundary_log_weight;
+  const apx_tensor *grad_uncertainty_log_weight;
+  const apx_tensor *grad_bias;
+} apx_fusiongate_alpha_backward_args;
+#define APX_FUSIONGATE_ALPHA_BACKWARD_ARGS_INIT                                \
+  {NULL, NULL, NULL, 1.0, 1.0, 0.0, NULL, NULL, NULL, NULL, NULL}
+APX_API apx_status apx_fusiongate_alpha_backward(
+    apx_context *ctx, const apx_fusiongate_alpha_backward_args *args,
+    const apx_call *call);
+
+/* docs/ops.md, tilessm_scan_backward. The gradients of tilessm_scan with the
+ * same inputs and options, given grad_out [B,K,C] and grad_final_state*
+ * (final_state's shape), both in the tokens dtype: the reverse-time adjoint
+ * scan of each stream, fp32 state, sums over b and k in a fixed order.
+ * grad_tokens [B,K,C]; grad_decay, grad_input_gain, grad_output_gain,
+ * grad_state_bias [C]; grad_init_state in init_state's shape (absent:
+ * final_state's); grad_merge_gate in merge_gate's shape when the gated merge
+ * reads it, else [C] (zeros unless gated); each in its input's dtype, each
+ * optional, overlapping nothing. */
+typedef struct apx_tilessm_scan_backward_args {
+  const apx_tensor *grad_out;
+  const apx_tensor *tokens;
+  const apx_tensor *decay;
+  const apx_tensor *input_gain;
+  const apx_tensor *output_gain;
+  const apx_tensor *state_bias;
+  const apx_tensor *init_state;
+  const apx_tensor *merge_gate;
+  const apx_tensor *grad_final_state;
+  double clamp_value;
+  apx_scan_direction direction;
+  apx_scan_merge merge;
+  const apx_tensor *grad_tokens;
+  const apx_tensor *grad_decay;
+  const apx_tensor *grad_input_gain;
+  const apx_tensor *grad_output_gain;
+  const apx_tensor *grad_state_bias;
+  const apx_tensor *grad_init_state;
+  const apx_tensor *grad_merge_gate;
+} apx_tilessm_scan_backward_args;
+#define APX_TILESSM_SCAN_BACKWARD_ARGS_INIT                                    \
+  {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1e4,                  \
+   APX_SCAN_FORWARD, APX_MERGE_AVG, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+APX_API apx_status apx_tilessm_scan_backward(
+    apx_context *ctx, const apx_tilessm_scan_backward_args *args,
+    const apx_call *call);
 
 typedef enum apx_order_mode {
   APX_ORDER_HILBERT = 0,

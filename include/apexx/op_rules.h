@@ -31,6 +31,9 @@ static inline int64_t apx_tile_id_max(const apx_tensor *map, int64_t tile) {
  * parameters (apx_ff_decay, apx_ff_gain). */
 static inline float apx_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float apx_softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+/* The derivative of apx_softplusf: 1 above the threshold, else sigmoid(x)
+ * (PyTorch's softplus_backward). */
+static inline float apx_softplus_gradf(float x) { return x > 20.0f ? 1.0f : apx_sigmoidf(x); }
 
 /* docs/ops.md, tile_order: the side of the Hilbert curve's square for a
  * grid of extent cells, the smallest power of two >= extent (1 for extent

@@ -139,6 +139,39 @@ class Context:
     def tile_order(self, ids: T, grid_h: int, grid_w: int, mode: OrderMode = "hilbert",
                    out: Optional[T] = None, *, stream: Optional[Stream] = None,
                    backend: Optional[str] = None, validate: Validate = None) -> T: ...
+    # the gradients of fusiongate_fuse: (grad_base, grad_detail, grad_alpha)
+    def fusiongate_fuse_backward(self, grad_out: T, base: Tensor, detail: Tensor, alpha: Tensor,
+                                 grad_base: Optional[T] = None, grad_detail: Optional[T] = None,
+                                 grad_alpha: Optional[T] = None, *,
+                                 stream: Optional[Stream] = None, backend: Optional[str] = None,
+                                 validate: Validate = None) -> Tuple[T, T, T]: ...
+    # the gradients of fusiongate_alpha: of the two proxies, then of the three scalars (0-d)
+    def fusiongate_alpha_backward(self, grad_out: T, boundary: Tensor, uncertainty: Tensor,
+                                  boundary_log_weight: float = 1.0,
+                                  uncertainty_log_weight: float = 1.0, bias: float = 0.0,
+                                  grad_boundary: Optional[T] = None,
+                                  grad_uncertainty: Optional[T] = None,
+                                  grad_boundary_log_weight: Optional[T] = None,
+                                  grad_uncertainty_log_weight: Optional[T] = None,
+                                  grad_bias: Optional[T] = None, *,
+                                  stream: Optional[Stream] = None, backend: Optional[str] = None,
+                                  validate: Validate = None) -> Tuple[T, T, T, T, T]: ...
+    # the gradients of tilessm_scan: (grad_tokens, grad_decay, grad_input_gain,
+    # grad_output_gain, grad_state_bias, grad_init_state, grad_merge_gate)
+    def tilessm_scan_backward(self, grad_out: T, tokens: Tensor, decay: Tensor,
+                              input_gain: Tensor, output_gain: Tensor, state_bias: Tensor,
+                              init_state: Optional[Tensor] = None,
+                              merge_gate: Optional[Tensor] = None,
+                              grad_final_state: Optional[Tensor] = None,
+                              clamp_value: float = 10000.0, direction: Direction = "forward",
+                              merge: Merge = "avg", grad_tokens: Optional[T] = None,
+                              grad_decay: Optional[T] = None, grad_input_gain: Optional[T] = None,
+                              grad_output_gain: Optional[T] = None,
+                              grad_state_bias: Optional[T] = None,
+                              grad_init_state: Optional[T] = None,
+                              grad_merge_gate: Optional[T] = None, *,
+                              stream: Optional[Stream] = None, backend: Optional[str] = None,
+                              validate: Validate = None) -> Tuple[T, T, T, T, T, T, T]: ...
     # one frame of the FF heavy path (docs/ff_infer.md): (heavy, detail, alpha[, stats])
     @overload
     def ff_infer(self, dense: T, utilities: Tensor, split_utilities: Optional[Tensor] = None,
@@ -255,3 +288,36 @@ def ff_infer(dense: T, utilities: Tensor, split_utilities: Optional[Tensor] = No
              alpha: Optional[T] = None, stats: bool = False, *,
              stream: Optional[Stream] = None, backend: Optional[str] = None,
              validate: Validate = None) -> Union[Tuple[T, T, T], Tuple[T, T, T, FFStats]]: ...
+# the gradients of fusiongate_fuse: (grad_base, grad_detail, grad_alpha)
+def fusiongate_fuse_backward(grad_out: T, base: Tensor, detail: Tensor, alpha: Tensor,
+                             grad_base: Optional[T] = None, grad_detail: Optional[T] = None,
+                             grad_alpha: Optional[T] = None, *,
+                             stream: Optional[Stream] = None, backend: Optional[str] = None,
+                             validate: Validate = None) -> Tuple[T, T, T]: ...
+# the gradients of fusiongate_alpha: of the two proxies, then of the three scalars (0-d)
+def fusiongate_alpha_backward(grad_out: T, boundary: Tensor, uncertainty: Tensor,
+                              boundary_log_weight: float = 1.0,
+                              uncertainty_log_weight: float = 1.0, bias: float = 0.0,
+                              grad_boundary: Optional[T] = None,
+                              grad_uncertainty: Optional[T] = None,
+                              grad_boundary_log_weight: Optional[T] = None,
+                              grad_uncertainty_log_weight: Optional[T] = None,
+                              grad_bias: Optional[T] = None, *,
+                              stream: Optional[Stream] = None, backend: Optional[str] = None,
+                              validate: Validate = None) -> Tuple[T, T, T, T, T]: ...
+# the gradients of tilessm_scan: (grad_tokens, grad_decay, grad_input_gain,
+# grad_output_gain, grad_state_bias, grad_init_state, grad_merge_gate)
+def tilessm_scan_backward(grad_out: T, tokens: Tensor, decay: Tensor,
+                          input_gain: Tensor, output_gain: Tensor, state_bias: Tensor,
+                          init_state: Optional[Tensor] = None,
+                          merge_gate: Optional[Tensor] = None,
+                          grad_final_state: Optional[Tensor] = None,
+                          clamp_value: float = 10000.0, direction: Direction = "forward",
+                          merge: Merge = "avg", grad_tokens: Optional[T] = None,
+                          grad_decay: Optional[T] = None, grad_input_gain: Optional[T] = None,
+                          grad_output_gain: Optional[T] = None,
+                          grad_state_bias: Optional[T] = None,
+                          grad_init_state: Optional[T] = None,
+                          grad_merge_gate: Optional[T] = None, *,
+                          stream: Optional[Stream] = None, backend: Optional[str] = None,
+                          validate: Validate = None) -> Tuple[T, T, T, T, T, T, T]: ...
