@@ -10,7 +10,11 @@ computes output shapes only, so that the ops trace under ``torch.compile``
 and can be captured in CUDA graphs. ``gather`` and ``scatter_add`` have
 autograd: gather's backward is ``gather_backward`` (zeros scatter_add
 grad), scatter_add's is ``grad`` for ``self`` and ``gather(grad)`` for
-``src``. Every other op raises ``NoBackwardError`` (a NotImplementedError)
+``src``. ``fusiongate_fuse``, ``fusiongate_alpha`` and ``tilessm_scan`` have autograd
+through their backward ops (``fusiongate_fuse_backward``, ``fusiongate_alpha_backward``,
+``tilessm_scan_backward``, registered here too); ``apexx.torch.fusiongate_alpha`` also
+takes its three scalars as 0-d tensors and gives them gradients (the seed's FusionGate
+learns them). Every other op raises ``NoBackwardError`` (a NotImplementedError)
 naming the op when a backward pass reaches it, on torch.ops.apexx.<op> and
 apexx.torch.<op> alike: a gradient is never dropped silently.
 
@@ -31,7 +35,7 @@ except ImportError as _e:  # pragma: no cover - depends on the machine
         "(the apexx package itself works without it: use apexx.Context on NumPy, "
         "CuPy or any DLPack tensor)") from _e
 
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import apexx as _apexx
 
@@ -39,7 +43,8 @@ Tensor = _torch.Tensor
 
 __all__ = ["tilepack", "tileunpack", "fused_pack_op_unpack", "fusiongate_alpha",
            "fusiongate_fuse", "tilessm_scan", "gather", "index_select", "scatter_add",
-           "gather_backward", "NoBackwardError", "REGISTRATION"]
+           "gather_backward", "fusiongate_fuse_backward", "fusiongate_alpha_backward",
+           "tilessm_scan_backward", "NoBackwardError", "REGISTRATION"]
 
 
 def _ctx():
@@ -173,6 +178,49 @@ def _gather_backward_fake(grad_out, dim, index, src_shape):
     return grad_out.new_empty(tuple(src_shape))
 
 
+# the backward ops (docs/ops.md, each beside its forward): every gradient the C op has
+def _fuse_backward_impl(grad_out, base, detail, alpha):
+    return _ctx().fusiongate_fuse_backward(grad_out, base, detail, alpha)
+
+
+def _fuse_backward_fake(grad_out, base, detail, alpha):
+    return base.new_empty(base.shape), base.new_empty(base.shape), alpha.new_empty(alpha.shape)
+
+
+def _alpha_backward_impl(grad_out, boundary, uncertainty, boundary_log_weight=1.0,
+                         uncertainty_log_weight=1.0, bias=0.0):
+    return _ctx().fusiongate_alpha_backward(grad_out, boundary, uncertainty,
+                                            boundary_log_weight, uncertainty_log_weight, bias)
+
+
+def _alpha_backward_fake(grad_out, boundary, uncertainty, boundary_log_weight=1.0,
+                         uncertainty_log_weight=1.0, bias=0.0):
+    scalar = grad_out.new_empty(())
+    return (boundary.new_empty(boundary.shape), uncertainty.new_empty(uncertainty.shape),
+            scalar, grad_out.new_empty(()), grad_out.new_empty(()))
+
+
+def _scan_backward_impl(grad_out, tokens, decay, input_gain, output_gain, state_bias,
+                        init_state=None, merge_gate=None, grad_final_state=None,
+                        clamp_value=1e4, direction="forward", merge="avg"):
+    return _ctx().tilessm_scan_backward(grad_out, tokens, decay, input_gain, output_gain,
+                                        state_bias, init_state, merge_gate, grad_final_state,
+                                        clamp_value, direction, merge)
+
+
+def _scan_backward_fake(grad_out, tokens, decay, input_gain, output_gain, state_bias,
+                        init_state=None, merge_gate=None, grad_final_state=None,
+                        clamp_value=1e4, direction="forward", merge="avg"):
+    c = (tokens.shape[2],)
+    gated = direction == "bidirectional" and merge == "gated"
+    return (tokens.new_empty(tokens.shape), decay.new_empty(c), input_gain.new_empty(c),
+            output_gain.new_empty(c), state_bias.new_empty(c),
+            init_state.new_empty(init_state.shape) if init_state is not None
+            else tokens.new_empty(_final_shape(tokens, direction)),
+            merge_gate.new_empty(merge_gate.shape) if gated and merge_gate is not None
+            else (merge_gate if merge_gate is not None else tokens).new_empty(c))
+
+
 _OPS = {
     "tilepack": ("tilepack(Tensor features, Tensor idx, int tile=8) -> Tensor",
                  _tilepack_impl, _tilepack_fake),
@@ -204,6 +252,21 @@ _OPS = {
     "gather_backward": ("gather_backward(Tensor grad_out, int dim, Tensor index, "
                         "int[] src_shape) -> Tensor", _gather_backward_impl,
                         _gather_backward_fake),
+    "fusiongate_fuse_backward": ("fusiongate_fuse_backward(Tensor grad_out, Tensor base, "
+                                 "Tensor detail, Tensor alpha) -> (Tensor, Tensor, Tensor)",
+                                 _fuse_backward_impl, _fuse_backward_fake),
+    "fusiongate_alpha_backward": ("fusiongate_alpha_backward(Tensor grad_out, Tensor boundary, "
+                                  "Tensor uncertainty, float boundary_log_weight=1.0, "
+                                  "float uncertainty_log_weight=1.0, float bias=0.0) -> "
+                                  "(Tensor, Tensor, Tensor, Tensor, Tensor)",
+                                  _alpha_backward_impl, _alpha_backward_fake),
+    "tilessm_scan_backward": ("tilessm_scan_backward(Tensor grad_out, Tensor tokens, "
+                              "Tensor decay, Tensor input_gain, Tensor output_gain, "
+                              "Tensor state_bias, Tensor? init_state=None, "
+                              "Tensor? merge_gate=None, Tensor? grad_final_state=None, "
+                              "float clamp_value=10000.0, str direction=\"forward\", "
+                              "str merge=\"avg\") -> (Tensor, Tensor, Tensor, Tensor, Tensor, "
+                              "Tensor, Tensor)", _scan_backward_impl, _scan_backward_fake),
 }
 
 
@@ -268,12 +331,64 @@ def _scatter_add_grad(ctx, grad):
     return grad, None, None, gathered
 
 
+def _fuse_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _fuse_grad(ctx, grad):
+    base, detail, alpha = ctx.saved_tensors
+    return _ops.fusiongate_fuse_backward(grad.contiguous(), base, detail, alpha)
+
+
+# The setups complete the inputs with the schema's defaults: torch < 2.4's dispatcher
+# leaves out trailing arguments equal to their defaults, and the backward returns one
+# gradient per input it was given (ctx.inputs).
+def _alpha_setup(ctx, inputs, output):
+    ctx.inputs = len(inputs)
+    boundary, uncertainty, *scalars = list(inputs) + [1.0, 1.0, 0.0][len(inputs) - 2:]
+    ctx.scalars = scalars
+    ctx.save_for_backward(boundary, uncertainty)
+
+
+def _alpha_grad(ctx, grad):
+    boundary, uncertainty = ctx.saved_tensors
+    grads = _ops.fusiongate_alpha_backward(grad.contiguous(), boundary, uncertainty,
+                                           *ctx.scalars)
+    return (grads[0], grads[1], None, None, None)[:ctx.inputs]
+
+
+def _scan_setup(ctx, inputs, output):
+    ctx.inputs = len(inputs)
+    inputs = list(inputs) + [None, None, 1e4, "forward", "avg"][len(inputs) - 5:]
+    ctx.options = inputs[7:]
+    ctx.save_for_backward(*inputs[:7])
+
+
+def _scan_grad(ctx, grad_out, grad_final):
+    tokens, decay, input_gain, output_gain, state_bias, init_state, merge_gate = \
+        ctx.saved_tensors
+    clamp_value, direction, merge = ctx.options
+    grads = _ops.tilessm_scan_backward(
+        grad_out.contiguous(), tokens, decay, input_gain, output_gain, state_bias, init_state,
+        merge_gate, None if grad_final is None else grad_final.contiguous(), clamp_value,
+        direction, merge)
+    gate_grad = None
+    if merge_gate is not None:  # zeros where the merge reads no gate
+        gate_grad = grads[6] if grads[6].shape == merge_gate.shape \
+            else _torch.zeros_like(merge_gate)
+    return (*grads[:5], grads[5] if init_state is not None else None, gate_grad,
+            None, None, None)[:ctx.inputs]
+
+
 # name -> (setup_context, backward) in register_autograd's convention: setup_context(ctx,
 # inputs, output) saves what backward needs; backward(ctx, *grads) returns one gradient
 # (or None) per input of the schema.
 _BACKWARD = {
     "gather": (_gather_setup, _gather_grad),
     "scatter_add": (_scatter_add_setup, _scatter_add_grad),
+    "fusiongate_fuse": (_fuse_setup, _fuse_grad),
+    "fusiongate_alpha": (_alpha_setup, _alpha_grad),
+    "tilessm_scan": (_scan_setup, _scan_grad),
 }
 
 
@@ -358,9 +473,41 @@ def fused_pack_op_unpack(features: Tensor, idx: Tensor, tile: int = 8,
                                      gate_bias, require_unique)
 
 
-def fusiongate_alpha(boundary: Tensor, uncertainty: Tensor, boundary_log_weight: float = 1.0,
-                     uncertainty_log_weight: float = 1.0, bias: float = 0.0) -> Tensor:
-    """alpha = sigmoid(softplus(bw)*b + softplus(uw)*u + bias), [B,1,H,W]."""
+class _AlphaLearned(_torch.autograd.Function):
+    """fusiongate_alpha with any of its three scalars given as a 0-d tensor: the op runs on
+    their values (read with .item(), a device sync for CUDA tensors) and the backward
+    gives each tensor its gradient (fusiongate_alpha_backward's 0-d sums)."""
+
+    @staticmethod
+    def forward(ctx, boundary, uncertainty, *scalars):
+        ctx.scalars = scalars
+        ctx.save_for_backward(boundary, uncertainty)
+        return _ops.fusiongate_alpha(boundary, uncertainty,
+                                     *[float(v) for v in scalars])
+
+    @staticmethod
+    def backward(ctx, grad):
+        boundary, uncertainty = ctx.saved_tensors
+        grads = _ops.fusiongate_alpha_backward(grad.contiguous(), boundary, uncertainty,
+                                               *[float(v) for v in ctx.scalars])
+        scalar_grads = [g.to(v.dtype).reshape(v.shape) if isinstance(v, Tensor) else None
+                        for g, v in zip(grads[2:], ctx.scalars)]
+        return (grads[0], grads[1], *scalar_grads)
+
+
+def fusiongate_alpha(boundary: Tensor, uncertainty: Tensor,
+                     boundary_log_weight: Union[float, Tensor] = 1.0,
+                     uncertainty_log_weight: Union[float, Tensor] = 1.0,
+                     bias: Union[float, Tensor] = 0.0) -> Tensor:
+    """alpha = sigmoid(softplus(bw)*b + softplus(uw)*u + bias), [B,1,H,W]; the three scalars
+    may be one-element tensors, which then get gradients."""
+    scalars = (boundary_log_weight, uncertainty_log_weight, bias)
+    if any(isinstance(v, Tensor) for v in scalars):
+        for name, v in zip(("boundary_log_weight", "uncertainty_log_weight", "bias"), scalars):
+            if isinstance(v, Tensor) and v.numel() != 1:
+                raise ValueError(f"fusiongate_alpha: {name} has shape {tuple(v.shape)}; a "
+                                 "learned scalar must be a 0-d (or one-element) tensor")
+        return _AlphaLearned.apply(boundary, uncertainty, *scalars)
     return _ops.fusiongate_alpha(boundary, uncertainty, boundary_log_weight,
                                  uncertainty_log_weight, bias)
 
@@ -397,3 +544,33 @@ def scatter_add(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 def gather_backward(grad_out: Tensor, dim: int, index: Tensor, src_shape) -> Tensor:
     """grad_src = zeros(src_shape) scatter_add grad_out along dim at index."""
     return _ops.gather_backward(grad_out, dim, index, list(src_shape))
+
+
+def fusiongate_fuse_backward(grad_out: Tensor, base: Tensor, detail: Tensor,
+                             alpha: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """(grad_base, grad_detail, grad_alpha) of fusiongate_fuse: g - g*alpha, g*alpha, and the
+    sum over the channels of g*(detail - base)."""
+    return _ops.fusiongate_fuse_backward(grad_out, base, detail, alpha)
+
+
+def fusiongate_alpha_backward(grad_out: Tensor, boundary: Tensor, uncertainty: Tensor,
+                              boundary_log_weight: float = 1.0,
+                              uncertainty_log_weight: float = 1.0,
+                              bias: float = 0.0) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(grad_boundary, grad_uncertainty, grad_boundary_log_weight, grad_uncertainty_log_weight,
+    grad_bias) of fusiongate_alpha, the last three 0-d."""
+    return _ops.fusiongate_alpha_backward(grad_out, boundary, uncertainty, boundary_log_weight,
+                                          uncertainty_log_weight, bias)
+
+
+def tilessm_scan_backward(grad_out: Tensor, tokens: Tensor, decay: Tensor, input_gain: Tensor,
+                          output_gain: Tensor, state_bias: Tensor,
+                          init_state: Optional[Tensor] = None,
+                          merge_gate: Optional[Tensor] = None,
+                          grad_final_state: Optional[Tensor] = None, clamp_value: float = 1e4,
+                          direction: str = "forward", merge: str = "avg") -> Tuple[Tensor, ...]:
+    """The gradients of tilessm_scan (the reverse-time adjoint scan): of tokens, decay,
+    input_gain, output_gain, state_bias, init_state and merge_gate, in that order."""
+    return _ops.tilessm_scan_backward(grad_out, tokens, decay, input_gain, output_gain,
+                                      state_bias, init_state, merge_gate, grad_final_state,
+                                      clamp_value, direction, merge)

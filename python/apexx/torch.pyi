@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Type stubs of apexx.torch (torch.library ops; functional: outputs are new tensors).
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple, Union
 
 from torch import Tensor
 
@@ -16,8 +16,10 @@ def tileunpack(base: Tensor, packed: Tensor, idx: Optional[Tensor] = None,
 def fused_pack_op_unpack(features: Tensor, idx: Tensor, tile: int = 8, value_scale: float = 1.0,
                          value_bias: float = 0.0, gate_scale: float = 1.0,
                          gate_bias: float = 0.0, require_unique: bool = True) -> Tensor: ...
-def fusiongate_alpha(boundary: Tensor, uncertainty: Tensor, boundary_log_weight: float = 1.0,
-                     uncertainty_log_weight: float = 1.0, bias: float = 0.0) -> Tensor: ...
+def fusiongate_alpha(boundary: Tensor, uncertainty: Tensor,
+                     boundary_log_weight: Union[float, Tensor] = 1.0,
+                     uncertainty_log_weight: Union[float, Tensor] = 1.0,
+                     bias: Union[float, Tensor] = 0.0) -> Tensor: ...
 def fusiongate_fuse(base: Tensor, detail: Tensor, alpha: Tensor) -> Tensor: ...
 def tilessm_scan(tokens: Tensor, decay: Tensor, input_gain: Tensor, output_gain: Tensor,
                  state_bias: Tensor, init_state: Optional[Tensor] = None,
@@ -28,3 +30,15 @@ def index_select(src: Tensor, index: Tensor) -> Tensor: ...
 def scatter_add(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor: ...
 def gather_backward(grad_out: Tensor, dim: int, index: Tensor,
                     src_shape: Sequence[int]) -> Tensor: ...
+def fusiongate_fuse_backward(grad_out: Tensor, base: Tensor, detail: Tensor,
+                             alpha: Tensor) -> Tuple[Tensor, Tensor, Tensor]: ...
+def fusiongate_alpha_backward(grad_out: Tensor, boundary: Tensor, uncertainty: Tensor,
+                              boundary_log_weight: float = 1.0,
+                              uncertainty_log_weight: float = 1.0,
+                              bias: float = 0.0) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]: ...
+def tilessm_scan_backward(grad_out: Tensor, tokens: Tensor, decay: Tensor, input_gain: Tensor,
+                          output_gain: Tensor, state_bias: Tensor,
+                          init_state: Optional[Tensor] = None,
+                          merge_gate: Optional[Tensor] = None,
+                          grad_final_state: Optional[Tensor] = None, clamp_value: float = 1e4,
+                          direction: str = "forward", merge: str = "avg") -> Tuple[Tensor, ...]: ...

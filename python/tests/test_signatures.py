@@ -262,5 +262,6 @@ class Signatures(TestCase):
                     self._compare(f"apexx.torch.{name}", functions[name].params,
                                   plain(inspect.signature(obj), False))
                     for n, _, _, ann in functions[name].params:
-                        if "Tensor" in ann:
-                            self.assertRegex(ann, r"^(Optional\[)?Tensor\]?$", f"{name}.{n}")
+                        if "Tensor" in ann:  # a tensor, or a learned scalar (float or 0-d)
+                            self.assertRegex(ann, r"^((Optional\[)?Tensor\]?|Union\[float, Tensor\])$",
+                                             f"{name}.{n}")

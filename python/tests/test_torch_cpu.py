@@ -145,6 +145,13 @@ class TorchOps(TestCase):
             "index_select": ((src, torch.tensor([4, 0, 4])), (0,)),
             "scatter_add": ((torch.randn(5, 3), 0, index, src), (0, 3)),
             "gather_backward": ((torch.randn(2, 3), 0, index, [5, 3]), (0,)),
+            # the backward ops of fusiongate_fuse, fusiongate_alpha and tilessm_scan
+            "fusiongate_fuse_backward": ((f, f, torch.randn(1, 2, 8, 8), torch.rand(1, 1, 8, 8)),
+                                         (0, 1, 2, 3)),
+            "fusiongate_alpha_backward": ((torch.rand(1, 1, 4, 4), torch.rand(1, 1, 4, 4),
+                                           torch.rand(1, 4, 4)), (0, 1, 2)),
+            "tilessm_scan_backward": ((torch.randn(1, 3, 2), torch.randn(1, 3, 2), *vec),
+                                      (0, 1, 2, 3, 4, 5)),
         }
 
     def test_no_silent_dropped_gradient(self):
