@@ -305,6 +305,10 @@ ONE_ROW_(ff_infer)
 ONE_ROW_(fusiongate_fuse_backward)
 ONE_ROW_(fusiongate_alpha_backward)
 ONE_ROW_(tilessm_scan_backward)
+ONE_ROW_(tilepack_backward)
+ONE_ROW_(tileunpack_backward)
+ONE_ROW_(fused_pack_op_unpack_backward)
+ONE_ROW_(index_select_backward)
 #undef ONE_ROW_
 static const char *const rows_tileunpack[SLOWDOWN_ROWS_MAX] = {"tileunpack_override",
                                                                "tileunpack_blend", NULL};

@@ -37,6 +37,10 @@ libapexx_libapexx_la_SOURCES = \
 	libapexx/op/fusiongate_fuse_backward.c \
 	libapexx/op/fusiongate_alpha_backward.c \
 	libapexx/op/tilessm_scan_backward.c \
+	libapexx/op/tilepack_backward.c \
+	libapexx/op/tileunpack_backward.c \
+	libapexx/op/fused_pack_op_unpack_backward.c \
+	libapexx/op/index_select_backward.c \
 	libapexx/ops.c \
 	libapexx/memory.c \
 	libapexx/tile_order.c \

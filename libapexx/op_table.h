@@ -59,6 +59,21 @@ static inline void apx__shape_of(const apx_tensor *t, int *ndim, int64_t shape[A
     shape[d] = t->shape[d];
 }
 
+/* Rules an op shares with its backward op, defined in the forward's file. */
+/* tileunpack.c: the placement and priority checks from mode on (k_count < 0:
+ * K from idx or origins; k_rule: the shape rule named in a mismatch, NULL for
+ * the plain one), and the host value checks. */
+apx_status apx__tileunpack_check_placement(apx__vstate *v, const apx_tensor *map, int64_t k_count,
+                                           const char *k_rule, const apx_tensor *idx,
+                                           const apx_tensor *origins, const apx_tensor *levels,
+                                           int mode, double blend_alpha,
+                                           int assume_priority_sorted);
+apx_status apx__tileunpack_check_values(apx__vstate *v, const apx_tensor *map, int64_t tile,
+                                        const apx_tensor *origins, const apx_tensor *levels);
+/* fused_pack_op_unpack.c: every row of idx [B,K] holds distinct ids. */
+apx_status apx__require_unique_rows(const apx__vstate *v, const char *name,
+                                    const apx_tensor *idx);
+
 /* An argument entry: tensors and options. */
 #define APX__TENSOR(type, field, kind_, optional_, ndim_, dtypes_, same_as_, alias_of_, layout_)   \
   {                                                                                                \

@@ -39,3 +39,13 @@ tests_test_cpu_fusiongate_backward_SOURCES = tests/test_cpu_fusiongate_backward.
 tests_test_cpu_fusiongate_backward_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_cpu_fusiongate_backward_CFLAGS = $(AM_CFLAGS) -ffp-contract=off
 tests_test_cpu_fusiongate_backward_LDADD = $(APX_TEST_LIBS)
+
+# the backward ops (tilepack, tileunpack, fused_pack_op_unpack,
+# index_select) against float64 loops of their math, deterministic on 1
+# and 2 threads
+check_PROGRAMS += tests/test_cpu_tile_backward
+TESTS += tests/test_cpu_tile_backward
+tests_test_cpu_tile_backward_SOURCES = tests/test_cpu_tile_backward.c
+tests_test_cpu_tile_backward_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cpu_tile_backward_CFLAGS = $(AM_CFLAGS) -ffp-contract=off
+tests_test_cpu_tile_backward_LDADD = $(APX_TEST_LIBS)

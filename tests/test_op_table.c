@@ -92,6 +92,12 @@ START_TEST(arguments_match_the_cases) {
 }
 END_TEST
 
+/* The ops whose one output has the caller's shape (no output_shape rule). */
+static int caller_shaped(apx_op_id op) {
+  return op == APX_OP_GATHER_BACKWARD || op == APX_OP_TILEPACK_BACKWARD ||
+         op == APX_OP_INDEX_SELECT_BACKWARD;
+}
+
 /* Output shapes on the valid case are its outputs' shapes; on empty
  * arguments every dimension is 0 and nothing is read. */
 START_TEST(output_shapes) {
@@ -107,8 +113,9 @@ START_TEST(output_shapes) {
     arg_named(d, c.names[s], &at);
     const char *rule = d->output_shape ? d->output_shape(&c.args, at, &ndim, shape) : NULL;
     if (!rule) {
-      /* only gather_backward's grad_src is the caller's choice */
-      ck_assert_msg(c.op == APX_OP_GATHER_BACKWARD, "%s.%s: no output shape", d->name, c.names[s]);
+      /* only the gradients of gather's and index_select's src and of
+       * tilepack's features have the caller's shape */
+      ck_assert_msg(caller_shaped(c.op), "%s.%s: no output shape", d->name, c.names[s]);
       continue;
     }
     derived++;
@@ -118,7 +125,7 @@ START_TEST(output_shapes) {
                     d->name, c.names[s], k, (long long)shape[k], (long long)c.t[s].shape[k]);
     ck_assert_ptr_null(d->output_shape(&c.args, 0, &ndim, shape)); /* arg 0 is an input */
   }
-  ck_assert_int_eq(derived > 0, c.op != APX_OP_GATHER_BACKWARD);
+  ck_assert_int_eq(derived > 0, !caller_shaped(c.op));
   unsigned char empty[512];
   ck_assert_uint_le(d->args_size, sizeof empty);
   memset(empty, 0, sizeof empty);
@@ -128,9 +135,13 @@ START_TEST(output_shapes) {
     if (d->args[i].kind != APX_ARG_OUTPUT || !d->output_shape(empty, i, &ndim, shape))
       continue;
     ck_assert_int_ge(ndim, 0);
+    /* fused_pack_op_unpack_backward's grad_scalars is [4] whatever the inputs */
+    const int fixed = c.op == APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD &&
+                      strcmp(d->args[i].name, "grad_scalars") == 0;
     for (int k = 0; k < ndim; k++)
-      ck_assert_msg(shape[k] == 0 || shape[k] == 1, "%s.%s: dim %d of empty args is %lld", d->name,
-                    d->args[i].name, k, (long long)shape[k]);
+      ck_assert_msg(shape[k] == 0 || shape[k] == 1 || (fixed && shape[k] == 4),
+                    "%s.%s: dim %d of empty args is %lld", d->name, d->args[i].name, k,
+                    (long long)shape[k]);
   }
   vt_free(&c);
 }
@@ -139,7 +150,8 @@ END_TEST
 /* The ranges on the valid cases (test_validate_common.h: features
  * [2,3,8,12], tile 4: 6 tiles; gather src [3,4,5] dim 1; index_select src
  * [5,4]; scatter_add self [4,5] dim 0; gather_backward grad_src [3,4,5]
- * dim 1). */
+ * dim 1; the tile backward ops' maps [2,3,8,12], tile 4; index_select_backward
+ * grad_src [5,4]). */
 START_TEST(index_ranges) {
   static const struct {
     apx_op_id op;
@@ -154,6 +166,10 @@ START_TEST(index_ranges) {
       {APX_OP_INDEX_SELECT, "index", 0, 4, "src.shape[0] = [5]"},
       {APX_OP_SCATTER_ADD, "index", 0, 3, "self.shape[0] = [4]"},
       {APX_OP_GATHER_BACKWARD, "index", 0, 3, "grad_src.shape[1] = [4]"},
+      {APX_OP_TILEPACK_BACKWARD, "idx", 0, 5, ""},
+      {APX_OP_TILEUNPACK_BACKWARD, "idx", 0, 5, ""},
+      {APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD, "idx", 0, 5, ""},
+      {APX_OP_INDEX_SELECT_BACKWARD, "index", 0, 4, "grad_src.shape[0] = [5]"},
   };
   for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
     vt_case c;
@@ -221,6 +237,13 @@ START_TEST(initial_values) {
       APX_FUSIONGATE_ALPHA_BACKWARD_ARGS_INIT;
   static const apx_tilessm_scan_backward_args tilessm_scan_backward =
       APX_TILESSM_SCAN_BACKWARD_ARGS_INIT;
+  static const apx_tilepack_backward_args tilepack_backward = APX_TILEPACK_BACKWARD_ARGS_INIT;
+  static const apx_tileunpack_backward_args tileunpack_backward =
+      APX_TILEUNPACK_BACKWARD_ARGS_INIT;
+  static const apx_fused_pack_op_unpack_backward_args fused_pack_op_unpack_backward =
+      APX_FUSED_PACK_OP_UNPACK_BACKWARD_ARGS_INIT;
+  static const apx_index_select_backward_args index_select_backward =
+      APX_INDEX_SELECT_BACKWARD_ARGS_INIT;
   const void *inits[APX_OP_COUNT] = {
 #define INIT_(upper, lower) [APX_OP_##upper] = &lower,
       APX_OP_MAP(INIT_)

@@ -240,6 +240,47 @@ void vt_make(vt_case *c, apx_op_id op, apx_dtype fdt, apx_dtype idt) {
     OPT_OUT("grad_merge_gate", &a->grad_merge_gate, fdt, 2, 1, 3);
     break;
   }
+  case APX_OP_TILEPACK_BACKWARD: {
+    apx_tilepack_backward_args *a = &c->args.tilepack_backward;
+    *a = (apx_tilepack_backward_args)APX_TILEPACK_BACKWARD_ARGS_INIT;
+    IN("grad_out", &a->grad_out, fdt, 0, 0, 2, 3, 3, 4, 4);
+    IN("idx", &a->idx, idt, 0, 5, 2, 3);
+    OUT("grad_features", &a->grad_features, fdt, 2, 3, 8, 12);
+    break;
+  }
+  case APX_OP_TILEUNPACK_BACKWARD: {
+    apx_tileunpack_backward_args *a = &c->args.tileunpack_backward;
+    *a = (apx_tileunpack_backward_args)APX_TILEUNPACK_BACKWARD_ARGS_INIT;
+    a->tile = 4;
+    IN("grad_out", &a->grad_out, fdt, 0, 0, 2, 3, 8, 12);
+    OPT("idx", &a->idx, idt, 0, 5, 2, 3);
+    OPT("levels", &a->levels, idt, 0, 2, 2, 3);
+    OUT("grad_base", &a->grad_base, fdt, 2, 3, 8, 12);
+    OUT("grad_packed", &a->grad_packed, fdt, 2, 3, 3, 4, 4);
+    break;
+  }
+  case APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD: {
+    apx_fused_pack_op_unpack_backward_args *a = &c->args.fused_backward;
+    *a = (apx_fused_pack_op_unpack_backward_args)APX_FUSED_PACK_OP_UNPACK_BACKWARD_ARGS_INIT;
+    a->tile = 4;
+    int grad_out = IN("grad_out", &a->grad_out, fdt, 0, 0, 2, 3, 8, 12);
+    IN("features", &a->features, fdt, 0, 0, 2, 3, 8, 12);
+    int idx = IN("idx", &a->idx, idt, 0, 5, 2, 3);
+    for (int64_t i = 0; i < 6; i++) /* rows {0,2,4} and {1,3,5}: unique */
+      tu_set(&c->t[idx], i, (double)((i / 3) + 2 * (i % 3)));
+    int grad_features = OUT("grad_features", &a->grad_features, fdt, 2, 3, 8, 12);
+    c->alias_of[grad_features] = grad_out;
+    OPT_OUT("grad_scalars", &a->grad_scalars, APX_DTYPE_F32, 4);
+    break;
+  }
+  case APX_OP_INDEX_SELECT_BACKWARD: {
+    apx_index_select_backward_args *a = &c->args.index_select_backward;
+    *a = (apx_index_select_backward_args)APX_INDEX_SELECT_BACKWARD_ARGS_INIT;
+    IN("grad_out", &a->grad_out, fdt, 0, 0, 7, 4);
+    IN("index", &a->index, idt, 0, 4, 7);
+    OUT("grad_src", &a->grad_src, fdt, 5, 4);
+    break;
+  }
   default:
     ck_abort_msg("vt_make: unknown op %d", (int)op);
   }

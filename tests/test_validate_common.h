@@ -28,6 +28,10 @@ typedef union vt_args {
   apx_fusiongate_fuse_backward_args fuse_backward;
   apx_fusiongate_alpha_backward_args alpha_backward;
   apx_tilessm_scan_backward_args scan_backward;
+  apx_tilepack_backward_args tilepack_backward;
+  apx_tileunpack_backward_args tileunpack_backward;
+  apx_fused_pack_op_unpack_backward_args fused_backward;
+  apx_index_select_backward_args index_select_backward;
 } vt_args;
 
 /* A valid call of one op. Slot i is the tensor t[i], named names[i], that
@@ -81,7 +85,13 @@ void vt_teardown(void);
  *   scan_bwd      the scan case's inputs and options, grad_out [2,5,3],
  *                 grad_final_state [2,2,3], grad_tokens [2,5,3], the
  *                 vectors' gradients [3], grad_init_state [2,2,3],
- *                 grad_merge_gate [2,1,3] */
+ *                 grad_merge_gate [2,1,3]
+ *   tilepack_bwd  grad_out [2,3,3,4,4], idx [2,3], grad_features [2,3,8,12]
+ *   tileunpack_bwd grad_out [2,3,8,12], tile 4, idx [2,3], levels [2,3],
+ *                 grad_base [2,3,8,12], grad_packed [2,3,3,4,4]
+ *   fused_bwd     grad_out, features [2,3,8,12], tile 4, idx [2,3] (unique
+ *                 rows), grad_features [2,3,8,12], grad_scalars [4] f32
+ *   index_sel_bwd grad_out [7,4], index [7] in [0,5), grad_src [5,4] */
 void vt_make(vt_case *c, apx_op_id op, apx_dtype fdt, apx_dtype idt);
 void vt_free(vt_case *c);
 /* Slot of the tensor named `name` (the test fails if there is none). */

@@ -32,6 +32,15 @@ tests_test_validate_backward_SOURCES = tests/test_validate_backward.c $(VALIDATE
 tests_test_validate_backward_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_validate_backward_LDADD = $(APX_TEST_LIBS)
 
+# the tile and index_select backward ops' own rules and those they share
+# with their forward ops
+check_PROGRAMS += tests/test_validate_tile_backward
+TESTS += tests/test_validate_tile_backward
+tests_test_validate_tile_backward_SOURCES = tests/test_validate_tile_backward.c \
+	$(VALIDATE_COMMON)
+tests_test_validate_tile_backward_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_validate_tile_backward_LDADD = $(APX_TEST_LIBS)
+
 # the op table: every descriptor against the cases above (apx_op_describe)
 check_PROGRAMS += tests/test_op_table
 TESTS += tests/test_op_table

@@ -14,6 +14,8 @@
 
 #include <apexx/backend.h>
 
+#include "apx_half.h"
+
 typedef struct cpu_state {
   const apx_core_services *svc;
   int threads; /* OpenMP threads for kernels; >= 1 */
@@ -160,5 +162,34 @@ static inline int64_t cpu_inner_off(const cpu_axis_view *v, int64_t j) {
 apx_status cpu_scatter_accumulate(cpu_state *st, const char *op, const apx_tensor *self,
                                   const apx_tensor *index, const apx_tensor *src,
                                   const apx_tensor *out, int dim);
+
+/* ---- the tile ops' shared rules (tileunpack.c) --------------------------- */
+
+/* blend_alpha as tileunpack rounds it: to the nearest value of dtype (f32,
+ * f16, bf16), directly from the double. */
+float cpu_round_double_to_dtype(double v, apx_dtype dtype);
+/* docs/ops.md, tileunpack (priority): lmin over all of levels [B,K] and
+ * order_bits = max(1, bit_length(K-1)); key[b,k] = ((level - lmin) <<
+ * order_bits) + k. */
+void cpu_unpack_priority(const apx_tensor *levels, int64_t *lmin, int *order_bits);
+
+/* ---- float elements of the backward ops ---------------------------------- */
+
+/* Element i of f32|f16|bf16 data as fp32. */
+static inline float cpu_load_float(apx_dtype dt, const void *data, int64_t i) {
+  if (dt == APX_DTYPE_F16) return apx_f16_to_f32(((const uint16_t *)data)[i]);
+  if (dt == APX_DTYPE_BF16) return apx_bf16_to_f32(((const uint16_t *)data)[i]);
+  return ((const float *)data)[i];
+}
+
+/* v rounded to dt (nearest even) and stored as element i. */
+static inline void cpu_store_float(apx_dtype dt, void *data, int64_t i, float v) {
+  if (dt == APX_DTYPE_F16)
+    ((uint16_t *)data)[i] = apx_f32_to_f16(v);
+  else if (dt == APX_DTYPE_BF16)
+    ((uint16_t *)data)[i] = apx_f32_to_bf16(v);
+  else
+    ((float *)data)[i] = v;
+}
 
 #endif

@@ -20,6 +20,10 @@ backends_apexx_cpu_la_SOURCES = \
 	backends/cpu/fusiongate_fuse_backward.c \
 	backends/cpu/fusiongate_alpha_backward.c \
 	backends/cpu/tilessm_scan_backward.c \
+	backends/cpu/tilepack_backward.c \
+	backends/cpu/tileunpack_backward.c \
+	backends/cpu/fused_pack_op_unpack_backward.c \
+	backends/cpu/index_select_backward.c \
 	backends/cpu/ff_cpu.h \
 	backends/cpu/ff_simd.h \
 	backends/cpu/ff_prepare.c \

@@ -39,7 +39,7 @@ static int compare_keyed_tile(const void *pa, const void *pb) {
 /* Round a double to the nearest f16/bf16 value (ties to even) directly,
  * as torch materialises a 0-d tensor: (float)v first, then a one-step
  * correction where that double rounding missed. */
-static float round_double_to_dtype(double v, apx_dtype dtype) {
+float cpu_round_double_to_dtype(double v, apx_dtype dtype) {
   if (dtype == APX_DTYPE_F32)
     return (float)v;
   const int bf16 = dtype == APX_DTYPE_BF16;
@@ -72,6 +72,20 @@ static int bit_length(int64_t v) {
     v >>= 1;
   }
   return bits;
+}
+
+void cpu_unpack_priority(const apx_tensor *levels, int64_t *lmin, int *order_bits) {
+  const int i64 = levels->dtype == APX_DTYPE_I64;
+  const int64_t n = apx_backend_numel(levels), tiles = levels->shape[1];
+  *lmin = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t level = cpu_index_at(levels->data, i64, i);
+    if (i == 0 || level < *lmin)
+      *lmin = level;
+  }
+  *order_bits = bit_length(tiles - 1);
+  if (*order_bits < 1)
+    *order_bits = 1;
 }
 
 typedef struct unpack_plan {
@@ -147,17 +161,8 @@ static int plan_build(unpack_plan *plan, const apx_tileunpack_args *args) {
   const int has_levels = args->levels != NULL;
   int64_t lmin = 0;
   int order_bits = 1;
-  if (has_levels) {
-    const int i64 = args->levels->dtype == APX_DTYPE_I64;
-    for (size_t i = 0; i < placements; i++) {
-      int64_t level = cpu_index_at(args->levels->data, i64, (int64_t)i);
-      if (i == 0 || level < lmin)
-        lmin = level;
-    }
-    order_bits = bit_length(tiles - 1);
-    if (order_bits < 1)
-      order_bits = 1;
-  }
+  if (has_levels)
+    cpu_unpack_priority(args->levels, &lmin, &order_bits);
 
   /* Each batch row's tiles in ascending key order (keys are distinct, k
    * being part of them), then bucketed by band keeping that order. */
@@ -317,7 +322,7 @@ apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args, const ap
     /* docs/ops.md, tileunpack: a is a 0-d tensor of the base dtype, 1-a is rounded
      * to it too. */
     blend_params blend;
-    blend.a = round_double_to_dtype(args->blend_alpha, base->dtype);
+    blend.a = cpu_round_double_to_dtype(args->blend_alpha, base->dtype);
     blend.one_minus_a = 1.0f - blend.a;
     if (base->dtype == APX_DTYPE_F16)
       blend.one_minus_a = apx_round_f16(blend.one_minus_a);

@@ -345,7 +345,11 @@ APX_API void apx_graph_free(apx_context *ctx, apx_graph *graph);
   X(FF_INFER, ff_infer)                                                        \
   X(FUSIONGATE_FUSE_BACKWARD, fusiongate_fuse_backward)                        \
   X(FUSIONGATE_ALPHA_BACKWARD, fusiongate_alpha_backward)                      \
-  X(TILESSM_SCAN_BACKWARD, tilessm_scan_backward)
+  X(TILESSM_SCAN_BACKWARD, tilessm_scan_backward)                              \
+  X(TILEPACK_BACKWARD, tilepack_backward)                                      \
+  X(TILEUNPACK_BACKWARD, tileunpack_backward)                                  \
+  X(FUSED_PACK_OP_UNPACK_BACKWARD, fused_pack_op_unpack_backward)              \
+  X(INDEX_SELECT_BACKWARD, index_select_backward)
 
 typedef enum apx_op_id {
 #define APX_OP_ENUM_(upper, lower) APX_OP_##upper,
@@ -537,6 +541,81 @@ typedef struct apx_gather_backward_args {
 APX_API apx_status apx_gather_backward(apx_context *ctx,
                                        const apx_gather_backward_args *args,
                                        const apx_call *call);
+
+/* ---- backward ops (docs/ops.md: each beside its forward) ------------------------ */
+/* docs/ops.md, tilepack_backward. grad_features = zeros, then every packed
+ * gradient grad_out[b,k] added onto its tile idx[b,k] in K order (repeated ids
+ * accumulate), fp32 sums rounded once. grad_out [B,K,C,t,t] f32|f16|bf16 (t =
+ * grad_out.shape[3]); idx [B,K] as tilepack's; grad_features [B,C,H,W] in
+ * grad_out's dtype, the shape of tilepack's features (the caller's). */
+typedef struct apx_tilepack_backward_args {
+  const apx_tensor *grad_out;
+  const apx_tensor *idx;
+  const apx_tensor *grad_features;
+} apx_tilepack_backward_args;
+#define APX_TILEPACK_BACKWARD_ARGS_INIT {NULL, NULL, NULL}
+APX_API apx_status apx_tilepack_backward(apx_context *ctx,
+                                         const apx_tilepack_backward_args *args,
+                                         const apx_call *call);
+
+/* docs/ops.md, tileunpack_backward. The gradients of tileunpack's base and
+ * packed from grad_out [B,C,H,W], with the forward's placement (idx or
+ * origins), levels, mode, blend_alpha and assume_priority_sorted, and its
+ * tile size t: grad_base [B,C,H,W] and grad_packed [B,K,C,t,t], in grad_out's
+ * dtype. override: a pixel's gradient goes to the tile that won it, else to
+ * base; blend: weighted by the blends over it, in the same priority order. */
+typedef struct apx_tileunpack_backward_args {
+  const apx_tensor *grad_out;
+  const apx_tensor *idx;
+  const apx_tensor *origins;
+  const apx_tensor *levels;
+  apx_overlap_mode mode;
+  double blend_alpha;
+  int assume_priority_sorted;
+  int64_t tile;
+  const apx_tensor *grad_base;
+  const apx_tensor *grad_packed;
+} apx_tileunpack_backward_args;
+#define APX_TILEUNPACK_BACKWARD_ARGS_INIT                                      \
+  {NULL, NULL, NULL, NULL, APX_OVERLAP_OVERRIDE, 0.5, 1, 8, NULL, NULL}
+APX_API apx_status apx_tileunpack_backward(
+    apx_context *ctx, const apx_tileunpack_backward_args *args,
+    const apx_call *call);
+
+/* docs/ops.md, fused_pack_op_unpack_backward. grad_features = grad_out times
+ * the forward's derivative at features (1 outside the selected tiles), with
+ * the forward's idx, tile, scalars and require_unique. grad_scalars* [4] float:
+ * the gradients of value_scale, value_bias, gate_scale, gate_bias (NULL: not
+ * asked for). grad_features may alias grad_out exactly. */
+typedef struct apx_fused_pack_op_unpack_backward_args {
+  const apx_tensor *grad_out;
+  const apx_tensor *features;
+  const apx_tensor *idx;
+  int64_t tile;
+  double value_scale, value_bias, gate_scale, gate_bias;
+  int require_unique;
+  const apx_tensor *grad_features;
+  const apx_tensor *grad_scalars;
+} apx_fused_pack_op_unpack_backward_args;
+#define APX_FUSED_PACK_OP_UNPACK_BACKWARD_ARGS_INIT                            \
+  {NULL, NULL, NULL, 8, 1.0, 0.0, 1.0, 0.0, 1, NULL, NULL}
+APX_API apx_status apx_fused_pack_op_unpack_backward(
+    apx_context *ctx, const apx_fused_pack_op_unpack_backward_args *args,
+    const apx_call *call);
+
+/* docs/ops.md, index_select_backward. grad_src = zeros, then grad_src[index[i],
+ * :] += grad_out[i, :] for i in ascending order (fp32 sums from zero, rounded
+ * once; integers exactly). grad_out [N,D] any dtype, index [N] i32|i64 in
+ * [0, M), grad_src [M,D] (index_select's src shape, the caller's). */
+typedef struct apx_index_select_backward_args {
+  const apx_tensor *grad_out;
+  const apx_tensor *index;
+  const apx_tensor *grad_src;
+} apx_index_select_backward_args;
+#define APX_INDEX_SELECT_BACKWARD_ARGS_INIT {NULL, NULL, NULL}
+APX_API apx_status apx_index_select_backward(
+    apx_context *ctx, const apx_index_select_backward_args *args,
+    const apx_call *call);
 
 /* ---- end-to-end FF inference (docs/ff_infer.md; docs/ops.md, ff_infer) ---------- */
 /* Learned weights of the FF module (both tile levels), opaque. A handle

@@ -69,10 +69,10 @@ static int compare_id_at(const void *pa, const void *pb) {
 }
 
 /* docs/ops.md, fused_pack_op_unpack: with require_unique every batch row of
- * idx [B,K] holds distinct ids. Sorting a copy of each row keeps this
+ * idx [B,K] holds distinct ids (shared with fused_pack_op_unpack_backward). Sorting a copy of each row keeps this
  * O(K log K); the repeat reported is the first one in reading order. */
-static apx_status require_unique_rows(const apx__vstate *v, const char *name,
-                                      const apx_tensor *idx) {
+apx_status apx__require_unique_rows(const apx__vstate *v, const char *name,
+                                    const apx_tensor *idx) {
   int64_t rows = idx->shape[0], k_count = idx->shape[1];
   if (rows == 0 || k_count < 2)
     return APX_OK;
@@ -113,7 +113,7 @@ static apx_status require_unique_rows(const apx__vstate *v, const char *name,
 
 static apx_status check_values(apx__vstate *v, const void *args) {
   const args_t *a = args;
-  return a->require_unique ? require_unique_rows(v, "idx", a->idx) : APX_OK;
+  return a->require_unique ? apx__require_unique_rows(v, "idx", a->idx) : APX_OK;
 }
 
 const apx__op apx__op_fused_pack_op_unpack = {

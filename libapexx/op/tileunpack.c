@@ -52,6 +52,48 @@ static int index_range(const void *args, int arg, int64_t *lo, int64_t *hi, char
   return 1;
 }
 
+/* docs/ops.md, tileunpack: the placement and priority rules, from mode on
+ * (shared with tileunpack_backward). k_count < 0: K is idx's or origins'
+ * shape[1] (the backward has no packed). */
+apx_status apx__tileunpack_check_placement(apx__vstate *v, const apx_tensor *map, int64_t k_count,
+                                           const char *k_rule, const apx_tensor *idx,
+                                           const apx_tensor *origins, const apx_tensor *levels,
+                                           int mode, double blend_alpha,
+                                           int assume_priority_sorted) {
+  if (mode != APX_OVERLAP_OVERRIDE && mode != APX_OVERLAP_BLEND)
+    return apx__vfail(v,
+                      "mode = [%d] is not APX_OVERLAP_OVERRIDE (0) or "
+                      "APX_OVERLAP_BLEND (1)",
+                      mode);
+  if (!(blend_alpha >= 0.0 && blend_alpha <= 1.0)) { /* NaN fails too */
+    char value[40];
+    return apx__vfail(v, "blend_alpha = [%s] is outside [0, 1]",
+                      apx__vdouble_text(value, sizeof value, blend_alpha));
+  }
+  int64_t batch = map->shape[0];
+  if (idx && origins)
+    return apx__vfail(v, "exactly one of idx and origins must be given, got [both]");
+  if (!idx && !origins)
+    return apx__vfail(v, "exactly one of idx and origins must be given, got [neither]");
+  if (k_count < 0)
+    k_count = (idx ? idx : origins)->shape[1];
+  if (idx) {
+    int64_t want[2] = {batch, k_count};
+    APX__TRY(apx__vrequire_shape(v, "idx", idx, 2, want, k_rule ? k_rule : "[B,K]"));
+  } else {
+    int64_t want[3] = {batch, k_count, 2};
+    APX__TRY(apx__vrequire_shape(v, "origins", origins, 3, want, k_rule ? k_rule : "[B,K,2]"));
+  }
+  if (!levels && !assume_priority_sorted)
+    return apx__vfail(v, "levels must be provided when assume_priority_sorted = [%d]",
+                      assume_priority_sorted);
+  if (levels) {
+    int64_t want[2] = {batch, k_count};
+    APX__TRY(apx__vrequire_shape(v, "levels", levels, 2, want, "[B,K]"));
+  }
+  return APX_OK;
+}
+
 static apx_status check(apx__vstate *v, const void *args) {
   const apx_tileunpack_args *a = args;
   const apx_tensor *base = a->base, *packed = a->packed;
@@ -62,37 +104,10 @@ static apx_status check(apx__vstate *v, const void *args) {
                       (long long)packed->shape[3], (long long)packed->shape[4]);
   APX__TRY(apx__vrequire_tile_grid(v, "tile size inferred from packed.shape[3]", packed->shape[3],
                                    "base", base));
-  if (a->mode != APX_OVERLAP_OVERRIDE && a->mode != APX_OVERLAP_BLEND)
-    return apx__vfail(v,
-                      "mode = [%d] is not APX_OVERLAP_OVERRIDE (0) or "
-                      "APX_OVERLAP_BLEND (1)",
-                      (int)a->mode);
-  if (!(a->blend_alpha >= 0.0 && a->blend_alpha <= 1.0)) { /* NaN fails too */
-    char value[40];
-    return apx__vfail(v, "blend_alpha = [%s] is outside [0, 1]",
-                      apx__vdouble_text(value, sizeof value, a->blend_alpha));
-  }
-  int64_t batch = base->shape[0], k_count = packed->shape[1];
-  if (a->idx && a->origins)
-    return apx__vfail(v, "exactly one of idx and origins must be given, got [both]");
-  if (!a->idx && !a->origins)
-    return apx__vfail(v, "exactly one of idx and origins must be given, got [neither]");
-  if (a->idx) {
-    int64_t want[2] = {batch, k_count};
-    APX__TRY(apx__vrequire_shape(v, "idx", a->idx, 2, want, "[B,K] with K = packed.shape[1]"));
-  } else {
-    int64_t want[3] = {batch, k_count, 2};
-    APX__TRY(
-        apx__vrequire_shape(v, "origins", a->origins, 3, want, "[B,K,2] with K = packed.shape[1]"));
-  }
-  if (!a->levels && !a->assume_priority_sorted)
-    return apx__vfail(v, "levels must be provided when assume_priority_sorted = [%d]",
-                      a->assume_priority_sorted);
-  if (a->levels) {
-    int64_t want[2] = {batch, k_count};
-    APX__TRY(apx__vrequire_shape(v, "levels", a->levels, 2, want, "[B,K]"));
-  }
-  return APX_OK;
+  return apx__tileunpack_check_placement(
+      v, base, packed->shape[1], a->idx ? "[B,K] with K = packed.shape[1]"
+                                        : "[B,K,2] with K = packed.shape[1]",
+      a->idx, a->origins, a->levels, (int)a->mode, a->blend_alpha, a->assume_priority_sorted);
 }
 
 static int bit_length(int64_t x) {
@@ -164,14 +179,20 @@ static apx_status require_origins_in_bounds(const apx__vstate *v, const apx_tens
   return APX_OK;
 }
 
+/* docs/ops.md, tileunpack: on host tensors, every origin in bounds and every
+ * priority key fitting int32 (shared with tileunpack_backward). */
+apx_status apx__tileunpack_check_values(apx__vstate *v, const apx_tensor *map, int64_t tile,
+                                        const apx_tensor *origins, const apx_tensor *levels) {
+  if (origins)
+    APX__TRY(require_origins_in_bounds(v, origins, tile, map->shape[2], map->shape[3]));
+  if (levels)
+    APX__TRY(require_priority_keys_fit(v, levels));
+  return APX_OK;
+}
+
 static apx_status check_values(apx__vstate *v, const void *args) {
   const apx_tileunpack_args *a = args;
-  if (a->origins)
-    APX__TRY(require_origins_in_bounds(v, a->origins, a->packed->shape[3], a->base->shape[2],
-                                       a->base->shape[3]));
-  if (a->levels)
-    APX__TRY(require_priority_keys_fit(v, a->levels));
-  return APX_OK;
+  return apx__tileunpack_check_values(v, a->base, a->packed->shape[3], a->origins, a->levels);
 }
 
 const apx__op apx__op_tileunpack = {

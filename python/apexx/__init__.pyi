@@ -135,6 +135,34 @@ class Context:
                         grad_src: Optional[T] = None, src_shape: Optional[Sequence[int]] = None,
                         *, stream: Optional[Stream] = None, backend: Optional[str] = None,
                         validate: Validate = None) -> T: ...
+    # grad_features = zeros(features_shape); grad_out's tiles added at idx in K order
+    def tilepack_backward(self, grad_out: T, idx: Tensor, grad_features: Optional[T] = None,
+                          features_shape: Optional[Sequence[int]] = None, *,
+                          stream: Optional[Stream] = None, backend: Optional[str] = None,
+                          validate: Validate = None) -> T: ...
+    # (grad_base, grad_packed) of tileunpack, in its priority order
+    def tileunpack_backward(self, grad_out: T, idx: Optional[Tensor] = None,
+                            origins: Optional[Tensor] = None, levels: Optional[Tensor] = None,
+                            mode: Overlap = "override", blend_alpha: float = 0.5,
+                            assume_priority_sorted: bool = True, tile: int = 8,
+                            grad_base: Optional[T] = None, grad_packed: Optional[T] = None, *,
+                            stream: Optional[Stream] = None, backend: Optional[str] = None,
+                            validate: Validate = None) -> Tuple[T, T]: ...
+    # (grad_features, grad_scalars) of fused_pack_op_unpack
+    def fused_pack_op_unpack_backward(self, grad_out: T, features: Tensor, idx: Tensor,
+                                      tile: int = 8, value_scale: float = 1.0,
+                                      value_bias: float = 0.0, gate_scale: float = 1.0,
+                                      gate_bias: float = 0.0, require_unique: bool = True,
+                                      grad_features: Optional[T] = None,
+                                      grad_scalars: Optional[T] = None, *,
+                                      stream: Optional[Stream] = None,
+                                      backend: Optional[str] = None,
+                                      validate: Validate = None) -> Tuple[T, T]: ...
+    # grad_src = zeros(src_shape); grad_src[index[i], :] += grad_out[i, :]
+    def index_select_backward(self, grad_out: T, index: Tensor, grad_src: Optional[T] = None,
+                              src_shape: Optional[Sequence[int]] = None, *,
+                              stream: Optional[Stream] = None, backend: Optional[str] = None,
+                              validate: Validate = None) -> T: ...
     # out = ids stably sorted by the mode's key (host tensors)
     def tile_order(self, ids: T, grid_h: int, grid_w: int, mode: OrderMode = "hilbert",
                    out: Optional[T] = None, *, stream: Optional[Stream] = None,
@@ -255,6 +283,29 @@ def gather_backward(grad_out: T, dim: int = 0, index: Tensor = ..., grad_src: Op
                     src_shape: Optional[Sequence[int]] = None, *,
                     stream: Optional[Stream] = None, backend: Optional[str] = None,
                     validate: Validate = None) -> T: ...
+def tilepack_backward(grad_out: T, idx: Tensor, grad_features: Optional[T] = None,
+                      features_shape: Optional[Sequence[int]] = None, *,
+                      stream: Optional[Stream] = None, backend: Optional[str] = None,
+                      validate: Validate = None) -> T: ...
+def tileunpack_backward(grad_out: T, idx: Optional[Tensor] = None,
+                        origins: Optional[Tensor] = None, levels: Optional[Tensor] = None,
+                        mode: Overlap = "override", blend_alpha: float = 0.5,
+                        assume_priority_sorted: bool = True, tile: int = 8,
+                        grad_base: Optional[T] = None, grad_packed: Optional[T] = None, *,
+                        stream: Optional[Stream] = None, backend: Optional[str] = None,
+                        validate: Validate = None) -> Tuple[T, T]: ...
+def fused_pack_op_unpack_backward(grad_out: T, features: Tensor, idx: Tensor, tile: int = 8,
+                                  value_scale: float = 1.0, value_bias: float = 0.0,
+                                  gate_scale: float = 1.0, gate_bias: float = 0.0,
+                                  require_unique: bool = True,
+                                  grad_features: Optional[T] = None,
+                                  grad_scalars: Optional[T] = None, *,
+                                  stream: Optional[Stream] = None, backend: Optional[str] = None,
+                                  validate: Validate = None) -> Tuple[T, T]: ...
+def index_select_backward(grad_out: T, index: Tensor, grad_src: Optional[T] = None,
+                          src_shape: Optional[Sequence[int]] = None, *,
+                          stream: Optional[Stream] = None, backend: Optional[str] = None,
+                          validate: Validate = None) -> T: ...
 def tile_order(ids: T, grid_h: int, grid_w: int, mode: OrderMode = "hilbert",
                out: Optional[T] = None, *, stream: Optional[Stream] = None,
                backend: Optional[str] = None, validate: Validate = None) -> T: ...

@@ -16,29 +16,51 @@
 #include <string.h>
 
 /* ---- op-specific parts ---------------------------------------------------- */
-/* gather_backward: grad_src's shape is the caller's, given as src_shape when
- * grad_src is not passed. */
-static const char *const gather_backward_keywords[] = {"src_shape", NULL};
+/* The backward ops whose output shape is the caller's (gather_backward's
+ * grad_src, tilepack_backward's grad_features, index_select_backward's
+ * grad_src): given as the output or as a shape keyword, the extra's one. */
+static const apxpy_op_extra *extra_of(const char *op);
 
-static int gather_backward_shape(apxpy_call *cs, PyObject *const *slots, int arg, int *ndim,
-                                 int64_t shape[APX_MAX_DIMS]) {
+static int caller_shape(apxpy_call *cs, PyObject *const *slots, int arg, int *ndim,
+                        int64_t shape[APX_MAX_DIMS]) {
   const apx_op_desc *d = apx_op_describe(cs->op_id);
-  PyObject *src_shape = slots[d->arg_count];
-  if (!src_shape || src_shape == Py_None) {
-    apxpy_raise_invalid("%s: give %s (the output) or src_shape", cs->op, d->args[arg].name);
+  const char *keyword = extra_of(cs->op)->keywords[0];
+  PyObject *given = slots[d->arg_count];
+  if (!given || given == Py_None) {
+    apxpy_raise_invalid("%s: give %s (the output) or %s", cs->op, d->args[arg].name, keyword);
     return -1;
   }
-  return apxpy_shape_arg(cs, src_shape, "src_shape", ndim, shape);
+  return apxpy_shape_arg(cs, given, keyword, ndim, shape);
 }
+
+static const char *const src_shape_keywords[] = {"src_shape", NULL};
+static const char *const features_shape_keywords[] = {"features_shape", NULL};
 
 static const apxpy_op_extra gather_backward_extra = {
     .op = "gather_backward",
-    .keywords = gather_backward_keywords,
+    .keywords = src_shape_keywords,
     .doc = "Give grad_src or src_shape.",
-    .output_shape = gather_backward_shape,
+    .output_shape = caller_shape,
 };
 
-static const apxpy_op_extra *const op_extras[] = {&gather_backward_extra, &apxpy_ff_infer_extra};
+static const apxpy_op_extra tilepack_backward_extra = {
+    .op = "tilepack_backward",
+    .keywords = features_shape_keywords,
+    .doc = "Give grad_features or features_shape.",
+    .output_shape = caller_shape,
+};
+
+static const apxpy_op_extra index_select_backward_extra = {
+    .op = "index_select_backward",
+    .keywords = src_shape_keywords,
+    .doc = "Give grad_src or src_shape.",
+    .output_shape = caller_shape,
+};
+
+static const apxpy_op_extra *const op_extras[] = {&gather_backward_extra,
+                                                  &tilepack_backward_extra,
+                                                  &index_select_backward_extra,
+                                                  &apxpy_ff_infer_extra};
 
 static const apxpy_op_extra *extra_of(const char *op) {
   for (size_t i = 0; i < sizeof op_extras / sizeof op_extras[0]; i++)

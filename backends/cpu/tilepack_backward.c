@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cpu tilepack_backward, docs/ops.md, tilepack_backward: grad_features =
+ * zeros, then grad_out[b,k] added onto tile idx[b,k] for k = 0 .. K-1.
+ *
+ * Each (b, c, tile id) of grad_features is one work item that owns its
+ * pixels: it sums, per pixel in fp32 from zero, the packed gradients of the
+ * k that name its id, in ascending k (a list per (b, id) built first), and
+ * rounds once. Items write disjoint memory, so the result is the same for
+ * any thread count. */
+#include <stdlib.h>
+
+#include "cpu.h"
+
+apx_status cpu_tilepack_backward(void *state, const apx_tilepack_backward_args *args,
+                                 const apx_call *call) {
+  (void)call;
+  cpu_state *st = state;
+  const apx_tensor *g = args->grad_out, *gf = args->grad_features;
+  const int64_t batch = gf->shape[0], channels = gf->shape[1], height = gf->shape[2],
+                width = gf->shape[3];
+  const int64_t k_count = g->shape[1], t = g->shape[3];
+  if (apx_backend_numel(gf) == 0)
+    return APX_OK;
+  const int64_t grid_w = width / t, tiles = (height / t) * grid_w;
+  /* first[b*tiles + id]: the smallest k naming id in row b (-1: none);
+   * next[b*K + k]: the next larger k naming the same id. */
+  int64_t *first = malloc((size_t)(batch * tiles) * sizeof(int64_t));
+  int64_t *last = malloc((size_t)(batch * tiles) * sizeof(int64_t));
+  int64_t *next = malloc((size_t)(batch * k_count > 0 ? batch * k_count : 1) * sizeof(int64_t));
+  if (!first || !last || !next) {
+    free(first);
+    free(last);
+    free(next);
+    return st->svc->set_error(APX_ERR_NO_MEMORY,
+                              "tilepack_backward: out of host memory for the tile lists "
+                              "(B*tiles = [%lld])",
+                              (long long)(batch * tiles));
+  }
+  const int i64 = args->idx->dtype == APX_DTYPE_I64;
+  for (int64_t i = 0; i < batch * tiles; i++)
+    first[i] = last[i] = -1;
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t k = 0; k < k_count; k++) {
+      const int64_t slot = b * tiles + cpu_index_at(args->idx->data, i64, b * k_count + k);
+      next[b * k_count + k] = -1;
+      if (last[slot] < 0)
+        first[slot] = k;
+      else
+        next[b * k_count + last[slot]] = k;
+      last[slot] = k;
+    }
+
+  const apx_dtype dt = g->dtype;
+  const int64_t items = batch * channels * tiles;
+  const int team = cpu_team_size(st, apx_backend_numel(gf));
+  (void)team;
+  CPU_OMP_FOR(team, apx_backend_numel(gf))
+  for (int64_t item = 0; item < items; item++) {
+    const int64_t id = item % tiles, bc = item / tiles;
+    const int64_t b = bc / channels, c = bc % channels;
+    const int64_t y0 = (id / grid_w) * t, x0 = (id % grid_w) * t;
+    for (int64_t dy = 0; dy < t; dy++)
+      for (int64_t dx = 0; dx < t; dx++) {
+        float sum = 0.0f;
+        for (int64_t k = first[b * tiles + id]; k >= 0; k = next[b * k_count + k])
+          sum += cpu_load_float(dt, g->data, (((b * k_count + k) * channels + c) * t + dy) * t + dx);
+        cpu_store_float(dt, gf->data, (bc * height + y0 + dy) * width + x0 + dx, sum);
+      }
+  }
+  free(first);
+  free(last);
+  free(next);
+  return APX_OK;
+}
