@@ -11,7 +11,8 @@ APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
 	python/tests/reference.py python/tests/test_numpy_ops.py \
 	python/tests/test_errors.py python/tests/test_rtld_local.py \
 	python/tests/test_refcount.py python/tests/test_torch_cpu.py \
-	python/tests/test_torch_autograd.py python/tests/test_gpu.py python/tests/gpu_run.sh \
+	python/tests/test_torch_autograd.py python/tests/test_torch_autograd_tile.py \
+	python/tests/test_gpu.py python/tests/gpu_run.sh \
 	python/tests/run_without_optional.py python/tests/test_lifetime.py \
 	python/tests/test_messages_and_limits.py python/tests/sanitized.sh \
 	python/tests/test_op_table.py python/tests/test_signatures.py \

@@ -3,18 +3,23 @@
 
 Importing this module registers ``torch.ops.apexx.<op>`` (tilepack,
 tileunpack, fused_pack_op_unpack, fusiongate_alpha, fusiongate_fuse,
-tilessm_scan, gather, index_select, scatter_add, gather_backward) with
+tilessm_scan, gather, index_select, scatter_add, gather_backward, and the
+backward ops tilepack_backward, tileunpack_backward,
+fused_pack_op_unpack_backward, index_select_backward) with
 ``torch.library``: a CPU and a CUDA kernel (the apexx call on the default
 context, on the current stream) and a fake (meta) implementation that
 computes output shapes only, so that the ops trace under ``torch.compile``
-and can be captured in CUDA graphs. ``gather`` and ``scatter_add`` have
-autograd: gather's backward is ``gather_backward`` (zeros scatter_add
-grad), scatter_add's is ``grad`` for ``self`` and ``gather(grad)`` for
-``src``. ``fusiongate_fuse``, ``fusiongate_alpha`` and ``tilessm_scan`` have autograd
-through their backward ops (``fusiongate_fuse_backward``, ``fusiongate_alpha_backward``,
-``tilessm_scan_backward``, registered here too); ``apexx.torch.fusiongate_alpha`` also
-takes its three scalars as 0-d tensors and gives them gradients (the seed's FusionGate
-learns them). Every other op raises ``NoBackwardError`` (a NotImplementedError)
+and can be captured in CUDA graphs. Autograd: ``tilepack``, ``tileunpack``,
+``fused_pack_op_unpack``, ``index_select``, ``fusiongate_fuse``,
+``fusiongate_alpha`` and ``tilessm_scan`` through their backward ops
+(``tilepack_backward`` ..., registered here too), ``gather`` through
+``gather_backward`` (zeros scatter_add grad), ``scatter_add`` (``grad`` for
+``self``, ``gather(grad)`` for ``src``); the linear backward ops
+(gather_backward, tilepack_backward, tileunpack_backward,
+index_select_backward) have their forward op as gradient (double
+backward). ``apexx.torch.fusiongate_alpha`` also takes its three scalars
+as 0-d tensors and gives them gradients (the seed's FusionGate learns
+them). Every other op raises ``NoBackwardError`` (a NotImplementedError)
 naming the op when a backward pass reaches it, on torch.ops.apexx.<op> and
 apexx.torch.<op> alike: a gradient is never dropped silently.
 
@@ -44,7 +49,9 @@ Tensor = _torch.Tensor
 __all__ = ["tilepack", "tileunpack", "fused_pack_op_unpack", "fusiongate_alpha",
            "fusiongate_fuse", "tilessm_scan", "gather", "index_select", "scatter_add",
            "gather_backward", "fusiongate_fuse_backward", "fusiongate_alpha_backward",
-           "tilessm_scan_backward", "NoBackwardError", "REGISTRATION"]
+           "tilessm_scan_backward", "tilepack_backward", "tileunpack_backward",
+           "fused_pack_op_unpack_backward", "index_select_backward", "NoBackwardError",
+           "REGISTRATION"]
 
 
 def _ctx():
@@ -130,6 +137,42 @@ def _scatter_add_impl(self, dim, index, src):
 def _gather_backward_impl(grad_out, dim, index, src_shape):
     out = grad_out.new_empty(tuple(src_shape))
     _ctx().gather_backward(grad_out, dim, index, grad_src=out)
+    return out
+
+
+def _tilepack_backward_impl(grad_out, idx, features_shape):
+    out = grad_out.new_empty(tuple(features_shape))
+    _ctx().tilepack_backward(grad_out, idx, grad_features=out)
+    return out
+
+
+def _unpack_grad_shapes(grad_out, idx, origins, tile):
+    k = (idx if idx is not None else origins).shape[1]
+    return tuple(grad_out.shape), (grad_out.shape[0], k, grad_out.shape[1], tile, tile)
+
+
+def _tileunpack_backward_impl(grad_out, idx=None, origins=None, levels=None, mode="override",
+                              blend_alpha=0.5, assume_priority_sorted=True, tile=8):
+    base_shape, packed_shape = _unpack_grad_shapes(grad_out, idx, origins, tile)
+    grad_base, grad_packed = grad_out.new_empty(base_shape), grad_out.new_empty(packed_shape)
+    _ctx().tileunpack_backward(grad_out, idx, origins, levels, mode, blend_alpha,
+                               assume_priority_sorted, tile, grad_base=grad_base,
+                               grad_packed=grad_packed)
+    return grad_base, grad_packed
+
+
+def _fused_backward_impl(grad_out, features, idx, tile=8, value_scale=1.0, value_bias=0.0,
+                         gate_scale=1.0, gate_bias=0.0, require_unique=True):
+    out = grad_out.new_empty(grad_out.shape)
+    _ctx().fused_pack_op_unpack_backward(grad_out, features, idx, tile, value_scale, value_bias,
+                                         gate_scale, gate_bias, require_unique,
+                                         grad_features=out)
+    return out
+
+
+def _index_select_backward_impl(grad_out, index, src_shape):
+    out = grad_out.new_empty(tuple(src_shape))
+    _ctx().index_select_backward(grad_out, index, grad_src=out)
     return out
 
 
@@ -221,6 +264,25 @@ def _scan_backward_fake(grad_out, tokens, decay, input_gain, output_gain, state_
             else (merge_gate if merge_gate is not None else tokens).new_empty(c))
 
 
+def _tilepack_backward_fake(grad_out, idx, features_shape):
+    return grad_out.new_empty(tuple(features_shape))
+
+
+def _tileunpack_backward_fake(grad_out, idx=None, origins=None, levels=None, mode="override",
+                              blend_alpha=0.5, assume_priority_sorted=True, tile=8):
+    base_shape, packed_shape = _unpack_grad_shapes(grad_out, idx, origins, tile)
+    return grad_out.new_empty(base_shape), grad_out.new_empty(packed_shape)
+
+
+def _fused_backward_fake(grad_out, features, idx, tile=8, value_scale=1.0, value_bias=0.0,
+                         gate_scale=1.0, gate_bias=0.0, require_unique=True):
+    return grad_out.new_empty(grad_out.shape)
+
+
+def _index_select_backward_fake(grad_out, index, src_shape):
+    return grad_out.new_empty(tuple(src_shape))
+
+
 _OPS = {
     "tilepack": ("tilepack(Tensor features, Tensor idx, int tile=8) -> Tensor",
                  _tilepack_impl, _tilepack_fake),
@@ -267,6 +329,23 @@ _OPS = {
                               "float clamp_value=10000.0, str direction=\"forward\", "
                               "str merge=\"avg\") -> (Tensor, Tensor, Tensor, Tensor, Tensor, "
                               "Tensor, Tensor)", _scan_backward_impl, _scan_backward_fake),
+    # the backward ops of the tile ops and index_select (train-tile's block)
+    "tilepack_backward": ("tilepack_backward(Tensor grad_out, Tensor idx, int[] features_shape) "
+                          "-> Tensor", _tilepack_backward_impl, _tilepack_backward_fake),
+    "tileunpack_backward": ("tileunpack_backward(Tensor grad_out, Tensor? idx=None, "
+                            "Tensor? origins=None, Tensor? levels=None, str mode=\"override\", "
+                            "float blend_alpha=0.5, bool assume_priority_sorted=True, "
+                            "int tile=8) -> (Tensor, Tensor)",
+                            _tileunpack_backward_impl, _tileunpack_backward_fake),
+    "fused_pack_op_unpack_backward": ("fused_pack_op_unpack_backward(Tensor grad_out, "
+                                      "Tensor features, Tensor idx, int tile=8, "
+                                      "float value_scale=1.0, float value_bias=0.0, "
+                                      "float gate_scale=1.0, float gate_bias=0.0, "
+                                      "bool require_unique=True) -> Tensor",
+                                      _fused_backward_impl, _fused_backward_fake),
+    "index_select_backward": ("index_select_backward(Tensor grad_out, Tensor index, "
+                              "int[] src_shape) -> Tensor", _index_select_backward_impl,
+                              _index_select_backward_fake),
 }
 
 
@@ -380,6 +459,99 @@ def _scan_grad(ctx, grad_out, grad_final):
             None, None, None)[:ctx.inputs]
 
 
+def _gather_backward_setup(ctx, inputs, output):
+    grad_out, dim, index, src_shape = inputs
+    ctx.dim = dim
+    ctx.save_for_backward(index)
+
+
+def _gather_backward_grad(ctx, grad):
+    (index,) = ctx.saved_tensors  # gather_backward is linear in grad_out: its adjoint, a gather
+    return _ops.gather(grad.contiguous(), ctx.dim, index), None, None, None
+
+
+# ---- the tile ops and index_select (train-tile's block) ----
+def _tilepack_setup(ctx, inputs, output):
+    features, idx, tile = inputs
+    ctx.features_shape = list(features.shape)
+    ctx.save_for_backward(idx)
+
+
+def _tilepack_grad(ctx, grad):
+    (idx,) = ctx.saved_tensors
+    return _ops.tilepack_backward(grad.contiguous(), idx, ctx.features_shape), None, None
+
+
+def _tilepack_backward_setup(ctx, inputs, output):
+    grad_out, idx, features_shape = inputs
+    ctx.tile = grad_out.shape[3]
+    ctx.save_for_backward(idx)
+
+
+def _tilepack_backward_grad(ctx, grad):
+    (idx,) = ctx.saved_tensors  # linear in grad_out: its adjoint is tilepack
+    return _ops.tilepack(grad.contiguous(), idx, ctx.tile), None, None
+
+
+def _tileunpack_setup(ctx, inputs, output):
+    base, packed, idx, origins, levels, mode, blend_alpha, assume_sorted = inputs
+    ctx.options = (mode, blend_alpha, assume_sorted, packed.shape[3])
+    ctx.save_for_backward(idx, origins, levels)
+
+
+def _tileunpack_grad(ctx, grad):
+    idx, origins, levels = ctx.saved_tensors
+    grad_base, grad_packed = _ops.tileunpack_backward(grad.contiguous(), idx, origins, levels,
+                                                      *ctx.options)
+    return grad_base, grad_packed, None, None, None, None, None, None
+
+
+def _tileunpack_backward_setup(ctx, inputs, output):
+    grad_out, idx, origins, levels, mode, blend_alpha, assume_sorted, tile = inputs
+    ctx.options = (mode, blend_alpha, assume_sorted)
+    ctx.save_for_backward(idx, origins, levels)
+
+
+def _tileunpack_backward_grad(ctx, grad_base, grad_packed):
+    idx, origins, levels = ctx.saved_tensors  # linear in grad_out: its adjoint is tileunpack
+    grad = _ops.tileunpack(grad_base.contiguous(), grad_packed.contiguous(), idx, origins, levels,
+                           *ctx.options)
+    return grad, None, None, None, None, None, None, None
+
+
+def _fused_setup(ctx, inputs, output):
+    features, idx = inputs[:2]
+    ctx.options = inputs[2:]
+    ctx.save_for_backward(features, idx)
+
+
+def _fused_grad(ctx, grad):
+    features, idx = ctx.saved_tensors
+    grad_features = _ops.fused_pack_op_unpack_backward(grad.contiguous(), features, idx,
+                                                       *ctx.options)
+    return (grad_features,) + (None,) * 7
+
+
+def _index_select_setup(ctx, inputs, output):
+    src, index = inputs
+    ctx.src_shape = list(src.shape)
+    ctx.save_for_backward(index)
+
+
+def _index_select_grad(ctx, grad):
+    (index,) = ctx.saved_tensors
+    return _ops.index_select_backward(grad.contiguous(), index, ctx.src_shape), None
+
+
+def _index_select_backward_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[1])
+
+
+def _index_select_backward_grad(ctx, grad):
+    (index,) = ctx.saved_tensors  # linear in grad_out: its adjoint is index_select
+    return _ops.index_select(grad.contiguous(), index), None, None
+
+
 # name -> (setup_context, backward) in register_autograd's convention: setup_context(ctx,
 # inputs, output) saves what backward needs; backward(ctx, *grads) returns one gradient
 # (or None) per input of the schema.
@@ -389,6 +561,15 @@ _BACKWARD = {
     "fusiongate_fuse": (_fuse_setup, _fuse_grad),
     "fusiongate_alpha": (_alpha_setup, _alpha_grad),
     "tilessm_scan": (_scan_setup, _scan_grad),
+    "gather_backward": (_gather_backward_setup, _gather_backward_grad),
+    # train-tile's block
+    "tilepack": (_tilepack_setup, _tilepack_grad),
+    "tilepack_backward": (_tilepack_backward_setup, _tilepack_backward_grad),
+    "tileunpack": (_tileunpack_setup, _tileunpack_grad),
+    "tileunpack_backward": (_tileunpack_backward_setup, _tileunpack_backward_grad),
+    "fused_pack_op_unpack": (_fused_setup, _fused_grad),
+    "index_select": (_index_select_setup, _index_select_grad),
+    "index_select_backward": (_index_select_backward_setup, _index_select_backward_grad),
 }
 
 
@@ -433,7 +614,19 @@ def _register_autograd(name, setup, backward):
     function = type("_" + name + "_autograd", (_torch.autograd.Function,),
                     {"forward": staticmethod(forward), "backward": staticmethod(backward)})
 
-    def autograd_kernel(*args):
+    schema = op.default._schema if hasattr(op, "default") else op._schema
+    defaults = [a.default_value for a in schema.arguments]
+    names = [a.name for a in schema.arguments]
+
+    def full_args(args, kwargs):
+        # the dispatcher hands a Python kernel the arguments as given, trailing defaults
+        # left out: setup and backward see every argument of the schema
+        args = list(args) + [kwargs[n] if n in kwargs else defaults[i]
+                             for i, n in enumerate(names) if i >= len(args)]
+        return tuple(args)
+
+    def autograd_kernel(*args, **kwargs):
+        args = full_args(args, kwargs)
         if _torch.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad
                                             for a in args):
             return function.apply(*args)
@@ -574,3 +767,32 @@ def tilessm_scan_backward(grad_out: Tensor, tokens: Tensor, decay: Tensor, input
     return _ops.tilessm_scan_backward(grad_out, tokens, decay, input_gain, output_gain,
                                       state_bias, init_state, merge_gate, grad_final_state,
                                       clamp_value, direction, merge)
+
+
+def tilepack_backward(grad_out: Tensor, idx: Tensor, features_shape) -> Tensor:
+    """grad_features = zeros(features_shape); grad_out's tiles added at idx in K order."""
+    return _ops.tilepack_backward(grad_out, idx, list(features_shape))
+
+
+def tileunpack_backward(grad_out: Tensor, idx: Optional[Tensor] = None,
+                        origins: Optional[Tensor] = None, levels: Optional[Tensor] = None,
+                        mode: str = "override", blend_alpha: float = 0.5,
+                        assume_priority_sorted: bool = True,
+                        tile: int = 8) -> Tuple[Tensor, Tensor]:
+    """(grad_base, grad_packed) of tileunpack, in its priority order."""
+    return _ops.tileunpack_backward(grad_out, idx, origins, levels, mode, blend_alpha,
+                                    assume_priority_sorted, tile)
+
+
+def fused_pack_op_unpack_backward(grad_out: Tensor, features: Tensor, idx: Tensor, tile: int = 8,
+                                  value_scale: float = 1.0, value_bias: float = 0.0,
+                                  gate_scale: float = 1.0, gate_bias: float = 0.0,
+                                  require_unique: bool = True) -> Tensor:
+    """grad_features of fused_pack_op_unpack (grad_out outside the selected tiles)."""
+    return _ops.fused_pack_op_unpack_backward(grad_out, features, idx, tile, value_scale,
+                                              value_bias, gate_scale, gate_bias, require_unique)
+
+
+def index_select_backward(grad_out: Tensor, index: Tensor, src_shape) -> Tensor:
+    """grad_src = zeros(src_shape); grad_src[index[i], :] += grad_out[i, :]."""
+    return _ops.index_select_backward(grad_out, index, list(src_shape))

@@ -152,6 +152,12 @@ class TorchOps(TestCase):
                                            torch.rand(1, 4, 4)), (0, 1, 2)),
             "tilessm_scan_backward": ((torch.randn(1, 3, 2), torch.randn(1, 3, 2), *vec),
                                       (0, 1, 2, 3, 4, 5)),
+            # the backward ops of the tile ops and index_select
+            "tilepack_backward": ((torch.randn(1, 2, 2, 4, 4), idx, [1, 2, 8, 8]), (0,)),
+            "tileunpack_backward": ((f, idx, None, None, "override", 0.5, True, 4), (0,)),
+            "fused_pack_op_unpack_backward": ((torch.randn(1, 2, 8, 8), f, idx, 4), (0, 1)),
+            "index_select_backward": ((torch.randn(3, 3), torch.tensor([4, 0, 4]), [5, 3]),
+                                      (0,)),
         }
 
     def test_no_silent_dropped_gradient(self):
