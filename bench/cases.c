@@ -30,8 +30,57 @@ static void add_tensor(bench_case *c, const char *name, gen_kind gen, apx_dtype 
 #define ADD(c, name, gen, dtype, ...)                                                              \
   add_tensor((c), (name), (gen), (dtype), NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__))
 
-/* Shapes and generators of each entry (documented in apexx-bench(1)). */
-void runner_describe_case(const entry_def *e, const bench_options *o, bench_case *c) {
+/* The dtype of the case's tensor named `name`; f32 when there is none. */
+static apx_dtype dtype_of(const bench_case *c, const char *name) {
+  for (int j = 0; j < c->count; j++)
+    if (strcmp(c->t[j].name, name) == 0)
+      return c->t[j].host.dtype;
+  return APX_DTYPE_F32;
+}
+
+/* Add the op's output `name` in the shape its descriptor's output_shape
+ * gives for the inputs added so far, with the dtype of its same_dtype_as
+ * argument (else the op's first tensor input); 0, or -1 with the reason. */
+static int add_output(const entry_def *e, const bench_options *o, bench_case *c, const char *name,
+                      gen_kind gen, char *err, size_t err_size) {
+  if (runner_plan_call(e, o, c, err, err_size) != 0)
+    return -1;
+  const apx_op_desc *d = c->plan.desc;
+  int arg = -1, first_input = -1;
+  for (int i = 0; i < d->arg_count; i++) {
+    if (d->args[i].kind == APX_ARG_OUTPUT && strcmp(d->args[i].name, name) == 0)
+      arg = i;
+    if (d->args[i].kind == APX_ARG_INPUT && first_input < 0)
+      first_input = i;
+  }
+  apx_tensor ts[MAX_TENSORS];
+  for (int j = 0; j < c->count; j++)
+    ts[j] = c->t[j].host;
+  _Alignas(max_align_t) unsigned char args[RUNNER_ARGS_MAX];
+  runner_bind_args(c, ts, args);
+  int ndim = 0;
+  int64_t shape[APX_MAX_DIMS];
+  if (arg < 0 || c->count == MAX_TENSORS || !d->output_shape(args, arg, &ndim, shape)) {
+    snprintf(err, err_size, "%s: %s is no output whose shape %s's descriptor gives", e->name,
+             name, d->name);
+    return -1;
+  }
+  int same = d->args[arg].same_dtype_as >= 0 ? d->args[arg].same_dtype_as : first_input;
+  add_tensor(c, name, gen, same >= 0 ? dtype_of(c, d->args[same].name) : APX_DTYPE_F32, ndim,
+             shape);
+  return 0;
+}
+
+#define OUT(c, name, gen)                                                                          \
+  do {                                                                                             \
+    if (add_output(e, o, (c), (name), (gen), err, err_size) != 0)                                  \
+      return -1;                                                                                   \
+  } while (0)
+
+/* Shapes and generators of each entry (documented in apexx-bench(1)); the
+ * outputs' shapes from the op's descriptor. */
+int runner_describe_case(const entry_def *e, const bench_options *o, bench_case *c, char *err,
+                         size_t err_size) {
   memset(c, 0, sizeof *c);
   const int64_t B = o->batch, C = o->channels, H = o->height, W = o->width;
   const int64_t t = o->tile_size, K = o->kmax, S = o->steps;
@@ -51,7 +100,7 @@ void runner_describe_case(const entry_def *e, const bench_options *o, bench_case
     c->t[0].touched_elems = B * K * C * t * t; /* only the selected tiles */
     ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
     c->t[1].limit = grid;
-    ADD(c, "out", GEN_OUTPUT, f, B, K, C, t, t);
+    OUT(c, "out", GEN_OUTPUT);
     c->work = (double)(B * K);
     break;
   case E_TILEUNPACK_OVERRIDE:
@@ -62,9 +111,11 @@ void runner_describe_case(const entry_def *e, const bench_options *o, bench_case
     ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
     c->t[2].limit = grid;
     ADD(c, "levels", GEN_LEVELS, ix, B, K);
-    if (runner_preset_profile(o))
+    if (runner_preset_profile(o)) {
       c->t[3].touched_elems = 0; /* not passed */
-    ADD(c, "out", GEN_OUTPUT, f, B, C, H, W);
+      c->t[3].unbound = 1;
+    }
+    OUT(c, "out", GEN_OUTPUT);
     c->work = (double)(B * K);
     break;
   case E_FUSED_PACK_OP_UNPACK:
@@ -72,14 +123,14 @@ void runner_describe_case(const entry_def *e, const bench_options *o, bench_case
     c->t[0].a = 1.0;
     ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
     c->t[1].limit = grid;
-    ADD(c, "out", GEN_OUTPUT, f, B, C, H, W);
+    OUT(c, "out", GEN_OUTPUT);
     c->work = (double)(B * K);
     break;
   case E_FUSIONGATE_ALPHA:
     ADD(c, "boundary", GEN_UNIFORM, f, B, 1, H, W);
     ADD(c, "uncertainty", GEN_UNIFORM, f, B, 1, H, W);
     c->t[0].b = c->t[1].b = 1.0;
-    ADD(c, "out", GEN_OUTPUT, f, B, 1, H, W);
+    OUT(c, "out", GEN_OUTPUT);
     /* alpha has no channel axis: its work is its output, B*H*W */
     c->work = (double)(B * H * W);
     break;
@@ -89,7 +140,7 @@ void runner_describe_case(const entry_def *e, const bench_options *o, bench_case
     c->t[0].a = c->t[1].a = 1.0;
     ADD(c, "alpha", GEN_UNIFORM, f, B, 1, H, W);
     c->t[2].b = 1.0;
-    ADD(c, "out", GEN_OUTPUT, f, B, C, H, W);
+    OUT(c, "out", GEN_OUTPUT);
     c->work = (double)(B * C * H * W);
     break;
   case E_TILESSM_FORWARD:
@@ -108,7 +159,7 @@ void runner_describe_case(const entry_def *e, const bench_options *o, bench_case
     c->t[3].a = 0.05, c->t[3].b = 1.55;
     ADD(c, "state_bias", GEN_NORMAL, tok, SC);
     c->t[4].a = 0.1;
-    ADD(c, "out", GEN_OUTPUT, tok, SB, S, SC);
+    OUT(c, "out", GEN_OUTPUT);
     c->work = (double)(SB * S * SC);
     break;
   }
@@ -125,7 +176,7 @@ void runner_describe_case(const entry_def *e, const bench_options *o, bench_case
     c->t[0].touched_elems = N * D;
     ADD(c, "index", GEN_ROWS_WIDE, ix, N, D);
     c->t[1].limit = M;
-    ADD(c, "out", GEN_OUTPUT, f, N, D);
+    OUT(c, "out", GEN_OUTPUT);
     c->work = (double)(N * D);
     break;
   case E_INDEX_SELECT:
@@ -134,7 +185,7 @@ void runner_describe_case(const entry_def *e, const bench_options *o, bench_case
     c->t[0].touched_elems = N * D;
     ADD(c, "index", GEN_ROWS, ix, N);
     c->t[1].limit = M;
-    ADD(c, "out", GEN_OUTPUT, f, N, D);
+    OUT(c, "out", GEN_OUTPUT);
     c->work = (double)(N * D);
     break;
   case E_SCATTER_ADD:
@@ -143,7 +194,7 @@ void runner_describe_case(const entry_def *e, const bench_options *o, bench_case
     c->t[1].limit = M;
     ADD(c, "src", GEN_NORMAL, f, N, D);
     c->t[0].a = c->t[2].a = 1.0;
-    ADD(c, "out", GEN_OUTPUT, f, M, D);
+    OUT(c, "out", GEN_OUTPUT);
     c->work = (double)(M * D);
     break;
   case E_GATHER_BACKWARD:
@@ -168,9 +219,9 @@ void runner_describe_case(const entry_def *e, const bench_options *o, bench_case
     ADD(c, "boundary", GEN_UNIFORM, f, B, 1, H, W);
     ADD(c, "uncertainty", GEN_UNIFORM, f, B, 1, H, W);
     c->t[3].b = c->t[4].b = 1.0;
-    ADD(c, "heavy", GEN_OUTPUT, f, B, C, H, W);
-    ADD(c, "detail", GEN_SCRATCH, f, B, C, H, W);
-    ADD(c, "alpha", GEN_SCRATCH, f, B, 1, H, W);
+    OUT(c, "heavy", GEN_OUTPUT);
+    OUT(c, "detail", GEN_SCRATCH);
+    OUT(c, "alpha", GEN_SCRATCH);
     c->work = (double)B; /* docs/report.md, Sections and entries: frames = batch */
     break;
   }
@@ -179,6 +230,7 @@ void runner_describe_case(const entry_def *e, const bench_options *o, bench_case
     c->work = (double)B;
     break;
   }
+  return runner_plan_call(e, o, c, err, err_size);
 }
 
 int64_t runner_tensor_bytes(const apx_tensor *t) {

@@ -5,42 +5,51 @@
  * tensors. */
 #include "runner.h"
 
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* ff_infer as apexx-bench(1), ENTRIES states it: L0 tiles 16, L1 tiles 8,
+ * kmax_l0 = kmax, kmax_l1 = 2*kmax, the profile's budgets */
+#define FF_SETTINGS "tile_l0=16,tile_l1=8,kmax_l0=$kmax,kmax_l1=$2kmax,budget_b1=$b1,budget_b2=$b2"
 
 const entry_def runner_entries[E_COUNT] = {
     {E_TILEPACK, "tile_ops", "tilepack", KIND_OP, APX_OP_TILEPACK, "kernel form", "tiles_per_s", 1,
-     0},
+     0, "tile=$tile"},
     {E_TILEUNPACK_OVERRIDE, "tile_ops", "tileunpack_override", KIND_OP, APX_OP_TILEUNPACK,
-     "override, ids, levels", "tiles_per_s", 1, 0},
+     "override, ids, levels", "tiles_per_s", 1, 0, ""},
     {E_TILEUNPACK_BLEND, "tile_ops", "tileunpack_blend", KIND_OP, APX_OP_TILEUNPACK,
-     "blend alpha 0.5, ids, levels", "tiles_per_s", 0, 0},
+     "blend alpha 0.5, ids, levels", "tiles_per_s", 0, 0, "mode=blend,blend_alpha=0.5"},
     {E_FUSED_PACK_OP_UNPACK, "tile_ops", "fused_pack_op_unpack", KIND_OP,
-     APX_OP_FUSED_PACK_OP_UNPACK, "value 1/0, gate 1/0, unique ids", "tiles_per_s", 0, 0},
+     APX_OP_FUSED_PACK_OP_UNPACK, "value 1/0, gate 1/0, unique ids", "tiles_per_s", 0, 0,
+     "tile=$tile"},
     {E_FUSIONGATE_ALPHA, "tile_ops", "fusiongate_alpha", KIND_OP, APX_OP_FUSIONGATE_ALPHA,
-     "log weights 1/1, bias 0", "elements_per_s", 0, 1},
+     "log weights 1/1, bias 0", "elements_per_s", 0, 1, ""},
     {E_FUSIONGATE_FUSE, "tile_ops", "fusiongate_fuse", KIND_OP, APX_OP_FUSIONGATE_FUSE,
-     "out of place", "elements_per_s", 0, 0},
+     "out of place", "elements_per_s", 0, 0, ""},
     {E_TILESSM_FORWARD, "tilessm", "tilessm_forward", KIND_OP, APX_OP_TILESSM_SCAN, "forward",
-     "tokens_per_s", 0, 0},
+     "tokens_per_s", 0, 0, ""},
     {E_TILESSM_BIDIRECTIONAL, "tilessm", "tilessm_bidirectional", KIND_OP, APX_OP_TILESSM_SCAN,
-     "bidirectional, merge avg", "tokens_per_s", 0, 0},
-    {E_GATHER, "indexing", "gather", KIND_OP, APX_OP_GATHER, "dim 0", "elements_per_s", 1, 0},
+     "bidirectional, merge avg", "tokens_per_s", 0, 0, "direction=bidirectional,merge=avg"},
+    {E_GATHER, "indexing", "gather", KIND_OP, APX_OP_GATHER, "dim 0", "elements_per_s", 1, 0,
+     "dim=0"},
     {E_INDEX_SELECT, "indexing", "index_select", KIND_OP, APX_OP_INDEX_SELECT, "rows",
-     "elements_per_s", 1, 0},
+     "elements_per_s", 1, 0, ""},
     {E_SCATTER_ADD, "indexing", "scatter_add", KIND_OP, APX_OP_SCATTER_ADD, "dim 0, out of place",
-     "elements_per_s", 0, 0},
+     "elements_per_s", 0, 0, "dim=0"},
     {E_GATHER_BACKWARD, "indexing", "gather_backward", KIND_OP, APX_OP_GATHER_BACKWARD, "dim 0",
-     "elements_per_s", 0, 0},
+     "elements_per_s", 0, 0, "dim=0"},
     {E_FF_INFER, "end_to_end_infer", "ff_infer", KIND_OP, APX_OP_FF_INFER,
-     "eager, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2},
+     "eager, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2, FF_SETTINGS},
     {E_TRT_TILESSM_PLUGIN, "tensorrt", "tilessm_plugin", KIND_TRT_PLUGIN, APX_OP_TILESSM_SCAN,
-     "forward, fp16, TileSSMScan plugin", "tokens_per_s", 0, 0},
+     "forward, fp16, TileSSMScan plugin", "tokens_per_s", 0, 0, ""},
     {E_TRT_ENGINE, "tensorrt", "engine", KIND_TRT_ENGINE, APX_OP_COUNT, "serialized engine",
-     "frames_per_s", 0, 0},
+     "frames_per_s", 0, 0, NULL},
     {E_FF_INFER_GRAPH, "end_to_end_infer", "ff_infer_graph", KIND_OP, APX_OP_FF_INFER,
-     "graph replay, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2},
+     "graph replay, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2, FF_SETTINGS ",graph_replay=1"},
     {E_COPY, "reference", "copy", KIND_COPY, APX_OP_COUNT,
-     "features-sized copy on the backend's device (host: memmove)", "elements_per_s", 1, 0},
+     "features-sized copy on the backend's device (host: memmove)", "elements_per_s", 1, 0, NULL},
 };
 
 /* reference first: its rows are the same run's copy bandwidth that the
@@ -106,12 +115,6 @@ int runner_entry_selected(const bench_options *opts, const entry_def *e) {
       if (runner_entries[i].kind == KIND_OP && runner_entry_selected(opts, &runner_entries[i]))
         return 1;
   }
-  if (e->kind == KIND_COPY) {
-    /* the reference runs whenever an op runs, so every row has its share */
-    for (int i = 0; i < E_COUNT; i++)
-      if (runner_entries[i].kind == KIND_OP && runner_entry_selected(opts, &runner_entries[i]))
-        return 1;
-  }
   for (int i = 0; i < opts->op_count; i++) {
     if (strcmp(opts->ops[i], e->name) == 0 || strcmp(opts->ops[i], e->section) == 0) {
       return 1;
@@ -120,102 +123,155 @@ int runner_entry_selected(const bench_options *opts, const entry_def *e) {
   return 0;
 }
 
-/* The end-to-end call of the profile on the case's tensors. */
-apx_ff_infer_args runner_ff_args(const entry_def *e, const bench_options *o, const apx_tensor *ts,
-                                 apx_ff_stats *stats) {
-  apx_ff_infer_args a = APX_FF_INFER_ARGS_INIT;
-  a.dense = &ts[0], a.utilities = &ts[1], a.split_utilities = &ts[2];
-  a.boundary = &ts[3], a.uncertainty = &ts[4];
-  a.heavy = &ts[5], a.detail = &ts[6], a.alpha = &ts[7];
-  a.weights = runner_ff_weights;
-  a.tile_l0 = 16, a.tile_l1 = 8;
-  a.kmax_l0 = o->kmax, a.kmax_l1 = 2 * o->kmax;
-  a.budget_b1 = o->budget_b1, a.budget_b2 = o->budget_b2;
-  a.graph_replay = e->id == E_FF_INFER_GRAPH;
-  a.stats = stats;
-  return a;
+/* A profile variable of a setting's value ($tile, ...), or NAN. */
+static double profile_variable(const char *name, const bench_options *o) {
+  static const struct {
+    const char *name;
+    size_t field;
+    int twice;
+  } vars[] = {
+      {"$tile", offsetof(bench_options, tile_size), 0},
+      {"$kmax", offsetof(bench_options, kmax), 0},
+      {"$2kmax", offsetof(bench_options, kmax), 1},
+  };
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    if (strcmp(name, vars[i].name) == 0) {
+      int64_t v = *(const int64_t *)((const char *)o + vars[i].field);
+      return (double)(vars[i].twice ? 2 * v : v);
+    }
+  if (strcmp(name, "$b1") == 0)
+    return o->budget_b1;
+  if (strcmp(name, "$b2") == 0)
+    return o->budget_b2;
+  return NAN;
+}
+
+/* Store one setting "name=value" (len bytes of text) into args. */
+static int apply_setting(const apx_op_desc *d, const bench_options *o, const char *text,
+                         size_t len, unsigned char *args, char *err, size_t err_size) {
+  char item[128];
+  if (len >= sizeof item) {
+    snprintf(err, err_size, "%s: setting [%.*s] is too long", d->name, (int)len, text);
+    return -1;
+  }
+  memcpy(item, text, len);
+  item[len] = '\0';
+  char *value = strchr(item, '=');
+  if (!value) {
+    snprintf(err, err_size, "%s: setting [%s] is not name=value", d->name, item);
+    return -1;
+  }
+  *value++ = '\0';
+  const apx_op_arg *a = NULL;
+  for (int i = 0; i < d->arg_count && !a; i++)
+    if (strcmp(d->args[i].name, item) == 0)
+      a = &d->args[i];
+  if (!a) {
+    snprintf(err, err_size, "%s: setting [%s]: the op has no such argument", d->name, item);
+    return -1;
+  }
+  unsigned char *at = args + a->offset;
+  if (a->kind == APX_ARG_ENUM) {
+    for (int k = 0; k < a->enum_count; k++)
+      if (strcmp(a->enum_names[k], value) == 0) {
+        int v = k;
+        memcpy(at, &v, sizeof v);
+        return 0;
+      }
+    snprintf(err, err_size, "%s: setting [%s]: [%s] is none of its values", d->name, item, value);
+    return -1;
+  }
+  char *end = NULL;
+  double v = value[0] == '$' ? profile_variable(value, o) : strtod(value, &end);
+  if (isnan(v) || (end && (end == value || *end))) {
+    snprintf(err, err_size, "%s: setting [%s]: [%s] is not a number or profile variable",
+             d->name, item, value);
+    return -1;
+  }
+  switch (a->kind) {
+  case APX_ARG_INT64: {
+    int64_t x = (int64_t)v;
+    memcpy(at, &x, sizeof x);
+    return 0;
+  }
+  case APX_ARG_DIM:
+  case APX_ARG_FLAG: {
+    int x = (int)v;
+    memcpy(at, &x, sizeof x);
+    return 0;
+  }
+  case APX_ARG_DOUBLE:
+    memcpy(at, &v, sizeof v);
+    return 0;
+  default:
+    snprintf(err, err_size, "%s: setting [%s]: not an option (a tensor or pointer)", d->name,
+             item);
+    return -1;
+  }
+}
+
+/* The op's args struct for the entry, from its descriptor: ARGS_INIT, the
+ * settings, the FF weights handle, and every tensor argument bound to the
+ * case's tensor of its name (an output the case lacks so far, or one
+ * marked unbound, stays NULL). */
+int runner_plan_call(const entry_def *e, const bench_options *o, bench_case *c, char *err,
+                     size_t err_size) {
+  runner_call_plan *p = &c->plan;
+  memset(p, 0, sizeof *p);
+  if (e->kind != KIND_OP && e->kind != KIND_TRT_PLUGIN)
+    return 0;
+  const apx_op_desc *d = apx_op_describe(e->op);
+  if (!d || d->args_size > RUNNER_ARGS_MAX) {
+    snprintf(err, err_size, "%s: no descriptor of op %d, or its args exceed %d bytes", e->name,
+             (int)e->op, RUNNER_ARGS_MAX);
+    return -1;
+  }
+  p->desc = d;
+  memcpy(p->args, d->args_init, d->args_size);
+  for (const char *s = e->settings; s && *s;) {
+    const char *comma = strchr(s, ',');
+    size_t len = comma ? (size_t)(comma - s) : strlen(s);
+    if (apply_setting(d, o, s, len, p->args, err, err_size) != 0)
+      return -1;
+    s += len + (comma ? 1 : 0);
+  }
+  for (int i = 0; i < d->arg_count; i++) {
+    const apx_op_arg *a = &d->args[i];
+    if (a->kind == APX_ARG_HANDLE && strcmp(a->type_name, "apx_ff_weights") == 0) {
+      memcpy(p->args + a->offset, &runner_ff_weights, sizeof runner_ff_weights);
+      continue;
+    }
+    if (a->kind != APX_ARG_INPUT && a->kind != APX_ARG_INDEX && a->kind != APX_ARG_OUTPUT)
+      continue;
+    for (int j = 0; j < c->count; j++) {
+      if (strcmp(c->t[j].name, a->name) != 0 || c->t[j].unbound)
+        continue;
+      p->offset[p->bound] = a->offset;
+      p->tensor[p->bound++] = j;
+      break;
+    }
+  }
+  return 0;
+}
+
+void runner_bind_args(const bench_case *c, const apx_tensor *ts, void *args) {
+  const runner_call_plan *p = &c->plan;
+  memcpy(args, p->args, p->desc->args_size);
+  for (int k = 0; k < p->bound; k++) {
+    const apx_tensor *t = &ts[p->tensor[k]];
+    memcpy((unsigned char *)args + p->offset[k], &t, sizeof t);
+  }
 }
 
 /* Run (or, with explain != NULL, explain) the entry's op on tensors ts. */
-apx_status runner_invoke(apx_context *ctx, const entry_def *e, const bench_options *o,
+apx_status runner_invoke(apx_context *ctx, const entry_def *e, const bench_case *c,
                          const apx_tensor *ts, const apx_call *call, apx_explanation *explain) {
-#define RUN(op_fn, args)                                                                           \
-  (explain ? apx_explain(ctx, e->op, &(args), call, explain) : op_fn(ctx, &(args), call))
-  switch (e->id) {
-  case E_TILEPACK: {
-    apx_tilepack_args a = APX_TILEPACK_ARGS_INIT;
-    a.features = &ts[0], a.idx = &ts[1], a.tile = o->tile_size, a.out = &ts[2];
-    return RUN(apx_tilepack, a);
-  }
-  case E_TILEUNPACK_OVERRIDE:
-  case E_TILEUNPACK_BLEND: {
-    apx_tileunpack_args a = APX_TILEUNPACK_ARGS_INIT;
-    a.base = &ts[0], a.packed = &ts[1], a.idx = &ts[2];
-    a.levels = runner_preset_profile(o) ? NULL : &ts[3];
-    a.out = &ts[4];
-    if (e->id == E_TILEUNPACK_BLEND) {
-      a.mode = APX_OVERLAP_BLEND;
-      a.blend_alpha = 0.5;
-    }
-    return RUN(apx_tileunpack, a);
-  }
-  case E_FUSED_PACK_OP_UNPACK: {
-    apx_fused_pack_op_unpack_args a = APX_FUSED_PACK_OP_UNPACK_ARGS_INIT;
-    a.features = &ts[0], a.idx = &ts[1], a.tile = o->tile_size, a.out = &ts[2];
-    return RUN(apx_fused_pack_op_unpack, a);
-  }
-  case E_FUSIONGATE_ALPHA: {
-    apx_fusiongate_alpha_args a = APX_FUSIONGATE_ALPHA_ARGS_INIT;
-    a.boundary = &ts[0], a.uncertainty = &ts[1], a.out = &ts[2];
-    return RUN(apx_fusiongate_alpha, a);
-  }
-  case E_FUSIONGATE_FUSE: {
-    apx_fusiongate_fuse_args a = APX_FUSIONGATE_FUSE_ARGS_INIT;
-    a.base = &ts[0], a.detail = &ts[1], a.alpha = &ts[2], a.out = &ts[3];
-    return RUN(apx_fusiongate_fuse, a);
-  }
-  case E_TILESSM_FORWARD:
-  case E_TILESSM_BIDIRECTIONAL:
-  case E_TRT_TILESSM_PLUGIN: {
-    apx_tilessm_scan_args a = APX_TILESSM_SCAN_ARGS_INIT;
-    a.tokens = &ts[0], a.decay = &ts[1], a.input_gain = &ts[2];
-    a.output_gain = &ts[3], a.state_bias = &ts[4], a.out = &ts[5];
-    if (e->id == E_TILESSM_BIDIRECTIONAL) {
-      a.direction = APX_SCAN_BIDIRECTIONAL;
-      a.merge = APX_MERGE_AVG;
-    }
-    return RUN(apx_tilessm_scan, a);
-  }
-  case E_GATHER: {
-    apx_gather_args a = APX_GATHER_ARGS_INIT;
-    a.src = &ts[0], a.dim = 0, a.index = &ts[1], a.out = &ts[2];
-    return RUN(apx_gather, a);
-  }
-  case E_INDEX_SELECT: {
-    apx_index_select_args a = APX_INDEX_SELECT_ARGS_INIT;
-    a.src = &ts[0], a.index = &ts[1], a.out = &ts[2];
-    return RUN(apx_index_select, a);
-  }
-  case E_SCATTER_ADD: {
-    apx_scatter_add_args a = APX_SCATTER_ADD_ARGS_INIT;
-    a.self = &ts[0], a.dim = 0, a.index = &ts[1], a.src = &ts[2], a.out = &ts[3];
-    return RUN(apx_scatter_add, a);
-  }
-  case E_GATHER_BACKWARD: {
-    apx_gather_backward_args a = APX_GATHER_BACKWARD_ARGS_INIT;
-    a.grad_out = &ts[0], a.dim = 0, a.index = &ts[1], a.grad_src = &ts[2];
-    return RUN(apx_gather_backward, a);
-  }
-  case E_FF_INFER:
-  case E_FF_INFER_GRAPH: {
-    apx_ff_infer_args a = runner_ff_args(e, o, ts, NULL);
-    return RUN(apx_ff_infer, a);
-  }
-  case E_COPY:
-    /* not dispatched: the copy goes to the backend serving the device */
+  if (e->kind == KIND_COPY) /* not dispatched: the copy goes to the backend serving the device */
     return explain ? APX_OK : apx_tensor_copy(ctx, &ts[1], &ts[0], call);
-  default:
+  if (!c->plan.desc)
     return APX_ERR_UNSUPPORTED;
-  }
-#undef RUN
+  _Alignas(max_align_t) unsigned char args[RUNNER_ARGS_MAX];
+  runner_bind_args(c, ts, args);
+  return explain ? apx_explain(ctx, e->op, args, call, explain)
+                 : apx_op_run(ctx, e->op, args, call);
 }

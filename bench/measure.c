@@ -13,6 +13,7 @@
 
 /* ---- one row: one backend on one entry ---------------------------------- */
 typedef struct device_tensors {
+  const bench_case *c; /* the case placed, with its call's plan */
   int count;
   apx_tensor t[MAX_TENSORS];
   int owned[MAX_TENSORS];
@@ -32,6 +33,7 @@ static void free_device_tensors(apx_context *ctx, device_tensors *d) {
 static int place_case(apx_context *ctx, const bench_case *c, apx_device device, device_tensors *d,
                       char *why, size_t why_size) {
   memset(d, 0, sizeof *d);
+  d->c = c;
   for (int i = 0; i < c->count; i++) {
     const apx_tensor *h = &c->t[i].host;
     int is_output = i == c->output || c->t[i].gen == GEN_SCRATCH;
@@ -112,8 +114,8 @@ static double ff_level_flops(double k, double t, double C, double map_px) {
 
 /* The routing counts of one untimed call (with stats: the cuda backend
  * synchronises for it) and the frame's FLOPs into the row. */
-static void ff_metrics(apx_context *ctx, const entry_def *e, const bench_options *o,
-                       const apx_tensor *ts, const apx_call *call, double p50_ms, cJSON *row) {
+static void ff_metrics(apx_context *ctx, const bench_options *o, const device_tensors *dev,
+                       const apx_call *call, double p50_ms, cJSON *row) {
   const int64_t B = o->batch;
   int64_t *counts = calloc((size_t)(2 * B), sizeof *counts);
   double *spent = calloc((size_t)(2 * B), sizeof *spent);
@@ -122,7 +124,9 @@ static void ff_metrics(apx_context *ctx, const entry_def *e, const bench_options
     return;
   }
   apx_ff_stats stats = {counts, counts + B, spent, spent + B, NULL, NULL};
-  apx_ff_infer_args a = runner_ff_args(e, o, ts, &stats);
+  apx_ff_infer_args a;
+  runner_bind_args(dev->c, dev->t, &a);
+  a.stats = &stats;
   a.graph_replay = 0;
   if (apx_ff_infer(ctx, &a, call) == APX_OK && apx_sync(ctx, call) == APX_OK) {
     double l0 = 0, l1 = 0, b1 = 0, b2 = 0;
@@ -153,8 +157,8 @@ static void ff_metrics(apx_context *ctx, const entry_def *e, const bench_options
  * with samples filled; 0 when the calls cannot be captured (why says why:
  * the row is then timed by events); -1 when a replay failed (why: the row
  * fails). */
-static int time_by_graph(apx_context *ctx, const entry_def *e, const bench_options *o,
-                         const apx_tensor *ts, const apx_call *call, double *samples, int n,
+static int time_by_graph(apx_context *ctx, const entry_def *e, const device_tensors *dev,
+                         const apx_call *call, double *samples, int n,
                          char *why, size_t why_size) {
   apx_graph *g = NULL;
   apx_status st = apx_graph_begin(ctx, call, &g);
@@ -163,7 +167,7 @@ static int time_by_graph(apx_context *ctx, const entry_def *e, const bench_optio
     return 0;
   }
   for (int k = 0; k < BENCH_GRAPH_CALLS && st == APX_OK; k++)
-    st = runner_invoke(ctx, e, o, ts, apx_graph_call(g), NULL);
+    st = runner_invoke(ctx, e, dev->c, dev->t, apx_graph_call(g), NULL);
   if (st != APX_OK) {
     snprintf(why, why_size, "a captured call: %s", apx_last_error());
     apx_graph_free(ctx, g);
@@ -222,7 +226,7 @@ static cJSON *warm_up(run_state *rs, const entry_def *e, const struct apx_backen
   const bench_options *o = rs->opts;
   for (int i = 0; i < o->warmup; i++) {
     runner_progress(rs, e, b->name, i + 1, total);
-    apx_status st = runner_invoke(rs->ctx, e, o, dev->t, call, NULL);
+    apx_status st = runner_invoke(rs->ctx, e, dev->c, dev->t, call, NULL);
     if (st == APX_OK)
       st = apx_sync(rs->ctx, call);
     if (st != APX_OK) {
@@ -248,7 +252,7 @@ static cJSON *time_calls(run_state *rs, const entry_def *e, const struct apx_bac
     snprintf(tm->timer_reason, sizeof tm->timer_reason, "--timer cpu-time");
   /* a row that cannot be captured is timed by events below and says why */
   if (o->graph_replay && b->device != APX_DEVICE_HOST && !o->cpu_time) {
-    tm->graphed = time_by_graph(ctx, e, o, dev->t, call, samples, n_samples, tm->graph_reason,
+    tm->graphed = time_by_graph(ctx, e, dev, call, samples, n_samples, tm->graph_reason,
                                 sizeof tm->graph_reason);
     if (tm->graphed < 0)
       return runner_row_failed(rs, "%s", tm->graph_reason);
@@ -270,7 +274,7 @@ static cJSON *time_calls(run_state *rs, const entry_def *e, const struct apx_bac
     }
     if (tm->host_clock)
       clock_gettime(tm->host_clock_id, &t0);
-    st = runner_invoke(ctx, e, o, dev->t, call, NULL);
+    st = runner_invoke(ctx, e, dev->c, dev->t, call, NULL);
     if (st != APX_OK) {
       /* end the timer anyway so it is freed; the op's error wins */
       char op_error[512];
@@ -437,7 +441,7 @@ static cJSON *explain_call(run_state *rs, const entry_def *e, const struct apx_b
                            const device_tensors *dev, const apx_call *call, int *abort_run) {
   apx_explanation ex;
   memset(&ex, 0, sizeof ex);
-  apx_status st = runner_invoke(rs->ctx, e, rs->opts, dev->t, call, &ex);
+  apx_status st = runner_invoke(rs->ctx, e, dev->c, dev->t, call, &ex);
   *abort_run = 0;
   if (st == APX_ERR_UNSUPPORTED)
     return runner_row_skipped("%s", runner_passed_over_reason(&ex, b->name));
@@ -466,7 +470,7 @@ cJSON *runner_measure_row(run_state *rs, const entry_def *e, bench_case *c,
   if (b->device != APX_DEVICE_HOST &&
       !cJSON_GetObjectItemCaseSensitive(entry_json, "dispatch_cuda")) {
     cJSON_AddItemToObject(entry_json, "dispatch_cuda",
-                          runner_explanation_json(ctx, e, o, dev.t, "cuda"));
+                          runner_explanation_json(ctx, e, c, dev.t, "cuda"));
   }
 
   if (o->cpu_time && b->device != APX_DEVICE_HOST) {
@@ -506,7 +510,7 @@ cJSON *runner_measure_row(run_state *rs, const entry_def *e, bench_case *c,
     bench_stats stats;
     row = ok_row(rs, e, c, b, samples, reps, rep_medians, &tm, peak_supported, &stats);
     if (e->op == APX_OP_FF_INFER)
-      ff_metrics(ctx, e, o, dev.t, &call, stats.p50_ms, row);
+      ff_metrics(ctx, o, &dev, &call, stats.p50_ms, row);
     row = check_parity(rs, e, c, b, &dev, reference, ref_reason, row);
     if (strcmp(cJSON_GetObjectItemCaseSensitive(row, "status")->valuestring, "ok") == 0)
       *p50_out = stats.p50_ms;
@@ -527,7 +531,7 @@ static apx_status cpu_call(run_state *rs, const entry_def *e, const bench_case *
   ts[c->output] = *out;
   apx_call call = APX_CALL_INIT;
   call.backend = "cpu";
-  return runner_invoke(rs->ctx, e, rs->opts, ts, &call, NULL);
+  return runner_invoke(rs->ctx, e, c, ts, &call, NULL);
 }
 
 /* The cpu backend's output for the entry's inputs, computed untimed into

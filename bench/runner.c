@@ -76,7 +76,7 @@ const char *runner_passed_over_reason(const apx_explanation *ex, const char *bac
   return apx_last_error();
 }
 
-cJSON *runner_explanation_json(apx_context *ctx, const entry_def *e, const bench_options *o,
+cJSON *runner_explanation_json(apx_context *ctx, const entry_def *e, const bench_case *c,
                                const apx_tensor *ts, const char *tensors_on) {
   if (e->kind == KIND_COPY) {
     cJSON *d = cJSON_CreateObject();
@@ -90,7 +90,7 @@ cJSON *runner_explanation_json(apx_context *ctx, const entry_def *e, const bench
   }
   apx_explanation ex;
   memset(&ex, 0, sizeof ex);
-  apx_status st = runner_invoke(ctx, e, o, ts, NULL, &ex);
+  apx_status st = runner_invoke(ctx, e, c, ts, NULL, &ex);
   cJSON *d = cJSON_CreateObject();
   cJSON_AddStringToObject(d, "tensors", tensors_on);
   if (st != APX_OK && st != APX_ERR_UNSUPPORTED) {
@@ -145,7 +145,11 @@ int runner_find_backend(const run_state *rs, const char *name) {
 static cJSON *run_entry(run_state *rs, const entry_def *e) {
   apx_context *ctx = rs->ctx;
   bench_case c;
-  runner_describe_case(e, rs->opts, &c);
+  char err[1024];
+  if (runner_describe_case(e, rs->opts, &c, err, sizeof err) != 0) {
+    snprintf(rs->err, rs->err_size, "%s", err);
+    return NULL;
+  }
   if (e->kind == KIND_TRT_ENGINE)
     return runner_run_trt_engine(rs, e, &c);
   if (e->op == APX_OP_FF_INFER) {
@@ -198,7 +202,6 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
   if (e->kind != KIND_COPY)
     cJSON_AddStringToObject(ej, "op", apx_op_name(e->op));
   cJSON_AddStringToObject(ej, "mode", runner_entry_mode(e, rs->opts));
-  char err[1024];
   if (runner_generate_case(ctx, rs->opts, e, &c, err, sizeof err) != 0) {
     runner_free_case(ctx, &c);
     cJSON_Delete(ej);
@@ -210,7 +213,7 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
   apx_tensor ts[MAX_TENSORS];
   for (int i = 0; i < c.count; i++)
     ts[i] = c.t[i].host;
-  cJSON_AddItemToObject(ej, "dispatch", runner_explanation_json(ctx, e, rs->opts, ts, "host"));
+  cJSON_AddItemToObject(ej, "dispatch", runner_explanation_json(ctx, e, &c, ts, "host"));
 
   apx_tensor reference;
   memset(&reference, 0, sizeof reference);

@@ -12,6 +12,8 @@
 
 #include "bench.h"
 
+#include <stddef.h>
+
 typedef enum entry_id {
   E_TILEPACK,
   E_TILEUNPACK_OVERRIDE,
@@ -50,6 +52,10 @@ typedef struct entry_def {
   const char *throughput_key; /* docs/report.md, Timing */
   int exact;                  /* copy op: parity is bit-exact */
   int extra_ulps;             /* transcendentals: one storage ulp more */
+  /* the op's options beyond its ARGS_INIT, "name=value,...": a value is a
+   * number, an enum value's name, or a profile variable ($tile, $kmax,
+   * $2kmax, $b1, $b2); entries.c, runner_plan_call */
+  const char *settings;
 } entry_def;
 
 #define MAX_TENSORS 8
@@ -71,14 +77,30 @@ typedef struct case_tensor {
   double a, b;
   int64_t limit;         /* M for GEN_ROWS*, grid size for GEN_TILE_IDS */
   int64_t touched_elems; /* elements a minimal kernel reads/writes; -1 all */
+  int unbound;           /* generated, not passed to the op */
   apx_tensor host;
 } case_tensor;
+
+#define RUNNER_ARGS_MAX 512 /* bytes of the largest args struct */
+
+/* An entry's call, planned once per case from the op's descriptor: its
+ * args struct as ARGS_INIT with the entry's settings applied (and the FF
+ * weights handle), and which case tensor each tensor argument takes (the
+ * one of the same name). */
+typedef struct runner_call_plan {
+  const apx_op_desc *desc; /* NULL: the entry runs no op (copy, engine) */
+  int bound;               /* tensor arguments taken from the case */
+  size_t offset[MAX_TENSORS];
+  int tensor[MAX_TENSORS]; /* index into the case's tensors */
+  _Alignas(max_align_t) unsigned char args[RUNNER_ARGS_MAX];
+} runner_call_plan;
 
 typedef struct bench_case {
   int count;
   int output; /* index of the output tensor */
   case_tensor t[MAX_TENSORS];
   double work; /* the throughput's work count */
+  runner_call_plan plan;
 } bench_case;
 
 typedef struct run_state {
@@ -109,16 +131,24 @@ int runner_preset_profile(const bench_options *o);
 /* The op's setting as the report states it. */
 const char *runner_entry_mode(const entry_def *e, const bench_options *o);
 int runner_entry_selected(const bench_options *opts, const entry_def *e);
-/* The end-to-end call of the profile on the case's tensors. */
-apx_ff_infer_args runner_ff_args(const entry_def *e, const bench_options *o, const apx_tensor *ts,
-                                 apx_ff_stats *stats);
+/* Plan the entry's call (c->plan) for the case's tensors named so far;
+ * 0, or -1 with the reason in err (a setting its op does not have, a
+ * value out of its kind). */
+int runner_plan_call(const entry_def *e, const bench_options *o, bench_case *c, char *err,
+                     size_t err_size);
+/* The planned args struct of the case's call on tensors ts (parallel to
+ * the case's), into args (RUNNER_ARGS_MAX bytes). */
+void runner_bind_args(const bench_case *c, const apx_tensor *ts, void *args);
 /* Run (or, with explain != NULL, explain) the entry's op on tensors ts. */
-apx_status runner_invoke(apx_context *ctx, const entry_def *e, const bench_options *o,
+apx_status runner_invoke(apx_context *ctx, const entry_def *e, const bench_case *c,
                          const apx_tensor *ts, const apx_call *call, apx_explanation *explain);
 
 /* ---- cases (cases.c) ----------------------------------------------------- */
-/* Shapes and generators of each entry (documented in apexx-bench(1)). */
-void runner_describe_case(const entry_def *e, const bench_options *o, bench_case *c);
+/* Shapes and generators of each entry (documented in apexx-bench(1)), the
+ * outputs' shapes and dtypes from the op's descriptor, and the call's plan;
+ * 0, or -1 with the reason in err. */
+int runner_describe_case(const entry_def *e, const bench_options *o, bench_case *c, char *err,
+                         size_t err_size);
 /* Allocate and fill the host tensors; 0, or -1 with a message in err. */
 int runner_generate_case(apx_context *ctx, const bench_options *o, const entry_def *e,
                          bench_case *c, char *err, size_t err_size);
@@ -139,7 +169,7 @@ const char *runner_backend_unusable_reason(const struct apx_backend_info *b, cha
                                            size_t size);
 /* The pass-over sentence for `backend` in an explanation, else the error. */
 const char *runner_passed_over_reason(const apx_explanation *ex, const char *backend);
-cJSON *runner_explanation_json(apx_context *ctx, const entry_def *e, const bench_options *o,
+cJSON *runner_explanation_json(apx_context *ctx, const entry_def *e, const bench_case *c,
                                const apx_tensor *ts, const char *tensors_on);
 /* An entry whose every row is skipped for one reason. */
 cJSON *runner_run_all_skipped(run_state *rs, const entry_def *e, const bench_case *c,
