@@ -37,6 +37,16 @@ class RunnerLogger final : public nvinfer1::ILogger {
   char last_error[512] = "";
 };
 
+// The engine's device memory at its largest profile: getDeviceMemorySizeV2
+// from TensorRT 10.1 (10.0 has only getDeviceMemorySize)
+size_t engine_device_memory(const nvinfer1::ICudaEngine &engine) {
+#if NV_TENSORRT_MAJOR > 10 || (NV_TENSORRT_MAJOR == 10 && NV_TENSORRT_MINOR >= 1)
+  return static_cast<size_t>(engine.getDeviceMemorySizeV2());
+#else
+  return engine.getDeviceMemorySize();
+#endif
+}
+
 int set_reason(apexx_trt_engine_result *r, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int set_reason(apexx_trt_engine_result *r, int rc, const char *fmt, ...) {
@@ -323,7 +333,7 @@ int engine_run(const apexx_trt_engine_request *q, apexx_trt_engine_result *r) {
   }
   rc = time_enqueue(context, q->warmup, q->iters, logger, r);
   if (rc != 0) goto done;
-  r->peak_memory_mb = (double)(io_bytes + (size_t)engine->getDeviceMemorySizeV2()) / (1024.0 * 1024.0);
+  r->peak_memory_mb = (double)(io_bytes + engine_device_memory(*engine)) / (1024.0 * 1024.0);
 done:
   delete context;
   delete engine;
@@ -513,7 +523,7 @@ int plugin_run(const apexx_trt_plugin_request *q, apexx_trt_engine_result *r) {
   int rc = time_enqueue(run.context, q->warmup, q->iters, logger, r);
   if (rc != 0) return rc;
   r->peak_memory_mb =
-      (double)(io_bytes + (size_t)run.engine->getDeviceMemorySizeV2()) / (1024.0 * 1024.0);
+      (double)(io_bytes + engine_device_memory(*run.engine)) / (1024.0 * 1024.0);
   return 0;
 }
 
