@@ -77,7 +77,7 @@ static void ab_usage(FILE *to) {
           "usage: apexx-bench ab A B [--rounds N] [--until-settled MAX] [--passes P]\n"
           "         [--threshold T] [--confidence C] [--statistic min|median]\n"
           "         [--order alternate|random] [--a-env NAME=VALUE]... [--b-env NAME=VALUE]...\n"
-          "         [--output-json F] [--output-md F] [--quiet] [-- RUN-FLAGS...]\n"
+          "         [--output-json F] [--output-md F] [--quiet] [-h | --help] [-- RUN-FLAGS...]\n"
           "A and B: build trees (bench/apexx-bench) or install prefixes (bin/apexx-bench).\n"
           "Each round runs A's and B's apexx-bench once each (alternating which goes first)\n"
           "with RUN-FLAGS and --repetitions P; the verdict per row is the paired ratio B/A\n"
@@ -183,7 +183,7 @@ static int parse_ab_flags(int dashes, char **argv, ab_settings *st, side *a, sid
   opterr = 0;
   optind = 1;
   for (;;) {
-    int c = getopt_long(dashes, argv, ":", ab_flags, NULL);
+    int c = getopt_long(dashes, argv, ":h", ab_flags, NULL);
     if (c == -1)
       break;
     int bad = 0;
@@ -240,6 +240,7 @@ static int parse_ab_flags(int dashes, char **argv, ab_settings *st, side *a, sid
     case O_QUIET:
       *quiet = 1;
       break;
+    case 'h':
     case O_HELP:
       ab_usage(stdout);
       return BENCH_EXIT_OK;

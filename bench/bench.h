@@ -90,6 +90,7 @@ typedef struct bench_options {
   int trt_input_shape_count;
   const char *trt_input_shapes[BENCH_MAX_LIST];
   int quiet;
+  int progress; /* --progress 1, --no-progress 0, else -1: on a terminal unless --quiet */
 } bench_options;
 
 /* Parse a run's flags into *opts (defaults first). Returns 0 to run,

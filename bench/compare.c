@@ -166,7 +166,7 @@ static int parse_flags(int argc, char **argv, compare_opts *o) {
   cmp_rep_key = "medians_ms";
   for (;;) {
     int index = -1;
-    int c = getopt_long(argc, argv, ":o:", compare_flags, &index);
+    int c = getopt_long(argc, argv, ":ho:", compare_flags, &index);
     if (c == -1)
       break;
     switch (c) {
@@ -229,6 +229,7 @@ static int parse_flags(int argc, char **argv, compare_opts *o) {
         return BENCH_EXIT_USAGE;
       }
       break;
+    case 'h':
     case C_HELP:
       bench_print_usage(stdout);
       return BENCH_EXIT_OK;

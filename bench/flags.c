@@ -43,6 +43,8 @@ enum {
   FLAG_GRAPH_REPLAY,
   FLAG_PARITY,
   FLAG_QUIET,
+  FLAG_PROGRESS,
+  FLAG_NO_PROGRESS,
   FLAG_HELP,
   FLAG_VERSION
 };
@@ -78,6 +80,8 @@ static const struct option long_flags[] = {
     {"graph-replay", required_argument, NULL, FLAG_GRAPH_REPLAY},
     {"parity", required_argument, NULL, FLAG_PARITY},
     {"quiet", no_argument, NULL, FLAG_QUIET},
+    {"progress", no_argument, NULL, FLAG_PROGRESS},
+    {"no-progress", no_argument, NULL, FLAG_NO_PROGRESS},
     {"help", no_argument, NULL, FLAG_HELP},
     {"version", no_argument, NULL, FLAG_VERSION},
     {NULL, 0, NULL, 0}};
@@ -93,6 +97,7 @@ static const struct option long_flags[] = {
 
 static void defaults(bench_options *opts) {
   memset(opts, 0, sizeof *opts);
+  opts->progress = -1; /* neither --progress nor --no-progress */
   /* docs/report.md, Profile and inputs: the fixed baseline profile */
   opts->batch = 1;
   opts->channels = 128;
@@ -361,6 +366,10 @@ void bench_print_usage(FILE *to) {
               "  --history DIR     append the run's summary to the history store "
               "DIR\n"
               "  --quiet           no progress, no 'wrote_*' lines\n"
+              "  --progress        progress on stderr even when it is not a terminal\n"
+              "                    (a line as each row starts, for CI logs)\n"
+              "  --no-progress     no progress (default: progress on a terminal, unless\n"
+              "                    --quiet)\n"
               "End-to-end (end_to_end_infer):\n"
               "  --ff-weights F    FF weights (safetensors, FFModule names); "
               "default: apx_ff_weights_seeded(channels, seed)\n"
@@ -368,7 +377,7 @@ void bench_print_usage(FILE *to) {
               "  --trt-plugin-lib F (or $APEXX_TRT_PLUGIN_LIB)\n"
               "  --trt-engine-path F  --trt-input-shape NAME=AxBx... "
               "(repeatable)\n"
-              "  --help  --version\n"
+              "  -h, --help  --version\n"
               "Exit status: 0 every row ran or was skipped with a reason, 2 a row "
               "failed, 1 bad flags or config;\n"
               "compare and ab: 0 pass, 2 regression, 3 inconclusive, 1 unusable input.\n"
@@ -393,14 +402,14 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
   optind = 1;
   for (;;) {
     int index = -1;
-    int c = getopt_long(argc, argv, ":", long_flags, &index);
+    int c = getopt_long(argc, argv, ":h", long_flags, &index);
     if (c == -1) break;
     if (c == FLAG_PROFILE && apply_profile(optarg, opts) != 0) return 1;
   }
   optind = 0; /* glibc: a second scan of the same vector reinitialises */
   for (;;) {
     int index = -1;
-    int c = getopt_long(argc, argv, ":", long_flags, &index);
+    int c = getopt_long(argc, argv, ":h", long_flags, &index);
     if (c == -1) break;
     const char *name = index >= 0 ? long_flags[index].name : "";
     int64_t v = 0;
@@ -534,6 +543,13 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
     case FLAG_QUIET:
       opts->quiet = 1;
       break;
+    case FLAG_PROGRESS:
+      opts->progress = 1;
+      break;
+    case FLAG_NO_PROGRESS:
+      opts->progress = 0;
+      break;
+    case 'h':
     case FLAG_HELP:
       bench_print_usage(stdout);
       return -1;

@@ -720,8 +720,8 @@ int bench_history_main(int argc, char **argv) {
         return BENCH_EXIT_USAGE;
       }
       output = argv[++i];
-    } else if (strcmp(argv[i], "--help") == 0) {
-      printf("usage: apexx-bench history DIR [REPORT...] [--output F]\n"
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("usage: apexx-bench history DIR [REPORT...] [--output F] [-h | --help]\n"
              "Append each REPORT's summary to DIR/history.jsonl (keyed by "
              "commit and machine), then render DIR/index.html (or F; '-' is "
              "standard output).\n");

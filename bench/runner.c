@@ -26,8 +26,17 @@ int runner_backend_selected(const run_state *rs, const char *name) {
 }
 
 void runner_progress(const run_state *rs, const entry_def *e, const char *backend, int i, int n) {
-  if (!rs->progress)
+  if (rs->progress == PROGRESS_NONE)
     return;
+  /* off a terminal (a CI log) no carriage returns: a line as each row
+   * starts, so that a log cut short names the row it stopped in */
+  if (rs->progress == PROGRESS_LINES) {
+    if (i == 1) {
+      fprintf(stderr, "[apexx-bench] %s.%s %s: %d calls\n", e->section, e->name, backend, n);
+      fflush(stderr);
+    }
+    return;
+  }
   fprintf(stderr, "\r\033[K[apexx-bench] %s.%s %s %d/%d", e->section, e->name, backend, i, n);
   if (i == n)
     fputc('\n', stderr);
@@ -298,7 +307,8 @@ int bench_run(apx_context *ctx, const bench_options *opts, cJSON *report, char *
     }
     rs.fail_after = v;
   }
-  rs.progress = !opts->quiet && isatty(STDERR_FILENO);
+  int shown = opts->progress >= 0 ? opts->progress : !opts->quiet && isatty(STDERR_FILENO);
+  rs.progress = !shown ? PROGRESS_NONE : isatty(STDERR_FILENO) ? PROGRESS_TERMINAL : PROGRESS_LINES;
   rs.backend_count = apx_backend_count(ctx);
   if (rs.backend_count > APX_MAX_BACKENDS)
     rs.backend_count = APX_MAX_BACKENDS;

@@ -111,7 +111,7 @@ typedef struct run_state {
   int cpu_index; /* -1 when no backend is named cpu */
   int rows_measured;
   long fail_after; /* APEXX_BENCH_FAIL_AFTER (test-only), -1 when unset */
-  int progress;
+  enum { PROGRESS_NONE, PROGRESS_TERMINAL, PROGRESS_LINES } progress; /* runner_progress */
   int any_failed;
   char *err;
   size_t err_size;

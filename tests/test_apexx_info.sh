@@ -52,4 +52,26 @@ err=$(APEXX_BACKEND=nosuch "$info" --config "$ini" 2>&1 >/dev/null)
 rc=$?
 check "unknown forced backend exits 1" test "$rc" -eq 1
 check "and names it" sh -c 'printf "%s" "$1" | grep -q "APEXX_BACKEND = \[nosuch\]"' _ "$err"
+# --keys: each line says the value and where it comes from, or that nothing
+# sets it and why (was "(unset) (unset)")
+keys=$(APEXX_LOG=info "$info" --config "$ini" --keys 2>/dev/null) || { echo "FAIL: --keys exited $?"; exit 1; }
+check "--keys: a key from the file names its line" sh -c 'printf "%s\n" "$1" | grep -qxF "[apexx] order list = cpu (from $2:3)"' _ "$keys" "$ini"
+check "--keys: a key at its default says so" sh -c 'printf "%s\n" "$1" | grep -qx "\[apexx\] validate enum = device (from the default)"' _ "$keys"
+check "--keys: an unset key says why" sh -c 'printf "%s\n" "$1" | grep -qx "\[apexx\] trusted_owner_uids list: unset (no default; no file sets it)"' _ "$keys"
+check "--keys: a variable set names the environment" sh -c 'printf "%s\n" "$1" | grep -qx "\[apexx\] \$APEXX_LOG environment = info (from the environment)"' _ "$keys"
+check "--keys: an unset variable says so" sh -c 'printf "%s\n" "$1" | grep -qx "\[apexx\] \$APEXX_BACKEND environment: unset (not in the environment)"' _ "$keys"
+check "--keys: no line says (unset)" sh -c '! printf "%s\n" "$1" | grep -q "(unset)"' _ "$keys"
+check "--keys: every key line has a value and source or says unset" sh -c 'printf "%s\n" "$1" |
+  grep "^\[" | grep -qvE "^\[[a-z ]+\] [^ ]+ [a-z]+( = .* \(from .+\)|: unset \(.+\))\$" && exit 1 || exit 0' _ "$keys"
+bd=$(APEXX_BACKEND_DIR="$b/backends/.libs" "$info" --config "$ini" --keys 2>/dev/null | grep "^\[apexx\] backend_dir ")
+check "--keys: a key from its variable names it" test "$bd" = "[apexx] backend_dir path = $b/backends/.libs (from \$APEXX_BACKEND_DIR)"
+# --config without a value; -h
+for arg in --config --config=; do
+  err=$("$info" $arg 2>&1 >/dev/null)
+  rc=$?
+  check "$arg without a value exits 1" test "$rc" -eq 1
+  check "$arg without a value: says it needs a path" sh -c 'printf "%s\n" "$1" | grep -qx "apexx-info: --config needs a value (a path)"' _ "$err"
+done
+check "-h prints --help's text" test "$("$info" -h)" = "$("$info" --help)"
+check "--help lists -h" sh -c '"$1" --help | grep -q -- "-h, --help"' _ "$info"
 exit $fail

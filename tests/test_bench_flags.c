@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* apexx-bench flag validation: every bad flag exits 1 with a message that
  * names the flag and the bad value, before any report is written; --help
- * and --version exit 0. */
+ * and --version exit 0, -h as --help; --progress and --no-progress. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +89,88 @@ START_TEST(help_and_version_exit_0) {
 }
 END_TEST
 
+/* -h is --help for the run and for compare, ab and history. */
+START_TEST(short_h_is_help) {
+  static const char *const commands[] = {NULL, "compare", "ab", "history"};
+  const char *command = commands[_i];
+  bt_result h, help;
+  const char *argv_h[] = {command ? command : "-h", "-h", NULL};
+  const char *argv_help[] = {command ? command : "--help", "--help", NULL};
+  if (!command)
+    argv_h[1] = argv_help[1] = NULL;
+  bt_run(&h, NULL, argv_h);
+  bt_run(&help, NULL, argv_help);
+  ck_assert_msg(h.status == 0, "apexx-bench %s -h exited %d: %s", command ? command : "",
+                h.status, h.err);
+  ck_assert_int_eq(help.status, 0);
+  ck_assert_ptr_nonnull(strstr(h.out, "usage: apexx-bench"));
+  ck_assert_str_eq(h.out, help.out);
+  ck_assert_str_eq(h.err, "");
+  bt_result_free(&h);
+  bt_result_free(&help);
+}
+END_TEST
+
+/* Progress off a terminal (the test's pipe): none by default or with
+ * --no-progress last, a line per row as it starts with --progress last
+ * (also with --quiet), no carriage return or escape sequence. */
+typedef struct progress_case {
+  const char *flags[3];
+  int shown;
+} progress_case;
+
+static const progress_case progress_cases[] = {
+    {{NULL}, 0},
+    {{"--progress"}, 1},
+    {{"--no-progress"}, 0},
+    {{"--progress", "--no-progress"}, 0},
+    {{"--no-progress", "--progress"}, 1},
+    {{"--quiet", "--progress"}, 1},
+    {{"--quiet"}, 0},
+};
+
+START_TEST(progress_off_a_terminal) {
+  const progress_case *pc = &progress_cases[_i];
+  char *dir = bt_tmpdir();
+  char *json = bt_path(dir, "r.json");
+  const char *argv[24] = {"--ops", "tilepack", "--backends", "cpu", "--batch", "1",
+                          "--channels", "4", "--height", "16", "--width", "16", "--kmax", "2",
+                          "--warmup", "1", "--iters", "2", "--repetitions", "1",
+                          "--output-json", json};
+  int n = 22;
+  for (int i = 0; i < 2 && pc->flags[i]; i++)
+    argv[n++] = pc->flags[i];
+  argv[n] = NULL;
+  bt_result r;
+  bt_run(&r, NULL, argv);
+  ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+  ck_assert_msg(!strchr(r.err, '\r') && !strchr(r.err, '\033'),
+                "terminal control characters off a terminal: [%s]", r.err);
+  int lines = 0;
+  for (const char *p = r.err; (p = strstr(p, "[apexx-bench] ")); p++, lines++) {
+    char section[64], entry[64], backend[32];
+    int calls = 0;
+    ck_assert_msg(p == r.err || p[-1] == '\n', "progress not at a line's start: [%s]", r.err);
+    ck_assert_msg(sscanf(p, "[apexx-bench] %63[a-z0-9_].%63[a-z0-9_] %31[a-z]: %d calls\n",
+                         section, entry, backend, &calls) == 4,
+                  "progress line [%.80s]", p);
+    ck_assert_str_eq(backend, "cpu");
+    ck_assert_int_eq(calls, 3); /* --warmup 1 + --iters 2 */
+  }
+  if (pc->shown) {
+    ck_assert_ptr_nonnull(strstr(r.err, "[apexx-bench] tile_ops.tilepack cpu: 3 calls\n"));
+    ck_assert_int_ge(lines, 1);
+  } else {
+    ck_assert_msg(lines == 0, "%s %s: progress shown: [%s]", pc->flags[0] ? pc->flags[0] : "",
+                  pc->flags[1] ? pc->flags[1] : "", r.err);
+  }
+  bt_result_free(&r);
+  bt_rm_rf(dir);
+  free(json);
+  free(dir);
+}
+END_TEST
+
 START_TEST(bad_run_leaves_no_file) {
   /* a flag error found after the output flags were read writes nothing */
   char *dir = bt_tmpdir();
@@ -139,6 +221,9 @@ int main(void) {
   tcase_add_loop_test(tc, bad_flag_exits_1_naming_flag_and_value, 0, BAD_FLAG_COUNT);
   tcase_add_test(tc, help_and_version_exit_0);
   tcase_add_test(tc, bad_run_leaves_no_file);
+  tcase_add_loop_test(tc, short_h_is_help, 0, 4);
+  tcase_add_loop_test(tc, progress_off_a_terminal, 0,
+                      (int)(sizeof progress_cases / sizeof progress_cases[0]));
   tcase_add_loop_test(tc, bad_compare_flags_exit_1, 0,
                       (int)(sizeof bad_compares / sizeof bad_compares[0]));
   suite_add_tcase(s, tc);

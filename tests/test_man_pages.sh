@@ -8,7 +8,9 @@
 #   and apexx-info --help print is documented in the program's page (in
 #   its SYNOPSIS or as an option's tag, and described below the SYNOPSIS),
 #   and every flag a page names is one that --help prints; apexx.ini(5)
-#   names only apexx-info's flags;
+#   names only apexx-info's flags; the short flags (-h, -o) likewise, and
+#   -h prints --help's text for apexx-bench, its compare, ab and history,
+#   apexx-info and export_ff_weights.py;
 # - the report schema the pages and docs/report.md state is the one
 #   apexx-bench writes.
 set -u
@@ -77,7 +79,36 @@ compare_flags() { # name, help flags file, page
 }
 bench=$b/bench/apexx-bench
 info=$b/tools/apexx-info
+# short flags (-h, -o) the same way: --help's against the page's
+short_flags() { grep -oE -- '(^|[][ ,|(])-[a-zA-Z]([] ,|)]|$)' | grep -oE -- '-[a-zA-Z]' | sort -u | tr '\n' ' '; }
+compare_short() { # name, help file, page
+	in_help=$(short_flags <"$2")
+	in_page=$(page_text "$3" | short_flags)
+	case " $in_help " in *" -h "*) ok "$1: --help lists -h" ;; *) bad "$1: --help does not list -h" ;; esac
+	[ "$in_help" = "$in_page" ] && ok "$1: the short flags of --help and $(basename "$3") agree [$in_help]" ||
+		bad "$1: short flags: --help [$in_help], $(basename "$3") [$in_page]"
+}
+# -h is --help for every program and subcommand (same text, exit 0)
+same_as_help() { # label, command...
+	label=$1
+	shift
+	if h=$("$@" -h 2>&1) && help=$("$@" --help 2>&1) && [ "$h" = "$help" ]; then
+		ok "$label -h prints --help's text"
+	else
+		bad "$label -h: [$(printf '%s' "$h" | head -n 2)] is not --help's text"
+	fi
+}
+same_as_help apexx-bench "$bench"
+for sub in compare ab history; do same_as_help "apexx-bench $sub" "$bench" "$sub"; done
+same_as_help apexx-info "$info"
+exporter=$s/tools/export_ff_weights.py
+if [ -n "${APEXX_TEST_PYTHON:-}" ]; then
+	out=$("$APEXX_TEST_PYTHON" "$exporter" -h 2>&1) && printf '%s' "$out" | grep -q -- '--prefix' &&
+		ok "export_ff_weights.py -h prints its usage" || bad "export_ff_weights.py -h: [$(printf '%s' "$out" | head -n 2)]"
+fi
+
 if { "$bench" --help && "$bench" ab --help && "$bench" history --help; } >"$t/bench-help" 2>&1; then
+	compare_short apexx-bench "$t/bench-help" "$b/docs/apexx-bench.1"
 	long_flags <"$t/bench-help" >"$t/bench-flags"
 	compare_flags apexx-bench "$t/bench-flags" "$b/docs/apexx-bench.1" 40
 else
@@ -85,6 +116,7 @@ else
 fi
 if "$info" --help >"$t/info-help" 2>&1; then
 	long_flags <"$t/info-help" >"$t/info-flags"
+	compare_short apexx-info "$t/info-help" "$b/docs/apexx-info.1"
 	compare_flags apexx-info "$t/info-flags" "$b/docs/apexx-info.1" 5
 	extra=$(page_text "$b/docs/apexx.ini.5" | long_flags | comm -13 "$t/info-flags" - | tr '\n' ' ')
 	[ -z "$extra" ] && ok "apexx.ini.5 names only flags apexx-info --help lists" ||

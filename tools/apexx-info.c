@@ -15,7 +15,7 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: apexx-info [--keys | --ops] [--json] [--config FILE]\n"
+          "usage: apexx-info [--keys | --ops] [--json] [--config FILE] [-h | --help] [--version]\n"
           "Show apexx's configured backends, their state and reason, and the\n"
           "dispatch order of every op.\n"
           "  --keys         list every configuration key and environment variable\n"
@@ -24,7 +24,7 @@ static void usage(FILE *out) {
           "                 layout and dtype rule, and its capabilities\n"
           "  --json         print the same as JSON\n"
           "  --config FILE  read FILE instead of $APEXX_CONFIG / the installed apexx.ini\n"
-          "  --help         this text\n"
+          "  -h, --help     this text\n"
           "  --version      print the version\n");
 }
 
@@ -61,9 +61,22 @@ static int print_keys(apx_context *ctx, int json) {
       cJSON_AddItemToArray(arr, o);
       continue;
     }
-    printf("[%s] %s%s%s %s: %s (%s)\n", k.section, k.key ? k.key : "",
-           k.key ? "" : "$", k.key ? "" : k.env, k.type, k.value ? k.value : "(unset)",
-           k.source);
+    /* "[section] name type = value (from source)", or for a key nothing
+     * sets "[section] name type: unset (why)" */
+    printf("[%s] %s%s%s %s", k.section, k.key ? k.key : "", k.key ? "" : "$",
+           k.key ? "" : k.env, k.type);
+    if (k.value && strncmp(k.source, "environment (", 13) == 0)
+      printf(" = %s (from $%.*s)\n", k.value, (int)strlen(k.source + 13) - 1, k.source + 13);
+    else if (k.value)
+      printf(" = %s (from %s)\n", k.value,
+             strcmp(k.source, "default") == 0       ? "the default"
+             : strcmp(k.source, "environment") == 0 ? "the environment"
+                                                    : k.source);
+    else if (!k.key)
+      printf(": unset (not in the environment)\n");
+    else
+      printf(": unset (no default; no file sets it%s%s)\n", k.env ? ", nor $" : "",
+             k.env ? k.env : "");
     printf("    %s", k.help);
     if (k.range && *k.range) printf("; %s", k.range);
     if (k.default_value) printf("; default %s", k.default_value);
@@ -380,10 +393,13 @@ int main(int argc, char **argv) {
       keys = 1;
     } else if (strcmp(argv[i], "--ops") == 0) {
       ops = 1;
-    } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
-      config = argv[++i];
-    } else if (strncmp(argv[i], "--config=", 9) == 0) {
-      config = argv[i] + 9;
+    } else if (strcmp(argv[i], "--config") == 0 || strncmp(argv[i], "--config=", 9) == 0) {
+      config = argv[i][8] == '=' ? argv[i] + 9 : i + 1 < argc ? argv[++i] : NULL;
+      if (!config || !*config) {
+        fprintf(stderr, "apexx-info: --config needs a value (a path)\n");
+        usage(stderr);
+        return 1;
+      }
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
       return 0;
