@@ -385,9 +385,8 @@ static const char tile_order_doc[] = TILE_ORDER_DOC_("$self", "");
 APX_OP_MAP(OP_FUNCTION_)
 #undef OP_FUNCTION_
 
-typedef PyObject *(*fastcall_fn)(ContextObject *, PyObject *const *, Py_ssize_t, PyObject *);
-static const fastcall_fn op_functions[APX_OP_COUNT] = {
-#define OP_ENTRY_(upper, lower) [APX_OP_##upper] = m_op_##lower,
+static const PyCFunction op_method_functions[APX_OP_COUNT] = {
+#define OP_ENTRY_(upper, lower) [APX_OP_##upper] = (PyCFunction)(void (*)(void))m_op_##lower,
     APX_OP_MAP(OP_ENTRY_)
 #undef OP_ENTRY_
 };
@@ -406,9 +405,8 @@ static const fastcall_fn op_functions[APX_OP_COUNT] = {
 APX_OP_MAP(MODULE_FUNCTION_)
 #undef MODULE_FUNCTION_
 
-typedef PyObject *(*module_fastcall_fn)(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
-static const module_fastcall_fn op_module_functions[APX_OP_COUNT] = {
-#define OP_ENTRY_(upper, lower) [APX_OP_##upper] = f_op_##lower,
+static const PyCFunction op_module_functions[APX_OP_COUNT] = {
+#define OP_ENTRY_(upper, lower) [APX_OP_##upper] = (PyCFunction)(void (*)(void))f_op_##lower,
     APX_OP_MAP(OP_ENTRY_)
 #undef OP_ENTRY_
 };
@@ -586,47 +584,49 @@ static char *op_doc(const apx_op_desc *d, const apxpy_op_extra *x, const char *b
   return t.buf;
 }
 
-int apxpy_op_methods(PyMethodDef *methods, int max) {
+/* defs[0..max): one entry per op with an entry (functions[op], its
+ * docstring binding preferred or other, then tail), tile_order's last;
+ * returns how many, -1 with an exception. */
+static int op_defs(PyMethodDef *defs, int max, const PyCFunction *functions,
+                   const char *preferred, const char *other, const char *tail,
+                   PyMethodDef tile_order) {
   int n = 0;
   for (int op = 0; op < APX_OP_COUNT; op++) {
-    const apx_op_desc *d = apx_op_describe((apx_op_id)op);
+    const apx_op_desc *d = op_entries[op].d;
     if (!d) continue; /* a library older than the header */
     if (n + 2 >= max) { /* room for tile_order and the sentinel */
       PyErr_SetString(PyExc_RuntimeError, "apexx: more ops than the method table holds");
       return -1;
     }
-    if (op_entry_init(&op_entries[op], d) < 0) return -1;
-    char *doc = op_doc(d, op_entries[op].x, bound_name(d, "self", "this"), "");
+    char *doc = op_doc(d, op_entries[op].x, bound_name(d, preferred, other), tail);
     if (!doc) {
       PyErr_NoMemory();
       return -1;
     }
-    methods[n++] = (PyMethodDef){d->name, (PyCFunction)(void (*)(void))op_functions[op],
-                                 METH_FASTCALL | METH_KEYWORDS, doc};
+    defs[n++] = (PyMethodDef){d->name, functions[op], METH_FASTCALL | METH_KEYWORDS, doc};
   }
-  methods[n++] = (PyMethodDef){"tile_order", (PyCFunction)(void (*)(void))m_tile_order,
-                               METH_FASTCALL | METH_KEYWORDS, tile_order_doc};
+  defs[n++] = tile_order;
   return n;
+}
+
+int apxpy_op_methods(PyMethodDef *methods, int max) {
+  for (int op = 0; op < APX_OP_COUNT; op++) {
+    const apx_op_desc *d = apx_op_describe((apx_op_id)op);
+    if (d && op_entry_init(&op_entries[op], d) < 0) return -1;
+  }
+  return op_defs(methods, max, op_method_functions, "self", "this", "",
+                 (PyMethodDef){"tile_order", (PyCFunction)(void (*)(void))m_tile_order,
+                               METH_FASTCALL | METH_KEYWORDS, tile_order_doc});
 }
 
 int apxpy_add_op_functions(PyObject *module) {
   /* PyCFunction keeps a pointer to its PyMethodDef: one per op, static */
-  static PyMethodDef defs[APX_OP_COUNT + 1];
-  int n = 0;
-  for (int op = 0; op < APX_OP_COUNT; op++) {
-    const apx_op_desc *d = op_entries[op].d; /* set by apxpy_op_methods */
-    if (!d) continue;
-    char *doc = op_doc(d, op_entries[op].x, bound_name(d, "module", "mod"),
-                       "\n(On apexx.default_context().)");
-    if (!doc) {
-      PyErr_NoMemory();
-      return -1;
-    }
-    defs[n++] = (PyMethodDef){d->name, (PyCFunction)(void (*)(void))op_module_functions[op],
-                              METH_FASTCALL | METH_KEYWORDS, doc};
-  }
-  defs[n++] = (PyMethodDef){"tile_order", (PyCFunction)(void (*)(void))f_tile_order,
-                            METH_FASTCALL | METH_KEYWORDS, tile_order_function_doc};
+  static PyMethodDef defs[APX_OP_COUNT + 2];
+  int n = op_defs(defs, APX_OP_COUNT + 2, op_module_functions, "module", "mod",
+                  "\n(On apexx.default_context().)",
+                  (PyMethodDef){"tile_order", (PyCFunction)(void (*)(void))f_tile_order,
+                                METH_FASTCALL | METH_KEYWORDS, tile_order_function_doc});
+  if (n < 0) return -1;
   /* their __module__ is the package's: apexx.tilepack, pickled by that name */
   PyObject *package = PyUnicode_FromString("apexx");
   if (!package) return -1;
