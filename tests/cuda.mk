@@ -31,3 +31,12 @@ tests_test_cuda_validate_LDADD = $(APX_CUDA_TEST_LIBS)
 tests_test_cuda_memory_SOURCES = tests/test_cuda_memory.c
 tests_test_cuda_memory_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_cuda_memory_LDADD = $(APX_CUDA_TEST_LIBS)
+
+# the backward ops the cuda backend runs (tilepack_backward,
+# index_select_backward), bit for bit
+# against the cpu backend
+check_PROGRAMS += tests/test_cuda_tile_backward
+TESTS += tests/test_cuda_tile_backward
+tests_test_cuda_tile_backward_SOURCES = tests/test_cuda_tile_backward.c
+tests_test_cuda_tile_backward_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cuda_tile_backward_LDADD = $(APX_CUDA_TEST_LIBS)

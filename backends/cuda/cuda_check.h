@@ -11,6 +11,7 @@
 #include <apexx/backend.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cuda_geom.h"
 
@@ -168,6 +169,24 @@ cuda_check_slot *cuda_check_take_slot(cuda_state *st, int device_index);
 apx_status cuda_check_run(cuda_state *st, int device_index, cudaStream_t stream,
                           cuda_check_desc *desc, int need_stats,
                           cuda_checked *out);
+
+/* cuda_check_run for one index argument: its values in [lo, hi], and with
+ * unique_row > 0 unique within rows of that length; for kernels that read
+ * in bounds whatever the values (they compare ids or skip bad ones), so
+ * the check's outcome is all they need. */
+static inline apx_status cuda_check_index_values(cuda_state *st, int device_index,
+                                                 cudaStream_t stream, apx_op_id op,
+                                                 const char *arg, const apx_tensor *index,
+                                                 int64_t lo, int64_t hi, int64_t unique_row) {
+  cuda_check_desc d;
+  cuda_check_init(&d, op, arg, index);
+  d.lo = lo;
+  d.hi = hi;
+  if (unique_row > 0) d.unique_row = unique_row;
+  cuda_checked chk;
+  memset(&chk, 0, sizeof chk);
+  return cuda_check_run(st, device_index, stream, &d, 0, &chk);
+}
 
 /* Wait for the stream and read the check's row flag (validate=eager only:
  * scatter_add then launches one path; otherwise the device decides).

@@ -91,6 +91,12 @@ class Gpu(TestCase):
             self.parity("index_select", src, index[:, 0].contiguous())
             self.parity("scatter_add", self.randn(8, 5, dtype=dt), 0, index, self.randn(6, 5, dtype=dt))
             self.parity("gather_backward", self.randn(6, 5, dtype=dt), 0, index, src_shape=(8, 5))
+            # the backward ops the cuda backend runs (repeated ids and rows accumulate)
+            self.parity("tilepack_backward", self.randn(2, 6, 16, 8, 8, dtype=dt),
+                        torch.tensor([[1, 1, 3, 0, 1, 15], [2, 2, 2, 9, 9, 4]], device="cuda"),
+                        features_shape=(2, 16, 32, 32))
+            self.parity("index_select_backward", self.randn(6, 5, dtype=dt), index[:, 0].contiguous(),
+                        src_shape=(8, 5))
 
     def test_stream_handshake_and_explicit_stream(self):
         f = self.randn(1, 8, 16, 16)
@@ -172,6 +178,22 @@ class Gpu(TestCase):
         src2 = src.detach().clone().requires_grad_()
         torch.gather(src2, 0, index).sum().backward()
         torch.testing.assert_close(src.grad, src2.grad)
+        # tilepack and index_select train on the GPU: their backward ops run on the cuda backend
+        xg = self.randn(2, 8, 16, 16, dtype=torch.float32).requires_grad_()
+        ids = torch.tensor([[1, 1, 3], [0, 2, 2]], device="cuda")
+        w = self.randn(2, 3, 8, 8, 8, dtype=torch.float32)
+        (at.tilepack(xg, ids, 8) * w).sum().backward()
+        x2 = xg.detach().clone().requires_grad_()
+        tiles = x2.reshape(2, 8, 2, 8, 2, 8).permute(0, 2, 4, 1, 3, 5).reshape(2, 4, 8, 8, 8)
+        (tiles[torch.arange(2, device="cuda")[:, None], ids] * w).sum().backward()
+        torch.testing.assert_close(xg.grad, x2.grad)
+        rows = torch.tensor([4, 0, 4, 1], device="cuda")
+        wr = self.randn(4, 4, dtype=torch.float32)
+        src3 = src.detach().clone().requires_grad_()
+        (at.index_select(src3, rows) * wr).sum().backward()
+        src4 = src.detach().clone().requires_grad_()
+        (torch.index_select(src4, 0, rows) * wr).sum().backward()
+        torch.testing.assert_close(src3.grad, src4.grad)
 
     def test_cupy(self):
         try:

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* index_select_backward on CUDA (docs/ops.md, index_select_backward):
+ * grad_src = zeros, then grad_src[index[i], :] += grad_out[i, :] for i in
+ * ascending order.
+ *
+ * No atomics, so the result is the same bits on every run and the cpu
+ * backend's: the pairs (index[i], i) are sorted by destination row with
+ * cub's stable radix sort (i stays ascending within a row; a bad value
+ * gets the key M and sorts past every row), each row's run is found by a
+ * binary search, and one thread per grad_src element sums its row's run in
+ * fp32 from zero (integers: exactly, wrapping) and stores once. The values
+ * are checked by the pre-pass (cuda_check_run, every validate mode's rule);
+ * a bad one is never summed, so nothing is read out of bounds. */
+#include <cub/cub.cuh>
+
+#include "cuda_backend.h"
+
+#define INDEX_SELECT_BACKWARD_THREADS 256
+
+template <typename KEY>
+__global__ void __launch_bounds__(INDEX_SELECT_BACKWARD_THREADS)
+    isb_pairs(const void *__restrict__ index, int is64, int64_t n, int64_t M,
+              KEY *__restrict__ keys, KEY *__restrict__ rows) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int64_t v = cuda_load_index(index, is64, i);
+  keys[i] = (KEY)(v >= 0 && v < M ? v : M);
+  rows[i] = (KEY)i;
+}
+
+/* start[m] = the first sorted position whose key is >= m, m in [0, M]. */
+template <typename KEY>
+__global__ void __launch_bounds__(INDEX_SELECT_BACKWARD_THREADS)
+    isb_starts(const KEY *__restrict__ keys, int64_t n, int64_t M, int64_t *__restrict__ start) {
+  const int64_t m = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (m > M) return;
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if ((int64_t)keys[mid] < m)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  start[m] = lo;
+}
+
+/* The sum of a float type in fp32, of an integer type exactly (unsigned:
+ * two's complement wrap). */
+template <typename T> struct isb_acc {
+  typedef float type;
+  static __device__ __forceinline__ float load(const T *p) { return cuda_dt<T>::load(p); }
+  static __device__ __forceinline__ T store(float v) { return cuda_dt<T>::from_f(v); }
+};
+template <> struct isb_acc<int32_t> {
+  typedef uint32_t type;
+  static __device__ __forceinline__ uint32_t load(const int32_t *p) { return (uint32_t)*p; }
+  static __device__ __forceinline__ int32_t store(uint32_t v) { return (int32_t)v; }
+};
+template <> struct isb_acc<int64_t> {
+  typedef uint64_t type;
+  static __device__ __forceinline__ uint64_t load(const int64_t *p) { return (uint64_t)*p; }
+  static __device__ __forceinline__ int64_t store(uint64_t v) { return (int64_t)v; }
+};
+
+template <typename T, typename KEY>
+__global__ void __launch_bounds__(INDEX_SELECT_BACKWARD_THREADS)
+    isb_sum(const T *__restrict__ grad_out, T *__restrict__ grad_src,
+            const KEY *__restrict__ rows, const int64_t *__restrict__ start, int64_t D,
+            int64_t numel) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < numel;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t m = e / D, j = e % D;
+    typename isb_acc<T>::type sum = 0;
+    for (int64_t p = start[m]; p < start[m + 1]; p++)
+      sum += isb_acc<T>::load(grad_out + (int64_t)rows[p] * D + j);
+    grad_src[e] = isb_acc<T>::store(sum);
+  }
+}
+
+template <typename KEY>
+static apx_status run_keyed(cuda_state *st, const apx_index_select_backward_args *a,
+                            cudaStream_t s) {
+  const int64_t n = a->index->shape[0], M = a->grad_src->shape[0], D = a->grad_src->shape[1];
+  const int64_t numel = M * D;
+  int end_bit = 1;
+  while (end_bit < (int)(8 * sizeof(KEY)) && ((uint64_t)1 << end_bit) <= (uint64_t)M) end_bit++;
+  size_t sort_bytes = 0;
+  cudaError_t err = cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, (const KEY *)nullptr, (KEY *)nullptr, (const KEY *)nullptr,
+      (KEY *)nullptr, n, 0, end_bit, s);
+  if (err != cudaSuccess) return cuda_fail(st, err, "index_select_backward: sort size");
+  const size_t nb = cuda_align_up((size_t)(n > 0 ? n : 1) * sizeof(KEY));
+  const size_t sb = cuda_align_up((size_t)(M + 1) * sizeof(int64_t));
+  cuda_workspace ws;
+  apx_status status = cuda_ws_alloc(st, s, 4 * nb + sb + cuda_align_up(sort_bytes), &ws,
+                                    "index_select_backward: workspace");
+  if (status != APX_OK) return status;
+  char *p = (char *)ws.ptr;
+  KEY *keys_in = (KEY *)p, *keys_out = (KEY *)(p + nb);
+  KEY *rows_in = (KEY *)(p + 2 * nb), *rows_out = (KEY *)(p + 3 * nb);
+  int64_t *start = (int64_t *)(p + 4 * nb);
+  void *tmp = p + 4 * nb + sb;
+  const unsigned T_ = INDEX_SELECT_BACKWARD_THREADS;
+  if (n > 0) {
+    cuda_geom g = cuda_geom_1d(n, T_);
+    isb_pairs<KEY><<<g.blocks, g.threads, 0, s>>>(
+        a->index->data, a->index->dtype == APX_DTYPE_I64, n, M, keys_in, rows_in);
+    err = cudaGetLastError();
+    if (err == cudaSuccess)
+      err = cub::DeviceRadixSort::SortPairs(tmp, sort_bytes, keys_in, keys_out, rows_in,
+                                            rows_out, n, 0, end_bit, s);
+  }
+  if (err == cudaSuccess) {
+    cuda_geom g = cuda_geom_1d(M + 1, T_);
+    isb_starts<KEY><<<g.blocks, g.threads, 0, s>>>(keys_out, n, M, start);
+    err = cudaGetLastError();
+  }
+  if (err == cudaSuccess) {
+    cuda_geom g = cuda_geom_1d(numel, T_);
+    const void *go = a->grad_out->data;
+    void *gs = a->grad_src->data;
+    switch (a->grad_out->dtype) {
+    case APX_DTYPE_F16:
+      isb_sum<__half, KEY><<<g.blocks, g.threads, 0, s>>>((const __half *)go, (__half *)gs,
+                                                           rows_out, start, D, numel);
+      break;
+    case APX_DTYPE_BF16:
+      isb_sum<__nv_bfloat16, KEY><<<g.blocks, g.threads, 0, s>>>(
+          (const __nv_bfloat16 *)go, (__nv_bfloat16 *)gs, rows_out, start, D, numel);
+      break;
+    case APX_DTYPE_I32:
+      isb_sum<int32_t, KEY><<<g.blocks, g.threads, 0, s>>>((const int32_t *)go, (int32_t *)gs,
+                                                            rows_out, start, D, numel);
+      break;
+    case APX_DTYPE_I64:
+      isb_sum<int64_t, KEY><<<g.blocks, g.threads, 0, s>>>((const int64_t *)go, (int64_t *)gs,
+                                                            rows_out, start, D, numel);
+      break;
+    default:
+      isb_sum<float, KEY><<<g.blocks, g.threads, 0, s>>>((const float *)go, (float *)gs,
+                                                          rows_out, start, D, numel);
+      break;
+    }
+    err = cudaGetLastError();
+  }
+  cuda_ws_free(&ws);
+  if (err != cudaSuccess) return cuda_fail(st, err, "index_select_backward: launch");
+  return APX_OK;
+}
+
+apx_status cuda_index_select_backward(void *state, const apx_index_select_backward_args *a,
+                                      const apx_call *call) {
+  cuda_state *st = (cuda_state *)state;
+  const int dev = a->grad_out->device_index;
+  apx_status s = cuda_use_device(st, dev);
+  if (s != APX_OK) return s;
+  cudaStream_t stream = cuda_stream(call);
+  if (apx_backend_numel(a->grad_src) == 0) return APX_OK;
+  const int64_t n = a->index->shape[0], M = a->grad_src->shape[0];
+  if (n > 0) {
+    s = cuda_check_index_values(st, dev, stream, APX_OP_INDEX_SELECT_BACKWARD, "index",
+                                a->index, 0, M - 1, 0);
+    if (s != APX_OK) return s;
+  }
+  /* 32-bit keys and rows while M + 1 and N fit them (the sort moves half the bytes) */
+  if (M < 0xffffffffLL && n <= 0xffffffffLL) return run_keyed<uint32_t>(st, a, stream);
+  return run_keyed<unsigned long long>(st, a, stream);
+}

@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The cuda backend's tilepack_backward and index_select_backward
+ * (docs/ops.md, each op's section) against the cpu backend through the
+ * public API: every dtype x both index dtypes, repeats (they accumulate),
+ * K = 0 and N = 0 (zeros), tiles of 1 to 16, each device call run twice
+ * (the same bits: no atomics). Both backends add an element's gradients in
+ * ascending k (or i) in fp32 from zero (integers exactly) and round once,
+ * so the results must be the same bits. A bad index is refused under
+ * validate = eager and reported by apx_sync under validate = device.
+ * Exits 77 without a GPU (tests/cuda_case.c). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_case.h"
+
+/* One cpu-vs-cuda case of an op with inputs grad_out and an index and one
+ * output (want holds the cpu backend's result): the same bits, the device
+ * call run twice. */
+static void run_exact(const char *what, apx_op_id op, void *args, const apx_tensor **grad_out,
+                      const apx_tensor **index, const apx_tensor **out, const apx_tensor *want) {
+  cc_case c = {what, op, args, {grad_out, index}, {out}, -1, 1};
+  apx_tensor got[CC_MAX_OUTPUTS];
+  cc_run(&c, got);
+  expect_exact(&got[0], want, what);
+  tu_free(&got[0]);
+}
+
+static void tilepack_backward_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, int64_t gh,
+                                   int64_t gw, int64_t t, int64_t K) {
+  char what[160];
+  snprintf(what, sizeof what, "tilepack_backward %s/%s B%lld C%lld %lldx%lld t%lld K%lld",
+           apx_dtype_name(dt), apx_dtype_name(it), (long long)B, (long long)C, (long long)gh,
+           (long long)gw, (long long)t, (long long)K);
+  apx_tensor g = tu_host5(dt, B, K, C, t, t), idx = tu_host2(it, B, K);
+  apx_tensor want = tu_host4(dt, B, C, gh * t, gw * t);
+  fill_values(&g, 0);
+  tu_fill_int(&rng, &idx, 0, gh * gw / 2); /* half the grid: many repeats, some tiles unnamed */
+  apx_tilepack_backward_args a = APX_TILEPACK_BACKWARD_ARGS_INIT;
+  a.grad_out = &g;
+  a.idx = &idx;
+  a.grad_features = &want;
+  run_exact(what, APX_OP_TILEPACK_BACKWARD, &a, &a.grad_out, &a.idx, &a.grad_features, &want);
+  tu_free(&g);
+  tu_free(&idx);
+  tu_free(&want);
+}
+
+START_TEST(test_tilepack_backward) {
+  for (int d = 0; d < 3; d++)
+    for (int i = 0; i < 2; i++) {
+      tilepack_backward_case(float_dtypes[d], index_dtypes[i], 2, 3, 4, 6, 4, 9);
+      tilepack_backward_case(float_dtypes[d], index_dtypes[i], 1, 64, 16, 16, 8, 64);
+      tilepack_backward_case(float_dtypes[d], index_dtypes[i], 3, 2, 2, 3, 16, 20);
+      tilepack_backward_case(float_dtypes[d], index_dtypes[i], 2, 5, 3, 3, 1, 7);
+      tilepack_backward_case(float_dtypes[d], index_dtypes[i], 2, 3, 4, 4, 2, 0);
+    }
+}
+END_TEST
+
+/* A bad index value in a call whose grad_out, index and output fields are
+ * `fields`: validate = eager refuses it at once, validate = device reports
+ * it at the next apx_sync, both with `message`. */
+static void expect_bad_index(apx_op_id op, void *args, const apx_tensor **fields[3],
+                             const apx_tensor *grad_out, const apx_tensor *index, int out_ndim,
+                             const int64_t *out_shape, const char *message) {
+  for (int mode = 0; mode < 2; mode++) {
+    apx_context *c = mode ? ctx : ctx_eager;
+    apx_tensor dg = to_dev(c, grad_out), dindex = to_dev(c, index);
+    apx_tensor dout = dev_alloc(c, grad_out->dtype, out_ndim, out_shape);
+    *fields[0] = &dg;
+    *fields[1] = &dindex;
+    *fields[2] = &dout;
+    apx_status st = cc_call_op(c, op, args, &on_gpu);
+    if (mode == 1) {
+      ck_assert_int_eq(st, APX_OK);
+      st = apx_sync(c, &on_gpu);
+      ck_assert_int_eq(st, APX_ERR_DEVICE);
+    } else {
+      ck_assert_int_eq(st, APX_ERR_INVALID_ARG);
+    }
+    ck_assert_msg(strstr(apx_last_error(), message), "message [%s]", apx_last_error());
+    dev_free(c, &dg);
+    dev_free(c, &dindex);
+    dev_free(c, &dout);
+  }
+}
+
+/* idx[1][2] = [12] in a 3x4 grid */
+START_TEST(test_tilepack_backward_bad_id) {
+  apx_tensor g = tu_host5(APX_DTYPE_F32, 2, 3, 2, 4, 4), idx = tu_host2(APX_DTYPE_I64, 2, 3);
+  fill_values(&g, 0);
+  const int64_t ids[6] = {0, 1, 11, 4, 5, 12}, shape[4] = {2, 2, 12, 16};
+  for (int64_t i = 0; i < 6; i++) set_index(&idx, i, ids[i]);
+  apx_tilepack_backward_args a = APX_TILEPACK_BACKWARD_ARGS_INIT;
+  const apx_tensor **fields[3] = {&a.grad_out, &a.idx, &a.grad_features};
+  expect_bad_index(APX_OP_TILEPACK_BACKWARD, &a, fields, &g, &idx, 4, shape,
+                   "tilepack_backward: idx[1][2] = [12] is outside [0, 11]");
+  tu_free(&g);
+  tu_free(&idx);
+}
+END_TEST
+
+static void index_select_backward_case(apx_dtype dt, apx_dtype it, int64_t M, int64_t D,
+                                       int64_t N) {
+  char what[160];
+  snprintf(what, sizeof what, "index_select_backward %s/%s M%lld D%lld N%lld",
+           apx_dtype_name(dt), apx_dtype_name(it), (long long)M, (long long)D, (long long)N);
+  apx_tensor g = tu_host2(dt, N, D), index = tu_host1(it, N), want = tu_host2(dt, M, D);
+  fill_data(&g);
+  tu_fill_int(&rng, &index, 0, M > 2 ? M - 2 : M - 1); /* the last row unnamed */
+  apx_index_select_backward_args a = APX_INDEX_SELECT_BACKWARD_ARGS_INIT;
+  a.grad_out = &g;
+  a.index = &index;
+  a.grad_src = &want;
+  run_exact(what, APX_OP_INDEX_SELECT_BACKWARD, &a, &a.grad_out, &a.index, &a.grad_src, &want);
+  tu_free(&g);
+  tu_free(&index);
+  tu_free(&want);
+}
+
+START_TEST(test_index_select_backward) {
+  for (int d = 0; d < 5; d++)
+    for (int i = 0; i < 2; i++) {
+      index_select_backward_case(data_dtypes[d], index_dtypes[i], 13, 3, 21);
+      index_select_backward_case(data_dtypes[d], index_dtypes[i], 64, 256, 1000);
+      index_select_backward_case(data_dtypes[d], index_dtypes[i], 1, 5, 300);
+      index_select_backward_case(data_dtypes[d], index_dtypes[i], 5, 9, 0);
+    }
+}
+END_TEST
+
+/* index[2] = [5] into 5 rows */
+START_TEST(test_index_select_backward_bad_index) {
+  apx_tensor g = tu_host2(APX_DTYPE_F32, 4, 3), index = tu_host1(APX_DTYPE_I32, 4);
+  fill_values(&g, 0);
+  const int64_t rows[4] = {0, 4, 5, 1}, shape[2] = {5, 3};
+  for (int64_t i = 0; i < 4; i++) set_index(&index, i, rows[i]);
+  apx_index_select_backward_args a = APX_INDEX_SELECT_BACKWARD_ARGS_INIT;
+  const apx_tensor **fields[3] = {&a.grad_out, &a.index, &a.grad_src};
+  expect_bad_index(APX_OP_INDEX_SELECT_BACKWARD, &a, fields, &g, &index, 2, shape,
+                   "index_select_backward: index[2] = [5] is outside [0, 4]");
+  tu_free(&g);
+  tu_free(&index);
+}
+END_TEST
+
+/* fused_pack_op_unpack_backward: grad_features within the parity bound of
+ * the derivative's terms (docs/ops.md, Rounding and parity; the compiler
+ * may contract vs*g + v*gs), the scalars' sums within it times the number
+ * of terms (the planes' sums run in another order than the cpu backend's).
+ * Features are kept away from the gate's kink, where a contracted
+ * x*gs + gb could take the other side. */
+static void fused_backward_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, int64_t gh,
+                                int64_t gw, int64_t t, int64_t K, int unique) {
+  char what[160];
+  snprintf(what, sizeof what, "fused_pack_op_unpack_backward %s/%s B%lld C%lld t%lld K%lld%s",
+           apx_dtype_name(dt), apx_dtype_name(it), (long long)B, (long long)C, (long long)t,
+           (long long)K, unique ? " unique" : "");
+  const int64_t H = gh * t, W = gw * t, n = B * C * H * W;
+  apx_tensor g = tu_host4(dt, B, C, H, W), x = tu_host4(dt, B, C, H, W);
+  apx_tensor idx = tu_host2(it, B, K), want = tu_host4(dt, B, C, H, W);
+  apx_tensor scalars = tu_host1(APX_DTYPE_F32, 4);
+  const double vs = 1.5, vb = 0.25, gs = -0.75, gb = 0.125;
+  fill_values(&g, 0);
+  fill_values(&x, 0);
+  for (int64_t i = 0; i < n; i++) { /* |x*gs + gb| >= 0.01 */
+    double v = tu_get(&x, i), gate = v * gs + gb;
+    if (fabs(gate) < 0.01) tu_set(&x, i, v + 0.05);
+  }
+  if (unique)
+    fill_unique(&idx, gh * gw);
+  else
+    tu_fill_int(&rng, &idx, 0, gh * gw - 1);
+  apx_fused_pack_op_unpack_backward_args a = APX_FUSED_PACK_OP_UNPACK_BACKWARD_ARGS_INIT;
+  a.grad_out = &g;
+  a.features = &x;
+  a.idx = &idx;
+  a.tile = t;
+  a.value_scale = vs;
+  a.value_bias = vb;
+  a.gate_scale = gs;
+  a.gate_bias = gb;
+  a.require_unique = unique;
+  a.grad_features = &want;
+  a.grad_scalars = &scalars;
+  cc_case c = {what, APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD, &a,
+               {&a.grad_out, &a.features, &a.idx}, {&a.grad_features, &a.grad_scalars}, -1, 1};
+  apx_tensor got[CC_MAX_OUTPUTS];
+  cc_run(&c, got);
+  double *mag = malloc(sizeof(double) * (size_t)(n + 1));
+  double scalar_mag[4] = {0, 0, 0, 0};
+  for (int64_t i = 0; i < n; i++) {
+    const double gv = fabs(tu_get(&g, i)), xv = fabs(tu_get(&x, i));
+    const double value = xv * fabs(vs) + fabs(vb), gate = xv * fabs(gs) + fabs(gb);
+    mag[i] = gv * (fabs(vs) * gate + value * fabs(gs));
+    scalar_mag[0] += gv * xv * gate;
+    scalar_mag[1] += gv * gate;
+    scalar_mag[2] += gv * value * xv;
+    scalar_mag[3] += gv * value;
+  }
+  expect_close(&got[0], &want, mag, 0, what);
+  for (int s = 0; s < 4; s++) /* fp32 sums of up to n terms: n*2^-24 relative */
+    scalar_mag[s] *= 1.0 + (double)n * 6e-8 / tol_of(APX_DTYPE_F32);
+  expect_close(&got[1], &scalars, scalar_mag, 0, what);
+  free(mag);
+  tu_free(&got[0]);
+  tu_free(&got[1]);
+  tu_free(&g);
+  tu_free(&x);
+  tu_free(&idx);
+  tu_free(&want);
+  tu_free(&scalars);
+}
+
+START_TEST(test_fused_backward) {
+  for (int d = 0; d < 3; d++)
+    for (int i = 0; i < 2; i++) {
+      fused_backward_case(float_dtypes[d], index_dtypes[i], 2, 3, 4, 6, 4, 9, 0);
+      fused_backward_case(float_dtypes[d], index_dtypes[i], 2, 3, 4, 6, 4, 9, 1);
+      fused_backward_case(float_dtypes[d], index_dtypes[i], 1, 64, 16, 16, 8, 64, 1);
+      fused_backward_case(float_dtypes[d], index_dtypes[i], 2, 2, 3, 3, 2, 0, 1);
+    }
+}
+END_TEST
+
+static void add_tests(Suite *s) {
+  TCase *tc = cc_tcase(s, "tile_backward");
+  tcase_add_test(tc, test_tilepack_backward);
+  tcase_add_test(tc, test_tilepack_backward_bad_id);
+  tcase_add_test(tc, test_index_select_backward);
+  tcase_add_test(tc, test_index_select_backward_bad_index);
+  tcase_add_test(tc, test_fused_backward);
+}
+
+int main(void) { return cc_main("cuda_tile_backward", add_tests); }
