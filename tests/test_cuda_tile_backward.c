@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The cuda backend's tilepack_backward and index_select_backward
- * (docs/ops.md, each op's section) against the cpu backend through the
- * public API: every dtype x both index dtypes, repeats (they accumulate),
+/* The cuda backend's tilepack_backward, tileunpack_backward,
+ * index_select_backward and fused_pack_op_unpack_backward (docs/ops.md,
+ * each op's section) against the cpu backend through the public API: every dtype x both index dtypes, repeats (they accumulate),
  * K = 0 and N = 0 (zeros), tiles of 1 to 16, each device call run twice
  * (the same bits: no atomics). Both backends add an element's gradients in
  * ascending k (or i) in fp32 from zero (integers exactly) and round once,
@@ -146,6 +146,68 @@ START_TEST(test_index_select_backward_bad_index) {
 }
 END_TEST
 
+/* tileunpack_backward: both backends weigh a pixel by a * om^j (blend) or
+ * [j = 0] (override) with om^j formed by j products from 1: the same bits,
+ * for ids and overlapping origins, with and without levels. */
+static void tileunpack_backward_case(apx_dtype dt, apx_dtype it, int blend, int use_origins,
+                                     int use_levels, int64_t B, int64_t C, int64_t gh,
+                                     int64_t gw, int64_t t, int64_t K) {
+  char what[200];
+  snprintf(what, sizeof what, "tileunpack_backward %s/%s %s%s%s B%lld C%lld t%lld K%lld",
+           apx_dtype_name(dt), apx_dtype_name(it), blend ? "blend" : "override",
+           use_origins ? " origins" : " ids", use_levels ? " levels" : "", (long long)B,
+           (long long)C, (long long)t, (long long)K);
+  const int64_t H = gh * t, W = gw * t;
+  apx_tensor g = tu_host4(dt, B, C, H, W), idx = tu_host2(it, B, K);
+  apx_tensor origins = tu_host3(it, B, K, 2), levels = tu_host2(it, B, K);
+  apx_tensor want_base = tu_host4(dt, B, C, H, W), want_packed = tu_host5(dt, B, K, C, t, t);
+  fill_values(&g, 0);
+  tu_fill_int(&rng, &idx, 0, gh * gw - 1);
+  for (int64_t i = 0; i < B * K; i++) {
+    set_index(&origins, 2 * i, tu_int(&rng, 0, H - t));
+    set_index(&origins, 2 * i + 1, tu_int(&rng, 0, W - t));
+  }
+  tu_fill_int(&rng, &levels, -2, 2);
+  apx_tileunpack_backward_args a = APX_TILEUNPACK_BACKWARD_ARGS_INIT;
+  a.grad_out = &g;
+  a.idx = use_origins ? NULL : &idx;
+  a.origins = use_origins ? &origins : NULL;
+  a.levels = use_levels ? &levels : NULL;
+  a.mode = blend ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE;
+  a.blend_alpha = 0.3;
+  a.tile = t;
+  a.grad_base = &want_base;
+  a.grad_packed = &want_packed;
+  cc_case c = {what, APX_OP_TILEUNPACK_BACKWARD, &a,
+               {&a.grad_out, &a.idx, &a.origins, &a.levels},
+               {&a.grad_base, &a.grad_packed}, -1, 1};
+  apx_tensor got[CC_MAX_OUTPUTS];
+  cc_run(&c, got);
+  expect_exact(&got[0], &want_base, what);
+  expect_exact(&got[1], &want_packed, what);
+  tu_free(&got[0]);
+  tu_free(&got[1]);
+  tu_free(&g);
+  tu_free(&idx);
+  tu_free(&origins);
+  tu_free(&levels);
+  tu_free(&want_base);
+  tu_free(&want_packed);
+}
+
+START_TEST(test_tileunpack_backward) {
+  for (int d = 0; d < 3; d++)
+    for (int mode = 0; mode < 8; mode++) {
+      const int blend = mode & 1, origins = (mode >> 1) & 1, levels = (mode >> 2) & 1;
+      const apx_dtype it = index_dtypes[mode % 2];
+      tileunpack_backward_case(float_dtypes[d], it, blend, origins, levels, 2, 3, 4, 6, 4, 9);
+      tileunpack_backward_case(float_dtypes[d], it, blend, origins, levels, 1, 16, 16, 16, 8,
+                               64);
+      tileunpack_backward_case(float_dtypes[d], it, blend, origins, levels, 2, 2, 3, 3, 2, 0);
+    }
+}
+END_TEST
+
 /* fused_pack_op_unpack_backward: grad_features within the parity bound of
  * the derivative's terms (docs/ops.md, Rounding and parity; the compiler
  * may contract vs*g + v*gs), the scalars' sums within it times the number
@@ -232,6 +294,7 @@ static void add_tests(Suite *s) {
   tcase_add_test(tc, test_index_select_backward);
   tcase_add_test(tc, test_index_select_backward_bad_index);
   tcase_add_test(tc, test_fused_backward);
+  tcase_add_test(tc, test_tileunpack_backward);
 }
 
 int main(void) { return cc_main("cuda_tile_backward", add_tests); }

@@ -497,7 +497,6 @@ static const apx_backend_key cuda_keys[] = {
 #define cuda_fusiongate_fuse_backward NULL
 #define cuda_fusiongate_alpha_backward NULL
 #define cuda_tilessm_scan_backward NULL
-#define cuda_tileunpack_backward NULL
 
 /* Every op, in APX_OP_MAP's order: cuda_NAME in the files beside this one,
  * NULL for the ops above. */

@@ -18,6 +18,7 @@ cuda_backend_sources = \
 	backends/cuda/tilepack_backward.cu \
 	backends/cuda/index_select_backward.cu \
 	backends/cuda/fused_pack_op_unpack_backward.cu \
+	backends/cuda/tileunpack_backward.cu \
 	backends/cuda/ff_infer.cu \
 	backends/cuda/ff_route.cu \
 	backends/cuda/ff_refine.cu \

@@ -97,6 +97,7 @@ class Gpu(TestCase):
                         features_shape=(2, 16, 32, 32))
             self.parity("index_select_backward", self.randn(6, 5, dtype=dt), index[:, 0].contiguous(),
                         src_shape=(8, 5))
+            self.parity("tileunpack_backward", f, idx, mode="blend", blend_alpha=0.25, tile=8)
 
     def test_stream_handshake_and_explicit_stream(self):
         f = self.randn(1, 8, 16, 16)
