@@ -19,8 +19,8 @@ py=${APEXX_TEST_PYTHON:-}
 version=${APEXX_TEST_VERSION:?}
 prefix=${APEXX_TEST_PREFIX:?}
 libdir=${APEXX_TEST_LIBDIR:?}
-if [ -z "$py" ]; then
-	echo "SKIP: no Python package in this build (configure found no Python with headers, or --disable-python)"
+if [ -z "$py" ] || [ ! -f "$b/python/_apexx.la" ]; then
+	echo "SKIP: no Python package in this build (configure's summary says why: no Python with headers, no dlpack/dlpack.h, or --disable-python)"
 	exit 77
 fi
 if [ -n "${APEXX_TEST_SANITIZE_FLAGS:-}" ]; then
