@@ -330,12 +330,13 @@ _OPS = {
                               "str merge=\"avg\") -> (Tensor, Tensor, Tensor, Tensor, Tensor, "
                               "Tensor, Tensor)", _scan_backward_impl, _scan_backward_fake),
     # the backward ops of the tile ops and index_select (train-tile's block)
-    "tilepack_backward": ("tilepack_backward(Tensor grad_out, Tensor idx, int[] features_shape) "
-                          "-> Tensor", _tilepack_backward_impl, _tilepack_backward_fake),
+    "tilepack_backward": ("tilepack_backward(Tensor grad_out, Tensor idx, "
+                          "SymInt[] features_shape) -> Tensor", _tilepack_backward_impl,
+                          _tilepack_backward_fake),
     "tileunpack_backward": ("tileunpack_backward(Tensor grad_out, Tensor? idx=None, "
                             "Tensor? origins=None, Tensor? levels=None, str mode=\"override\", "
                             "float blend_alpha=0.5, bool assume_priority_sorted=True, "
-                            "int tile=8) -> (Tensor, Tensor)",
+                            "SymInt tile=8) -> (Tensor, Tensor)",
                             _tileunpack_backward_impl, _tileunpack_backward_fake),
     "fused_pack_op_unpack_backward": ("fused_pack_op_unpack_backward(Tensor grad_out, "
                                       "Tensor features, Tensor idx, int tile=8, "
@@ -344,7 +345,7 @@ _OPS = {
                                       "bool require_unique=True) -> Tensor",
                                       _fused_backward_impl, _fused_backward_fake),
     "index_select_backward": ("index_select_backward(Tensor grad_out, Tensor index, "
-                              "int[] src_shape) -> Tensor", _index_select_backward_impl,
+                              "SymInt[] src_shape) -> Tensor", _index_select_backward_impl,
                               _index_select_backward_fake),
 }
 
