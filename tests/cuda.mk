@@ -10,9 +10,11 @@ tests_libcudacase_la_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 APX_CUDA_TEST_LIBS = tests/libcudacase.la $(APX_TEST_LIBS)
 
 check_PROGRAMS += tests/test_cuda_tile tests/test_cuda_fusiongate tests/test_cuda_tilessm \
-	tests/test_cuda_index tests/test_cuda_validate tests/test_cuda_memory
+	tests/test_cuda_index tests/test_cuda_validate tests/test_cuda_memory \
+	tests/test_cuda_backward
 TESTS += tests/test_cuda_tile tests/test_cuda_fusiongate tests/test_cuda_tilessm \
-	tests/test_cuda_index tests/test_cuda_validate tests/test_cuda_memory
+	tests/test_cuda_index tests/test_cuda_validate tests/test_cuda_memory \
+	tests/test_cuda_backward
 tests_test_cuda_tile_SOURCES = tests/test_cuda_tile.c
 tests_test_cuda_tile_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_cuda_tile_LDADD = $(APX_CUDA_TEST_LIBS)
@@ -40,3 +42,11 @@ TESTS += tests/test_cuda_tile_backward
 tests_test_cuda_tile_backward_SOURCES = tests/test_cuda_tile_backward.c
 tests_test_cuda_tile_backward_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_cuda_tile_backward_LDADD = $(APX_CUDA_TEST_LIBS)
+
+# the fusion gate's and the scan's backward ops against the double loops of
+# tests/ref_backward.c (tests/test_cuda_backward.c says what it covers)
+tests_test_cuda_backward_SOURCES = tests/test_cuda_backward.c tests/ref_backward.c \
+	tests/ref_backward.h tests/ref_tile.c tests/ref_tile.h
+tests_test_cuda_backward_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cuda_backward_CFLAGS = $(AM_CFLAGS) -ffp-contract=off
+tests_test_cuda_backward_LDADD = $(APX_CUDA_TEST_LIBS)

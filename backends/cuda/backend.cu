@@ -492,14 +492,7 @@ static const apx_backend_key cuda_keys[] = {
      "programmatic dependent launch between a call's kernels on cc >= 9.0", "APEXX_CUDA_PDL"},
 };
 
-/* The ops this backend does not run: their slots are NULL, so dispatch passes
- * it over with op_unsupported (docs/ops.md, Dispatch). */
-#define cuda_fusiongate_fuse_backward NULL
-#define cuda_fusiongate_alpha_backward NULL
-#define cuda_tilessm_scan_backward NULL
-
-/* Every op, in APX_OP_MAP's order: cuda_NAME in the files beside this one,
- * NULL for the ops above. */
+/* Every op, in APX_OP_MAP's order: cuda_NAME in the files beside this one. */
 static const apx_backend_ops cuda_ops = {
     (uint32_t)sizeof(apx_backend_ops),
 #define CUDA_OP_ENTRY_(upper, lower) cuda_##lower,

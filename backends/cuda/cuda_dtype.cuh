@@ -42,6 +42,15 @@ static __device__ __forceinline__ float cuda_load_any(const void *p, int dt, int
   }
 }
 
+/* Store fp32 v into element i of a float tensor of dtype dt, rounded once. */
+static __device__ __forceinline__ void cuda_store_any(void *p, int dt, int64_t i, float v) {
+  switch (dt) {
+  case APX_DTYPE_F16: ((__half *)p)[i] = __float2half_rn(v); break;
+  case APX_DTYPE_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+  default: ((float *)p)[i] = v; break;
+  }
+}
+
 /* Round an fp32 value to storage dtype dt and back (a cast of an input). */
 static __device__ __forceinline__ float cuda_round_any(float v, int dt) {
   switch (dt) {

@@ -10,7 +10,10 @@ cuda_backend_sources = \
 	backends/cuda/fused_pack_op_unpack.cu \
 	backends/cuda/fusiongate_alpha.cu \
 	backends/cuda/fusiongate_fuse.cu \
+	backends/cuda/fusiongate_fuse_backward.cu \
+	backends/cuda/fusiongate_alpha_backward.cu \
 	backends/cuda/tilessm_scan.cu \
+	backends/cuda/tilessm_scan_backward.cu \
 	backends/cuda/gather.cu \
 	backends/cuda/index_select.cu \
 	backends/cuda/scatter_add.cu \

@@ -263,6 +263,29 @@ class TorchAutograd(TestCase):
                 self.assert_fd(*self._directional(loss, scan_in, i, 1e-2),
                                f"tilessm_scan {direction} {merge} input {i}")
 
+    # ---- CUDA: the cuda backend's backward ops against the cpu backend's ----
+    def test_cuda_gradients_match_cpu(self):
+        if not torch.cuda.is_available():
+            self.skipTest("no CUDA device visible to torch")
+        tokens, vectors, init, gate = self._scan_case("bidirectional", "gated", 3, 3, 1.5)
+        B, H, W = 2, 9, 11
+        cases = {
+            "fusiongate_fuse": ([self.randn(B, 3, H, W), self.randn(B, 3, H, W),
+                                 self.rand(B, H, W)], ()),
+            "fusiongate_alpha": ([self.randn(B, 1, H, W), self.randn(B, H, W)], (0.3, -0.4, 0.1)),
+            "tilessm_scan": ([tokens, *vectors, init, gate], (1.5, "bidirectional", "gated")),
+        }
+        for name, (tensors, options) in cases.items():
+            grads = []
+            for device in ("cpu", "cuda"):
+                leaves = _leaves([t.to(device) for t in tensors])
+                outs = getattr(torch.ops.apexx, name)(*leaves, *options)
+                outs = outs if isinstance(outs, tuple) else (outs,)
+                sum((o * torch.linspace(-1, 1, o.numel(), device=device).view(o.shape)).sum()
+                    for o in outs).backward()
+                grads.append([g.cpu() for g in _grads(leaves)])
+            self.assert_grads(grads[1], grads[0], f"torch.ops.apexx.{name} on cuda")
+
     # ---- opcheck ----
     def test_opcheck(self):
         opcheck = getattr(getattr(torch, "library", None), "opcheck", None)
