@@ -29,6 +29,19 @@ typedef struct cpu_state {
 APX_OP_MAP(CPU_OP_DECL_)
 #undef CPU_OP_DECL_
 
+/* tilessm_scan.c: the scan's parameters as its kernels use them (docs/ops.md,
+ * tilessm_scan), shared with tilessm_scan_backward.c. The vectors [C] in
+ * fp32, decay clamped (decay_passes, when not NULL: 1 where the clamp left
+ * it alone); init [B][2][C] cast to the tokens dtype (0 without
+ * init_state); the gate [rows][C] cast and clamped to [0, 1], 0.5 without
+ * merge_gate (gate_passes, when not NULL: 1 where the clamp left it). */
+void cpu_scan_vectors(const apx_tilessm_scan_args *args, float *decay, float *one_minus_decay,
+                      float *input_gain, float *output_gain, float *state_bias,
+                      float *decay_passes);
+void cpu_scan_init(const apx_tilessm_scan_args *args, float *init);
+void cpu_scan_gate(const apx_tilessm_scan_args *args, int64_t rows, float *gate,
+                   float *gate_passes);
+
 /* ---- instruction set ------------------------------------------------------ */
 
 /* Which implementation the kernels use. */

@@ -210,6 +210,57 @@ static void scan_job(const scan_ctx *x, si_isa isa, int64_t b, int64_t c0,
   }
 }
 
+void cpu_scan_vectors(const apx_tilessm_scan_args *args, float *decay, float *one_minus_decay,
+                      float *input_gain, float *output_gain, float *state_bias,
+                      float *decay_passes) {
+  const int64_t C = args->tokens->shape[2];
+  for (int64_t c = 0; c < C; c++) {
+    /* docs/ops.md, tilessm_scan: straight to fp32; both clamp bounds fp32 constants */
+    float d = si_load_f32(args->decay->dtype, args->decay->data, c);
+    if (decay_passes) decay_passes[c] = d >= 1e-6f && d <= 1.0f - 1e-6f ? 1.0f : 0.0f;
+    d = d < 1e-6f ? 1e-6f : d;
+    d = d > 1.0f - 1e-6f ? 1.0f - 1e-6f : d;
+    decay[c] = d;
+    one_minus_decay[c] = 1.0f - d;
+    input_gain[c] = si_load_f32(args->input_gain->dtype, args->input_gain->data, c);
+    output_gain[c] = si_load_f32(args->output_gain->dtype, args->output_gain->data, c);
+    state_bias[c] = si_load_f32(args->state_bias->dtype, args->state_bias->data, c);
+  }
+}
+
+void cpu_scan_init(const apx_tilessm_scan_args *args, float *init) {
+  /* docs/ops.md, tilessm_scan: init_state is cast to the tokens dtype first; [B,C]
+   * seeds both directions, [B,2,C] gives forward then backward */
+  const apx_dtype dt = args->tokens->dtype;
+  const int64_t B = args->tokens->shape[0], C = args->tokens->shape[2];
+  const apx_tensor *init_t = args->init_state;
+  for (int64_t b = 0; b < B; b++)
+    for (int dir = 0; dir < 2; dir++)
+      for (int64_t c = 0; c < C; c++) {
+        float v = 0.0f;
+        if (init_t) {
+          int64_t i = init_t->ndim == 3 ? (b * 2 + dir) * C + c : b * C + c;
+          v = si_round(dt, si_load_f32(init_t->dtype, init_t->data, i));
+        }
+        init[(b * 2 + dir) * C + c] = v;
+      }
+}
+
+void cpu_scan_gate(const apx_tilessm_scan_args *args, int64_t rows, float *gate,
+                   float *gate_passes) {
+  /* cast to the tokens dtype, clamp to [0, 1]; absent = 0.5 */
+  const apx_dtype dt = args->tokens->dtype;
+  for (int64_t i = 0; i < rows * args->tokens->shape[2]; i++) {
+    float g = 0.5f;
+    if (args->merge_gate)
+      g = si_round(dt, si_load_f32(args->merge_gate->dtype, args->merge_gate->data, i));
+    if (gate_passes) gate_passes[i] = g >= 0.0f && g <= 1.0f ? 1.0f : 0.0f;
+    g = g < 0.0f ? 0.0f : g;
+    g = g > 1.0f ? 1.0f : g;
+    gate[i] = g;
+  }
+}
+
 apx_status cpu_tilessm_scan(void *state, const apx_tilessm_scan_args *args,
                             const apx_call *call) {
   (void)call;
@@ -243,42 +294,9 @@ apx_status cpu_tilessm_scan(void *state, const apx_tilessm_scan_args *args,
   float *final = init + state_floats;
   float *gate = gated ? final + state_floats : NULL;
 
-  for (int64_t c = 0; c < C; c++) {
-    /* docs/ops.md, tilessm_scan: straight to fp32; both clamp bounds fp32 constants */
-    float d = si_load_f32(args->decay->dtype, args->decay->data, c);
-    d = d < 1e-6f ? 1e-6f : d;
-    d = d > 1.0f - 1e-6f ? 1.0f - 1e-6f : d;
-    decay[c] = d;
-    one_minus_decay[c] = 1.0f - d;
-    input_gain[c] = si_load_f32(args->input_gain->dtype, args->input_gain->data, c);
-    output_gain[c] = si_load_f32(args->output_gain->dtype, args->output_gain->data, c);
-    state_bias[c] = si_load_f32(args->state_bias->dtype, args->state_bias->data, c);
-  }
-  /* docs/ops.md, tilessm_scan: init_state is cast to the tokens dtype first; [B,C]
-   * seeds both directions, [B,2,C] gives forward then backward */
-  const apx_tensor *init_t = args->init_state;
-  for (int64_t b = 0; b < B; b++)
-    for (int dir = 0; dir < 2; dir++)
-      for (int64_t c = 0; c < C; c++) {
-        float v = 0.0f;
-        if (init_t) {
-          int64_t i = init_t->ndim == 3 ? (b * 2 + dir) * C + c : b * C + c;
-          v = si_round(dt, si_load_f32(init_t->dtype, init_t->data, i));
-        }
-        init[(b * 2 + dir) * C + c] = v;
-      }
-  if (gated) {
-    /* cast to the tokens dtype, clamp to [0, 1]; absent = 0.5 */
-    for (int64_t i = 0; i < gate_rows * C; i++) {
-      float g = 0.5f;
-      if (args->merge_gate) {
-        g = si_round(dt, si_load_f32(args->merge_gate->dtype, args->merge_gate->data, i));
-        g = g < 0.0f ? 0.0f : g;
-        g = g > 1.0f ? 1.0f : g;
-      }
-      gate[i] = g;
-    }
-  }
+  cpu_scan_vectors(args, decay, one_minus_decay, input_gain, output_gain, state_bias, NULL);
+  cpu_scan_init(args, init);
+  if (gated) cpu_scan_gate(args, gate_rows, gate, NULL);
 
   scan_ctx x = {
       .dtype = dt,

@@ -202,63 +202,37 @@ apx_status cpu_tilessm_scan_backward(void *state, const apx_tilessm_scan_backwar
   float *partial = grad_x + B * K * C;
   float *job_states = partial + P_COUNT * B * C;
 
-  /* docs/ops.md, tilessm_scan: the vectors straight to fp32, decay clamped */
+  /* docs/ops.md, tilessm_scan: the forward's parameters, with the masks of
+   * the decay's and the gate's clamps */
   float *clamp_passes = malloc((size_t)C * sizeof(float));
-  if (!clamp_passes) {
+  float *gate_passes = gated ? malloc((size_t)(gate_rows * C) * sizeof(float)) : NULL;
+  if (!clamp_passes || (gated && !gate_passes)) {
+    free(clamp_passes);
+    free(gate_passes);
     free(buf);
     return st->svc->set_error(APX_ERR_NO_MEMORY,
                               "tilessm_scan_backward: cannot allocate %zu bytes of scratch",
-                              (size_t)C * sizeof(float));
+                              (size_t)(C + gate_rows * C) * sizeof(float));
   }
-  for (int64_t c = 0; c < C; c++) {
-    float d = si_load_f32(args->decay->dtype, args->decay->data, c);
-    clamp_passes[c] = d >= 1e-6f && d <= 1.0f - 1e-6f ? 1.0f : 0.0f;
-    d = d < 1e-6f ? 1e-6f : d;
-    d = d > 1.0f - 1e-6f ? 1.0f - 1e-6f : d;
-    decay[c] = d;
-    one_minus_decay[c] = 1.0f - d;
-    input_gain[c] = si_load_f32(args->input_gain->dtype, args->input_gain->data, c);
-    output_gain[c] = si_load_f32(args->output_gain->dtype, args->output_gain->data, c);
-    state_bias[c] = si_load_f32(args->state_bias->dtype, args->state_bias->data, c);
-  }
+  const apx_tilessm_scan_args forward = {
+      tokens,          args->decay,      args->input_gain, args->output_gain,
+      args->state_bias, args->init_state, args->merge_gate, args->clamp_value,
+      args->direction, args->merge,      NULL,             NULL};
+  cpu_scan_vectors(&forward, decay, one_minus_decay, input_gain, output_gain, state_bias,
+                   clamp_passes);
+  cpu_scan_init(&forward, init);
+  if (gated) cpu_scan_gate(&forward, gate_rows, gate, gate_passes);
+  /* grad_final_state: [B,2,C] bidirectional, else [B,C] of the one direction */
   const apx_tensor *init_t = args->init_state, *gfs = args->grad_final_state;
   const int bidir = args->direction == APX_SCAN_BIDIRECTIONAL;
   for (int64_t b = 0; b < B; b++)
     for (int dir = 0; dir < 2; dir++)
       for (int64_t c = 0; c < C; c++) {
-        float v = 0.0f, g = 0.0f;
-        if (init_t) {
-          int64_t i = init_t->ndim == 3 ? (b * 2 + dir) * C + c : b * C + c;
-          v = si_round(dt, si_load_f32(init_t->dtype, init_t->data, i));
-        }
-        /* final_state [B,2,C] bidirectional, else [B,C] of the one direction */
+        float g = 0.0f;
         if (gfs && (bidir || dir == (args->direction == APX_SCAN_BACKWARD)))
           g = si_load_f32(gfs->dtype, gfs->data, bidir ? (b * 2 + dir) * C + c : b * C + c);
-        init[(b * 2 + dir) * C + c] = v;
         grad_final[(b * 2 + dir) * C + c] = g;
       }
-  /* the gate cast to the tokens dtype and clamped to [0, 1] (absent: 0.5);
-   * gate_passes: its derivative, 1 inside [0, 1] */
-  float *gate_passes = NULL;
-  if (gated) {
-    gate_passes = malloc((size_t)(gate_rows * C) * sizeof(float));
-    if (!gate_passes) {
-      free(clamp_passes);
-      free(buf);
-      return st->svc->set_error(APX_ERR_NO_MEMORY,
-                                "tilessm_scan_backward: cannot allocate %zu bytes of scratch",
-                                (size_t)(gate_rows * C) * sizeof(float));
-    }
-    for (int64_t i = 0; i < gate_rows * C; i++) {
-      float g = 0.5f;
-      if (args->merge_gate)
-        g = si_round(dt, si_load_f32(args->merge_gate->dtype, args->merge_gate->data, i));
-      gate_passes[i] = g >= 0.0f && g <= 1.0f ? 1.0f : 0.0f;
-      g = g < 0.0f ? 0.0f : g;
-      g = g > 1.0f ? 1.0f : g;
-      gate[i] = g;
-    }
-  }
 
   scan_bwd x = {
       .dtype = dt,
