@@ -77,6 +77,29 @@ static int add_output(const entry_def *e, const bench_options *o, bench_case *c,
       return -1;                                                                                   \
   } while (0)
 
+/* end_to_end_infer's case (apexx-bench(1), ENTRIES): L0 tiles 16, L1
+ * tiles 8, kmax_l0 = kmax, kmax_l1 = 2*kmax; inputs as the seed draws them
+ * (randn dense and utilities, rand proxies) */
+static int describe_ff(const entry_def *e, const bench_options *o, bench_case *c, char *err,
+                       size_t err_size) {
+  const int64_t B = o->batch, C = o->channels, H = o->height, W = o->width;
+  const apx_dtype f = o->dtype;
+  const int64_t g0 = (H / 16) * (W / 16);
+  ADD(c, "dense", GEN_NORMAL, f, B, C, H, W);
+  c->t[0].a = 1.0;
+  ADD(c, "utilities", GEN_NORMAL, f, B, g0);
+  ADD(c, "split_utilities", GEN_NORMAL, f, B, g0);
+  c->t[1].a = c->t[2].a = 1.0;
+  ADD(c, "boundary", GEN_UNIFORM, f, B, 1, H, W);
+  ADD(c, "uncertainty", GEN_UNIFORM, f, B, 1, H, W);
+  c->t[3].b = c->t[4].b = 1.0;
+  OUT(c, "heavy", GEN_OUTPUT);
+  OUT(c, "detail", GEN_SCRATCH);
+  OUT(c, "alpha", GEN_SCRATCH);
+  c->work = (double)B; /* docs/report.md, Sections and entries: frames = batch */
+  return 0;
+}
+
 /* Shapes and generators of each entry (documented in apexx-bench(1)); the
  * outputs' shapes from the op's descriptor. */
 int runner_describe_case(const entry_def *e, const bench_options *o, bench_case *c, char *err,
@@ -206,25 +229,10 @@ int runner_describe_case(const entry_def *e, const bench_options *o, bench_case 
     c->work = (double)(M * D);
     break;
   case E_FF_INFER:
-  case E_FF_INFER_GRAPH: {
-    /* apexx-bench(1), ENTRIES: L0 tiles 16, L1 tiles 8, kmax_l0 = kmax, kmax_l1 =
-     * 2*kmax; inputs as the seed draws them (randn dense and utilities,
-     * rand proxies) */
-    const int64_t g0 = (H / 16) * (W / 16);
-    ADD(c, "dense", GEN_NORMAL, f, B, C, H, W);
-    c->t[0].a = 1.0;
-    ADD(c, "utilities", GEN_NORMAL, f, B, g0);
-    ADD(c, "split_utilities", GEN_NORMAL, f, B, g0);
-    c->t[1].a = c->t[2].a = 1.0;
-    ADD(c, "boundary", GEN_UNIFORM, f, B, 1, H, W);
-    ADD(c, "uncertainty", GEN_UNIFORM, f, B, 1, H, W);
-    c->t[3].b = c->t[4].b = 1.0;
-    OUT(c, "heavy", GEN_OUTPUT);
-    OUT(c, "detail", GEN_SCRATCH);
-    OUT(c, "alpha", GEN_SCRATCH);
-    c->work = (double)B; /* docs/report.md, Sections and entries: frames = batch */
+  case E_FF_INFER_GRAPH:
+    if (describe_ff(e, o, c, err, err_size) != 0)
+      return -1;
     break;
-  }
   case E_TRT_ENGINE:
   case E_COUNT:
     c->work = (double)B;

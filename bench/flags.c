@@ -391,6 +391,152 @@ static void print_version(void) {
          apx_version(), sha);
 }
 
+/* Apply flag c (its long name `name`, its value arg) to opts; 0, or 1 after
+ * a message naming the flag and the bad value; 2 when c is no such flag. */
+static int apply_flag(int c, const char *name, char *arg, bench_options *opts) {
+  int64_t v = 0;
+  int rc = 0;
+  switch (c) {
+  case FLAG_BATCH:
+    rc = parse_int(name, arg, 1, MAX_DIM, &opts->batch);
+    break;
+  case FLAG_CHANNELS:
+    rc = parse_int(name, arg, 1, MAX_DIM, &opts->channels);
+    break;
+  case FLAG_HEIGHT:
+    rc = parse_int(name, arg, 1, MAX_DIM, &opts->height);
+    break;
+  case FLAG_WIDTH:
+    rc = parse_int(name, arg, 1, MAX_DIM, &opts->width);
+    break;
+  case FLAG_TILE_SIZE:
+    rc = parse_int(name, arg, 1, MAX_DIM, &opts->tile_size);
+    break;
+  case FLAG_KMAX:
+    rc = parse_int(name, arg, 1, MAX_DIM, &opts->kmax);
+    break;
+  case FLAG_STEPS:
+    rc = parse_int(name, arg, 1, MAX_DIM, &opts->steps);
+    break;
+  case FLAG_BUDGET_B1:
+    rc = parse_budget(name, arg, &opts->budget_b1);
+    break;
+  case FLAG_BUDGET_B2:
+    rc = parse_budget(name, arg, &opts->budget_b2);
+    break;
+  case FLAG_BUDGET_TOTAL:
+    rc = parse_budget(name, arg, &opts->budget_total);
+    break;
+  case FLAG_DTYPE:
+    rc = parse_dtype(arg, opts);
+    break;
+  case FLAG_SEED:
+    rc = parse_int(name, arg, 0, (int64_t)MAX_SEED, &v);
+    opts->seed = (uint64_t)v;
+    break;
+  case FLAG_WARMUP:
+    rc = parse_int(name, arg, 0, MAX_ITERS, &v);
+    opts->warmup = (int)v;
+    break;
+  case FLAG_ITERS:
+    rc = parse_int(name, arg, 1, MAX_ITERS, &v);
+    opts->iters = (int)v;
+    break;
+  case FLAG_REPETITIONS:
+    rc = parse_int(name, arg, 1, MAX_REPETITIONS, &v);
+    opts->repetitions = (int)v;
+    break;
+  case FLAG_TIMER:
+    if (strcmp(arg, "backend") == 0) {
+      opts->cpu_time = 0;
+    } else if (strcmp(arg, "cpu-time") == 0) {
+      opts->cpu_time = 1;
+    } else {
+      rc = bad(name, arg, "is neither backend nor cpu-time");
+    }
+    break;
+  case FLAG_HISTORY:
+    if (*arg == '\0') rc = bad(name, arg, "is an empty path");
+    opts->history_dir = arg;
+    break;
+  case FLAG_OPS:
+    rc = parse_list(name, arg, opts->ops, &opts->op_count);
+    for (int i = 0; rc == 0 && i < opts->op_count; i++) {
+      if (!bench_op_name_known(opts->ops[i])) {
+        fprintf(stderr, "apexx-bench: --ops: [%s] is not an entry or section; "
+                        "known: ", opts->ops[i]);
+        bench_print_op_names(stderr);
+        rc = 1;
+      }
+    }
+    break;
+  case FLAG_BACKENDS:
+    rc = parse_list(name, arg, opts->backends, &opts->backend_count);
+    break;
+  case FLAG_CONFIG:
+    if (*arg == '\0') rc = bad(name, arg, "is an empty path");
+    opts->config_path = arg;
+    break;
+  case FLAG_OUTPUT_JSON:
+    if (*arg == '\0') rc = bad(name, arg, "is an empty path");
+    opts->output_json = arg;
+    break;
+  case FLAG_OUTPUT_MD:
+    if (*arg == '\0') rc = bad(name, arg, "is an empty path");
+    opts->output_md = arg;
+    break;
+  case FLAG_FF_WEIGHTS:
+    if (*arg == '\0') rc = bad(name, arg, "is an empty path");
+    opts->ff_weights_path = arg;
+    break;
+  case FLAG_TRT_PLUGIN_LIB:
+    opts->trt_plugin_lib = *arg ? arg : NULL;
+    break;
+  case FLAG_TRT_ENGINE_PATH:
+    opts->trt_engine_path = *arg ? arg : NULL;
+    break;
+  case FLAG_TRT_INPUT_SHAPE:
+    rc = check_input_shape(arg);
+    if (rc == 0 && opts->trt_input_shape_count == BENCH_MAX_LIST) {
+      rc = bad(name, arg, "is one too many (at most 32)");
+    }
+    if (rc == 0) opts->trt_input_shapes[opts->trt_input_shape_count++] = arg;
+    break;
+  case FLAG_PROFILE:
+    break; /* applied by the first pass */
+  case FLAG_GRAPH_REPLAY:
+    if (strcmp(arg, "on") == 0) {
+      opts->graph_replay = 1;
+    } else if (strcmp(arg, "off") == 0) {
+      opts->graph_replay = 0;
+    } else {
+      rc = bad(name, arg, "is neither on nor off");
+    }
+    break;
+  case FLAG_PARITY:
+    if (strcmp(arg, "on") == 0) {
+      opts->parity = 1;
+    } else if (strcmp(arg, "off") == 0) {
+      opts->parity = 0;
+    } else {
+      rc = bad(name, arg, "is neither on nor off");
+    }
+    break;
+  case FLAG_QUIET:
+    opts->quiet = 1;
+    break;
+  case FLAG_PROGRESS:
+    opts->progress = 1;
+    break;
+  case FLAG_NO_PROGRESS:
+    opts->progress = 0;
+    break;
+  default:
+    return 2;
+  }
+  return rc != 0 ? 1 : 0;
+}
+
 int bench_parse_flags(int argc, char **argv, bench_options *opts) {
   defaults(opts);
   const char *env_plugin = getenv("APEXX_TRT_PLUGIN_LIB");
@@ -412,143 +558,10 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
     int c = getopt_long(argc, argv, ":h", long_flags, &index);
     if (c == -1) break;
     const char *name = index >= 0 ? long_flags[index].name : "";
-    int64_t v = 0;
-    int rc = 0;
+    int rc = apply_flag(c, name, optarg, opts);
+    if (rc == 0) continue;
+    if (rc == 1) return 1;
     switch (c) {
-    case FLAG_BATCH:
-      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->batch);
-      break;
-    case FLAG_CHANNELS:
-      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->channels);
-      break;
-    case FLAG_HEIGHT:
-      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->height);
-      break;
-    case FLAG_WIDTH:
-      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->width);
-      break;
-    case FLAG_TILE_SIZE:
-      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->tile_size);
-      break;
-    case FLAG_KMAX:
-      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->kmax);
-      break;
-    case FLAG_STEPS:
-      rc = parse_int(name, optarg, 1, MAX_DIM, &opts->steps);
-      break;
-    case FLAG_BUDGET_B1:
-      rc = parse_budget(name, optarg, &opts->budget_b1);
-      break;
-    case FLAG_BUDGET_B2:
-      rc = parse_budget(name, optarg, &opts->budget_b2);
-      break;
-    case FLAG_BUDGET_TOTAL:
-      rc = parse_budget(name, optarg, &opts->budget_total);
-      break;
-    case FLAG_DTYPE:
-      rc = parse_dtype(optarg, opts);
-      break;
-    case FLAG_SEED:
-      rc = parse_int(name, optarg, 0, (int64_t)MAX_SEED, &v);
-      opts->seed = (uint64_t)v;
-      break;
-    case FLAG_WARMUP:
-      rc = parse_int(name, optarg, 0, MAX_ITERS, &v);
-      opts->warmup = (int)v;
-      break;
-    case FLAG_ITERS:
-      rc = parse_int(name, optarg, 1, MAX_ITERS, &v);
-      opts->iters = (int)v;
-      break;
-    case FLAG_REPETITIONS:
-      rc = parse_int(name, optarg, 1, MAX_REPETITIONS, &v);
-      opts->repetitions = (int)v;
-      break;
-    case FLAG_TIMER:
-      if (strcmp(optarg, "backend") == 0) {
-        opts->cpu_time = 0;
-      } else if (strcmp(optarg, "cpu-time") == 0) {
-        opts->cpu_time = 1;
-      } else {
-        rc = bad(name, optarg, "is neither backend nor cpu-time");
-      }
-      break;
-    case FLAG_HISTORY:
-      if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");
-      opts->history_dir = optarg;
-      break;
-    case FLAG_OPS:
-      rc = parse_list(name, optarg, opts->ops, &opts->op_count);
-      for (int i = 0; rc == 0 && i < opts->op_count; i++) {
-        if (!bench_op_name_known(opts->ops[i])) {
-          fprintf(stderr, "apexx-bench: --ops: [%s] is not an entry or section; "
-                          "known: ", opts->ops[i]);
-          bench_print_op_names(stderr);
-          rc = 1;
-        }
-      }
-      break;
-    case FLAG_BACKENDS:
-      rc = parse_list(name, optarg, opts->backends, &opts->backend_count);
-      break;
-    case FLAG_CONFIG:
-      if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");
-      opts->config_path = optarg;
-      break;
-    case FLAG_OUTPUT_JSON:
-      if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");
-      opts->output_json = optarg;
-      break;
-    case FLAG_OUTPUT_MD:
-      if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");
-      opts->output_md = optarg;
-      break;
-    case FLAG_FF_WEIGHTS:
-      if (*optarg == '\0') rc = bad(name, optarg, "is an empty path");
-      opts->ff_weights_path = optarg;
-      break;
-    case FLAG_TRT_PLUGIN_LIB:
-      opts->trt_plugin_lib = *optarg ? optarg : NULL;
-      break;
-    case FLAG_TRT_ENGINE_PATH:
-      opts->trt_engine_path = *optarg ? optarg : NULL;
-      break;
-    case FLAG_TRT_INPUT_SHAPE:
-      rc = check_input_shape(optarg);
-      if (rc == 0 && opts->trt_input_shape_count == BENCH_MAX_LIST) {
-        rc = bad(name, optarg, "is one too many (at most 32)");
-      }
-      if (rc == 0) opts->trt_input_shapes[opts->trt_input_shape_count++] = optarg;
-      break;
-    case FLAG_PROFILE:
-      break; /* applied by the first pass */
-    case FLAG_GRAPH_REPLAY:
-      if (strcmp(optarg, "on") == 0) {
-        opts->graph_replay = 1;
-      } else if (strcmp(optarg, "off") == 0) {
-        opts->graph_replay = 0;
-      } else {
-        rc = bad(name, optarg, "is neither on nor off");
-      }
-      break;
-    case FLAG_PARITY:
-      if (strcmp(optarg, "on") == 0) {
-        opts->parity = 1;
-      } else if (strcmp(optarg, "off") == 0) {
-        opts->parity = 0;
-      } else {
-        rc = bad(name, optarg, "is neither on nor off");
-      }
-      break;
-    case FLAG_QUIET:
-      opts->quiet = 1;
-      break;
-    case FLAG_PROGRESS:
-      opts->progress = 1;
-      break;
-    case FLAG_NO_PROGRESS:
-      opts->progress = 0;
-      break;
     case 'h':
     case FLAG_HELP:
       bench_print_usage(stdout);
@@ -564,7 +577,6 @@ int bench_parse_flags(int argc, char **argv, bench_options *opts) {
               argv[optind - 1]);
       return 1;
     }
-    if (rc != 0) return 1;
   }
   if (optind < argc) {
     fprintf(stderr, "apexx-bench: unexpected argument [%s] (see --help)\n",

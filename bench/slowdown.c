@@ -284,45 +284,33 @@ static void device_after(device_slow *d, double factor, cu_handle stream, int ti
 }
 
 /* The apexx-bench row a call is timed as, for the ops whose rows differ
- * by a setting (bench/runner.c's entries); an index into the op's rows,
- * or -1 for an op with one row. */
+ * by a setting (bench/entries.c's entries); every other op has one row. */
 #define SLOWDOWN_ROWS_MAX 3
-#define ONE_ROW_(lower)                                                                            \
-  static int row_index_##lower(const apx_##lower##_args *args) {                                   \
-    (void)args;                                                                                    \
-    return -1;                                                                                     \
-  }                                                                                                \
-  static const char *const rows_##lower[SLOWDOWN_ROWS_MAX] = {NULL, NULL, NULL};
-ONE_ROW_(tilepack)
-ONE_ROW_(fused_pack_op_unpack)
-ONE_ROW_(fusiongate_alpha)
-ONE_ROW_(fusiongate_fuse)
-ONE_ROW_(gather)
-ONE_ROW_(index_select)
-ONE_ROW_(scatter_add)
-ONE_ROW_(gather_backward)
-ONE_ROW_(ff_infer)
-ONE_ROW_(fusiongate_fuse_backward)
-ONE_ROW_(fusiongate_alpha_backward)
-ONE_ROW_(tilessm_scan_backward)
-ONE_ROW_(tilepack_backward)
-ONE_ROW_(tileunpack_backward)
-ONE_ROW_(fused_pack_op_unpack_backward)
-ONE_ROW_(index_select_backward)
-#undef ONE_ROW_
 static const char *const rows_tileunpack[SLOWDOWN_ROWS_MAX] = {"tileunpack_override",
                                                                "tileunpack_blend", NULL};
-static int row_index_tileunpack(const apx_tileunpack_args *args) {
-  return args && args->mode == APX_OVERLAP_BLEND ? 1 : 0;
-}
 static const char *const rows_tilessm_scan[SLOWDOWN_ROWS_MAX] = {
     "tilessm_forward", "tilessm_backward", "tilessm_bidirectional"};
-static int row_index_tilessm_scan(const apx_tilessm_scan_args *args) {
-  if (!args)
-    return 0;
-  return args->direction == APX_SCAN_BIDIRECTIONAL ? 2
-         : args->direction == APX_SCAN_BACKWARD    ? 1
-                                                   : 0;
+static const char *const one_row[SLOWDOWN_ROWS_MAX] = {NULL, NULL, NULL};
+
+static const char *const *rows_of(apx_op_id op) {
+  return op == APX_OP_TILEUNPACK     ? rows_tileunpack
+         : op == APX_OP_TILESSM_SCAN ? rows_tilessm_scan
+                                     : one_row;
+}
+
+/* An index into rows_of(op), or -1 for an op with one row. */
+static int row_index(apx_op_id op, const void *args) {
+  if (op == APX_OP_TILEUNPACK) {
+    const apx_tileunpack_args *a = args;
+    return a && a->mode == APX_OVERLAP_BLEND ? 1 : 0;
+  }
+  if (op == APX_OP_TILESSM_SCAN) {
+    const apx_tilessm_scan_args *a = args;
+    if (!a)
+      return 0;
+    return a->direction == APX_SCAN_BIDIRECTIONAL ? 2 : a->direction == APX_SCAN_BACKWARD ? 1 : 0;
+  }
+  return -1;
 }
 
 /* Host mode: spin for f times the call's wall time. Device mode (listed
@@ -340,11 +328,12 @@ static int row_index_tilessm_scan(const apx_tilessm_scan_args *args) {
       factor = factor_of(#lower, NULL);                                                            \
       on = is_listed(#lower, NULL);                                                                \
       for (int r = 0; r < SLOWDOWN_ROWS_MAX; r++) {                                                \
-        row_factor[r] = rows_##lower[r] ? factor_of(#lower, rows_##lower[r]) : factor;             \
-        row_on[r] = rows_##lower[r] ? is_listed(#lower, rows_##lower[r]) : on;                     \
+        const char *row_name = rows_of(APX_OP_##upper)[r];                                         \
+        row_factor[r] = row_name ? factor_of(#lower, row_name) : factor;                           \
+        row_on[r] = row_name ? is_listed(#lower, row_name) : on;                                   \
       }                                                                                            \
     }                                                                                              \
-    int row = row_index_##lower(args);                                                             \
+    int row = row_index(APX_OP_##upper, args);                                                     \
     double f = row >= 0 ? row_factor[row] : factor;                                                \
     if (device_mode()) {                                                                           \
       if (!(row >= 0 ? row_on[row] : on))                                                          \
