@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-# The apexx Python package: apexx/__init__.py, apexx/torch.py, the type
+# The apexx Python package: apexx/__init__.py, apexx/torch.py, apexx/onnx.py, the type
 # stubs and the CPython extension _apexx (a libtool module linking
 # libapexx), installed into $(python_sitedir)/apexx. For `make check` and
 # the bench, python/build/apexx/ in the build tree holds the same package
 # (sources copied, the extension linked from python/.libs).
-APEXX_PY_SOURCES = python/apexx/__init__.py python/apexx/torch.py \
+APEXX_PY_SOURCES = python/apexx/__init__.py python/apexx/torch.py python/apexx/onnx.py \
 	python/apexx/__init__.pyi python/apexx/_apexx.pyi python/apexx/torch.pyi \
 	python/apexx/py.typed
 APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
@@ -16,7 +16,7 @@ APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
 	python/tests/run_without_optional.py python/tests/test_lifetime.py \
 	python/tests/test_messages_and_limits.py python/tests/sanitized.sh \
 	python/tests/test_op_table.py python/tests/test_signatures.py \
-	python/tests/test_stub_types.py
+	python/tests/test_stub_types.py python/tests/test_onnx_export.py
 # the extension's C files (python/apexx/binding.h says which does what)
 APEXX_PY_C = python/apexx/binding.h python/apexx/_apexx.c python/apexx/errors.c \
 	python/apexx/call.c python/apexx/tensors.c python/apexx/ops.c \
@@ -75,4 +75,5 @@ TEST_EXTENSIONS = .test .py
 PY_LOG_COMPILER = env PYTHONPATH='$(abs_top_builddir)/python/build' \
 	PYTHONDONTWRITEBYTECODE=1 APEXX_PY_TESTS='$(abs_top_srcdir)/python/tests' \
 	LD_LIBRARY_PATH='$(abs_top_builddir)/libapexx/.libs' \
+	APEXX_TEST_ONNX_OUT='$(abs_top_builddir)/python/build/test-onnx' \
 	$(SHELL) '$(abs_top_srcdir)/python/tests/sanitized.sh' '$(CC)' '$(SANITIZE_FLAGS)' $(PYTHON)

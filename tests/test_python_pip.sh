@@ -117,8 +117,8 @@ field() { sed -n "s/^$1: //p" "$t/show.log"; }
 site=$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 [ "$(field Location)" = "$site" ] && ok "installed in the venv ($site)" ||
 	bad "pip show: Location [$(field Location)], expected $site"
-for f in "apexx-$version.dist-info/METADATA" apexx/__init__.py apexx/torch.py apexx/__init__.pyi \
-	apexx/_apexx.pyi apexx/torch.pyi apexx/py.typed; do
+for f in "apexx-$version.dist-info/METADATA" apexx/__init__.py apexx/torch.py apexx/onnx.py \
+	apexx/__init__.pyi apexx/_apexx.pyi apexx/torch.pyi apexx/py.typed; do
 	grep -qx "  $f" "$t/show.log" && [ -f "$site/$f" ] || bad "$f is not installed (pip show -f: $(grep -c '^  ' "$t/show.log") files)"
 done
 grep -q "^  apexx/_apexx\..*so$" "$t/show.log" && ok "the extension apexx/_apexx*.so, the stubs and py.typed are installed" ||

@@ -56,3 +56,11 @@ tests_test_trt_plugins_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CHECK_CFLAGS) $(TRT_CPPFL
 tests_test_trt_plugins_gpu_CXXFLAGS = $(AM_CXXFLAGS) -std=c++17
 tests_test_trt_plugins_gpu_LDADD = backends/trt/libapexx_trt_plugins.la $(CUDA_LIBS) $(CHECK_LIBS)
 endif
+
+# the creator list and field rules for python/tests/test_onnx_export.py
+# (loaded with ctypes from $APEXX_TEST_MODULES)
+check_LTLIBRARIES += tests/trt-units-ctypes.la
+tests_trt_units_ctypes_la_SOURCES = tests/fixtures/trt_units_ctypes.c
+tests_trt_units_ctypes_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+tests_trt_units_ctypes_la_LIBADD = backends/trt/libtrtunits.la
+tests_trt_units_ctypes_la_LDFLAGS = $(FIXTURE_LDFLAGS)
