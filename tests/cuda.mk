@@ -50,3 +50,11 @@ tests_test_cuda_backward_SOURCES = tests/test_cuda_backward.c tests/ref_backward
 tests_test_cuda_backward_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_cuda_backward_CFLAGS = $(AM_CFLAGS) -ffp-contract=off
 tests_test_cuda_backward_LDADD = $(APX_CUDA_TEST_LIBS)
+
+# which code of the module a device runs (backends/cuda/arch_match.c): no
+# CUDA needed
+check_PROGRAMS += tests/test_cuda_arch
+TESTS += tests/test_cuda_arch
+tests_test_cuda_arch_SOURCES = tests/test_cuda_arch.c
+tests_test_cuda_arch_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cuda_arch_LDADD = backends/cuda/libcudaarch.la $(CHECK_LIBS)

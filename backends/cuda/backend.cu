@@ -6,6 +6,8 @@
  * The module links cudart statically and no libcuda: the driver is reached
  * through the runtime, so the module dlopens on a machine without one and
  * the probe, not the loader, says what is missing. */
+#include "config.h"
+
 #include "cuda_backend.h"
 
 #include <dlfcn.h>
@@ -17,6 +19,8 @@
 #include <new>
 
 #define CUDA_BACKEND_VERSION "0.1.0"
+
+#include "arch_match.h"
 
 /* ---- the allocation-size table (caller holds st->lock) ------------------ */
 
@@ -108,6 +112,42 @@ apx_status cuda_fail(const cuda_state *st, cudaError_t err, const char *what) {
                             cudaGetErrorString(err));
 }
 
+/* ---- which code a device runs ---------------------------------------------- */
+
+/* A kernel of the module that does nothing: the driver loads (or
+ * JIT-compiles) its code for a device when asked for its attributes, as
+ * it would any kernel of the module (every .cu is built for the same
+ * archs). */
+static __global__ void cuda_code_probe_kernel() {}
+
+/* Can device `device` (cc major.minor) run the module's code? configure's
+ * list (APEXX_CUDA_ARCHS, arch_match.c) first, then the driver: it may
+ * still refuse (a PTX newer than the driver can JIT). On success
+ * *code_arch is the arch of the code it runs (major * 10 + minor: 80 for
+ * compute_80 JIT-compiled on an H100), what the sm_90 paths are chosen by;
+ * else `reason` says why, naming the cc and the module's archs. */
+static int code_for_device(int device, int major, int minor, int *code_arch, char *chosen,
+                           size_t chosen_size, char *reason, size_t reason_size) {
+  if (!cuda_arch_match(major, minor, APEXX_CUDA_ARCHS, chosen, chosen_size, code_arch, reason,
+                       reason_size))
+    return 0;
+  cudaFuncAttributes fa;
+  int current = 0;
+  cudaError_t err = cudaGetDevice(&current);
+  if (err == cudaSuccess && current != device) err = cudaSetDevice(device);
+  if (err == cudaSuccess) err = cudaFuncGetAttributes(&fa, cuda_code_probe_kernel);
+  if (current != device) cudaSetDevice(current);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    set_line(reason, reason_size,
+             "the driver cannot load the module's code (it carries [%s]) for cc %d.%d: %s: %s",
+             APEXX_CUDA_ARCHS, major, minor, cudaGetErrorName(err), cudaGetErrorString(err));
+    return 0;
+  }
+  *code_arch = fa.ptxVersion > 0 ? fa.ptxVersion : fa.binaryVersion;
+  return 1;
+}
+
 /* ---- probe ---------------------------------------------------------------- */
 
 static int cuda_probe(char *reason, size_t reason_size, char *device_desc,
@@ -141,8 +181,16 @@ static int cuda_probe(char *reason, size_t reason_size, char *device_desc,
     set_line(reason, reason_size, "%s: %s", cudaGetErrorName(err), cudaGetErrorString(err));
     return 0;
   }
-  set_line(device_desc, device_desc_size, "%s, cc %d.%d, %d SMs%s", prop.name, prop.major,
-           prop.minor, prop.multiProcessorCount,
+  char chosen[32], why[400];
+  int code_arch = 0;
+  if (!code_for_device(0, prop.major, prop.minor, &code_arch, chosen, sizeof chosen, why,
+                       sizeof why)) {
+    set_line(reason, reason_size, "device 0 (%s): %s", prop.name, why);
+    return 0;
+  }
+  set_line(device_desc, device_desc_size, "%s, cc %d.%d, %d SMs, code %s%s%s", prop.name,
+           prop.major, prop.minor, prop.multiProcessorCount, chosen,
+           strncmp(chosen, "compute_", 8) == 0 ? " (JIT)" : "",
            count > 1 ? " (device 0 of several)" : "");
   return 1;
 }
@@ -218,6 +266,17 @@ static void create_device_res(cuda_state *st, int device_index) {
     err = cudaDeviceGetAttribute(&r->sm_count, cudaDevAttrMultiProcessorCount, device_index);
   if (err == cudaSuccess)
     err = cudaDeviceGetAttribute(&r->cc_major, cudaDevAttrComputeCapabilityMajor, device_index);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&r->cc_minor, cudaDevAttrComputeCapabilityMinor, device_index);
+  if (err == cudaSuccess) {
+    char chosen[32];
+    r->no_code = !code_for_device(device_index, r->cc_major, r->cc_minor, &r->code_arch, chosen,
+                                  sizeof chosen, r->no_code_reason, sizeof r->no_code_reason);
+    if (r->no_code) {
+      r->init_error = cudaErrorNoKernelImageForDevice;
+      return;
+    }
+  }
   if (err == cudaSuccess) err = cudaMalloc((void **)&r->record, sizeof(cuda_error_record));
   if (err == cudaSuccess) err = cudaMemset(r->record, 0, sizeof(cuda_error_record));
   if (err == cudaSuccess)
@@ -252,6 +311,9 @@ apx_status cuda_use_device(cuda_state *st, int device_index) {
     r->created = 1;
   }
   pthread_mutex_unlock(&st->lock);
+  if (r->no_code)
+    return st->svc->set_error(APX_ERR_BACKEND, "cuda: device [%d]: %s", device_index,
+                              r->no_code_reason);
   if (r->init_error != cudaSuccess) return cuda_fail(st, r->init_error, "device setup");
   CUDA_TRY(st, cudaSetDevice(device_index), "cudaSetDevice");
   return APX_OK;

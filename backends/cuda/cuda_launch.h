@@ -30,10 +30,11 @@ static __device__ __forceinline__ void cuda_wait_prerequisites() {
 #endif
 }
 
-/* Can this device take programmatic launches (sm_90 and $APEXX_CUDA_PDL
- * not 0)? */
+/* Can this device take programmatic launches ($APEXX_CUDA_PDL not 0, and
+ * code of sm_90 or later: a cc 9.0 card running compute_80 PTX has no
+ * griddepcontrol in its kernels, so a kernel launched early would not wait)? */
 static inline int cuda_pdl_ok(const cuda_state *st, int device_index) {
-  return st->pdl && st->dev[device_index].cc_major >= 9;
+  return st->pdl && st->dev[device_index].code_arch >= 90;
 }
 
 /* cudaLaunchKernelEx's configuration with the one launch attribute *attr

@@ -33,7 +33,14 @@ struct cuda_device_res {
   cudaMemPool_t pool;
   std::atomic<unsigned> next_slot;
   int sm_count;
-  int cc_major;             /* compute capability (programmatic launches: 9+) */
+  int cc_major, cc_minor;   /* compute capability */
+  /* the arch of the module's code this device runs (major * 10 + minor:
+   * 90 for sm_90, 80 for compute_80 JIT-compiled on an H100): the sm_90
+   * paths (programmatic launches, clusters) need 90 or more, whatever
+   * the card */
+  int code_arch;
+  int no_code;              /* the module has no code this device runs */
+  char no_code_reason[400]; /* why (arch_match.c, or the driver's refusal) */
   std::atomic<uint64_t> in_use_bytes;
   std::atomic<uint64_t> peak_bytes;
 };

@@ -80,7 +80,8 @@ int cuda_ff_tok1(const cuda_ff_frame *f, const cuda_ff_prepared *w) {
 }
 
 int cuda_ff_fused_width(cuda_state *st, int dev, const cuda_ff_frame *f, int64_t t, int64_t K) {
-  if (st->dev[dev].cc_major < 9 || K <= 0 || t <= 0) return 0;
+  /* the cluster kernels are built for sm_90 on (older code: __trap) */
+  if (st->dev[dev].code_arch < 90 || K <= 0 || t <= 0) return 0;
   int optin = 0;
   if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
     (void)cudaGetLastError();

@@ -69,6 +69,13 @@ EXTRA_DIST += $(cuda_backend_sources) $(cuda_backend_headers) $(cuda_ff_headers)
 	build-aux/nvcc-libtool \
 	backends/cuda/apexx-cuda.map
 
+# Which code a device runs from the module's arch list (arch_match.c):
+# plain C, built with or without CUDA so that make check tests it
+# everywhere (tests/test_cuda_arch); the module links it.
+noinst_LTLIBRARIES += backends/cuda/libcudaarch.la
+backends_cuda_libcudaarch_la_SOURCES = backends/cuda/arch_match.c backends/cuda/arch_match.h
+backends_cuda_libcudaarch_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+
 # nvcc flags of the project's own .cu files; NVCCFLAGS is the user's.
 AM_NVCCFLAGS = -O3 -std=c++17 $(NVCC_ARCH_FLAGS) --compiler-options=-fvisibility=hidden \
 	--expt-relaxed-constexpr
@@ -83,7 +90,7 @@ if BUILD_CUDA
 pkglib_LTLIBRARIES += backends/apexx-cuda.la
 backends_apexx_cuda_la_SOURCES = $(cuda_backend_sources) $(cuda_backend_headers) \
 	$(cuda_ff_headers) $(cuda_op_headers)
-backends_apexx_cuda_la_LIBADD = $(CUDA_LIBS)
+backends_apexx_cuda_la_LIBADD = backends/cuda/libcudaarch.la $(CUDA_LIBS)
 # The version script keeps every symbol but the entry local: libtool's
 # -export-symbols-regex alone (-retain-symbols-file for C++) would still
 # export what static archives bring in.

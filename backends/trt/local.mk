@@ -50,7 +50,7 @@ backends_trt_libapexx_trt_plugins_la_CPPFLAGS = $(AM_CPPFLAGS) $(TRT_CPPFLAGS) $
 backends_trt_libapexx_trt_plugins_la_CXXFLAGS = $(AM_CXXFLAGS) -std=c++17 -fvisibility=hidden
 # the cuda backend's objects (its kernels and op functions), shared, not copied
 backends_trt_libapexx_trt_plugins_la_LIBADD = backends/trt/libtrtunits.la \
-	$(cuda_backend_sources:.cu=.lo) $(CUDA_LIBS) $(DL_LIBS)
+	$(cuda_backend_sources:.cu=.lo) backends/cuda/libcudaarch.la $(CUDA_LIBS) $(DL_LIBS)
 # a version script keeps the TensorRT entry points and apexx_trt_* global
 # and everything the cuda objects and the static cudart bring in local
 backends_trt_libapexx_trt_plugins_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared \
