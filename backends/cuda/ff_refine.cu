@@ -230,23 +230,30 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   const unsigned n_out = outside ? outside_blocks(f, sf_threads) : 0;
   /* the row's tokens staged in shared memory where they take 32 KiB at
    * most; the C -> C layer's weights where they take 64 KiB at most (C <=
-   * 128, even: 16-byte copies) */
-  const int stage = K * f->C <= 8192;
-  int wstage = f->C <= 128 && f->C % 2 == 0 ? 1 : 0;
+   * 128, even: 16-byte copies); each only where it fits the device's
+   * shared memory a block (99 KiB on cc 8.6, 8.9 and 12.x, 64 KiB on 7.5;
+   * 1 KiB kept for the static arrays) */
+  int optin = 0;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, f->dev) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    optin = 48 * 1024;
+  }
+  const size_t room = (size_t)optin - 1024;
   const size_t C4 = (size_t)((f->C + 3) / 4 * 4);
-  size_t sf_smem = sizeof(float) * (2 * C4 + sf_threads + 14 * C4 +
-                                    (stage ? (size_t)((K * f->C + 3) / 4 * 4) : 0) +
-                                    (wstage ? (size_t)(f->C * f->C) : 0));
+  size_t sf_smem = sizeof(float) * (2 * C4 + sf_threads + 14 * C4);
+  const size_t stage_bytes = sizeof(float) * (size_t)((K * f->C + 3) / 4 * 4);
+  const int stage = K * f->C <= 8192 && sf_smem + stage_bytes <= room;
+  if (stage) sf_smem += stage_bytes;
+  const size_t w0_bytes = sizeof(float) * (size_t)(f->C * f->C);
+  int wstage = f->C <= 128 && f->C % 2 == 0 && sf_smem + w0_bytes <= room ? 1 : 0;
+  if (wstage) sf_smem += w0_bytes;
   /* the C -> 2C layer's weights too where they fit and the launch has no
    * outside blocks (which get the same shared memory: two a multiprocessor
    * beside level 0's refine) */
-  int optin = 0;
-  if (wstage && n_out == 0 &&
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, f->dev) ==
-          cudaSuccess &&
-      sf_smem + sizeof(float) * 2 * (size_t)(f->C * f->C) + 1024 <= (size_t)optin) {
+  if (wstage && n_out == 0 && sf_smem + 2 * w0_bytes <= room) {
     wstage |= 2;
-    sf_smem += sizeof(float) * 2 * (size_t)(f->C * f->C);
+    sf_smem += 2 * w0_bytes;
   }
   /* the largest dynamic shared memory set so far, a device */
   static int sf_smem_set[CUDA_MAX_DEVICES];
