@@ -3,7 +3,7 @@
 # $(docdir) (apexx.ini, apexx.ini(5) and apexx(7) point there).
 dist_doc_DATA = docs/config.md docs/ops.md docs/report.md docs/ff_infer.md \
 	docs/ff_weights.md docs/python.md docs/reliability.md docs/performance.md \
-	docs/graph.md docs/trt.md docs/architecture.md
+	docs/graph.md docs/trt.md docs/architecture.md docs/gpus.md
 
 # The man pages are made from docs/NAME.in at build time, with the
 # installation directories as make expands them: configure substitutes
