@@ -124,7 +124,13 @@ flag=
 sed -n '/^  backend cuda:/,/^  backend trt:/p' configure.log | sed '$d'
 [ "$only_configure" = 1 ] && exit 0
 # nvcc's --threads: one file's archs compiled in parallel
-make -j"$jobs" NVCCFLAGS="--threads 4" "$@" >build.log 2>&1 || { tail -40 build.log; exit 1; }
+# "all" first, alone: make's all recurses, and a program named beside it
+# would compile the same objects in a second make at the same time
+if [ "$1" = all ]; then
+  shift
+  make -j"$jobs" NVCCFLAGS="--threads 4" all >build.log 2>&1 || { tail -40 build.log; exit 1; }
+fi
+[ $# -eq 0 ] || make -j"$jobs" NVCCFLAGS="--threads 4" "$@" >>build.log 2>&1 || { tail -40 build.log; exit 1; }
 echo "    built in ${SECONDS}s (make -j$jobs, configure included)"
 EOF_BUILD
 export TARBALL=$root/.gpu/src.tar.gz
