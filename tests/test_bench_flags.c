@@ -133,7 +133,7 @@ START_TEST(progress_off_a_terminal) {
   const progress_case *pc = &progress_cases[_i];
   char *dir = bt_tmpdir();
   char *json = bt_path(dir, "r.json");
-  const char *argv[24] = {"--ops", "tilepack", "--backends", "cpu", "--batch", "1",
+  const char *argv[25] = {"--ops", "tilepack", "--backends", "cpu", "--batch", "1",
                           "--channels", "4", "--height", "16", "--width", "16", "--kmax", "2",
                           "--warmup", "1", "--iters", "2", "--repetitions", "1",
                           "--output-json", json};
