@@ -5,7 +5,9 @@
  * defaults 128 128 128 16 f32 50 all-cores (docs/ff_infer.md's default profile).
  * Prints the wall time's p50, min and p90 and the process CPU time of the
  * cheapest frame; APEXX_BENCH_CEILINGS=1 adds the machine's memcpy bandwidth
- * and one core's FMA peak (docs/performance.md). */
+ * and one core's FMA peak (docs/performance.md); APEXX_BENCH_DIGEST=1 adds an
+ * FNV-1a digest of the last frame's heavy, detail and alpha bytes, so that
+ * two builds' outputs can be compared bit for bit. */
 #include "config.h"
 
 #include <stdio.h>
@@ -101,6 +103,14 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* FNV-1a, 64 bits, over a tensor's bytes */
+static uint64_t digest(uint64_t h, const apx_tensor *t) {
+  const unsigned char *p = t->data;
+  for (size_t i = 0; i < (size_t)apx_tensor_numel(t) * apx_dtype_size(t->dtype); i++)
+    h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
 int main(int argc, char **argv) {
   const int64_t C = argc > 1 ? atoll(argv[1]) : 128, H = argc > 2 ? atoll(argv[2]) : 128;
   const int64_t W = argc > 3 ? atoll(argv[3]) : 128, t0 = argc > 4 ? atoll(argv[4]) : 16;
@@ -167,6 +177,10 @@ int main(int argc, char **argv) {
     printf(
         "ceilings: memcpy 16 MiB %.1f GB/s (read+write), one core's fp32 FMA peak %.1f GFLOP/s\n",
         memcpy_gbs(), fma_gflops());
+  if (getenv("APEXX_BENCH_DIGEST"))
+    printf("digest heavy/detail/alpha %016llx\n",
+           (unsigned long long)digest(digest(digest(0xcbf29ce484222325ull, &heavy), &detail),
+                                      &alpha));
   free(ms);
   apx_ff_weights_free(ctx, w);
   apx_close(ctx);

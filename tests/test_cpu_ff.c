@@ -213,12 +213,14 @@ START_TEST(test_film) {
 }
 END_TEST
 
-/* The refine block (steps 5-6) on random tiles: the plain and the AVX2 1x1
- * conv give the same bits, and both stay within the bound of the double
- * loop. Shapes cover the kernel's 16-column strips and its scalar tail. */
+/* The refine block (steps 5-6) on random tiles: the plain, the AVX2 and
+ * (where the CPU has it) the AVX-512 1x1 conv give the same bits, and all
+ * stay within the bound of the double loop. Shapes cover the kernels'
+ * 64- and 16-column strips and their scalar tails. */
 START_TEST(test_refine) {
   tu_rng r = {tu_seed() + 4};
-  static const int64_t shapes[][2] = {{128, 16}, {40, 8}, {5, 4}, {7, 6}, {3, 2}, {2, 1}};
+  static const int64_t shapes[][2] = {{128, 16}, {40, 8}, {5, 4}, {7, 6},
+                                      {9, 10},   {3, 2},  {2, 1}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (int d = 0; d < 3; d++) {
       const apx_dtype dt = dtypes[d];
@@ -240,10 +242,12 @@ START_TEST(test_refine) {
       }
       const int l = (int)(si % 2);
       cpu_ff_refine(&prep->level[l], dt, C, t, tile, gamma, beta, scratch, 0, r0);
-      cpu_ff_refine(&prep->level[l], dt, C, t, tile, gamma, beta, scratch, 1, r1);
-      ck_assert_msg(!memcmp(r0, r1, (size_t)(C * N) * sizeof(float)),
-                    "refine C=%lld t=%lld %s: plain and AVX2 1x1 conv differ", (long long)C,
-                    (long long)t, apx_dtype_name(dt));
+      for (int simd = 1; simd <= cpu_ff_simd(); simd++) {
+        cpu_ff_refine(&prep->level[l], dt, C, t, tile, gamma, beta, scratch, simd, r1);
+        ck_assert_msg(!memcmp(r0, r1, (size_t)(C * N) * sizeof(float)),
+                      "refine C=%lld t=%lld %s: plain and %s 1x1 conv differ", (long long)C,
+                      (long long)t, apx_dtype_name(dt), simd == 2 ? "AVX-512" : "AVX2");
+      }
       ff_ref_refine(&params.level[l], dt, C, t, tile, gamma, beta, want, mag);
       check_close("refine", dt, r0, want, mag, C * N, 0);
       free(tile);
@@ -522,7 +526,7 @@ static apx_status run_backend(const ff_inputs *in, int threads) {
   return s;
 }
 
-/* Run one case: the backend (threads 1 and 2, plain and native 1x1 conv,
+/* Run one case: the backend (threads 1 and 2, portable, AVX2 and native kernels,
  * each on poisoned outputs) equals the composition bit for bit. */
 static void run_case(tu_rng *r, const ff_case *fc, composed *keep) {
   apx_ff_params params = ff_ref_random_params(r, fc->C);
@@ -530,9 +534,9 @@ static void run_case(tu_rng *r, const ff_case *fc, composed *keep) {
   make_inputs(r, fc, &params, &in);
   composed want;
   compose(&params, &in.args, &want);
-  static const char *const isas[] = {"portable", NULL};
+  static const char *const isas[] = {"portable", "avx2", NULL};
   for (int threads = 1; threads <= 2; threads++)
-    for (int isa = 0; isa < 2; isa++) {
+    for (int isa = 0; isa < 3; isa++) {
       use_isa(isas[isa]);
       run_backend(&in, threads);
       check_equal("heavy", &in.heavy, want.heavy);

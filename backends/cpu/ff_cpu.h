@@ -53,7 +53,9 @@ apx_status cpu_ff_prepare(const apx_ff_params *params, apx_dtype dtype, cpu_ff_p
 void cpu_ff_prepared_free(cpu_ff_prepared *prepared);
 
 /* 1 when FiLM and the refine block take their AVX2 instantiation (AVX2,
- * F16C and FMA: the backend's AVX2 level and FMA), else 0. */
+ * F16C and FMA: the backend's AVX2 level and FMA), 2 when the refine
+ * block's 1x1 conv also takes its AVX-512 kernel (the backend's AVX-512
+ * level), else 0. Every caller that tests it for non-zero takes AVX2. */
 int cpu_ff_simd(void);
 
 /* rnd(): round an fp32 value to the frame dtype and back. */
@@ -83,9 +85,9 @@ void cpu_ff_film_run(const cpu_ff_level *lv, apx_dtype dtype, int simd, int64_t 
  * FiLM apply, depthwise 3x3, 1x1 conv, GroupNorm, gated residual; r [C][t*t]
  * gets the rounded result. scratch holds cpu_ff_refine_scratch(C, t)
  * floats. simd: 0 runs the plain 1x1-conv loop (the reading copy), 1 the
- * vectorised kernel (the same bits), which needs a CPU with AVX2, FMA and
- * F16C (the caller checks). r may be tile (it is read before r is
- * written). */
+ * AVX2 kernel, which needs a CPU with AVX2, FMA and F16C, 2 the AVX-512
+ * one, which needs AVX-512F too (the same bits each; the caller checks).
+ * r may be tile (it is read before r is written). */
 size_t cpu_ff_refine_scratch(int64_t channels, int64_t t);
 void cpu_ff_refine(const cpu_ff_level *lv, apx_dtype dtype, int64_t channels, int64_t t,
                    const float *tile, const float *gamma, const float *beta, float *scratch,

@@ -6,9 +6,10 @@
  * instantiation, chosen at run time (cpu_ff_simd).
  *
  * The hot part is the refine block's 1x1 conv, a [2C x C] x [C x t*t]
- * product per tile: pw_plain is the reading copy, pw_avx2 the AVX2+FMA
- * kernel chosen at run time; both evaluate every output as the same fma
- * chain (bias first, then c ascending), so they give the same bits. */
+ * product per tile: pw_plain is the reading copy, pw_avx2 (AVX2+FMA) and
+ * pw_avx512 (AVX-512F) the kernels chosen at run time; all evaluate every
+ * output as the same fma chain (bias first, then c ascending), so they give
+ * the same bits. */
 #include "config.h"
 
 #include <math.h>
@@ -220,6 +221,64 @@ __attribute__((target("avx2,fma"))) static void pw_avx2(const cpu_ff_level *lv, 
     }
   }
 }
+
+/* The same products with AVX-512F: CPU_FF_MR rows by 64 columns (four
+ * 16-lane vectors, 24 accumulators of the 32 registers) per microkernel,
+ * then strips of 16 columns (one vector a row), then the scalar fma chain
+ * for the last N % 16 columns. Every output is still the fma chain bias
+ * first, c ascending: the bits of pw_plain. The loops over the rows and
+ * vectors are unrolled so that GCC keeps the accumulators in registers. */
+#define PW512_ROWS(acc, width, a)                                                              \
+  _Pragma("GCC unroll 8") for (int i = 0; i < CPU_FF_MR; i++) {                                    \
+    const __m512 ai = _mm512_set1_ps((a)[i]);                                                      \
+    _Pragma("GCC unroll 4") for (int v = 0; v < (width); v++)                                      \
+        acc[i][v] = _mm512_fmadd_ps(ai, b[v], acc[i][v]);                                          \
+  }
+
+__attribute__((target("avx512f"))) static void pw_avx512(const cpu_ff_level *lv, int64_t C,
+                                                         int64_t N, const float *d, float *p) {
+  const int64_t rows = 2 * C, blocks = (rows + CPU_FF_MR - 1) / CPU_FF_MR;
+  const int64_t n64 = N - N % 64, n16 = N - N % 16;
+  for (int64_t j0 = 0; j0 < n16;) {
+    const int width = j0 < n64 ? 4 : 1;
+    for (int64_t ob = 0; ob < blocks; ob++) {
+      const int64_t o0 = ob * CPU_FF_MR;
+      const int64_t mr = rows - o0 < CPU_FF_MR ? rows - o0 : CPU_FF_MR;
+      __m512 acc[CPU_FF_MR][4], b[4];
+      _Pragma("GCC unroll 8") for (int i = 0; i < CPU_FF_MR; i++) {
+        const __m512 bias = _mm512_set1_ps(i < mr ? lv->pw_bias[o0 + i] : 0.0f);
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) acc[i][v] = bias;
+      }
+      const float *a = lv->pw_packed + ob * C * CPU_FF_MR, *dc = d + j0;
+      if (width == 4) {
+        for (int64_t c = 0; c < C; c++, dc += N, a += CPU_FF_MR) {
+          _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) b[v] = _mm512_loadu_ps(dc + 16 * v);
+          PW512_ROWS(acc, 4, a)
+        }
+      } else {
+        for (int64_t c = 0; c < C; c++, dc += N, a += CPU_FF_MR) {
+          b[0] = _mm512_loadu_ps(dc);
+          PW512_ROWS(acc, 1, a)
+        }
+      }
+      float *po = p + o0 * N + j0;
+      _Pragma("GCC unroll 8") for (int i = 0; i < CPU_FF_MR; i++)
+          _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) if (i < mr && v < width)
+              _mm512_storeu_ps(po + i * N + 16 * v, acc[i][v]);
+    }
+    j0 += 16 * width;
+  }
+  for (int64_t o = 0; o < rows && n16 < N; o++) {
+    const float *a = lv->pw_packed + (o / CPU_FF_MR) * C * CPU_FF_MR + o % CPU_FF_MR;
+    for (int64_t j = n16; j < N; j++) {
+      float acc = lv->pw_bias[o];
+      for (int64_t c = 0; c < C; c++)
+        acc = fmaf(a[c * CPU_FF_MR], d[c * N + j], acc);
+      p[o * N + j] = acc;
+    }
+  }
+}
+#undef PW512_ROWS
 #endif
 
 size_t cpu_ff_refine_scratch(int64_t channels, int64_t t) {
@@ -298,7 +357,9 @@ refine_body(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, c
   }
   /* 6b. 1x1 conv C -> 2C */
 #if FF_HAVE_X86
-  if (simd)
+  if (simd == 2)
+    pw_avx512(lv, C, N, d, p);
+  else if (simd)
     pw_avx2(lv, C, N, d, p);
   else
 #endif
@@ -354,12 +415,22 @@ refine_avx2(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, c
             const float *gamma, const float *beta, float *scratch, float *r) {
   refine_body(lv, dt, channels, t, tile, gamma, beta, scratch, 1, r);
 }
+
+__attribute__((target("avx512f,avx2,fma,f16c"))) static void
+refine_avx512(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t, const float *tile,
+              const float *gamma, const float *beta, float *scratch, float *r) {
+  refine_body(lv, dt, channels, t, tile, gamma, beta, scratch, 2, r);
+}
 #endif
 
 void cpu_ff_refine(const cpu_ff_level *lv, apx_dtype dt, int64_t channels, int64_t t,
                    const float *tile, const float *gamma, const float *beta, float *scratch,
                    int simd, float *r) {
 #if FF_HAVE_X86
+  if (simd == 2) {
+    refine_avx512(lv, dt, channels, t, tile, gamma, beta, scratch, r);
+    return;
+  }
   if (simd) {
     refine_avx2(lv, dt, channels, t, tile, gamma, beta, scratch, r);
     return;
@@ -384,12 +455,15 @@ float cpu_ff_alpha(const cpu_ff_level *lv, apx_dtype dtype, float bp, float up) 
 }
 
 /* The AVX2 instantiations' requirement: AVX2 and F16C (the backend's AVX2
- * level) and FMA. */
+ * level) and FMA; the AVX-512 1x1 conv's: the backend's AVX-512 level too. */
 int cpu_ff_simd(void) {
 #if FF_HAVE_X86
-  if (cpu_tile_simd_level() >= CPU_SIMD_AVX2) {
+  const cpu_simd_level level = cpu_tile_simd_level();
+  if (level >= CPU_SIMD_AVX2) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("fma");
+    if (!__builtin_cpu_supports("fma"))
+      return 0;
+    return level >= CPU_SIMD_AVX512 ? 2 : 1;
   }
 #endif
   return 0;
