@@ -82,7 +82,7 @@ static int add_output(const entry_def *e, const bench_options *o, bench_case *c,
  * (randn dense and utilities, rand proxies) */
 static int describe_ff(const entry_def *e, const bench_options *o, bench_case *c, char *err,
                        size_t err_size) {
-  const int64_t B = o->batch, C = o->channels, H = o->height, W = o->width;
+  const int64_t B = runner_entry_batch(e, o), C = o->channels, H = o->height, W = o->width;
   const apx_dtype f = o->dtype;
   const int64_t g0 = (H / 16) * (W / 16);
   ADD(c, "dense", GEN_NORMAL, f, B, C, H, W);
@@ -230,6 +230,10 @@ int runner_describe_case(const entry_def *e, const bench_options *o, bench_case 
     break;
   case E_FF_INFER:
   case E_FF_INFER_GRAPH:
+  case E_FF_INFER_B8:
+  case E_FF_INFER_GRAPH_B8:
+  case E_FF_INFER_B32:
+  case E_FF_INFER_GRAPH_B32:
     if (describe_ff(e, o, c, err, err_size) != 0)
       return -1;
     break;

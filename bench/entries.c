@@ -16,40 +16,51 @@
 
 const entry_def runner_entries[E_COUNT] = {
     {E_TILEPACK, "tile_ops", "tilepack", KIND_OP, APX_OP_TILEPACK, "kernel form", "tiles_per_s", 1,
-     0, "tile=$tile"},
+     0, "tile=$tile", 0},
     {E_TILEUNPACK_OVERRIDE, "tile_ops", "tileunpack_override", KIND_OP, APX_OP_TILEUNPACK,
-     "override, ids, levels", "tiles_per_s", 1, 0, ""},
+     "override, ids, levels", "tiles_per_s", 1, 0, "", 0},
     {E_TILEUNPACK_BLEND, "tile_ops", "tileunpack_blend", KIND_OP, APX_OP_TILEUNPACK,
-     "blend alpha 0.5, ids, levels", "tiles_per_s", 0, 0, "mode=blend,blend_alpha=0.5"},
+     "blend alpha 0.5, ids, levels", "tiles_per_s", 0, 0, "mode=blend,blend_alpha=0.5", 0},
     {E_FUSED_PACK_OP_UNPACK, "tile_ops", "fused_pack_op_unpack", KIND_OP,
      APX_OP_FUSED_PACK_OP_UNPACK, "value 1/0, gate 1/0, unique ids", "tiles_per_s", 0, 0,
-     "tile=$tile"},
+     "tile=$tile", 0},
     {E_FUSIONGATE_ALPHA, "tile_ops", "fusiongate_alpha", KIND_OP, APX_OP_FUSIONGATE_ALPHA,
-     "log weights 1/1, bias 0", "elements_per_s", 0, 1, ""},
+     "log weights 1/1, bias 0", "elements_per_s", 0, 1, "", 0},
     {E_FUSIONGATE_FUSE, "tile_ops", "fusiongate_fuse", KIND_OP, APX_OP_FUSIONGATE_FUSE,
-     "out of place", "elements_per_s", 0, 0, ""},
+     "out of place", "elements_per_s", 0, 0, "", 0},
     {E_TILESSM_FORWARD, "tilessm", "tilessm_forward", KIND_OP, APX_OP_TILESSM_SCAN, "forward",
-     "tokens_per_s", 0, 0, ""},
+     "tokens_per_s", 0, 0, "", 0},
     {E_TILESSM_BIDIRECTIONAL, "tilessm", "tilessm_bidirectional", KIND_OP, APX_OP_TILESSM_SCAN,
-     "bidirectional, merge avg", "tokens_per_s", 0, 0, "direction=bidirectional,merge=avg"},
+     "bidirectional, merge avg", "tokens_per_s", 0, 0, "direction=bidirectional,merge=avg", 0},
     {E_GATHER, "indexing", "gather", KIND_OP, APX_OP_GATHER, "dim 0", "elements_per_s", 1, 0,
-     "dim=0"},
+     "dim=0", 0},
     {E_INDEX_SELECT, "indexing", "index_select", KIND_OP, APX_OP_INDEX_SELECT, "rows",
-     "elements_per_s", 1, 0, ""},
+     "elements_per_s", 1, 0, "", 0},
     {E_SCATTER_ADD, "indexing", "scatter_add", KIND_OP, APX_OP_SCATTER_ADD, "dim 0, out of place",
-     "elements_per_s", 0, 0, "dim=0"},
+     "elements_per_s", 0, 0, "dim=0", 0},
     {E_GATHER_BACKWARD, "indexing", "gather_backward", KIND_OP, APX_OP_GATHER_BACKWARD, "dim 0",
-     "elements_per_s", 0, 0, "dim=0"},
+     "elements_per_s", 0, 0, "dim=0", 0},
     {E_FF_INFER, "end_to_end_infer", "ff_infer", KIND_OP, APX_OP_FF_INFER,
-     "eager, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2, FF_SETTINGS},
+     "eager, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2, FF_SETTINGS, 0},
     {E_TRT_TILESSM_PLUGIN, "tensorrt", "tilessm_plugin", KIND_TRT_PLUGIN, APX_OP_TILESSM_SCAN,
-     "forward, fp16, TileSSMScan plugin", "tokens_per_s", 0, 0, ""},
+     "forward, fp16, TileSSMScan plugin", "tokens_per_s", 0, 0, "", 0},
     {E_TRT_ENGINE, "tensorrt", "engine", KIND_TRT_ENGINE, APX_OP_COUNT, "serialized engine",
-     "frames_per_s", 0, 0, NULL},
+     "frames_per_s", 0, 0, NULL, 0},
     {E_FF_INFER_GRAPH, "end_to_end_infer", "ff_infer_graph", KIND_OP, APX_OP_FF_INFER,
-     "graph replay, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2, FF_SETTINGS ",graph_replay=1"},
+     "graph replay, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2, FF_SETTINGS ",graph_replay=1", 0},
     {E_COPY, "reference", "copy", KIND_COPY, APX_OP_COUNT,
-     "features-sized copy on the backend's device (host: memmove)", "elements_per_s", 1, 0, NULL},
+     "features-sized copy on the backend's device (host: memmove)", "elements_per_s", 1, 0, NULL, 0},
+    /* the frame at batches 8 and 32 (docs/report.md, Sections and entries) */
+    {E_FF_INFER_B8, "end_to_end_infer", "ff_infer_b8", KIND_OP, APX_OP_FF_INFER,
+     "eager, B 8, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2, FF_SETTINGS, 8},
+    {E_FF_INFER_GRAPH_B8, "end_to_end_infer", "ff_infer_graph_b8", KIND_OP, APX_OP_FF_INFER,
+     "graph replay, B 8, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2,
+     FF_SETTINGS ",graph_replay=1", 8},
+    {E_FF_INFER_B32, "end_to_end_infer", "ff_infer_b32", KIND_OP, APX_OP_FF_INFER,
+     "eager, B 32, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2, FF_SETTINGS, 32},
+    {E_FF_INFER_GRAPH_B32, "end_to_end_infer", "ff_infer_graph_b32", KIND_OP, APX_OP_FF_INFER,
+     "graph replay, B 32, tiles 16/8, kmax K/2K", "frames_per_s", 0, 2,
+     FF_SETTINGS ",graph_replay=1", 32},
 };
 
 /* reference first: its rows are the same run's copy bandwidth that the
@@ -104,6 +115,14 @@ const char *runner_entry_mode(const entry_def *e, const bench_options *o) {
   if (runner_preset_profile(o) && e->id == E_TILEUNPACK_BLEND)
     return "blend alpha 0.5, ids, no levels";
   return e->mode;
+}
+
+int64_t runner_entry_batch(const entry_def *e, const bench_options *o) {
+  return e->batch > 0 ? e->batch : o->batch;
+}
+
+int runner_entry_replays(const entry_def *e) {
+  return e->settings && strstr(e->settings, "graph_replay=1") != NULL;
 }
 
 int runner_entry_selected(const bench_options *opts, const entry_def *e) {

@@ -114,9 +114,10 @@ static double ff_level_flops(double k, double t, double C, double map_px) {
 
 /* The routing counts of one untimed call (with stats: the cuda backend
  * synchronises for it) and the frame's FLOPs into the row. */
-static void ff_metrics(apx_context *ctx, const bench_options *o, const device_tensors *dev,
-                       const apx_call *call, double p50_ms, cJSON *row) {
-  const int64_t B = o->batch;
+static void ff_metrics(apx_context *ctx, const entry_def *e, const bench_options *o,
+                       const device_tensors *dev, const apx_call *call, double p50_ms,
+                       cJSON *row) {
+  const int64_t B = runner_entry_batch(e, o);
   int64_t *counts = calloc((size_t)(2 * B), sizeof *counts);
   double *spent = calloc((size_t)(2 * B), sizeof *spent);
   if (!counts || !spent) {
@@ -510,7 +511,7 @@ cJSON *runner_measure_row(run_state *rs, const entry_def *e, bench_case *c,
     bench_stats stats;
     row = ok_row(rs, e, c, b, samples, reps, rep_medians, &tm, peak_supported, &stats);
     if (e->op == APX_OP_FF_INFER)
-      ff_metrics(ctx, o, &dev, &call, stats.p50_ms, row);
+      ff_metrics(ctx, e, o, &dev, &call, stats.p50_ms, row);
     row = check_parity(rs, e, c, b, &dev, reference, ref_reason, row);
     if (strcmp(cJSON_GetObjectItemCaseSensitive(row, "status")->valuestring, "ok") == 0)
       *p50_out = stats.p50_ms;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The JSON report of docs/report.md (schema 1.3): the parts
+/* The JSON report of docs/report.md (schema 1.4): the parts
  * known before any op runs (schema_version, suite, run id, timestamp,
  * producer, environment with the machine's identity, config, backends),
  * and the number helper that keeps NaN and infinity out of the file

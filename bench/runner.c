@@ -129,6 +129,8 @@ cJSON *runner_run_all_skipped(run_state *rs, const entry_def *e, const bench_cas
                               const char *reason) {
   cJSON *ej = cJSON_CreateObject();
   cJSON_AddStringToObject(ej, "mode", runner_entry_mode(e, rs->opts));
+  if (e->op == APX_OP_FF_INFER)
+    cJSON_AddNumberToObject(ej, "batch", (double)runner_entry_batch(e, rs->opts));
   cJSON *d = cJSON_AddObjectToObject(ej, "dispatch");
   cJSON_AddNullToObject(d, "backend");
   cJSON_AddStringToObject(d, "reason", reason);
@@ -167,6 +169,17 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
       return runner_run_all_skipped(rs, e, &c,
                                     "profile: the end-to-end path needs height and width "
                                     "divisible by 16 (tile_l0) and kmax <= (H/16)*(W/16)");
+    /* the fixed-batch entries: the profile's bound on a map (--batch's) */
+    const double dense = (double)runner_entry_batch(e, o) * (double)o->channels *
+                         (double)o->height * (double)o->width;
+    if (dense > (double)(INT64_C(1) << 31)) {
+      char why[256];
+      snprintf(why, sizeof why,
+               "profile: batch %lld makes batch*channels*height*width = %.0f exceed 2^31 "
+               "elements",
+               (long long)runner_entry_batch(e, o), dense);
+      return runner_run_all_skipped(rs, e, &c, why);
+    }
   }
 
   /* tensorrt.tilessm_plugin: only the trt backend, and only with a plugin
@@ -211,6 +224,8 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
   if (e->kind != KIND_COPY)
     cJSON_AddStringToObject(ej, "op", apx_op_name(e->op));
   cJSON_AddStringToObject(ej, "mode", runner_entry_mode(e, rs->opts));
+  if (e->op == APX_OP_FF_INFER)
+    cJSON_AddNumberToObject(ej, "batch", (double)runner_entry_batch(e, rs->opts));
   if (runner_generate_case(ctx, rs->opts, e, &c, err, sizeof err) != 0) {
     runner_free_case(ctx, &c);
     cJSON_Delete(ej);
@@ -247,10 +262,13 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
       row = runner_row_skipped("not_selected: excluded by --backends");
     } else if (b->state != APX_BACKEND_OK) {
       row = runner_row_skipped("%s", runner_backend_unusable_reason(b, buf, sizeof buf));
-    } else if (e->id == E_FF_INFER_GRAPH && b->device == APX_DEVICE_HOST) {
+    } else if (runner_entry_replays(e) && b->device == APX_DEVICE_HOST) {
+      /* the eager entry: the name without "_graph" */
+      const char *graph = strstr(e->name, "_graph");
+      const int head = graph ? (int)(graph - e->name) : (int)strlen(e->name);
       row = runner_row_skipped("not_applicable: graph replay replays CUDA graphs; the "
-                               "%s backend runs every call eagerly (the ff_infer row)",
-                               b->name);
+                               "%s backend runs every call eagerly (the %.*s%s row)",
+                               b->name, head, e->name, graph ? graph + 6 : "");
     } else {
       row = runner_measure_row(rs, e, &c, b, have_ref ? &reference : NULL, ref_reason, ej, &p50[i]);
       if (!row) {

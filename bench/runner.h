@@ -32,6 +32,10 @@ typedef enum entry_id {
   E_TRT_ENGINE,
   E_FF_INFER_GRAPH, /* appended: entry ids seed the inputs */
   E_COPY,
+  E_FF_INFER_B8, /* appended: the end-to-end entries at fixed batches */
+  E_FF_INFER_GRAPH_B8,
+  E_FF_INFER_B32,
+  E_FF_INFER_GRAPH_B32,
   E_COUNT
 } entry_id;
 
@@ -56,6 +60,7 @@ typedef struct entry_def {
    * number, an enum value's name, or a profile variable ($tile, $kmax,
    * $2kmax, $b1, $b2); entries.c, runner_plan_call */
   const char *settings;
+  int64_t batch; /* the case's batch, or 0: the profile's (--batch) */
 } entry_def;
 
 #define MAX_TENSORS 8
@@ -131,6 +136,10 @@ int runner_preset_profile(const bench_options *o);
 /* The op's setting as the report states it. */
 const char *runner_entry_mode(const entry_def *e, const bench_options *o);
 int runner_entry_selected(const bench_options *opts, const entry_def *e);
+/* The batch the entry's case runs at: its own, else the profile's. */
+int64_t runner_entry_batch(const entry_def *e, const bench_options *o);
+/* 1 when the entry's call sets graph_replay (its settings say so). */
+int runner_entry_replays(const entry_def *e);
 /* Plan the entry's call (c->plan) for the case's tensors named so far;
  * 0, or -1 with the reason in err (a setting its op does not have, a
  * value out of its kind). */

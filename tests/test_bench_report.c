@@ -24,7 +24,8 @@ static const char *const section_entries[][7] = {
      "fusiongate_alpha", "fusiongate_fuse", NULL},
     {"tilessm_forward", "tilessm_bidirectional", NULL},
     {"gather", "index_select", "scatter_add", "gather_backward", NULL},
-    {"ff_infer", "ff_infer_graph", NULL},
+    {"ff_infer", "ff_infer_graph", "ff_infer_b8", "ff_infer_graph_b8", "ff_infer_b32",
+     "ff_infer_graph_b32", NULL},
     {"tilessm_plugin", "engine", NULL}};
 
 /* One run shared by the schema tests (Check forks per test; the report is
@@ -89,7 +90,7 @@ END_TEST
 START_TEST(top_level_schema) {
   cJSON *r = load_report();
   ck_assert_int_eq((int)bt_get(r, "schema_version.major")->valuedouble, 1);
-  ck_assert_int_eq((int)bt_get(r, "schema_version.minor")->valuedouble, 3);
+  ck_assert_int_eq((int)bt_get(r, "schema_version.minor")->valuedouble, 4);
   ck_assert_str_eq(bt_get(r, "suite")->valuestring, "apexx");
   /* 1.3: a run id, 32 hex digits */
   const cJSON *run_id = bt_get(r, "run_id");
@@ -341,6 +342,63 @@ START_TEST(work_and_bytes_follow_the_profile) {
     snprintf(path, sizeof path, "benchmarks.%s.rows.cpu.bytes_moved", paths[i]);
     ck_assert_msg(bt_get(r, path)->valuedouble == bytes[i], "%s = %g, expected %g",
                   path, bt_get(r, path)->valuedouble, bytes[i]);
+  }
+  cJSON_Delete(r);
+}
+END_TEST
+
+/* 1.4: the frame at batches 1 (the profile's), 8 and 32: each entry states
+ * its batch, its tensors and work are the batch's, the cpu row is ok with
+ * the routing of every batch row (the tiny profile's 2 L0 and 4 L1 tiles
+ * a row, as in every_row_ran_or_was_skipped_with_reason), its bytes the
+ * batch's share of the B=1 frame's and its share of the run's copy; the
+ * graph-replay entries' cpu rows are not applicable. */
+START_TEST(ff_infer_rows_at_batches_1_8_32) {
+  cJSON *r = load_report();
+  static const struct {
+    const char *eager, *graph;
+    double batch;
+  } entries[] = {{"ff_infer", "ff_infer_graph", 1},
+                 {"ff_infer_b8", "ff_infer_graph_b8", 8},
+                 {"ff_infer_b32", "ff_infer_graph_b32", 32}};
+  const double bytes_b1 =
+      bt_get(r, "benchmarks.end_to_end_infer.ff_infer.rows.cpu.bytes_moved")->valuedouble;
+  ck_assert(bytes_b1 > 0);
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+    const double B = entries[i].batch;
+    char path[160];
+    for (int g = 0; g < 2; g++) {
+      const char *name = g ? entries[i].graph : entries[i].eager;
+      snprintf(path, sizeof path, "benchmarks.end_to_end_infer.%s", name);
+      const cJSON *e = bt_get(r, path);
+      ck_assert_msg(cJSON_IsObject(e), "%s missing", path);
+      ck_assert_msg(bt_get(e, "batch")->valuedouble == B, "%s.batch = %g, expected %g", path,
+                    bt_get(e, "batch")->valuedouble, B);
+      ck_assert_str_eq(bt_get(e, "work.throughput")->valuestring, "frames_per_s");
+      ck_assert(bt_get(e, "work.count")->valuedouble == B);
+      const cJSON *dense = bt_get(e, "tensors.dense.shape");
+      ck_assert_int_eq(cJSON_GetArraySize(dense), 4);
+      ck_assert(cJSON_GetArrayItem(dense, 0)->valuedouble == B);
+      ck_assert(cJSON_GetArrayItem(bt_get(e, "tensors.heavy.shape"), 0)->valuedouble == B);
+      const cJSON *row = bt_get(e, "rows.cpu");
+      if (g) {
+        ck_assert_str_eq(bt_get(row, "status")->valuestring, "skipped");
+        ck_assert(strncmp(bt_get(row, "reason")->valuestring, "not_applicable:", 15) == 0);
+        continue;
+      }
+      ck_assert_msg(strcmp(bt_get(row, "status")->valuestring, "ok") == 0, "%s.rows.cpu: %s",
+                    path, bt_get(row, "status")->valuestring);
+      ck_assert(bt_get(row, "selected_l0_per_call")->valuedouble == 2 * B);
+      ck_assert(bt_get(row, "selected_l1_per_call")->valuedouble == 4 * B);
+      ck_assert(bt_get(row, "bytes_moved")->valuedouble == B * bytes_b1);
+      const double fps = bt_get(row, "frames_per_s")->valuedouble;
+      ck_assert(fps > 0);
+      ck_assert_msg(fabs(fps - B / (bt_get(row, "p50_ms")->valuedouble / 1000)) <= 1e-9 * fps,
+                    "%s frames_per_s %g is not B / p50", path, fps);
+      ck_assert(bt_get(row, "gb_per_s")->valuedouble > 0);
+      ck_assert(bt_get(row, "pct_of_copy")->valuedouble > 0);
+      ck_assert(cJSON_IsTrue(bt_get(row, "parity.ok")));
+    }
   }
   cJSON_Delete(r);
 }
@@ -641,6 +699,7 @@ int main(void) {
   tcase_add_test(schema, every_row_ran_or_was_skipped_with_reason);
   tcase_add_test(schema, work_and_bytes_follow_the_profile);
   tcase_add_test(schema, markdown_has_a_table_per_section);
+  tcase_add_test(schema, ff_infer_rows_at_batches_1_8_32);
   suite_add_tcase(s, schema);
   TCase *files = tcase_create("files");
   tcase_set_timeout(files, 30);

@@ -215,7 +215,7 @@ if [ "$slow_op" != none ]; then
   case $slow_op in
   tileunpack) own="tileunpack_override tileunpack_blend" ;;
   tilessm_scan) own="tilessm_forward tilessm_bidirectional" ;;
-  ff_infer) own="ff_infer ff_infer_graph" ;;
+  ff_infer) own="ff_infer ff_infer_graph ff_infer_b8 ff_infer_graph_b8 ff_infer_b32 ff_infer_graph_b32" ;;
   *) own=$slow_op ;;
   esac
   flagged=$(grep '| \*\*regressed\*\* |' "$work/ab-seeded.md" 2>/dev/null |
