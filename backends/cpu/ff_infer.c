@@ -42,8 +42,15 @@ static inline float load_any(apx_dtype dt, const void *p, int64_t i) {
 typedef uint16_t ff_h8 __attribute__((vector_size(16)));
 typedef uint16_t ff_h8u __attribute__((vector_size(16), aligned(2), may_alias));
 
-static inline __attribute__((always_inline)) void v8_from_half(apx_dtype dt, const uint16_t *src,
-                                                               float *dst) {
+static inline __attribute__((always_inline)) void v8_from_half(apx_dtype dt, int hw,
+                                                               const uint16_t *src, float *dst) {
+#if FF_HAVE_X86
+  if (hw && dt == APX_DTYPE_F16) {
+    v8_f16_to_f32_f16c(src, dst);
+    return;
+  }
+#endif
+  (void)hw;
   const ff_u8 h = __builtin_convertvector(*(const ff_h8u *)(const void *)src, ff_u8);
   ff_u8 r;
   if (dt == APX_DTYPE_BF16) {
@@ -59,8 +66,15 @@ static inline __attribute__((always_inline)) void v8_from_half(apx_dtype dt, con
   V8_STORE(dst, (ff_v8)r);
 }
 
-static inline __attribute__((always_inline)) void v8_to_half(apx_dtype dt, const float *src,
+static inline __attribute__((always_inline)) void v8_to_half(apx_dtype dt, int hw, const float *src,
                                                              uint16_t *dst) {
+#if FF_HAVE_X86
+  if (hw && dt == APX_DTYPE_F16) {
+    v8_f32_to_f16_f16c(src, dst);
+    return;
+  }
+#endif
+  (void)hw;
   const ff_u8 u = (ff_u8)V8_LOAD(src);
   ff_u8 r;
   if (dt == APX_DTYPE_BF16) {
@@ -80,9 +94,9 @@ static inline __attribute__((always_inline)) void v8_to_half(apx_dtype dt, const
   *(ff_h8u *)(void *)dst = __builtin_convertvector(r, ff_h8);
 }
 
-/* n elements from p + i into fp32 dst (exact) */
-static inline __attribute__((always_inline)) void load_row(apx_dtype dt, const void *p, int64_t i,
-                                                           int64_t n, float *dst) {
+/* n elements from p + i into fp32 dst (exact; hw: F16C may be used) */
+static inline __attribute__((always_inline)) void load_row(apx_dtype dt, int hw, const void *p,
+                                                           int64_t i, int64_t n, float *dst) {
   if (dt == APX_DTYPE_F32) {
     memcpy(dst, (const float *)p + i, (size_t)n * sizeof(float));
     return;
@@ -90,14 +104,14 @@ static inline __attribute__((always_inline)) void load_row(apx_dtype dt, const v
   const uint16_t *h = (const uint16_t *)p + i;
   int64_t k = 0;
   for (; k + 8 <= n; k += 8)
-    v8_from_half(dt, h + k, dst + k);
+    v8_from_half(dt, hw, h + k, dst + k);
   for (; k < n; k++)
     dst[k] = dt == APX_DTYPE_F16 ? apx_f16_to_f32(h[k]) : apx_bf16_to_f32(h[k]);
 }
 
-/* n fp32 values (already values of dt) into p + i */
-static inline __attribute__((always_inline)) void store_row(apx_dtype dt, void *p, int64_t i,
-                                                            int64_t n, const float *src) {
+/* n fp32 values (already values of dt) into p + i (hw: F16C may be used) */
+static inline __attribute__((always_inline)) void store_row(apx_dtype dt, int hw, void *p,
+                                                            int64_t i, int64_t n, const float *src) {
   if (dt == APX_DTYPE_F32) {
     memcpy((float *)p + i, src, (size_t)n * sizeof(float));
     return;
@@ -105,7 +119,7 @@ static inline __attribute__((always_inline)) void store_row(apx_dtype dt, void *
   uint16_t *h = (uint16_t *)p + i;
   int64_t k = 0;
   for (; k + 8 <= n; k += 8)
-    v8_to_half(dt, src + k, h + k);
+    v8_to_half(dt, hw, src + k, h + k);
   for (; k < n; k++)
     h[k] = dt == APX_DTYPE_F16 ? apx_f32_to_f16(src[k]) : apx_f32_to_bf16(src[k]);
 }
@@ -149,8 +163,8 @@ typedef struct ff_level_run {
 
 /* n fp32 values of dt from p + i (exact) into dst; f32 inline (a tile row
  * is a few dozen bytes: a libc memcpy call per row costs more than it). */
-static inline __attribute__((always_inline)) void load_short(apx_dtype dt, const void *p, int64_t i,
-                                                             int64_t n, float *dst) {
+static inline __attribute__((always_inline)) void load_short(apx_dtype dt, int hw, const void *p,
+                                                             int64_t i, int64_t n, float *dst) {
   if (dt == APX_DTYPE_F32) {
     const float *s = (const float *)p + i;
     int64_t k = 0;
@@ -159,7 +173,7 @@ static inline __attribute__((always_inline)) void load_short(apx_dtype dt, const
     for (; k < n; k++)
       dst[k] = s[k];
   } else {
-    load_row(dt, p, i, n, dst);
+    load_row(dt, hw, p, i, n, dst);
   }
 }
 
@@ -179,7 +193,7 @@ static void pack0_tile(const ff_call *fc, const void *dense, ff_level_run *lr, i
         __builtin_prefetch((const char *)dense +
                            (size_t)(((b * C + c + 2) * H + y0 + y) * W + x0) * esize);
     for (int64_t y = 0; y < t; y++)
-      load_short(dt, dense, ((b * C + c) * H + y0 + y) * W + x0, t, P + c * N + y * t);
+      load_short(dt, 0, dense, ((b * C + c) * H + y0 + y) * W + x0, t, P + c * N + y * t);
   }
   cpu_ff_tokens(dt, P, C, N, lr->tok + i * C);
 }
@@ -215,7 +229,7 @@ pack_l1_tile_body(apx_dtype dt, int hw, const void *dense, int64_t b, int64_t C,
       if (c + 4 < C) /* channels are a page or more apart: fetch ahead */
         __builtin_prefetch((const char *)dense + (size_t)(((b * C + c + 4) * H + Y) * W + x0) *
                                                      (dt == APX_DTYPE_F32 ? 4 : 2));
-      load_short(dt, dense, ((b * C + c) * H + Y) * W + x0, t, h);
+      load_short(dt, hw, dense, ((b * C + c) * H + Y) * W + x0, t, h);
       const float *u = s0 < 0 ? h
                               : l0->P + ((size_t)s0 * (size_t)C + (size_t)c) * (size_t)l0->N +
                                     (Y % t0) * t0 + x0 % t0;
@@ -362,10 +376,10 @@ final_frame_row_body(apx_dtype dt, int hw, const ff_row_src *rs, const void *den
                    (float *)detail + at, W);
     return;
   }
-  load_row(dt, dense, at, W, rb);
+  load_row(dt, hw, dense, at, W, rb);
   final_row_body(dt, hw, rs, rb, a0, a1, rb + W, rb + 2 * W, W);
-  store_row(dt, heavy, at, W, rb + W);
-  store_row(dt, detail, at, W, rb + 2 * W);
+  store_row(dt, hw, heavy, at, W, rb + W);
+  store_row(dt, hw, detail, at, W, rb + 2 * W);
 }
 
 static void final_row_base(apx_dtype dt, const ff_row_src *rs, const void *dense, void *heavy,
@@ -629,7 +643,7 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
             thread_buf, per_thread, row_buf);
   /* alpha of level 1 where a row has L1 tiles, else of level 0 */
   for (int64_t b = 0; b < B; b++)
-    store_row(fc.dt, args->alpha->data, b * HW, HW,
+    store_row(fc.dt, 0, args->alpha->data, b * HW, HW,
               (route.l1_count[b] > 0 ? alpha1 : alpha0) + b * HW);
   apx_ff_stats *stats = args->stats;
   if (stats) {

@@ -93,6 +93,21 @@ __attribute__((target("avx2,f16c"))) static inline void v8_rnd_f16c(ff_v8 *v) {
   memcpy(v, &x, sizeof x);
 }
 #define FF_RND8(dt, hw, p) ((hw) && (dt) == APX_DTYPE_F16 ? v8_rnd_f16c(p) : v8_rnd((dt), (p)))
+
+/* 8 f16 values to fp32 and 8 fp32 values of f16 back, with F16C: exact
+ * both ways (NaN quietened, payload kept: apx_half.h's bits). For the AVX2
+ * instantiations only, as v8_rnd_f16c. */
+__attribute__((target("avx2,f16c"))) static inline void v8_f16_to_f32_f16c(const uint16_t *src,
+                                                                           float *dst) {
+  __m128i h;
+  memcpy(&h, src, sizeof h);
+  _mm256_storeu_ps(dst, _mm256_cvtph_ps(h));
+}
+__attribute__((target("avx2,f16c"))) static inline void v8_f32_to_f16_f16c(const float *src,
+                                                                           uint16_t *dst) {
+  const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src), _MM_FROUND_TO_NEAREST_INT);
+  memcpy(dst, &h, sizeof h);
+}
 #else
 #define FF_RND8(dt, hw, p) v8_rnd((dt), (p))
 #endif
