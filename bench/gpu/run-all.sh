@@ -263,7 +263,8 @@ fi
 
 # 3g. the end-to-end FF path: its GPU suite, under memcheck, the frame
 # timing (bench/gpu/ff_time, eager and graph replay) and apexx-bench's
-# end_to_end_infer rows at the seed profile (cuda beside cpu)
+# end_to_end_infer rows at the seed profile (cuda beside cpu; batches 1, 8
+# and 32: the cpu backend's B=32 rows take the longest, hence 480 s)
 if want ff; then
   step test_cuda_ff 300 env CK_FORK=no ./tests/test_cuda_ff
   tail -3 "$work/test_cuda_ff.log" | sed 's/^/    /' | tee -a "$report"
@@ -275,7 +276,7 @@ if want ff; then
   fi
   step ff_time 120 ./bench/gpu/ff_time 200
   sed 's/^/    /' "$work/ff_time.log" | tee -a "$report"
-  step bench-ff-seed 240 ./bench/apexx-bench --backends cuda,cpu --ops end_to_end_infer \
+  step bench-ff-seed 480 ./bench/apexx-bench --backends cuda,cpu --ops end_to_end_infer \
     --output-json "$work/bench-ff-seed.json" --output-md "$work/bench-ff-seed.md"
   grep -E '^\| ff_' "$work/bench-ff-seed.md" | tee -a "$report"
   cp "$work/bench-ff-seed.md" "$OUT/bench-ff-seed.md"
