@@ -58,3 +58,11 @@ TESTS += tests/test_cuda_arch
 tests_test_cuda_arch_SOURCES = tests/test_cuda_arch.c
 tests_test_cuda_arch_CPPFLAGS = $(APX_TEST_CPPFLAGS)
 tests_test_cuda_arch_LDADD = backends/cuda/libcudaarch.la $(CHECK_LIBS)
+
+# the FF frame's shared memory a block against the device's
+# (backends/cuda/ff_smem.c): no CUDA needed
+check_PROGRAMS += tests/test_cuda_ff_smem
+TESTS += tests/test_cuda_ff_smem
+tests_test_cuda_ff_smem_SOURCES = tests/test_cuda_ff_smem.c
+tests_test_cuda_ff_smem_CPPFLAGS = $(APX_TEST_CPPFLAGS)
+tests_test_cuda_ff_smem_LDADD = backends/cuda/libcudaarch.la $(CHECK_LIBS)

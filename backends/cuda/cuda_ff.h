@@ -8,12 +8,11 @@
 #include <apexx/ff_backend.h>
 
 #include "cuda_backend.h"
+#include "ff_smem.h"
 
 /* Largest channel count the kernels take (shared-memory staging of a
  * token's C values and of a pixel chunk's C depthwise outputs). */
 #define CUDA_FF_MAX_C 1024
-/* Pixels of a tile one refine block handles. */
-#define CUDA_FF_CHUNK 32
 /* Largest L0 grid the routing block sorts in shared memory. */
 #define CUDA_FF_MAX_G0 16384
 

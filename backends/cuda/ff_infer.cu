@@ -545,6 +545,23 @@ int cuda_ff_supports(cuda_state *st, const apx_ff_infer_args *a, apx_pass_over_c
                CUDA_FF_MAX_G0, (long long)G0);
       return 0;
     }
+    /* the kernels without a smaller form against the device's shared
+     * memory a block (64 KiB on cc 7.5, 99 KiB on 8.6, 8.9 and 12.x) */
+    const int dev = a->dense->device_index;
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      return 1; /* the call reports the device's error */
+    }
+    int64_t k0 = 0, parents = 0;
+    apx_ff_walk_counts(a, &k0, &parents);
+    char why[300];
+    if (!cuda_ff_smem_fits(channels, G0, k0, parents, (size_t)optin, why, sizeof why)) {
+      *code = APX_PASS_OP_UNSUPPORTED;
+      snprintf(reason, reason_size, "op_unsupported:cuda ff_infer on device %d: %s", dev, why);
+      return 0;
+    }
   }
   return 1;
 }

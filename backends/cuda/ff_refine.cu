@@ -225,8 +225,7 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   }
   /* about four threads an output of the C -> C layer, two of the C -> 2C
    * one (FF_SF_THREADS at most) */
-  int64_t sf = (4 * f->C + 31) / 32 * 32;
-  unsigned sf_threads = (unsigned)(sf < 64 ? 64 : sf > FF_SF_THREADS ? FF_SF_THREADS : sf);
+  const unsigned sf_threads = cuda_ff_sf_threads(f->C);
   const unsigned n_out = outside ? outside_blocks(f, sf_threads) : 0;
   /* the row's tokens staged in shared memory where they take 32 KiB at
    * most; the C -> C layer's weights where they take 64 KiB at most (C <=
@@ -239,9 +238,8 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
     (void)cudaGetLastError();
     optin = 48 * 1024;
   }
-  const size_t room = (size_t)optin - 1024;
-  const size_t C4 = (size_t)((f->C + 3) / 4 * 4);
-  size_t sf_smem = sizeof(float) * (2 * C4 + sf_threads + 14 * C4);
+  const size_t room = cuda_ff_smem_room((size_t)optin);
+  size_t sf_smem = cuda_ff_sf_smem_bytes(f->C);
   const size_t stage_bytes = sizeof(float) * (size_t)((K * f->C + 3) / 4 * 4);
   const int stage = K * f->C <= 8192 && sf_smem + stage_bytes <= room;
   if (stage) sf_smem += stage_bytes;
@@ -307,7 +305,7 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   if (cw == 16 && t == 8) return launch_fused<T, 16, 8>(st, f->dev, s, Xt, g, lv, sc->film, a);
   if (cw == 16) return launch_fused<T, 16, 0>(st, f->dev, s, Xt, g, lv, sc->film, a);
   const int64_t tt = t * t, nch = (tt + CUDA_FF_CHUNK - 1) / CUDA_FF_CHUNK;
-  size_t smem = sizeof(float) * (size_t)f->C * CUDA_FF_CHUNK;
+  const size_t smem = cuda_ff_conv_smem_bytes(f->C);
   if (smem > 40 * 1024) /* with the static shared memory, over the default 48 KiB */
     CUDA_TRY(st, cudaFuncSetAttribute(ff_conv_kernel<T>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),

@@ -34,9 +34,6 @@ struct ff_outside_args {
                 routing is complete): they skip the wait */
 };
 
-/* The scan + FiLM kernel's threads at most (ff_scan_film_kernel) */
-#define FF_SF_THREADS 512
-
 /* The two-kernel refine's register tile (ff_conv_kernel) */
 #define FF_TO 8 /* outputs a thread */
 #define FF_TP 4 /* pixels a thread */

@@ -309,10 +309,7 @@ FF_TL_HOST(cuda_ff_tl_route)
 #endif
 
 size_t cuda_ff_route_smem(const cuda_ff_frame *f) {
-  const int64_t nk = f->K0 > 4 * f->P ? f->K0 : 4 * f->P;
-  return sizeof(double) * (size_t)(f->G0 + f->K0) +
-         sizeof(int) * (size_t)(f->K0 + 4 * f->P + nk) +
-         (f->G0 <= 4096 ? sizeof(float) * (size_t)f->G0 : 0);
+  return cuda_ff_route_smem_bytes(f->G0, f->K0, f->P);
 }
 
 template <typename T>

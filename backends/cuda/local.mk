@@ -69,11 +69,13 @@ EXTRA_DIST += $(cuda_backend_sources) $(cuda_backend_headers) $(cuda_ff_headers)
 	build-aux/nvcc-libtool \
 	backends/cuda/apexx-cuda.map
 
-# Which code a device runs from the module's arch list (arch_match.c):
-# plain C, built with or without CUDA so that make check tests it
-# everywhere (tests/test_cuda_arch); the module links it.
+# Which code a device runs from the module's arch list (arch_match.c) and
+# the FF frame's shared memory against the device's (ff_smem.c): plain C,
+# built with or without CUDA so that make check tests them everywhere
+# (tests/test_cuda_arch, tests/test_cuda_ff_smem); the module links them.
 noinst_LTLIBRARIES += backends/cuda/libcudaarch.la
-backends_cuda_libcudaarch_la_SOURCES = backends/cuda/arch_match.c backends/cuda/arch_match.h
+backends_cuda_libcudaarch_la_SOURCES = backends/cuda/arch_match.c backends/cuda/arch_match.h \
+	backends/cuda/ff_smem.c backends/cuda/ff_smem.h
 backends_cuda_libcudaarch_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 
 # nvcc flags of the project's own .cu files; NVCCFLAGS is the user's.
