@@ -2,12 +2,14 @@
 /* cpu tilepack_backward, docs/ops.md, tilepack_backward: grad_features =
  * zeros, then grad_out[b,k] added onto tile idx[b,k] for k = 0 .. K-1.
  *
- * Each (b, c, tile id) of grad_features is one work item that owns its
- * pixels: it sums, per pixel in fp32 from zero, the packed gradients of the
- * k that name its id, in ascending k (a list per (b, id) built first), and
- * rounds once. Items write disjoint memory, so the result is the same for
+ * Each (b, c, row of tiles) of grad_features is one work item that owns
+ * its pixels, written row by row: a pixel of a tile no k names is zero; a
+ * named one is the sum in fp32 from zero of the packed gradients of the k
+ * that name its id, in ascending k (a list per (b, id) built first),
+ * rounded once. Items write disjoint memory, so the result is the same for
  * any thread count. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu.h"
 
@@ -51,21 +53,31 @@ apx_status cpu_tilepack_backward(void *state, const apx_tilepack_backward_args *
     }
 
   const apx_dtype dt = g->dtype;
-  const int64_t items = batch * channels * tiles;
+  const size_t es = apx_backend_dtype_size(dt);
+  const int64_t grid_h = height / t, rows = batch * channels * grid_h;
   const int team = cpu_team_size(st, apx_backend_numel(gf));
   (void)team;
   CPU_OMP_FOR(team, apx_backend_numel(gf))
-  for (int64_t item = 0; item < items; item++) {
-    const int64_t id = item % tiles, bc = item / tiles;
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t gy = r % grid_h, bc = r / grid_h;
     const int64_t b = bc / channels, c = bc % channels;
-    const int64_t y0 = (id / grid_w) * t, x0 = (id % grid_w) * t;
-    for (int64_t dy = 0; dy < t; dy++)
-      for (int64_t dx = 0; dx < t; dx++) {
-        float sum = 0.0f;
-        for (int64_t k = first[b * tiles + id]; k >= 0; k = next[b * k_count + k])
-          sum += cpu_load_float(dt, g->data, (((b * k_count + k) * channels + c) * t + dy) * t + dx);
-        cpu_store_float(dt, gf->data, (bc * height + y0 + dy) * width + x0 + dx, sum);
+    for (int64_t dy = 0; dy < t; dy++) {
+      const int64_t row0 = (bc * height + gy * t + dy) * width;
+      for (int64_t gx = 0; gx < grid_w; gx++) {
+        const int64_t k0 = first[b * tiles + gy * grid_w + gx], at = row0 + gx * t;
+        if (k0 < 0) { /* +0.0 is all zero bits in every float dtype */
+          memset((char *)gf->data + (size_t)at * es, 0, (size_t)t * es);
+          continue;
+        }
+        for (int64_t dx = 0; dx < t; dx++) {
+          float sum = 0.0f;
+          for (int64_t k = k0; k >= 0; k = next[b * k_count + k])
+            sum += cpu_load_float(dt, g->data,
+                                  (((b * k_count + k) * channels + c) * t + dy) * t + dx);
+          cpu_store_float(dt, gf->data, at + dx, sum);
+        }
       }
+    }
   }
   free(first);
   free(last);

@@ -294,6 +294,13 @@ if want python; then
     "$srcdir/bench/peers/torch_ff.py" --device cuda --dtype f16 --iters 100 \
     --json "$work/torch_ff.json"
   sed 's/^/    /' "$work/torch_ff.log" | tee -a "$report"
+  # the backward ops beside torch autograd of the same math (issue 27)
+  for prof in large seed; do
+    step "torch_backward_$prof" 300 env PYTHONPATH=/tmp/apexx-py PYTHONUNBUFFERED=1 \
+      "${pyt:-python3}" "$srcdir/bench/peers/torch_backward.py" --device cuda --profile "$prof" \
+      --iters 10 --json "$work/torch_backward_$prof.json"
+    grep '^|' "$work/torch_backward_$prof.log" | tee -a "$report"
+  done
 fi
 
 # 4. apexx-bench at the default profile, cuda beside cpu, with parity
