@@ -81,18 +81,27 @@ static void row_weights(const apx_tileunpack_backward_args *args, int64_t b, int
 }
 
 /* dst[i] = src[i] * w[i] (blend), or src[i] where w[i] is 1 and 0 where it
- * is 0 (override: a copy, bit for bit, or a zero). */
+ * is 0 (override: a copy, bit for bit, or a zero, a run of equal weights at
+ * a time). */
 static void weigh(apx_dtype dt, int blend, const void *src, int64_t src_at, void *dst,
                   int64_t dst_at, const float *w, int64_t n) {
-  const size_t es = apx_backend_dtype_size(dt);
-  for (int64_t i = 0; i < n; i++) {
-    if (blend)
+  if (blend) {
+    for (int64_t i = 0; i < n; i++)
       cpu_store_float(dt, dst, dst_at + i, cpu_load_float(dt, src, src_at + i) * w[i]);
-    else if (w[i] != 0.0f)
-      memcpy((char *)dst + (size_t)(dst_at + i) * es, (const char *)src + (size_t)(src_at + i) * es,
-             es);
+    return;
+  }
+  const size_t es = apx_backend_dtype_size(dt);
+  for (int64_t i = 0; i < n;) {
+    const int keep = w[i] != 0.0f;
+    int64_t j = i + 1;
+    while (j < n && (w[j] != 0.0f) == keep)
+      j++;
+    char *d = (char *)dst + (size_t)(dst_at + i) * es;
+    if (keep)
+      memcpy(d, (const char *)src + (size_t)(src_at + i) * es, (size_t)(j - i) * es);
     else
-      memset((char *)dst + (size_t)(dst_at + i) * es, 0, es);
+      memset(d, 0, (size_t)(j - i) * es);
+    i = j;
   }
 }
 
