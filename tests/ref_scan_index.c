@@ -164,13 +164,18 @@ void ref_gather(const apx_gather_args *a) {
   }
 }
 
+/* Each element of out from its coordinates, the one at dim through index. */
 void ref_index_select(const apx_index_select_args *a) {
-  int64_t N = a->index->shape[0], D = a->src->shape[1];
-  size_t es = apx_dtype_size(a->src->dtype);
-  for (int64_t i = 0; i < N; i++)
-    for (int64_t j = 0; j < D; j++)
-      memcpy((char *)a->out->data + (size_t)(i * D + j) * es,
-             (const char *)a->src->data + (size_t)(get_index(a->index, i) * D + j) * es, es);
+  const int dim = a->dim < 0 ? a->dim + a->src->ndim : a->dim;
+  const int64_t n = apx_tensor_numel(a->out);
+  const size_t es = apx_dtype_size(a->src->dtype);
+  int64_t coord[APX_MAX_DIMS];
+  for (int64_t p = 0; p < n; p++) {
+    coords_of(a->out, p, coord);
+    coord[dim] = get_index(a->index, coord[dim]);
+    memcpy((char *)a->out->data + (size_t)p * es,
+           (const char *)a->src->data + (size_t)offset_of(a->src, coord) * es, es);
+  }
 }
 
 /* out = (self or zeros) + src at index along dim. */

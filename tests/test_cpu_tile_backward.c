@@ -425,6 +425,69 @@ START_TEST(index_select_backward_parity) {
 }
 END_TEST
 
+/* docs/ops.md, index_select_backward along any dim of an ndim 1..4 grad_src,
+ * dim from either end: each grad_out element added at its coordinates with
+ * the one at dim through index, in doubles. */
+START_TEST(index_select_backward_any_dim) {
+  static const apx_dtype dtypes[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16, APX_DTYPE_I32,
+                                     APX_DTYPE_I64};
+  tu_rng r = {tu_seed() + 983u};
+  for (int n = 0; n < 60; n++) {
+    const apx_dtype dt = dtypes[n % 5];
+    const int is_int = dt == APX_DTYPE_I32 || dt == APX_DTYPE_I64;
+    const int ndim = (int)tu_int(&r, 1, 4), dim = (int)tu_int(&r, 0, ndim - 1);
+    int64_t src_shape[4], out_shape[4];
+    for (int d = 0; d < ndim; d++)
+      src_shape[d] = tu_int(&r, 1, 5);
+    const int64_t N = tu_int(&r, 0, 9);
+    memcpy(out_shape, src_shape, sizeof src_shape);
+    out_shape[dim] = N;
+    apx_tensor g = tu_host(dt, ndim, out_shape), gs = tu_host(dt, ndim, src_shape);
+    apx_tensor index = tu_host1(n % 2 ? APX_DTYPE_I64 : APX_DTYPE_I32, N);
+    if (is_int)
+      tu_fill_int(&r, &g, -1000, 1000);
+    else
+      tu_fill_normal(&r, &g);
+    for (int64_t i = 0; i < N; i++)
+      set_index(&index, i, tu_int(&r, 0, src_shape[dim] - 1));
+    apx_index_select_backward_args a = APX_INDEX_SELECT_BACKWARD_ARGS_INIT;
+    a.grad_out = &g;
+    a.index = &index;
+    a.grad_src = &gs;
+    a.dim = n % 3 == 0 ? dim - ndim : dim;
+    const apx_tensor *outs[] = {&gs};
+    run_deterministic(call_index_select_backward, &a, outs, 1, "index_select_backward");
+    const int64_t numel_g = apx_tensor_numel(&g), numel_gs = apx_tensor_numel(&gs);
+    double *truth = calloc((size_t)numel_gs + 1, sizeof(double));
+    double *mag = calloc((size_t)numel_gs + 1, sizeof(double));
+    for (int64_t p = 0; p < numel_g; p++) {
+      int64_t coord[4], rest = p, at = 0;
+      for (int d = ndim - 1; d >= 0; d--) {
+        coord[d] = rest % out_shape[d];
+        rest /= out_shape[d];
+      }
+      coord[dim] = get_index(&index, coord[dim]);
+      for (int d = 0; d < ndim; d++)
+        at = at * src_shape[d] + coord[d];
+      truth[at] += tu_get(&g, p);
+      mag[at] += fabs(tu_get(&g, p));
+    }
+    if (is_int) {
+      for (int64_t i = 0; i < numel_gs; i++)
+        ck_assert_msg(tu_get(&gs, i) == truth[i], "index_select_backward int ndim %d dim %d [%lld]",
+                      ndim, a.dim, (long long)i);
+    } else {
+      expect_close(&gs, truth, mag, 0, "index_select_backward any dim");
+    }
+    free(truth);
+    free(mag);
+    tu_free(&g);
+    tu_free(&index);
+    tu_free(&gs);
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("cpu_tile_backward");
   TCase *tc = tcase_create("parity");
@@ -434,6 +497,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, fused_backward_parity, 0, 3);
   tcase_add_test(tc, fused_backward_in_place_repeat);
   tcase_add_loop_test(tc, index_select_backward_parity, 0, 3);
+  tcase_add_test(tc, index_select_backward_any_dim);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -84,12 +84,48 @@ static void index_select_case(apx_dtype dt, apx_dtype it, int64_t M, int64_t D, 
   tu_free(&want);
 }
 
+/* Along dim of an ndim src (docs/ops.md, index_select). */
+static void index_select_nd_case(apx_dtype dt, apx_dtype it, int ndim, const int64_t *src_shape,
+                                 int dim, int64_t N) {
+  char what[160];
+  snprintf(what, sizeof what, "index_select %s/%s ndim %d dim %d N%lld", apx_dtype_name(dt),
+           apx_dtype_name(it), ndim, dim, (long long)N);
+  const int d = dim < 0 ? dim + ndim : dim;
+  int64_t out_shape[APX_MAX_DIMS];
+  memcpy(out_shape, src_shape, (size_t)ndim * sizeof(int64_t));
+  out_shape[d] = N;
+  apx_tensor src = tu_host(dt, ndim, src_shape), index = tu_host1(it, N);
+  apx_tensor want = tu_host(dt, ndim, out_shape);
+  fill_data(&src);
+  tu_fill_int(&rng, &index, 0, src_shape[d] - 1);
+  apx_index_select_args a = APX_INDEX_SELECT_ARGS_INIT;
+  a.src = &src;
+  a.index = &index;
+  a.out = &want;
+  a.dim = dim;
+  cc_case c = {what, APX_OP_INDEX_SELECT, &a, {&a.src, &a.index}, {&a.out}, -1, 0};
+  apx_tensor got[CC_MAX_OUTPUTS];
+  cc_run(&c, got);
+  expect_exact(&got[0], &want, what);
+  tu_free(&got[0]);
+  tu_free(&src);
+  tu_free(&index);
+  tu_free(&want);
+}
+
 START_TEST(test_index_select) {
   for (int d = 0; d < 5; d++)
     for (int i = 0; i < 2; i++) {
       index_select_case(data_dtypes[d], index_dtypes[i], 13, 3, 21);
       index_select_case(data_dtypes[d], index_dtypes[i], 64, 256, 100);
       index_select_case(data_dtypes[d], index_dtypes[i], 5, 9, 0);
+      const int64_t s3[3] = {4, 6, 5}, s4[4] = {3, 2, 7, 33}, s1[1] = {17};
+      index_select_nd_case(data_dtypes[d], index_dtypes[i], 3, s3, 1, 11);
+      index_select_nd_case(data_dtypes[d], index_dtypes[i], 3, s3, -1, 8);
+      index_select_nd_case(data_dtypes[d], index_dtypes[i], 4, s4, 2, 9);
+      index_select_nd_case(data_dtypes[d], index_dtypes[i], 4, s4, -1, 40);
+      index_select_nd_case(data_dtypes[d], index_dtypes[i], 1, s1, 0, 30);
+      index_select_nd_case(data_dtypes[d], index_dtypes[i], 3, s3, 2, 0);
     }
 }
 END_TEST

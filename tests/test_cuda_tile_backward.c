@@ -120,9 +120,39 @@ static void index_select_backward_case(apx_dtype dt, apx_dtype it, int64_t M, in
   tu_free(&want);
 }
 
+/* Along dim of an ndim grad_src [.., M at dim, ..]. */
+static void index_select_backward_nd_case(apx_dtype dt, apx_dtype it, int ndim,
+                                          const int64_t *src_shape, int dim, int64_t N) {
+  char what[160];
+  snprintf(what, sizeof what, "index_select_backward %s/%s ndim %d dim %d N%lld",
+           apx_dtype_name(dt), apx_dtype_name(it), ndim, dim, (long long)N);
+  const int d = dim < 0 ? dim + ndim : dim;
+  int64_t out_shape[APX_MAX_DIMS];
+  memcpy(out_shape, src_shape, (size_t)ndim * sizeof(int64_t));
+  out_shape[d] = N;
+  apx_tensor g = tu_host(dt, ndim, out_shape), index = tu_host1(it, N);
+  apx_tensor want = tu_host(dt, ndim, src_shape);
+  fill_data(&g);
+  tu_fill_int(&rng, &index, 0, src_shape[d] - 1);
+  apx_index_select_backward_args a = APX_INDEX_SELECT_BACKWARD_ARGS_INIT;
+  a.grad_out = &g;
+  a.index = &index;
+  a.grad_src = &want;
+  a.dim = dim;
+  run_exact(what, APX_OP_INDEX_SELECT_BACKWARD, &a, &a.grad_out, &a.index, &a.grad_src, &want);
+  tu_free(&g);
+  tu_free(&index);
+  tu_free(&want);
+}
+
 START_TEST(test_index_select_backward) {
   for (int d = 0; d < 5; d++)
     for (int i = 0; i < 2; i++) {
+      const int64_t s3[3] = {4, 6, 5}, s4[4] = {3, 2, 7, 33};
+      index_select_backward_nd_case(data_dtypes[d], index_dtypes[i], 3, s3, 1, 20);
+      index_select_backward_nd_case(data_dtypes[d], index_dtypes[i], 3, s3, -1, 9);
+      index_select_backward_nd_case(data_dtypes[d], index_dtypes[i], 4, s4, 2, 15);
+      index_select_backward_nd_case(data_dtypes[d], index_dtypes[i], 4, s4, 0, 0);
       index_select_backward_case(data_dtypes[d], index_dtypes[i], 13, 3, 21);
       index_select_backward_case(data_dtypes[d], index_dtypes[i], 64, 256, 1000);
       index_select_backward_case(data_dtypes[d], index_dtypes[i], 1, 5, 300);

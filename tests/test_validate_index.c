@@ -181,10 +181,18 @@ START_TEST(test_index_select_shapes) {
   apx_tensor ss, *src = view_of(&c, "src", &ss);
   src->ndim = 3;
   src->shape[2] = 1;
-  vt_expect_invalid(&c, "index_select: src must be [M,D], got ndim [3]");
-  src->ndim = 1;
-  vt_expect_invalid(&c, "src must be [M,D], got ndim [1]");
+  vt_expect_invalid(&c, "index_select: out has shape [7,4], expected [7,4,1]",
+                    "src's shape with N at dim");
+  src->ndim = 0;
+  vt_expect_invalid(&c, "index_select: src must have at least 1 dimension, got ndim [0]");
   restore(&c, "src");
+  c.args.index_select.dim = 2;
+  vt_expect_invalid(&c, "index_select: dim = [2] is outside [-2, 1] for ndim [2]");
+  c.args.index_select.dim = -3;
+  vt_expect_invalid(&c, "dim = [-3] is outside [-2, 1] for ndim [2]");
+  c.args.index_select.dim = -2; /* dim 0 from the end: valid as given */
+  vt_expect_valid(&c);
+  c.args.index_select.dim = 0;
   apx_tensor si, *index = view_of(&c, "index", &si);
   index->ndim = 2;
   index->shape[1] = 1;
@@ -222,6 +230,28 @@ START_TEST(test_index_select_values) {
                                   (long long)pos, (long long)bad[b]));
         tu_set(index, pos, saved);
       }
+    vt_free(&c);
+  }
+  /* dim 1 (also as -1): src [5,4] -> out [5,7], values in [0, 3] naming
+   * src.shape[1] */
+  for (int from_end = 0; from_end < 2; from_end++) {
+    vt_case c;
+    vt_make(&c, APX_OP_INDEX_SELECT, APX_DTYPE_I32, APX_DTYPE_I64);
+    apx_tensor out = OWNED(APX_DTYPE_I32, 5, 7);
+    vt_set(&c, "out", &out);
+    c.args.index_select.dim = from_end ? -1 : 1;
+    apx_tensor *index = vt_tensor(&c, "index");
+    for (int64_t pos = 0; pos < 7; pos++)
+      tu_set(index, pos, (double)(pos % 4));
+    vt_expect_valid(&c);
+    tu_set(index, 2, 4);
+    vt_expect_invalid(&c, "index_select: index[2] = [4] is outside [0, 3] (src.shape[1] = [4])");
+    tu_set(index, 2, 2);
+    apx_tensor wrong = OWNED(APX_DTYPE_I32, 7, 4);
+    vt_set(&c, "out", &wrong);
+    vt_expect_invalid(&c, "out has shape [7,4], expected [5,7]");
+    tu_free(&wrong);
+    tu_free(&out);
     vt_free(&c);
   }
   /* empty index -> [0,D] */

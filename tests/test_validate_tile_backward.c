@@ -147,15 +147,42 @@ START_TEST(test_index_select_backward_rules) {
   vt_make(&c, APX_OP_INDEX_SELECT_BACKWARD, APX_DTYPE_F32, APX_DTYPE_I64);
   apx_tensor gs = OWNED(APX_DTYPE_F32, 5, 3);
   vt_set(&c, "grad_src", &gs);
-  vt_expect_invalid(&c, "grad_src.shape[1] = [3]", "row length D");
+  vt_expect_invalid(&c, "grad_src.shape[1] = [3]", "extent off dim");
   tu_free(&gs);
   vt_free(&c);
+
+  /* along dim 1 (and -1): grad_out [5,7] is N = 7 at dim 1 of grad_src [5,4] */
+  for (int from_end = 0; from_end < 2; from_end++) {
+    vt_make(&c, APX_OP_INDEX_SELECT_BACKWARD, APX_DTYPE_F32, APX_DTYPE_I64);
+    apx_tensor g1 = vt_tensor_like(APX_DTYPE_F32, 2, (int64_t[]){5, 7}, 0, 0);
+    apx_tensor gs1 = OWNED(APX_DTYPE_F32, 5, 4);
+    vt_set(&c, "grad_out", &g1);
+    vt_set(&c, "grad_src", &gs1);
+    c.args.index_select_backward.dim = from_end ? -1 : 1;
+    apx_tensor *idx1 = vt_tensor(&c, "index");
+    for (int64_t pos = 0; pos < 7; pos++)
+      tu_set(idx1, pos, (double)(pos % 4));
+    vt_expect_valid(&c);
+    tu_set(idx1, 3, 4);
+    vt_expect_invalid(&c, "index_select_backward: index[3] = [4] is outside [0, 3]",
+                      "grad_src.shape[1] = [4]");
+    tu_set(idx1, 3, 3);
+    apx_tensor gs3 = OWNED(APX_DTYPE_F32, 5, 4, 1);
+    vt_set(&c, "grad_src", &gs3);
+    vt_expect_invalid(&c, "grad_src has ndim [3] but grad_out has ndim [2]");
+    c.args.index_select_backward.dim = 2;
+    vt_expect_invalid(&c, "index_select_backward: dim = [2] is outside [-2, 1] for ndim [2]");
+    tu_free(&gs3);
+    tu_free(&gs1);
+    tu_free(&g1);
+    vt_free(&c);
+  }
 
   vt_make(&c, APX_OP_INDEX_SELECT_BACKWARD, APX_DTYPE_F32, APX_DTYPE_I64);
   apx_tensor index = *vt_tensor(&c, "index");
   index.shape[0] = 6;
   vt_set(&c, "index", &index);
-  vt_expect_invalid(&c, "index.shape[0] = [6]", "rows N");
+  vt_expect_invalid(&c, "index.shape[0] = [6]", "N, the extent at dim");
   vt_free(&c);
 
   vt_make(&c, APX_OP_INDEX_SELECT_BACKWARD, APX_DTYPE_I32, APX_DTYPE_I32);

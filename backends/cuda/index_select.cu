@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* index_select on CUDA (docs/ops.md, index_select): out[i, :] =
- * src[index[i], :]. A pure copy of any dtype (bit-exact), in the widest
+/* index_select on CUDA (docs/ops.md, index_select): src viewed as [outer, M,
+ * inner] around dim, out as [outer, N, inner]; out row (o, i) = src row (o,
+ * index[i]), rows of inner elements. A pure copy of any dtype (bit-exact), in the widest
  * unit (16, 8, 4 or 2 bytes) that divides a row and both base addresses.
  * The output is never aliased, so with validate=device the kernel checks
  * the index values it reads itself (cuda_check_own); eager's pre-pass has
@@ -8,7 +9,7 @@
 #include "cuda_backend.h"
 
 struct index_select_geometry {
-  int64_t N, M, row_bytes;
+  int64_t outer, N, M, row_bytes;
   unsigned unit;
   int64_t units_per_row, work;
   int fast;                 /* work < 2^31: rows by fast division */
@@ -16,13 +17,13 @@ struct index_select_geometry {
   cuda_geom launch;
 };
 
-/* Work items (out row, unit of the row) flattened, UNROLL a thread spaced
+/* Work items (out row of the outer * N, unit of the row) flattened, UNROLL a thread spaced
  * one block apart, so that a warp's items at each step are consecutive
  * units (one row, or the end of one and the start of the next): every
  * thread issues its index loads, then its source loads, then its stores,
  * UNROLL copy chains in flight. ic.record (validate=device): index values
  * are clamped into range for the loads, and each warp publishes the least
- * out row whose value is bad. */
+ * index position whose value is bad. */
 #define INDEX_SELECT_THREADS 256
 
 template <typename U, typename I, int UNROLL>
@@ -35,7 +36,7 @@ __global__ void __launch_bounds__(INDEX_SELECT_THREADS)
   const int64_t span = (int64_t)blockDim.x * UNROLL;
   for (int64_t w0 = (int64_t)blockIdx.x * span + threadIdx.x; w0 < g.work;
        w0 += (int64_t)gridDim.x * span) {
-    int64_t row[UNROLL], u[UNROLL];
+    int64_t row[UNROLL], u[UNROLL], o[UNROLL];
     U v[UNROLL];
 #pragma unroll
     for (int j = 0; j < UNROLL; j++) { /* items past the end redo the last one */
@@ -43,6 +44,8 @@ __global__ void __launch_bounds__(INDEX_SELECT_THREADS)
       w = w < g.work ? w : g.work - 1;
       row[j] = g.fast ? (int64_t)g.per_row.div((uint32_t)w) : w / g.units_per_row;
       u[j] = w - row[j] * g.units_per_row;
+      o[j] = g.outer > 1 ? row[j] / g.N : 0; /* row becomes the index position */
+      row[j] -= o[j] * g.N;
     }
     int64_t at[UNROLL];
 #pragma unroll
@@ -56,7 +59,7 @@ __global__ void __launch_bounds__(INDEX_SELECT_THREADS)
     }
 #pragma unroll
     for (int j = 0; j < UNROLL; j++)
-      v[j] = __ldg((const U *)(src + at[j] * g.row_bytes) + u[j]);
+      v[j] = __ldg((const U *)(src + (o[j] * g.M + at[j]) * g.row_bytes) + u[j]);
 #pragma unroll
     for (int j = 0; j < UNROLL; j++) {
       const int64_t w = w0 + (int64_t)j * blockDim.x;
@@ -80,12 +83,13 @@ static unsigned widest_unit(int64_t bytes, const void *a, const void *b) {
 
 static index_select_geometry index_select_geom(const apx_index_select_args *a) {
   index_select_geometry g;
+  int64_t inner;
+  apx_index_select_view(a->src, a->dim, &g.outer, &g.M, &inner);
   g.N = a->index->shape[0];
-  g.M = a->src->shape[0];
-  g.row_bytes = a->src->shape[1] * (int64_t)apx_backend_dtype_size(a->src->dtype);
+  g.row_bytes = inner * (int64_t)apx_backend_dtype_size(a->src->dtype);
   g.unit = widest_unit(g.row_bytes, a->src->data, a->out->data);
   g.units_per_row = g.row_bytes / g.unit;
-  g.work = g.N * g.units_per_row;
+  g.work = g.outer * g.N * g.units_per_row;
   g.fast = g.work < 0x7fffffffLL;
   g.per_row = cuda_fastdiv_make(g.fast ? (uint32_t)g.units_per_row : 1u);
   int unroll = g.work >= INDEX_SELECT_UNROLL_MIN_WORK ? 4 : 1;

@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* index_select_backward on CUDA (docs/ops.md, index_select_backward):
- * grad_src = zeros, then grad_src[index[i], :] += grad_out[i, :] for i in
- * ascending order.
+ * grad_src = zeros, then grad_src[..,index[i],..] += grad_out[..,i,..] along
+ * dim for i in ascending order, over grad_src viewed as [outer, M, D] and
+ * grad_out as [outer, N, D] around dim.
  *
  * No atomics, so the result is the same bits on every run and the cpu
  * backend's: the pairs (index[i], i) are sorted by destination row with
  * cub's stable radix sort (i stays ascending within a row; a bad value
  * gets the key M and sorts past every row), each row's run is found by a
- * binary search, and one thread per grad_src element sums its row's run in
- * fp32 from zero (integers: exactly, wrapping) and stores once. The values
- * are checked by the pre-pass (cuda_check_run, every validate mode's rule);
- * a bad one is never summed, so nothing is read out of bounds. */
+ * binary search, and one thread per grad_src element (o, m, j) sums m's run
+ * over grad_out's rows (o, i) in fp32 from zero (integers: exactly,
+ * wrapping) and stores once. The values are checked by the pre-pass
+ * (cuda_check_run, every validate mode's rule); a bad one is never summed,
+ * so nothing is read out of bounds. */
 #include <cub/cub.cuh>
 
 #include "cuda_backend.h"
@@ -66,14 +68,14 @@ template <> struct isb_acc<int64_t> {
 template <typename T, typename KEY>
 __global__ void __launch_bounds__(INDEX_SELECT_BACKWARD_THREADS)
     isb_sum(const T *__restrict__ grad_out, T *__restrict__ grad_src,
-            const KEY *__restrict__ rows, const int64_t *__restrict__ start, int64_t D,
-            int64_t numel) {
+            const KEY *__restrict__ rows, const int64_t *__restrict__ start, int64_t N,
+            int64_t M, int64_t D, int64_t numel) {
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < numel;
        e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t m = e / D, j = e % D;
+    const int64_t r = e / D, j = e % D, o = r / M, m = r - o * M;
     typename isb_acc<T>::type sum = 0;
     for (int64_t p = start[m]; p < start[m + 1]; p++)
-      sum += isb_acc<T>::load(grad_out + (int64_t)rows[p] * D + j);
+      sum += isb_acc<T>::load(grad_out + (o * N + (int64_t)rows[p]) * D + j);
     grad_src[e] = isb_acc<T>::store(sum);
   }
 }
@@ -81,8 +83,10 @@ __global__ void __launch_bounds__(INDEX_SELECT_BACKWARD_THREADS)
 template <typename KEY>
 static apx_status run_keyed(cuda_state *st, const apx_index_select_backward_args *a,
                             cudaStream_t s) {
-  const int64_t n = a->index->shape[0], M = a->grad_src->shape[0], D = a->grad_src->shape[1];
-  const int64_t numel = M * D;
+  int64_t outer, M, D;
+  apx_index_select_view(a->grad_src, a->dim, &outer, &M, &D);
+  const int64_t n = a->index->shape[0];
+  const int64_t numel = outer * M * D;
   int end_bit = 1;
   while (end_bit < (int)(8 * sizeof(KEY)) && ((uint64_t)1 << end_bit) <= (uint64_t)M) end_bit++;
   size_t sort_bytes = 0;
@@ -123,23 +127,23 @@ static apx_status run_keyed(cuda_state *st, const apx_index_select_backward_args
     switch (a->grad_out->dtype) {
     case APX_DTYPE_F16:
       isb_sum<__half, KEY><<<g.blocks, g.threads, 0, s>>>((const __half *)go, (__half *)gs,
-                                                           rows_out, start, D, numel);
+                                                           rows_out, start, n, M, D, numel);
       break;
     case APX_DTYPE_BF16:
       isb_sum<__nv_bfloat16, KEY><<<g.blocks, g.threads, 0, s>>>(
-          (const __nv_bfloat16 *)go, (__nv_bfloat16 *)gs, rows_out, start, D, numel);
+          (const __nv_bfloat16 *)go, (__nv_bfloat16 *)gs, rows_out, start, n, M, D, numel);
       break;
     case APX_DTYPE_I32:
       isb_sum<int32_t, KEY><<<g.blocks, g.threads, 0, s>>>((const int32_t *)go, (int32_t *)gs,
-                                                            rows_out, start, D, numel);
+                                                            rows_out, start, n, M, D, numel);
       break;
     case APX_DTYPE_I64:
       isb_sum<int64_t, KEY><<<g.blocks, g.threads, 0, s>>>((const int64_t *)go, (int64_t *)gs,
-                                                            rows_out, start, D, numel);
+                                                            rows_out, start, n, M, D, numel);
       break;
     default:
       isb_sum<float, KEY><<<g.blocks, g.threads, 0, s>>>((const float *)go, (float *)gs,
-                                                          rows_out, start, D, numel);
+                                                          rows_out, start, n, M, D, numel);
       break;
     }
     err = cudaGetLastError();
@@ -157,7 +161,11 @@ apx_status cuda_index_select_backward(void *state, const apx_index_select_backwa
   if (s != APX_OK) return s;
   cudaStream_t stream = cuda_stream(call);
   if (apx_backend_numel(a->grad_src) == 0) return APX_OK;
-  const int64_t n = a->index->shape[0], M = a->grad_src->shape[0];
+  int64_t outer, M, D;
+  apx_index_select_view(a->grad_src, a->dim, &outer, &M, &D);
+  (void)outer;
+  (void)D;
+  const int64_t n = a->index->shape[0];
   if (n > 0) {
     s = cuda_check_index_values(st, dev, stream, APX_OP_INDEX_SELECT_BACKWARD, "index",
                                 a->index, 0, M - 1, 0);

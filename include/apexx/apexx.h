@@ -501,14 +501,18 @@ typedef struct apx_gather_args {
 APX_API apx_status apx_gather(apx_context *ctx, const apx_gather_args *args,
                               const apx_call *call);
 
-/* docs/ops.md, index_select, row gather: out[i,j] = src[index[i], j]. src [M,D] any
- * dtype, index [N] i32|i64 in [0, M), out [N,D]. */
+/* docs/ops.md, index_select, torch.index_select(src, dim, index): out is src
+ * with the extent at dim replaced by N, out[..,i,..] = src[..,index[i],..] (i
+ * at position dim). src any ndim >= 1, any dtype; dim in [-ndim, ndim),
+ * negative counts from the end; index [N] i32|i64 in [0, src.shape[dim]). dim
+ * was appended in libapexx 1 (-version-info 1:0:0); rows of [M,D] are dim 0. */
 typedef struct apx_index_select_args {
   const apx_tensor *src;
   const apx_tensor *index;
   const apx_tensor *out;
+  int dim;
 } apx_index_select_args;
-#define APX_INDEX_SELECT_ARGS_INIT {NULL, NULL, NULL}
+#define APX_INDEX_SELECT_ARGS_INIT {NULL, NULL, NULL, 0}
 APX_API apx_status apx_index_select(apx_context *ctx,
                                     const apx_index_select_args *args,
                                     const apx_call *call);
@@ -603,16 +607,19 @@ APX_API apx_status apx_fused_pack_op_unpack_backward(
     apx_context *ctx, const apx_fused_pack_op_unpack_backward_args *args,
     const apx_call *call);
 
-/* docs/ops.md, index_select_backward. grad_src = zeros, then grad_src[index[i],
- * :] += grad_out[i, :] for i in ascending order (fp32 sums from zero, rounded
- * once; integers exactly). grad_out [N,D] any dtype, index [N] i32|i64 in
- * [0, M), grad_src [M,D] (index_select's src shape, the caller's). */
+/* docs/ops.md, index_select_backward. grad_src = zeros, then grad_src[..,index[i],
+ * ..] += grad_out[..,i,..] along dim for i in ascending order (fp32 sums from
+ * zero, rounded once; integers exactly). grad_out any ndim >= 1, any dtype, N
+ * at dim; index [N] i32|i64 in [0, M); grad_src index_select's src shape (the
+ * caller's), M at dim, grad_out's extents elsewhere. dim as index_select's
+ * (appended in libapexx 1). */
 typedef struct apx_index_select_backward_args {
   const apx_tensor *grad_out;
   const apx_tensor *index;
   const apx_tensor *grad_src;
+  int dim;
 } apx_index_select_backward_args;
-#define APX_INDEX_SELECT_BACKWARD_ARGS_INIT {NULL, NULL, NULL}
+#define APX_INDEX_SELECT_BACKWARD_ARGS_INIT {NULL, NULL, NULL, 0}
 APX_API apx_status apx_index_select_backward(
     apx_context *ctx, const apx_index_select_backward_args *args,
     const apx_call *call);

@@ -76,6 +76,22 @@ static inline void apx_hilbert_key(uint64_t x, uint64_t y, uint64_t n, uint64_t 
   }
 }
 
+/* docs/ops.md, index_select: t viewed as [outer, extent, inner] around dim
+ * (negative counts from the end), for index_select and its backward: outer
+ * the product of the extents before dim, extent t.shape[dim], inner the
+ * product after it. dim must be in [-ndim, ndim) (the core's check). */
+static inline void apx_index_select_view(const apx_tensor *t, int dim, int64_t *outer,
+                                         int64_t *extent, int64_t *inner) {
+  const int d = dim < 0 ? dim + t->ndim : dim;
+  *outer = 1;
+  *inner = 1;
+  for (int k = 0; k < d; k++)
+    *outer *= t->shape[k];
+  for (int k = d + 1; k < t->ndim; k++)
+    *inner *= t->shape[k];
+  *extent = t->shape[d];
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -122,8 +122,8 @@ class Context:
     def gather(self, src: T, dim: int = 0, index: Tensor = ..., out: Optional[T] = None, *,
                stream: Optional[Stream] = None, backend: Optional[str] = None,
                validate: Validate = None) -> T: ...
-    # out[i,j] = src[index[i], j]
-    def index_select(self, src: T, index: Tensor, out: Optional[T] = None, *,
+    # out[..,i,..] = src[..,index[i],..] along dim
+    def index_select(self, src: T, index: Tensor, out: Optional[T] = None, dim: int = 0, *,
                      stream: Optional[Stream] = None, backend: Optional[str] = None,
                      validate: Validate = None) -> T: ...
     # out = self; out[..index[i]..] += src[i] along dim
@@ -158,9 +158,9 @@ class Context:
                                       stream: Optional[Stream] = None,
                                       backend: Optional[str] = None,
                                       validate: Validate = None) -> Tuple[T, T]: ...
-    # grad_src = zeros(src_shape); grad_src[index[i], :] += grad_out[i, :]
+    # grad_src = zeros(src_shape); grad_src[..,index[i],..] += grad_out[..,i,..] along dim
     def index_select_backward(self, grad_out: T, index: Tensor, grad_src: Optional[T] = None,
-                              src_shape: Optional[Sequence[int]] = None, *,
+                              dim: int = 0, src_shape: Optional[Sequence[int]] = None, *,
                               stream: Optional[Stream] = None, backend: Optional[str] = None,
                               validate: Validate = None) -> T: ...
     # out = ids stably sorted by the mode's key (host tensors)
@@ -273,7 +273,7 @@ def tilessm_scan(tokens: T, decay: Tensor, input_gain: Tensor, output_gain: Tens
 def gather(src: T, dim: int = 0, index: Tensor = ..., out: Optional[T] = None, *,
            stream: Optional[Stream] = None, backend: Optional[str] = None,
            validate: Validate = None) -> T: ...
-def index_select(src: T, index: Tensor, out: Optional[T] = None, *,
+def index_select(src: T, index: Tensor, out: Optional[T] = None, dim: int = 0, *,
                  stream: Optional[Stream] = None, backend: Optional[str] = None,
                  validate: Validate = None) -> T: ...
 def scatter_add(self: T, dim: int = 0, index: Tensor = ..., src: Tensor = ...,
@@ -303,7 +303,7 @@ def fused_pack_op_unpack_backward(grad_out: T, features: Tensor, idx: Tensor, ti
                                   stream: Optional[Stream] = None, backend: Optional[str] = None,
                                   validate: Validate = None) -> Tuple[T, T]: ...
 def index_select_backward(grad_out: T, index: Tensor, grad_src: Optional[T] = None,
-                          src_shape: Optional[Sequence[int]] = None, *,
+                          dim: int = 0, src_shape: Optional[Sequence[int]] = None, *,
                           stream: Optional[Stream] = None, backend: Optional[str] = None,
                           validate: Validate = None) -> T: ...
 def tile_order(ids: T, grid_h: int, grid_w: int, mode: OrderMode = "hilbert",

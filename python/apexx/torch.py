@@ -122,9 +122,18 @@ def _gather_impl(src, dim, index):
     return out
 
 
-def _index_select_impl(src, index):
-    out = src.new_empty((index.shape[0], src.shape[1]))
-    _ctx().index_select(src, index, out=out)
+def _index_select_shape(src, index, dim):
+    """src's shape with index's length at dim (src's own where dim is out of range: apexx
+    then names the bad dim)."""
+    shape = list(src.shape)
+    if -len(shape) <= dim < len(shape) and index.dim() == 1:
+        shape[dim] = index.shape[0]
+    return shape
+
+
+def _index_select_impl(src, index, dim=0):
+    out = src.new_empty(_index_select_shape(src, index, dim))
+    _ctx().index_select(src, index, out=out, dim=dim)
     return out
 
 
@@ -170,9 +179,9 @@ def _fused_backward_impl(grad_out, features, idx, tile=8, value_scale=1.0, value
     return out
 
 
-def _index_select_backward_impl(grad_out, index, src_shape):
+def _index_select_backward_impl(grad_out, index, src_shape, dim=0):
     out = grad_out.new_empty(tuple(src_shape))
-    _ctx().index_select_backward(grad_out, index, grad_src=out)
+    _ctx().index_select_backward(grad_out, index, grad_src=out, dim=dim)
     return out
 
 
@@ -209,8 +218,8 @@ def _gather_fake(src, dim, index):
     return src.new_empty(index.shape)
 
 
-def _index_select_fake(src, index):
-    return src.new_empty((index.shape[0], src.shape[1]))
+def _index_select_fake(src, index, dim=0):
+    return src.new_empty(_index_select_shape(src, index, dim))
 
 
 def _scatter_add_fake(self, dim, index, src):
@@ -279,7 +288,7 @@ def _fused_backward_fake(grad_out, features, idx, tile=8, value_scale=1.0, value
     return grad_out.new_empty(grad_out.shape)
 
 
-def _index_select_backward_fake(grad_out, index, src_shape):
+def _index_select_backward_fake(grad_out, index, src_shape, dim=0):
     return grad_out.new_empty(tuple(src_shape))
 
 
@@ -307,7 +316,7 @@ _OPS = {
                      _scan_impl, _scan_fake),
     "gather": ("gather(Tensor src, int dim, Tensor index) -> Tensor", _gather_impl,
                _gather_fake),
-    "index_select": ("index_select(Tensor src, Tensor index) -> Tensor", _index_select_impl,
+    "index_select": ("index_select(Tensor src, Tensor index, int dim=0) -> Tensor", _index_select_impl,
                      _index_select_fake),
     "scatter_add": ("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
                     _scatter_add_impl, _scatter_add_fake),
@@ -345,7 +354,7 @@ _OPS = {
                                       "bool require_unique=True) -> Tensor",
                                       _fused_backward_impl, _fused_backward_fake),
     "index_select_backward": ("index_select_backward(Tensor grad_out, Tensor index, "
-                              "SymInt[] src_shape) -> Tensor", _index_select_backward_impl,
+                              "SymInt[] src_shape, int dim=0) -> Tensor", _index_select_backward_impl,
                               _index_select_backward_fake),
 }
 
@@ -534,23 +543,29 @@ def _fused_grad(ctx, grad):
 
 
 def _index_select_setup(ctx, inputs, output):
-    src, index = inputs
+    ctx.inputs = len(inputs)
+    src, index, dim = list(inputs) + [0][len(inputs) - 2:]
     ctx.src_shape = list(src.shape)
+    ctx.dim = dim
     ctx.save_for_backward(index)
 
 
 def _index_select_grad(ctx, grad):
     (index,) = ctx.saved_tensors
-    return _ops.index_select_backward(grad.contiguous(), index, ctx.src_shape), None
+    return (_ops.index_select_backward(grad.contiguous(), index, ctx.src_shape, ctx.dim),
+            None, None)[:ctx.inputs]
 
 
 def _index_select_backward_setup(ctx, inputs, output):
+    ctx.inputs = len(inputs)
+    ctx.dim = inputs[3] if len(inputs) > 3 else 0
     ctx.save_for_backward(inputs[1])
 
 
 def _index_select_backward_grad(ctx, grad):
     (index,) = ctx.saved_tensors  # linear in grad_out: its adjoint is index_select
-    return _ops.index_select(grad.contiguous(), index), None, None
+    return (_ops.index_select(grad.contiguous(), index, ctx.dim), None, None,
+            None)[:ctx.inputs]
 
 
 # name -> (setup_context, backward) in register_autograd's convention: setup_context(ctx,
@@ -725,9 +740,10 @@ def gather(src: Tensor, dim: int, index: Tensor) -> Tensor:
     return _ops.gather(src, dim, index)
 
 
-def index_select(src: Tensor, index: Tensor) -> Tensor:
-    """out[i,j] = src[index[i], j]."""
-    return _ops.index_select(src, index)
+def index_select(src: Tensor, index: Tensor, dim: int = 0) -> Tensor:
+    """torch.index_select(src, dim, index): out[..,i,..] = src[..,index[i],..] along dim
+    (negative counts from the end); differentiable in src."""
+    return _ops.index_select(src, index, dim)
 
 
 def scatter_add(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
@@ -794,6 +810,6 @@ def fused_pack_op_unpack_backward(grad_out: Tensor, features: Tensor, idx: Tenso
                                               value_bias, gate_scale, gate_bias, require_unique)
 
 
-def index_select_backward(grad_out: Tensor, index: Tensor, src_shape) -> Tensor:
-    """grad_src = zeros(src_shape); grad_src[index[i], :] += grad_out[i, :]."""
-    return _ops.index_select_backward(grad_out, index, list(src_shape))
+def index_select_backward(grad_out: Tensor, index: Tensor, src_shape, dim: int = 0) -> Tensor:
+    """grad_src = zeros(src_shape); grad_src[..,index[i],..] += grad_out[..,i,..] along dim."""
+    return _ops.index_select_backward(grad_out, index, list(src_shape), dim)

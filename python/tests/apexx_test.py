@@ -19,6 +19,16 @@ def ctx():
     return _CTX
 
 
+def libapexx_in_build(build):
+    """The build tree's libapexx shared object by its soname (libtool's dlname in
+    libapexx.la: libapexx.so.<current - age>)."""
+    with open(os.path.join(build, "libapexx", "libapexx.la")) as la:
+        for line in la:
+            if line.startswith("dlname="):
+                return os.path.join(build, "libapexx", ".libs", line.split("=", 1)[1].strip("'\"\n"))
+    raise RuntimeError(f"{build}/libapexx/libapexx.la names no dlname")
+
+
 def rng(test):
     """A generator seeded from the test's name and $APEXX_TEST_SEED (new
     data per run when the variable changes)."""

@@ -16,7 +16,7 @@ import subprocess
 
 import apexx
 from apexx import _apexx
-from apexx_test import TestCase
+from apexx_test import TestCase, libapexx_in_build
 
 # include/apexx/apexx.h: apx_op_arg and apx_op_desc (the public, frozen layout)
 ARG_KINDS = ["input", "index", "output", "int64", "dim", "double", "flag", "enum", "handle",
@@ -48,7 +48,7 @@ def _libapexx_path():
             if os.path.basename(path).startswith("libapexx.so"):
                 return path
     build = os.environ.get("APEXX_BUILDDIR")
-    return os.path.join(build, "libapexx", ".libs", "libapexx.so.0") if build else None
+    return libapexx_in_build(build) if build else None
 
 
 def descriptors():

@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 import reference as ref
-from apexx_test import TestCase
+from apexx_test import TestCase, libapexx_in_build
 
 
 class BackendInfo(ctypes.Structure):
@@ -24,7 +24,7 @@ class RtldLocal(TestCase):
         build = os.environ.get("APEXX_BUILDDIR")
         if not build:
             self.skipTest("APEXX_BUILDDIR not set (run through make check)")
-        path = os.path.join(build, "libapexx", ".libs", "libapexx.so.0")
+        path = libapexx_in_build(build)
         lib = ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
         lib.apx_backend_state_name.restype = ctypes.c_char_p
         lib.apx_last_error.restype = ctypes.c_char_p

@@ -217,6 +217,34 @@ class TorchAutogradTile(TestCase):
             self.check_finite_differences(torch.ops.apexx.index_select, (src, index), 0,
                                           (n + 2, d))
 
+    def test_index_select_any_dim_gradient(self):
+        """Along every dim of ndim 1..4 (dim from either end), repeats and an empty
+        index: the gradient against torch.index_select's, the backward op's own
+        gradient (double backward) against index_select along the same dim."""
+        for ndim in range(1, 5):
+            for dim in range(-ndim, ndim):
+                shape = [int(v) for v in self.rng.integers(1, 5, ndim)]
+                n = int(self.rng.integers(0, 7))
+                src = self.randn(*shape)
+                index = self.randint(0, shape[dim], (n,))
+                if n > 2:
+                    index[1] = index[0]  # a repeat: its gradients add up
+                out_shape = list(shape)
+                out_shape[dim] = n
+                self.check_against("index_select", (src, index, dim),
+                                   lambda s, i, d: torch.index_select(s, d, i),
+                                   (src, index, dim), out_shape)
+                grad_out = self.randn(*out_shape)
+                for form, fn in self.forms("index_select_backward"):
+                    g = grad_out.clone().requires_grad_()
+                    got = fn(g, index, shape, dim)
+                    want = torch.zeros(shape).index_add_(dim, index, grad_out)
+                    torch.testing.assert_close(got, want, msg=lambda m: f"{form}: {m}")
+                    weight = self.randn(*shape)
+                    (got * weight).sum().backward()
+                    torch.testing.assert_close(g.grad, torch.index_select(weight, dim, index),
+                                               msg=lambda m: f"{form} double backward: {m}")
+
     # ---- double backward -------------------------------------------------------------
     def test_double_backward_of_the_linear_ops(self):
         """The backward ops of tilepack, tileunpack and index_select (and gather's) are

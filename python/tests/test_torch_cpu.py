@@ -63,6 +63,46 @@ class TorchCpu(TestCase):
         assert_close(self, self.ctx.scatter_add(s, 0, index, src[:4].contiguous()).numpy(),
                      *ref.scatter_add(s.numpy(), 0, index.numpy(), src[:4].numpy()), np.float32)
 
+    def test_index_select_any_dim(self):
+        """torch.index_select's semantics along every dim of ndim 1..4, dim given
+        from either end, through Context.index_select (allocated and out=),
+        torch.ops.apexx.index_select and apexx.torch.index_select: empty and
+        repeated indices, every dtype, i32 and i64 index; an out-of-range value
+        names its position, its value and the extent at dim."""
+        import apexx.torch as at
+        dtypes = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64)
+        for ndim in range(1, 5):
+            for dim in range(-ndim, ndim):
+                shape = [int(v) for v in self.rng.integers(1, 6, ndim)]
+                dt = dtypes[(ndim + dim) % len(dtypes)]
+                src = self.randn(*shape, dtype=torch.float32).mul(100).to(dt)
+                for n in (0, 1, 7):
+                    index = torch.randint(0, shape[dim], (n,), generator=self.gen)
+                    if n > 2:
+                        index[3] = index[0]
+                    if n % 2:
+                        index = index.int()
+                    want = torch.index_select(src, dim, index)
+                    got = self.ctx.index_select(src, index, dim=dim)
+                    self.assertEqual(got.shape, want.shape)
+                    self.assertTrue(torch.equal(got, want), f"ndim {ndim} dim {dim} n {n}")
+                    out = torch.empty_like(want)
+                    self.assertIs(self.ctx.index_select(src, index, out=out, dim=dim), out)
+                    self.assertTrue(torch.equal(out, want))
+                    self.assertTrue(torch.equal(torch.ops.apexx.index_select(src, index, dim),
+                                                want))
+                    self.assertTrue(torch.equal(at.index_select(src, index, dim), want))
+        src = self.randn(3, 4, 5)
+        with self.assertRaisesApexx(apexx.InvalidArgument, "index_select: index[1] = [4]",
+                                    "outside [0, 3]", "src.shape[1] = [4]"):
+            self.ctx.index_select(src, torch.tensor([0, 4]), dim=-2)
+        with self.assertRaisesApexx(apexx.InvalidArgument, "dim = [3]", "outside [-3, 2]"):
+            self.ctx.index_select(src, torch.tensor([0]), dim=3)
+        with self.assertRaisesApexx(apexx.InvalidArgument, "dim = [-4]"):
+            at.index_select(src, torch.tensor([0]), -4)
+        with self.assertRaisesApexx(apexx.InvalidArgument, "index must be [N]"):
+            self.ctx.index_select(src, torch.tensor([[0]]), dim=1)
+
     def test_requires_grad_and_rejections(self):
         f = self.randn(1, 2, 8, 8).requires_grad_()
         got = self.ctx.tilepack(f, torch.tensor([[1]]), 4)
