@@ -17,7 +17,7 @@ APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
 	python/tests/test_messages_and_limits.py python/tests/sanitized.sh \
 	python/tests/test_op_table.py python/tests/test_signatures.py \
 	python/tests/test_stub_types.py python/tests/test_onnx_export.py \
-	python/tests/test_training_loop.py
+	python/tests/test_training_loop.py python/tests/test_dlpack.py
 # the extension's C files (python/apexx/binding.h says which does what)
 APEXX_PY_C = python/apexx/binding.h python/apexx/_apexx.c python/apexx/errors.c \
 	python/apexx/call.c python/apexx/tensors.c python/apexx/ops.c \
@@ -26,7 +26,7 @@ APEXX_PY_C = python/apexx/binding.h python/apexx/_apexx.c python/apexx/errors.c 
 # tests/test_python_pip.sh)
 APEXX_PY_PIP = python/setup.py python/pyproject.toml
 EXTRA_DIST += $(APEXX_PY_C) $(APEXX_PY_SOURCES) $(APEXX_PY_TESTS) $(APEXX_PY_PIP) \
-	docs/python.md bench/python_overhead.py
+	docs/python.md bench/python_overhead.py bench/python_percall.py
 
 if BUILD_PYTHON
 pyapexxdir = $(python_sitedir)/apexx

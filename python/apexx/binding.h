@@ -93,6 +93,7 @@ typedef struct {
   PyObject *capsule; /* owned DLPack capsule, or NULL */
   Py_buffer view;
   int has_view;
+  void *packed; /* PyMem_Raw: an index's contiguous copy (APXPY_INDEX), or NULL */
 } apxpy_held_tensor;
 
 typedef struct {
@@ -166,9 +167,15 @@ PyObject *apxpy_explanation_dict(const apx_explanation *ex);
 int apxpy_stream_from_object(PyObject *o, uintptr_t *out);
 /* Resolve the call's stream (stream=, else the hook's current stream). */
 int apxpy_resolve_stream(apxpy_call *cs, PyObject *obj, int device_id);
+/* How apxpy_acquire reads a tensor: an input; an output (written: a
+ * read-only one is rejected); an index input, only read, which may be
+ * strided (an expanded index, stride 0): a host one is passed as a
+ * contiguous copy the call owns, a CUDA torch tensor as its .contiguous(),
+ * never a copy of a data tensor. */
+enum { APXPY_INPUT = 0, APXPY_OUTPUT = 1, APXPY_INDEX = 2 };
 /* Describe obj (argument name of cs->op) as an apx_tensor held for the
- * call. writable: an output (a read-only host buffer is rejected). */
-const apx_tensor *apxpy_acquire(apxpy_call *cs, PyObject *obj, const char *name, int writable);
+ * call, read as mode says (APXPY_INPUT, _OUTPUT or _INDEX). */
+const apx_tensor *apxpy_acquire(apxpy_call *cs, PyObject *obj, const char *name, int mode);
 /* A required tensor (TypeError when absent or None). */
 const apx_tensor *apxpy_req_tensor(apxpy_call *cs, PyObject *o, const char *name);
 /* The output name: the caller's tensor o, or a new one of ndim/shape/dtype

@@ -161,6 +161,7 @@ void apxpy_call_release(apxpy_call *cs) {
   for (int i = 0; i < cs->nheld; i++) {
     apxpy_held_tensor *h = &cs->held[i];
     if (h->has_view) PyBuffer_Release(&h->view);
+    PyMem_RawFree(h->packed);
     Py_XDECREF(h->capsule);
     Py_XDECREF(h->obj);
   }

@@ -125,7 +125,7 @@ static PyObject *m_time_c_tilepack(ContextObject *self, PyObject *const *args, P
     PyErr_SetString(PyExc_TypeError, "_time_c_tilepack: out is required");
     goto fail;
   }
-  if (!(a.out = apxpy_acquire(&cs, s[2], "out", 1))) goto fail;
+  if (!(a.out = apxpy_acquire(&cs, s[2], "out", APXPY_OUTPUT))) goto fail;
   struct timespec t0, t1;
   apx_status st = APX_OK;
   clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -154,11 +154,13 @@ static int set_input(op_call *oc, int arg) {
   const apx_op_arg *a = &oc->d->args[arg];
   PyObject *o = oc->slots[arg];
   const apx_tensor *t = NULL;
-  if (!a->optional) {
-    if (!(t = apxpy_req_tensor(&oc->cs, o, a->name))) return -1;
-  } else if (o && o != Py_None) {
-    if (!(t = apxpy_acquire(&oc->cs, o, a->name, 0))) return -1;
+  const int mode = a->kind == APX_ARG_INDEX ? APXPY_INDEX : APXPY_INPUT;
+  if (!a->optional && (!o || o == Py_None)) {
+    PyErr_Format(PyExc_TypeError, "%s: missing required tensor argument '%s'", oc->cs.op,
+                 a->name);
+    return -1;
   }
+  if (o && o != Py_None && !(t = apxpy_acquire(&oc->cs, o, a->name, mode))) return -1;
   *(const apx_tensor **)field_of(oc, arg) = t;
   if (t && !oc->like) {
     oc->like = o;

@@ -8,6 +8,30 @@
 #include <dlpack/dlpack.h>
 #include <string.h>
 
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION < 1
+/* DLPack 1.0's versioned managed tensor (its dlpack.h: DLPackVersion,
+ * DLManagedTensorVersioned, the flag bits), declared around the installed
+ * header's DLTensor, whose layout 1.x keeps: Debian 12's libdlpack-dev is
+ * 0.6, which predates them. A 1.x header is used as it is. */
+typedef struct {
+  uint32_t major;
+  uint32_t minor;
+} DLPackVersion;
+
+typedef struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void *manager_ctx;
+  void (*deleter)(struct DLManagedTensorVersioned *self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+
+#define DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0UL)
+#define DLPACK_FLAG_BITMASK_IS_COPIED (1UL << 1UL)
+#endif
+/* The newest DLPack major version the binding reads (asked as max_version). */
+#define APXPY_DLPACK_MAJOR 1
+
 const char *const apxpy_dtype_names[] = {"float32", "float16", "bfloat16", "int32", "int64"};
 PyObject *apxpy_alloc_hook, *apxpy_stream_hook;
 PyObject *apxpy_str_dlpack, *apxpy_str_dlpack_device, *apxpy_str_stream,
@@ -87,6 +111,35 @@ static int is_torch_tensor(PyObject *o) {
     g_torch_to_dlpack = fn; /* may be NULL: __dlpack__ then */
   }
   return PyObject_TypeCheck(o, g_torch_tensor);
+}
+
+/* A strided host array (strides in bytes, any sign, 0 for an expanded
+ * dimension) copied into h->packed, row-major: how an index that is only
+ * read reaches the core (APXPY_INDEX). 0, or -1 with MemoryError. */
+static int pack_host(apxpy_call *cs, apxpy_held_tensor *h, const char *src, int ndim,
+                     const int64_t *shape, const int64_t *stride_bytes, size_t itemsize) {
+  size_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= (size_t)shape[d];
+  h->packed = PyMem_RawMalloc(n ? n * itemsize : 1);
+  if (!h->packed) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  int64_t coord[APX_MAX_DIMS] = {0};
+  int64_t off = 0; /* of coord, kept in step with it */
+  char *dst = h->packed;
+  for (size_t k = 0; k < n; k++) {
+    memcpy(dst + k * itemsize, src + off, itemsize);
+    for (int d = ndim - 1; d >= 0; d--) {
+      off += stride_bytes[d];
+      if (++coord[d] < shape[d]) break;
+      off -= coord[d] * stride_bytes[d];
+      coord[d] = 0;
+    }
+  }
+  cs->host_bytes += n * itemsize;
+  h->t.data = h->packed;
+  return 0;
 }
 
 /* Row-major contiguity of a DLTensor (NULL strides = contiguous; dims of
@@ -179,8 +232,9 @@ static const char *buffer_format_text(const Py_buffer *v) {
  * in cs->nheld once its view is held). Returns 1 done (t or an error in
  * *out), 0 when obj is to be read through DLPack instead. */
 static int from_buffer(apxpy_call *cs, apxpy_held_tensor *h, PyObject *obj, const char *name,
-                       int writable, const apx_tensor **out) {
+                       int mode, const apx_tensor **out) {
   apx_tensor *t = &h->t;
+  const int writable = mode == APXPY_OUTPUT;
   *out = NULL;
   int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
   if (PyObject_GetBuffer(obj, &h->view, flags) < 0) {
@@ -225,19 +279,77 @@ static int from_buffer(apxpy_call *cs, apxpy_held_tensor *h, PyObject *obj, cons
                         APX_MAX_DIMS);
     return 1;
   }
-  if (!PyBuffer_IsContiguous(&h->view, 'C')) {
-    apxpy_raise_invalid("%s: %s is not contiguous (row-major, dense); pass a contiguous copy",
-                        cs->op, name);
-    return 1;
-  }
   t->data = h->view.buf;
+  if (!PyBuffer_IsContiguous(&h->view, 'C')) {
+    if (mode != APXPY_INDEX) {
+      apxpy_raise_invalid("%s: %s is not contiguous (row-major, dense); pass a contiguous copy",
+                          cs->op, name);
+      return 1;
+    }
+    int64_t shape[APX_MAX_DIMS], strides[APX_MAX_DIMS];
+    for (int i = 0; i < h->view.ndim; i++) {
+      shape[i] = h->view.shape[i];
+      strides[i] = h->view.strides[i];
+    }
+    if (pack_host(cs, h, h->view.buf, h->view.ndim, shape, strides,
+                  (size_t)h->view.itemsize) < 0)
+      return 1;
+  }
   t->device = APX_DEVICE_HOST;
   t->device_index = 0;
   t->ndim = h->view.ndim;
   for (int i = 0; i < t->ndim; i++) t->shape[i] = h->view.shape[i];
-  cs->host_bytes += (size_t)h->view.len;
+  if (!h->packed) cs->host_bytes += (size_t)h->view.len;
   *out = t;
   return 1;
+}
+
+/* Keyword names and values for __dlpack__, made once (with the GIL). */
+static PyObject *g_kw_version, *g_kw_stream_version, *g_kw_stream, *g_max_version;
+/* Types whose __dlpack__ refused max_version (DLPack 0.x producers). */
+static PyObject *g_dlpack_0x_types;
+
+static int dlpack_names_ready(void) {
+  if (g_dlpack_0x_types) return 0;
+  PyObject *max_version = PyUnicode_InternFromString("max_version");
+  if (!max_version) return -1;
+  g_kw_version = PyTuple_Pack(1, max_version);
+  g_kw_stream_version = PyTuple_Pack(2, apxpy_str_stream, max_version);
+  g_kw_stream = PyTuple_Pack(1, apxpy_str_stream);
+  g_max_version = Py_BuildValue("(ii)", APXPY_DLPACK_MAJOR, 0);
+  Py_DECREF(max_version);
+  if (!g_kw_version || !g_kw_stream_version || !g_kw_stream || !g_max_version) return -1;
+  g_dlpack_0x_types = PySet_New(NULL);
+  return g_dlpack_0x_types ? 0 : -1;
+}
+
+/* obj.__dlpack__(max_version=(1, 0)[, stream=stream]): a "dltensor_versioned"
+ * capsule from a DLPack 1.x producer (or a "dltensor" one from a producer
+ * that reads max_version and stays on 0.x). A producer that does not take
+ * max_version (TypeError: torch 1.13, NumPy < 2.1, older CuPy and JAX) is
+ * asked again without it, and its type is remembered, so later calls ask it
+ * plainly. A new reference or NULL with an exception. */
+static PyObject *call_dlpack(PyObject *obj, PyObject *stream) {
+  if (dlpack_names_ready() < 0) return NULL;
+  PyObject *fn = PyObject_GetAttr(obj, apxpy_str_dlpack);
+  if (!fn) return NULL;
+  PyObject *capsule = NULL, *vargs[3] = {NULL, stream, g_max_version};
+  const size_t offset = PY_VECTORCALL_ARGUMENTS_OFFSET;
+  int known_0x = PySet_Contains(g_dlpack_0x_types, (PyObject *)Py_TYPE(obj));
+  if (known_0x < 0) goto done;
+  if (!known_0x) {
+    capsule = stream ? PyObject_Vectorcall(fn, vargs + 1, 0 | offset, g_kw_stream_version)
+                     : PyObject_Vectorcall(fn, vargs + 2, 0 | offset, g_kw_version);
+    if (capsule || !PyErr_ExceptionMatches(PyExc_TypeError)) goto done;
+    PyErr_Clear();
+  }
+  capsule = stream ? PyObject_Vectorcall(fn, vargs + 1, 0 | offset, g_kw_stream)
+                   : PyObject_CallNoArgs(fn);
+  if (capsule && !known_0x && PySet_Add(g_dlpack_0x_types, (PyObject *)Py_TYPE(obj)) < 0)
+    Py_CLEAR(capsule);
+done:
+  Py_DECREF(fn);
+  return capsule;
 }
 
 /* obj's DLPack capsule (a new reference) or NULL with an exception: torch
@@ -265,8 +377,7 @@ static PyObject *dlpack_capsule(apxpy_call *cs, PyObject *obj, int torch, const 
   }
   Py_DECREF(devt);
   if (PyErr_Occurred()) return NULL;
-  if (dev_type == kDLCPU || dev_type == kDLCUDAHost)
-    return PyObject_CallMethodNoArgs(obj, apxpy_str_dlpack);
+  if (dev_type == kDLCPU || dev_type == kDLCUDAHost) return call_dlpack(obj, NULL);
   if (dev_type != kDLCUDA) {
     apxpy_raise_invalid("%s: %s is on DLPack device [type %ld, id %ld]; apexx serves host "
                         "(kDLCPU) and CUDA (kDLCUDA) memory",
@@ -274,22 +385,14 @@ static PyObject *dlpack_capsule(apxpy_call *cs, PyObject *obj, int torch, const 
     return NULL;
   }
   if (apxpy_resolve_stream(cs, obj, (int)dev_id) < 0) return NULL;
-  PyObject *kwn = PyTuple_Pack(1, apxpy_str_stream);
-  if (!kwn) return NULL;
-  PyObject *capsule = NULL, *fn = PyObject_GetAttr(obj, apxpy_str_dlpack);
-  if (fn) {
-    PyObject *vargs[2] = {NULL, cs->dlpack_stream};
-    capsule = PyObject_Vectorcall(fn, vargs + 1, 0 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwn);
-    Py_DECREF(fn);
-  }
-  Py_DECREF(kwn);
-  return capsule;
+  return call_dlpack(obj, cs->dlpack_stream);
 }
 
-/* Fill t from the DLTensor dl (obj's), checking device, dtype, rank and
- * contiguity. */
-static const apx_tensor *from_dltensor(apxpy_call *cs, apx_tensor *t, const DLTensor *dl,
-                                       PyObject *obj, const char *name) {
+/* Fill h->t from the DLTensor dl (obj's), checking device, dtype, rank and
+ * contiguity (a strided host index is packed: APXPY_INDEX). */
+static const apx_tensor *from_dltensor(apxpy_call *cs, apxpy_held_tensor *h, const DLTensor *dl,
+                                       PyObject *obj, const char *name, int mode) {
+  apx_tensor *t = &h->t;
   if (dl->device.device_type == kDLCPU || dl->device.device_type == kDLCUDAHost) {
     t->device = APX_DEVICE_HOST;
     t->device_index = 0;
@@ -313,10 +416,6 @@ static const apx_tensor *from_dltensor(apxpy_call *cs, apx_tensor *t, const DLTe
   if (dl->ndim > APX_MAX_DIMS || dl->ndim < 0)
     return apxpy_invalid_tensor("%s: %s has [%d] dimensions, more than %d", cs->op, name,
                                 dl->ndim, APX_MAX_DIMS);
-  if (!dl_contiguous(dl))
-    return apxpy_invalid_tensor("%s: %s is not contiguous (row-major, dense); pass a "
-                                "contiguous copy",
-                                cs->op, name);
   t->data = (char *)dl->data + dl->byte_offset;
   t->ndim = dl->ndim;
   size_t n = 1;
@@ -324,14 +423,60 @@ static const apx_tensor *from_dltensor(apxpy_call *cs, apx_tensor *t, const DLTe
     t->shape[i] = dl->shape[i];
     n *= (size_t)dl->shape[i];
   }
+  if (!dl_contiguous(dl)) {
+    if (mode != APXPY_INDEX || t->device != APX_DEVICE_HOST)
+      return apxpy_invalid_tensor("%s: %s is not contiguous (row-major, dense); pass a "
+                                  "contiguous copy",
+                                  cs->op, name);
+    const size_t itemsize = apx_dtype_size(t->dtype);
+    int64_t strides[APX_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) strides[i] = dl->strides[i] * (int64_t)itemsize;
+    if (pack_host(cs, h, t->data, t->ndim, t->shape, strides, itemsize) < 0) return NULL;
+    return t;
+  }
   if (t->device == APX_DEVICE_HOST) cs->host_bytes += n * apx_dtype_size(t->dtype);
   return t;
+}
+
+/* obj's DLTensor through its capsule, kept in h->capsule (unconsumed: its
+ * destructor frees the tensor when the call releases it), and the capsule's
+ * DLPack flags (0 for a 0.x one); NULL with an exception. */
+static const DLTensor *export_dltensor(apxpy_call *cs, apxpy_held_tensor *h, PyObject *obj,
+                                       int torch, const char *name, uint64_t *flags) {
+  PyObject *capsule = dlpack_capsule(cs, obj, torch, name);
+  if (!capsule) return NULL;
+  h->capsule = capsule;
+  *flags = 0;
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    DLManagedTensorVersioned *mv =
+        (DLManagedTensorVersioned *)PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    if (!mv) return NULL;
+    if (mv->version.major != APXPY_DLPACK_MAJOR) {
+      apxpy_raise_invalid("%s: %s: __dlpack__ gave DLPack version [%u.%u]; apexx reads 0.x and "
+                          "1.x",
+                          cs->op, name, (unsigned)mv->version.major, (unsigned)mv->version.minor);
+      return NULL;
+    }
+    *flags = mv->flags;
+    return &mv->dl_tensor;
+  }
+  DLManagedTensor *m = PyCapsule_IsValid(capsule, "dltensor")
+                           ? (DLManagedTensor *)PyCapsule_GetPointer(capsule, "dltensor")
+                           : NULL;
+  if (!m) {
+    PyErr_Clear();
+    apxpy_raise_invalid("%s: %s: __dlpack__ did not return an unconsumed \"dltensor\" or "
+                        "\"dltensor_versioned\" capsule",
+                        cs->op, name);
+    return NULL;
+  }
+  return &m->dl_tensor;
 }
 
 /* obj through DLPack, into h (held from the start: apxpy_call_release
  * cleans up on error). */
 static const apx_tensor *from_dlpack(apxpy_call *cs, apxpy_held_tensor *h, PyObject *obj,
-                                     const char *name) {
+                                     const char *name, int mode) {
   h->obj = obj;
   Py_INCREF(obj);
   cs->nheld++;
@@ -350,22 +495,31 @@ static const apx_tensor *from_dlpack(apxpy_call *cs, apxpy_held_tensor *h, PyObj
       obj = detached;
     }
   }
-  PyObject *capsule = dlpack_capsule(cs, obj, torch, name);
-  if (!capsule) return NULL;
-  h->capsule = capsule;
-  DLManagedTensor *m = PyCapsule_IsValid(capsule, "dltensor")
-                           ? (DLManagedTensor *)PyCapsule_GetPointer(capsule, "dltensor")
-                           : NULL;
-  if (!m) {
-    PyErr_Clear();
-    return apxpy_invalid_tensor("%s: %s: __dlpack__ did not return an unconsumed \"dltensor\" "
-                                "capsule",
+  uint64_t flags;
+  const DLTensor *dl = export_dltensor(cs, h, obj, torch, name, &flags);
+  if (!dl) return NULL;
+  if (mode == APXPY_OUTPUT && (flags & DLPACK_FLAG_BITMASK_READ_ONLY))
+    return apxpy_invalid_tensor("%s: %s is read-only (its DLPack capsule says so); pass a "
+                                "writable tensor",
                                 cs->op, name);
+  if (mode == APXPY_OUTPUT && (flags & DLPACK_FLAG_BITMASK_IS_COPIED))
+    return apxpy_invalid_tensor("%s: %s was exported as a copy (DLPack flag is_copied): the "
+                                "results would not reach it; pass a tensor whose own memory "
+                                "is exported",
+                                cs->op, name);
+  if (mode == APXPY_INDEX && torch && dl->device.device_type == kDLCUDA && !dl_contiguous(dl)) {
+    /* a strided CUDA index: torch's own copy, on the current stream the call runs on */
+    PyObject *dense = PyObject_CallMethod(obj, "contiguous", NULL);
+    if (!dense) return NULL;
+    Py_SETREF(h->obj, dense);
+    obj = dense;
+    Py_CLEAR(h->capsule);
+    if (!(dl = export_dltensor(cs, h, obj, torch, name, &flags))) return NULL;
   }
-  return from_dltensor(cs, &h->t, &m->dl_tensor, obj, name);
+  return from_dltensor(cs, h, dl, obj, name, mode);
 }
 
-const apx_tensor *apxpy_acquire(apxpy_call *cs, PyObject *obj, const char *name, int writable) {
+const apx_tensor *apxpy_acquire(apxpy_call *cs, PyObject *obj, const char *name, int mode) {
   if (cs->nheld >= APXPY_MAX_HELD) {
     PyErr_SetString(PyExc_RuntimeError, "apexx: too many tensors in one call");
     return NULL;
@@ -375,9 +529,9 @@ const apx_tensor *apxpy_acquire(apxpy_call *cs, PyObject *obj, const char *name,
   /* torch tensors have no buffer protocol */
   if (PyObject_CheckBuffer(obj)) {
     const apx_tensor *t;
-    if (from_buffer(cs, h, obj, name, writable, &t)) return t;
+    if (from_buffer(cs, h, obj, name, mode, &t)) return t;
   }
-  return from_dlpack(cs, h, obj, name);
+  return from_dlpack(cs, h, obj, name, mode);
 }
 
 const apx_tensor *apxpy_req_tensor(apxpy_call *cs, PyObject *o, const char *name) {
@@ -385,7 +539,7 @@ const apx_tensor *apxpy_req_tensor(apxpy_call *cs, PyObject *o, const char *name
     PyErr_Format(PyExc_TypeError, "%s: missing required tensor argument '%s'", cs->op, name);
     return NULL;
   }
-  return apxpy_acquire(cs, o, name, 0);
+  return apxpy_acquire(cs, o, name, APXPY_INPUT);
 }
 
 /* An output shape NumPy or torch can allocate: no negative dimension, a
@@ -429,7 +583,7 @@ const apx_tensor *apxpy_out_tensor(apxpy_call *cs, const apx_tensor **slot, PyOb
                                    const char *name, PyObject *like, int ndim,
                                    const int64_t *shape, apx_dtype dtype, PyObject **result) {
   if (o && o != Py_None) {
-    const apx_tensor *t = apxpy_acquire(cs, o, name, 1);
+    const apx_tensor *t = apxpy_acquire(cs, o, name, APXPY_OUTPUT);
     if (!t) return NULL;
     Py_INCREF(o);
     *result = o;
@@ -454,7 +608,7 @@ const apx_tensor *apxpy_out_tensor(apxpy_call *cs, const apx_tensor **slot, PyOb
       PyObject_CallFunction(apxpy_alloc_hook, "OOs", like, shp, apxpy_dtype_names[dtype]);
   Py_DECREF(shp);
   if (!made) return NULL;
-  const apx_tensor *t = apxpy_acquire(cs, made, name, 1);
+  const apx_tensor *t = apxpy_acquire(cs, made, name, APXPY_OUTPUT);
   if (!t) {
     Py_DECREF(made);
     return NULL;

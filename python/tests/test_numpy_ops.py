@@ -134,6 +134,43 @@ class NumpyOps(TestCase):
             index = self.rng.integers(0, 4, 9).astype(np.int32)
             np.testing.assert_array_equal(self.ctx.index_select(s2, index), s2[index])
 
+    def test_strided_index_tensors(self):
+        """Index tensors are only read: expanded (np.broadcast_to, stride 0, read-only),
+        transposed and reversed ones give the results of their contiguous copies, for
+        gather, index_select, scatter_add, gather_backward and tilepack."""
+        src = self.rng.standard_normal((5, 6)).astype(np.float32)
+        row = self.rng.integers(0, 5, (1, 6)).astype(np.int64)
+        expanded = np.broadcast_to(row, (4, 6))
+        self.assertEqual(expanded.strides[0], 0)
+        self.assertFalse(expanded.flags.writeable)
+        dense = np.ascontiguousarray(expanded)
+        np.testing.assert_array_equal(self.ctx.gather(src, 0, expanded), ref.gather(src, 0, dense))
+        one = np.broadcast_to(np.int32(3), (7,))
+        np.testing.assert_array_equal(self.ctx.index_select(src, one, dim=0), src[[3] * 7])
+        reversed_ = np.arange(6, dtype=np.int64)[::-1]
+        self.assertLess(reversed_.strides[0], 0)
+        np.testing.assert_array_equal(self.ctx.index_select(src, reversed_, dim=1), src[:, ::-1])
+        transposed = self.rng.integers(0, 5, (6, 5)).astype(np.int64).T
+        np.testing.assert_array_equal(self.ctx.gather(src, 0, transposed),
+                                      ref.gather(src, 0, np.ascontiguousarray(transposed)))
+        upd = self.rng.standard_normal((4, 6)).astype(np.float32)
+        np.testing.assert_array_equal(self.ctx.scatter_add(src, 0, expanded, upd),
+                                      self.ctx.scatter_add(src, 0, dense, upd))
+        np.testing.assert_array_equal(self.ctx.gather_backward(upd, 0, expanded, src_shape=(5, 6)),
+                                      self.ctx.gather_backward(upd, 0, dense, src_shape=(5, 6)))
+        f = self.feats((2, 3, 16, 16), np.float32)
+        idx = np.broadcast_to(np.array([[1, 3]], np.int64), (2, 2))
+        np.testing.assert_array_equal(self.ctx.tilepack(f, idx, tile=8),
+                                      self.ctx.tilepack(f, np.ascontiguousarray(idx), tile=8))
+        # out of range in the expanded index: named at its position as in the copy
+        bad = np.broadcast_to(np.array([0, 9], np.int64), (3, 2))
+        with self.assertRaisesApexx(apexx.InvalidArgument, "gather: index[0][1] = [9]",
+                                    "outside [0, 4]"):
+            self.ctx.gather(src, 0, bad)
+        # data tensors are never copied: a strided src is still refused
+        with self.assertRaisesApexx(apexx.InvalidArgument, "src", "not contiguous"):
+            self.ctx.index_select(np.broadcast_to(src[:1], (5, 6)), one)
+
     def test_scatter_add_gather_backward(self):
         for dt in (np.float32, np.float16, np.int32):
             self_ = (self.rng.standard_normal((5, 4)) * 4).astype(dt)

@@ -103,6 +103,34 @@ class TorchCpu(TestCase):
         with self.assertRaisesApexx(apexx.InvalidArgument, "index must be [N]"):
             self.ctx.index_select(src, torch.tensor([[0]]), dim=1)
 
+    def test_expanded_index(self):
+        """idx.expand(...) (stride 0) and a transposed index are accepted where the
+        op only reads them, through Context, torch.ops.apexx and apexx.torch, with
+        autograd: the results and gradients of their .contiguous() copies."""
+        import apexx.torch as at
+        src = self.randn(5, 6)
+        row = torch.randint(0, 5, (1, 6), generator=self.gen)
+        expanded = row.expand(4, 6)
+        self.assertEqual(expanded.stride(), (0, 1))
+        want = torch.gather(src, 0, expanded)
+        self.assertTrue(torch.equal(self.ctx.gather(src, 0, expanded), want))
+        self.assertTrue(torch.equal(torch.ops.apexx.gather(src, 0, expanded), want))
+        one = torch.tensor([2]).expand(7)
+        self.assertTrue(torch.equal(self.ctx.index_select(src, one, dim=0),
+                                    torch.index_select(src, 0, one)))
+        self.assertTrue(torch.equal(at.index_select(src, one, 0), torch.index_select(src, 0, one)))
+        upd = self.randn(4, 6)
+        torch.testing.assert_close(at.scatter_add(src, 0, expanded, upd),
+                                   torch.scatter_add(src, 0, expanded, upd))
+        transposed = torch.randint(0, 5, (6, 5), generator=self.gen).t()
+        self.assertTrue(torch.equal(self.ctx.gather(src, 0, transposed),
+                                    torch.gather(src, 0, transposed)))
+        leaf = src.clone().requires_grad_()
+        (at.gather(leaf, 0, expanded) * upd).sum().backward()
+        torch.testing.assert_close(leaf.grad, torch.zeros(5, 6).scatter_add_(0, expanded, upd))
+        with self.assertRaisesApexx(apexx.InvalidArgument, "src", "not contiguous"):
+            self.ctx.gather(src.t(), 0, transposed)
+
     def test_requires_grad_and_rejections(self):
         f = self.randn(1, 2, 8, 8).requires_grad_()
         got = self.ctx.tilepack(f, torch.tensor([[1]]), 4)

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Host time per call from Python at the seed profile (issue 27): apexx's
+Context.<op>(..., out=...) and torch.ops.apexx.<op> beside torch's own
+torch.index_select and torch.gather, in one run, on one device.
+
+The seed profile (apexx-bench(1), PROFILES): tilepack on [1,128,128,128]
+fp16 with K 32 ids, t 8; index_select on a [4096,128] fp16 source with 256
+rows; gather with a [256,128] index into it. Each row is the least mean of
+five series of n calls (no sync inside a series; --device cuda syncs once
+after each series, so queued kernels count once). "C loop" is the same
+apx_tilepack looped in C (_apexx's _time_c_tilepack): what the kernel
+costs without Python. Prints a Markdown table with the machine and the
+load average; --json FILE writes the numbers.
+
+Run from the build tree:
+  PYTHONPATH=python/build APEXX_CONFIG=$PWD/conf/apexx.ini \\
+  APEXX_BACKEND_DIR=$PWD/backends/.libs python3 bench/python_percall.py
+"""
+import argparse
+import json
+import os
+import platform
+import time
+
+import apexx
+
+try:
+    import torch
+except ImportError:  # the table needs torch's ops beside apexx's
+    raise SystemExit("python_percall.py: torch is not installed (Debian: python3-torch)")
+import apexx.torch  # noqa: F401 (registers torch.ops.apexx)
+
+
+def per_call(fn, n, sync):
+    fn()
+    sync()
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+
+def machine(device):
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def rows(ctx, device, n):
+    g = torch.Generator().manual_seed(0)
+    half = torch.float16
+    feats = torch.randn(1, 128, 128, 128, generator=g).to(device, half)
+    idx = torch.randperm(256, generator=g)[:32].view(1, 32).to(device)
+    packed = torch.empty(1, 32, 128, 8, 8, dtype=half, device=device)
+    src = torch.randn(4096, 128, generator=g).to(device, half)
+    rows_ = torch.randint(0, 4096, (256,), generator=g).to(device)
+    picked = torch.empty(256, 128, dtype=half, device=device)
+    index = torch.randint(0, 4096, (256, 128), generator=g).to(device)
+    gathered = torch.empty(256, 128, dtype=half, device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    ops = torch.ops.apexx
+    stream = {"stream": torch.cuda.current_stream().cuda_stream} if device == "cuda" else {}
+    c_loop = min(ctx._time_c_tilepack(feats, idx, packed, 8, n, **stream) for _ in range(5))
+    table = [
+        ("tilepack", "C loop (apx_tilepack)", c_loop),
+        ("tilepack", "Context.tilepack(out=)",
+         per_call(lambda: ctx.tilepack(feats, idx, 8, out=packed), n, sync)),
+        ("tilepack", "torch.ops.apexx.tilepack",
+         per_call(lambda: ops.tilepack(feats, idx, 8), n, sync)),
+        ("index_select", "Context.index_select(out=)",
+         per_call(lambda: ctx.index_select(src, rows_, out=picked), n, sync)),
+        ("index_select", "torch.ops.apexx.index_select",
+         per_call(lambda: ops.index_select(src, rows_), n, sync)),
+        ("index_select", "torch.index_select(out=)",
+         per_call(lambda: torch.index_select(src, 0, rows_, out=picked), n, sync)),
+        ("index_select", "torch.index_select",
+         per_call(lambda: torch.index_select(src, 0, rows_), n, sync)),
+        ("gather", "Context.gather(out=)",
+         per_call(lambda: ctx.gather(src, 0, index, out=gathered), n, sync)),
+        ("gather", "torch.ops.apexx.gather",
+         per_call(lambda: ops.gather(src, 0, index), n, sync)),
+        ("gather", "torch.gather(out=)",
+         per_call(lambda: torch.gather(src, 0, index, out=gathered), n, sync)),
+        ("gather", "torch.gather", per_call(lambda: torch.gather(src, 0, index), n, sync)),
+    ]
+    return table
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("-n", type=int, default=2000, help="calls per series")
+    ap.add_argument("--json", help="write the numbers here")
+    args = ap.parse_args()
+    ctx = apexx.Context()
+    load = os.getloadavg()
+    table = rows(ctx, args.device, args.n)
+    load_after = os.getloadavg()
+    where = (f"{machine(args.device)}; Python {platform.python_version()}, torch "
+             f"{torch.__version__}; torch threads {torch.get_num_threads()}; load average "
+             f"{load[0]:.1f} before, {load_after[0]:.1f} after")
+    print(f"seed profile, {args.device}: {where}\n")
+    print("| op | call | host time per call (us) |")
+    print("| --- | --- | ---: |")
+    for op, call, t in table:
+        print(f"| {op} | {call} | {t * 1e6:.2f} |")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(dict(device=args.device, where=where,
+                           rows=[dict(op=o, call=c, us=t * 1e6) for o, c, t in table]),
+                      fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
