@@ -99,6 +99,19 @@ void ab_side_free(side *s) {
   cJSON_Delete(s->probe);
 }
 
+/* Whether dir holds a libapexx.so.N (any soname: the two sides may be
+ * builds of different library versions). */
+static int holds_libapexx(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return 0;
+  int found = 0;
+  for (struct dirent *e; !found && (e = readdir(d));)
+    found = strncmp(e->d_name, "libapexx.so.", 12) == 0;
+  closedir(d);
+  return found;
+}
+
 /* LD_LIBRARY_PATH without the directories that hold a libapexx (the
  * build tree's libtool wrapper that runs ab puts its own first, and it
  * would win over the other side's run path), as "LD_LIBRARY_PATH=...";
@@ -116,10 +129,7 @@ static char *library_path_without_apexx(const char *value) {
   size_t prefix = strlen(out), at = prefix;
   char *save = NULL;
   for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-    char *so = joined(dir, "libapexx.so.0");
-    int holds = so && access(so, F_OK) == 0;
-    free(so);
-    if (holds)
+    if (holds_libapexx(dir))
       continue;
     at += (size_t)sprintf(out + at, "%s%s", at > prefix ? ":" : "", dir);
   }

@@ -2,7 +2,8 @@
 /* The FF path's host routing (common/apx_ff_route.h; docs/ff_infer.md,
  * Routing): per batch row, a greedy L0 selection by utility under budget
  * b1, a split stage choosing L0 parents under budget b2 whose quadtree
- * children are the L1 tiles, and both id lists in Hilbert order. float64
+ * children are the L1 tiles, and both id lists in Hilbert order and in the
+ * call's order_mode (docs/ff_infer.md, Options). float64
  * throughout, ties broken by the smaller id; O(G0 log G0) per row. Not part
  * of libapexx: it uses only the C library and the inline rules of
  * include/apexx/ff_backend.h and op_rules.h. */
@@ -35,44 +36,54 @@ static int compare_scored(const void *pa, const void *pb) {
   return a->id < b->id ? -1 : a->id > b->id;
 }
 
-typedef struct hilbert_tile {
+typedef struct ordered_tile {
   uint64_t hi, lo;
-  int64_t id;
-} hilbert_tile;
+  int64_t pos, id;
+} ordered_tile;
 
-static int compare_hilbert(const void *pa, const void *pb) {
-  const hilbert_tile *a = pa, *b = pb;
+/* (key, input position): a stable sort (docs/ops.md, tile_order). */
+static int compare_ordered(const void *pa, const void *pb) {
+  const ordered_tile *a = pa, *b = pb;
   if (a->hi != b->hi)
     return a->hi < b->hi ? -1 : 1;
   if (a->lo != b->lo)
     return a->lo < b->lo ? -1 : 1;
-  return a->id < b->id ? -1 : a->id > b->id;
+  return a->pos < b->pos ? -1 : a->pos > b->pos;
 }
 
-/* ids[0..count) re-ordered as apx_tile_order with APX_ORDER_HILBERT on a
- * grid_h x grid_w grid; scratch holds count entries. */
-static void hilbert_sort(int64_t *ids, int64_t count, int64_t grid_h, int64_t grid_w,
-                         hilbert_tile *scratch) {
+/* ids[0..count) re-ordered as apx_tile_order does in `mode` on a grid_h x
+ * grid_w grid; scratch holds count entries. */
+static void order_sort(int64_t *ids, int64_t count, int64_t grid_h, int64_t grid_w,
+                       apx_order_mode mode, ordered_tile *scratch) {
   uint64_t n = apx_hilbert_side((uint64_t)(grid_h > grid_w ? grid_h : grid_w));
   for (int64_t i = 0; i < count; i++) {
-    uint64_t ty = (uint64_t)ids[i] / (uint64_t)grid_w, tx = (uint64_t)ids[i] % (uint64_t)grid_w;
-    apx_hilbert_key(tx, ty, n, &scratch[i].hi, &scratch[i].lo);
+    apx_order_key(mode, (uint64_t)ids[i], (uint64_t)grid_h, (uint64_t)grid_w, n, &scratch[i].hi,
+                  &scratch[i].lo);
+    scratch[i].pos = i;
     scratch[i].id = ids[i];
   }
-  qsort(scratch, (size_t)count, sizeof *scratch, compare_hilbert);
+  qsort(scratch, (size_t)count, sizeof *scratch, compare_ordered);
   for (int64_t i = 0; i < count; i++)
     ids[i] = scratch[i].id;
+}
+
+/* row[0..kmax) = ids[0..count) in `mode`'s order, then -1s. */
+static void write_ordered(int64_t *row, int64_t kmax, const int64_t *ids, int64_t count,
+                          int64_t grid_h, int64_t grid_w, apx_order_mode mode,
+                          ordered_tile *scratch) {
+  for (int64_t k = 0; k < kmax; k++)
+    row[k] = k < count ? ids[k] : -1;
+  order_sort(row, count, grid_h, grid_w, mode, scratch);
 }
 
 static int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* The scratch of one call: every L0 candidate; the selected L0 ids in walk
- * order; the L1 children; the Hilbert sort of up to max(kmax_l0, kmax_l1)
- * ids. */
+ * order; the L1 children; the sorts of up to max(kmax_l0, kmax_l1) ids. */
 typedef struct route_scratch {
   scored_tile *candidates;
   int64_t *taken, *children;
-  hilbert_tile *keys;
+  ordered_tile *keys;
 } route_scratch;
 
 static void scratch_free(route_scratch *s) {
@@ -109,14 +120,21 @@ static void write_row(const apx_ff_infer_args *args, apx_ff_route *route, int64_
   if (route->l0_greedy)
     for (int64_t k = 0; k < kmax_l0; k++)
       route->l0_greedy[b * kmax_l0 + k] = k < count_l0 ? s->taken[k] : -1;
-  if (route->l0_hilbert) {
-    hilbert_sort(s->taken, count_l0, grid_h0, grid_w0, s->keys);
-    for (int64_t k = 0; k < kmax_l0; k++)
-      route->l0_hilbert[b * kmax_l0 + k] = k < count_l0 ? s->taken[k] : -1;
-  }
+  const apx_order_mode order = args->order_mode;
+  const int64_t grid_h1 = 2 * grid_h0, grid_w1 = 2 * grid_w0;
+  if (route->l0_hilbert)
+    write_ordered(route->l0_hilbert + b * kmax_l0, kmax_l0, s->taken, count_l0, grid_h0, grid_w0,
+                  APX_ORDER_HILBERT, s->keys);
+  if (route->l0_ordered)
+    write_ordered(route->l0_ordered + b * kmax_l0, kmax_l0, s->taken, count_l0, grid_h0, grid_w0,
+                  order, s->keys);
+  /* s->children are in Hilbert order already */
   if (route->l1_hilbert)
     for (int64_t k = 0; k < kmax_l1; k++)
       route->l1_hilbert[b * kmax_l1 + k] = k < count_l1 ? s->children[k] : -1;
+  if (route->l1_ordered)
+    write_ordered(route->l1_ordered + b * kmax_l1, kmax_l1, s->children, count_l1, grid_h1, grid_w1,
+                  order, s->keys);
 }
 
 apx_status apx_ff_route_host(const apx_ff_infer_args *args, apx_ff_route *route,
@@ -179,7 +197,7 @@ apx_status apx_ff_route_host(const apx_ff_infer_args *args, apx_ff_route *route,
           s.children[count_l1++] = bottom + 1;
         }
       }
-      hilbert_sort(s.children, count_l1, 2 * grid_h0, grid_w1, s.keys);
+      order_sort(s.children, count_l1, 2 * grid_h0, grid_w1, APX_ORDER_HILBERT, s.keys);
     }
     write_row(args, route, b, count_l0, count_l1, spent_b1, spent_b2, &s, grid_h0, grid_w0);
   }

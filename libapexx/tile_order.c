@@ -28,34 +28,6 @@ static int compare_entries(const void *pa, const void *pb) {
   return a->pos < b->pos ? -1 : a->pos > b->pos;
 }
 
-static void mode_key(apx_order_mode mode, int64_t id, uint64_t grid_h, uint64_t grid_w,
-                     uint64_t hilbert_n, order_entry *e) {
-  uint64_t ty = (uint64_t)id / grid_w, tx = (uint64_t)id % grid_w;
-  e->hi = 0;
-  switch (mode) {
-  case APX_ORDER_HILBERT:
-    apx_hilbert_key(tx, ty, hilbert_n, &e->hi, &e->lo);
-    break;
-  case APX_ORDER_L2R:
-    e->lo = ty * grid_w + tx;
-    break; /* (ty, tx) */
-  case APX_ORDER_R2L:
-    e->lo = ty * grid_w + (grid_w - 1 - tx);
-    break; /* (ty, gw-1-tx) */
-  case APX_ORDER_U2D:
-    e->lo = tx * grid_h + ty;
-    break; /* (tx, ty) */
-  case APX_ORDER_D2U:
-    e->lo = tx * grid_h + (grid_h - 1 - ty);
-    break; /* (tx, gh-1-ty) */
-  case APX_ORDER_MULTI_DIRECTION:
-    /* The spec's key 2*(ty*gw + tx*gh) + gw + gh - 2 is an increasing
-     * function of ty*gw + tx*gh, which stays below 2*gh*gw <= 2^64. */
-    e->lo = ty * grid_w + tx * grid_h;
-    break;
-  }
-}
-
 /* docs/ops.md, tile_order: ids and out [K] i32|i64 host tensors of one dtype
  * (out may alias ids exactly), grid > 0, a known mode, every id in
  * [0, gh*gw). A host op of the core, so not in the op table. */
@@ -111,7 +83,8 @@ APX_API apx_status apx_tile_order(apx_context *ctx, const apx_tile_order_args *a
                                              : ((const int64_t *)ids->data)[i];
     entries[i].pos = i;
     entries[i].id = id;
-    mode_key(args->mode, id, grid_h, grid_w, hilbert_n, &entries[i]);
+    apx_order_key(args->mode, (uint64_t)id, grid_h, grid_w, hilbert_n, &entries[i].hi,
+                  &entries[i].lo);
   }
   qsort(entries, (size_t)count, sizeof *entries, compare_entries);
   /* Every id was read above, so writing out is safe when it aliases ids. */

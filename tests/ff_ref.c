@@ -126,37 +126,45 @@ static double scan_sanitize_d(double x, double lim) {
   return x > lim ? lim : x < -lim ? -lim : x;
 }
 
+/* One direction's scan of channel c into y, mag (dir 0 forward, 1 backward). */
+static void scan_direction(const ff_ref_scan_vectors *v, apx_dtype dt, const float *tok, int64_t K,
+                           int64_t C, int dir, int64_t c, double *y, double *mag) {
+  const double lim = ff_ref_rnd(dt, 1e4);
+  double s = 0, sm = 0;
+  const double d = v->decay[dir][c], om = 1.0 - d;
+  for (int64_t step = 0; step < K; step++) {
+    int64_t k = dir ? K - 1 - step : step;
+    double x = scan_sanitize_d(tok[k * C + c], lim);
+    double drive = v->input_gain[dir][c] * x + v->state_bias[dir][c];
+    double drive_mag = fabs(v->input_gain[dir][c] * x) + fabs(v->state_bias[dir][c]);
+    s = d * s + om * drive;
+    sm = d * sm + om * drive_mag;
+    y[k * C + c] = ff_ref_rnd(dt, v->output_gain[dir][c] * s);
+    mag[k * C + c] = fabs(v->output_gain[dir][c]) * sm;
+  }
+}
+
+void ff_ref_scan_forward(const ff_ref_scan_vectors *v, apx_dtype dt, const float *tok, int64_t K,
+                         int64_t C, double *y, double *mag) {
+  for (int64_t c = 0; c < C; c++)
+    scan_direction(v, dt, tok, K, C, 0, c, y, mag);
+}
+
 void ff_ref_scan_merge(const ff_ref_scan_vectors *v, apx_dtype dt, const float *tok, int64_t K,
                        int64_t C, double *mixed, double *mag) {
-  const double lim = ff_ref_rnd(dt, 1e4);
-  double *yf = malloc((size_t)(K * C + 1) * sizeof(double));
-  double *yf_mag = malloc((size_t)(K * C + 1) * sizeof(double));
-  for (int dir = 0; dir < 2; dir++)
-    for (int64_t c = 0; c < C; c++) {
-      double s = 0, sm = 0;
-      const double d = v->decay[dir][c], om = 1.0 - d;
-      for (int64_t step = 0; step < K; step++) {
-        int64_t k = dir ? K - 1 - step : step;
-        double x = scan_sanitize_d(tok[k * C + c], lim);
-        double drive = v->input_gain[dir][c] * x + v->state_bias[dir][c];
-        double drive_mag = fabs(v->input_gain[dir][c] * x) + fabs(v->state_bias[dir][c]);
-        s = d * s + om * drive;
-        sm = d * sm + om * drive_mag;
-        double y = ff_ref_rnd(dt, v->output_gain[dir][c] * s);
-        double ym = fabs(v->output_gain[dir][c]) * sm;
-        if (!dir) {
-          yf[k * C + c] = y;
-          yf_mag[k * C + c] = ym;
-        } else {
-          double g = v->gate[c], omg = ff_ref_rnd(dt, 1.0 - g);
-          mixed[k * C + c] =
-              ff_ref_rnd(dt, ff_ref_rnd(dt, g * yf[k * C + c]) + ff_ref_rnd(dt, omg * y));
-          mag[k * C + c] = fabs(g) * yf_mag[k * C + c] + fabs(omg) * ym;
-        }
-      }
+  double *yf = malloc((size_t)(4 * K * C + 1) * sizeof(double));
+  double *yf_mag = yf + K * C, *yb = yf_mag + K * C, *yb_mag = yb + K * C;
+  ff_ref_scan_forward(v, dt, tok, K, C, yf, yf_mag);
+  for (int64_t c = 0; c < C; c++) {
+    scan_direction(v, dt, tok, K, C, 1, c, yb, yb_mag);
+    double g = v->gate[c], omg = ff_ref_rnd(dt, 1.0 - g);
+    for (int64_t k = 0; k < K; k++) {
+      const int64_t e = k * C + c;
+      mixed[e] = ff_ref_rnd(dt, ff_ref_rnd(dt, g * yf[e]) + ff_ref_rnd(dt, omg * yb[e]));
+      mag[e] = fabs(g) * yf_mag[e] + fabs(omg) * yb_mag[e];
     }
+  }
   free(yf);
-  free(yf_mag);
 }
 
 void ff_ref_film(const apx_ff_level_params *w, apx_dtype dt, int64_t C, const float *mixed,

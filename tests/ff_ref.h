@@ -40,6 +40,9 @@ typedef struct ff_ref_scan_vectors {
 } ff_ref_scan_vectors;
 void ff_ref_scan_merge(const ff_ref_scan_vectors *v, apx_dtype dtype, const float *tok,
                        int64_t steps, int64_t channels, double *mixed, double *mag);
+/* Step 3 with scan_mode forward: the forward stream alone, y = y_f. */
+void ff_ref_scan_forward(const ff_ref_scan_vectors *v, apx_dtype dtype, const float *tok,
+                         int64_t steps, int64_t channels, double *y, double *mag);
 /* Step 4 of one token, raw weights of the level. */
 void ff_ref_film(const apx_ff_level_params *w, apx_dtype dtype, int64_t channels,
                  const float *mixed, double *gamma, double *gamma_mag, double *beta,

@@ -140,6 +140,42 @@ static void fill_tokens(tu_rng *r, apx_dtype dt, float *v, int64_t n) {
   }
 }
 
+/* y [K][C] of cpu_ff_scan_forward equals apx_tilessm_scan's forward
+ * output (cpu backend) on the same tokens and the level's forward vectors. */
+static void check_scan_forward_op(const cpu_ff_level *lv, apx_dtype dt, const float *tok, int64_t K,
+                                  int64_t C, const float *y) {
+  apx_context *ctx = tu_open_cpu_threads(1);
+  ck_assert_ptr_nonnull(ctx);
+  apx_tensor tokens = tu_host3(dt, 1, K, C), out = tu_host3(dt, 1, K, C);
+  apx_tensor vec[4] = {tu_host1(APX_DTYPE_F32, C), tu_host1(APX_DTYPE_F32, C),
+                       tu_host1(APX_DTYPE_F32, C), tu_host1(APX_DTYPE_F32, C)};
+  const float *src[4] = {lv->decay[0], lv->input_gain[0], lv->output_gain[0], lv->state_bias[0]};
+  for (int64_t i = 0; i < K * C; i++)
+    tu_set(&tokens, i, tok[i]);
+  for (int j = 0; j < 4; j++)
+    for (int64_t c = 0; c < C; c++)
+      tu_set(&vec[j], c, src[j][c]);
+  apx_tilessm_scan_args a = APX_TILESSM_SCAN_ARGS_INIT;
+  a.tokens = &tokens;
+  a.decay = &vec[0];
+  a.input_gain = &vec[1];
+  a.output_gain = &vec[2];
+  a.state_bias = &vec[3];
+  a.direction = APX_SCAN_FORWARD;
+  a.out = &out;
+  static const apx_call on_cpu = {"cpu", NULL};
+  ck_assert_msg(apx_tilessm_scan(ctx, &a, &on_cpu) == APX_OK, "tilessm_scan: %s", apx_last_error());
+  for (int64_t i = 0; i < K * C; i++)
+    ck_assert_msg((float)tu_get(&out, i) == y[i],
+                  "scan forward (%s)[%lld]: %.9g, tilessm_scan %.9g", apx_dtype_name(dt),
+                  (long long)i, y[i], tu_get(&out, i));
+  tu_free(&tokens);
+  tu_free(&out);
+  for (int j = 0; j < 4; j++)
+    tu_free(&vec[j]);
+  apx_close(ctx);
+}
+
 START_TEST(test_scan_merge) {
   tu_rng r = {tu_seed() + 2};
   for (int d = 0; d < 3; d++) {
@@ -177,6 +213,13 @@ START_TEST(test_scan_merge) {
                                lv->gate};
       ff_ref_scan_merge(&v, dt, tok, K, C, want, mag);
       check_close("scan+merge", dt, mixed, want, mag, K * C, 0);
+      /* scan_mode forward: the forward stream alone, against the double
+       * loop and bit for bit against tilessm_scan (docs/ops.md) forward
+       * with the level's forward vectors */
+      cpu_ff_scan_forward(lv, dt, tok, K, C, mixed);
+      ff_ref_scan_forward(&v, dt, tok, K, C, want, mag);
+      check_close("scan forward", dt, mixed, want, mag, K * C, 0);
+      check_scan_forward_op(lv, dt, tok, K, C, mixed);
       /* one step, one channel written out: gate 0.5-ish EMA of one token */
       cpu_ff_scan_merge(lv, dt, tok, 0, C, mixed); /* K = 0 writes nothing */
     }
@@ -308,6 +351,14 @@ typedef struct ff_case {
   apx_dtype proxy_dt;
 } ff_case;
 
+/* docs/ff_infer.md, Options, as a case sets them (zero: the defaults). */
+typedef struct ff_modes {
+  apx_order_mode order;
+  int blend; /* overlap_mode blend with blend_alpha */
+  double blend_alpha;
+  int scan_forward; /* scan_mode forward */
+} ff_modes;
+
 typedef struct ff_inputs {
   apx_tensor dense, util, split, boundary, uncertainty, heavy, detail, alpha;
   apx_ff_infer_args args;
@@ -392,6 +443,7 @@ typedef struct route_buf {
 static void route_of(const apx_ff_infer_args *a, route_buf *rb) {
   const int64_t B = a->dense->shape[0];
   rb->ints = calloc((size_t)(2 * B + 2 * B * a->kmax_l0 + B * a->kmax_l1), sizeof(int64_t));
+  rb->route.l0_ordered = rb->route.l1_ordered = NULL; /* compose orders with apx_tile_order */
   rb->dbl = calloc((size_t)(2 * B), sizeof(double));
   rb->route.l0_count = rb->ints;
   rb->route.l1_count = rb->ints + B;
@@ -403,8 +455,35 @@ static void route_of(const apx_ff_infer_args *a, route_buf *rb) {
   ck_assert_int_eq(apx_ff_route_host(a, &rb->route, tu_set_error), APX_OK);
 }
 
-/* One level written out plainly: U = X with every selected tile replaced by
- * its refined pixels, then H = fuse(X, U) with the level's alpha. */
+/* The ops the composition borrows from the public API (each tested on its
+ * own: test_tile_order, test_cpu_tileunpack): a cpu context of one thread. */
+static apx_context *compose_ctx;
+static const apx_call compose_call = {"cpu", NULL};
+
+/* ids[b*stride + 0..count[b]) of every row re-ordered by apx_tile_order in
+ * `mode` on a gh x gw grid (docs/ff_infer.md, Options), -1 padded. */
+static int64_t *ordered_ids(const int64_t *ids, int64_t B, int64_t stride, const int64_t *count,
+                            int64_t gh, int64_t gw, apx_order_mode mode) {
+  int64_t *out = malloc((size_t)(B * stride + 1) * sizeof(int64_t));
+  for (int64_t i = 0; i < B * stride; i++)
+    out[i] = -1;
+  for (int64_t b = 0; b < B; b++) {
+    if (count[b] == 0)
+      continue;
+    apx_tensor in =
+        apx_tensor_host((void *)(ids + b * stride), APX_DTYPE_I64, 1, (int64_t[]){count[b]});
+    apx_tensor row = apx_tensor_host(out + b * stride, APX_DTYPE_I64, 1, (int64_t[]){count[b]});
+    apx_tile_order_args order = {&in, gh, gw, mode, &row};
+    ck_assert_msg(apx_tile_order(compose_ctx, &order) == APX_OK, "tile_order: %s",
+                  apx_last_error());
+  }
+  return out;
+}
+
+/* One level written out plainly: the tiles of ids (in that order) packed,
+ * their tokens scanned in scan_mode's direction, each refined, then U =
+ * apx_tileunpack(X, r, ids) in overlap_mode with blend_alpha, then H =
+ * fuse(X, U) with the level's alpha. */
 static void compose_level(const cpu_ff_level *lv, apx_dtype dt, const apx_ff_infer_args *a,
                           int64_t B, int64_t C, int64_t H, int64_t W, int64_t t, const float *X,
                           const int64_t *ids, int64_t stride, const int64_t *count, float *out,
@@ -418,28 +497,47 @@ static void compose_level(const cpu_ff_level *lv, apx_dtype dt, const apx_ff_inf
     float *tok = P + K * C * N, *mixed = tok + K * C, *gamma = mixed + K * C;
     float *beta = gamma + K * C, *work = beta + K * C;
     float *scratch = malloc(cpu_ff_refine_scratch(C, t) * sizeof(float));
-    float *r = malloc((size_t)(C * N) * sizeof(float));
+    apx_tensor base = tu_host4(dt, 1, C, H, W), packed = tu_host5(dt, 1, K, C, t, t),
+               idx = tu_host2(APX_DTYPE_I64, 1, K);
+    for (int64_t i = 0; i < C * HW; i++)
+      tu_set(&base, i, X[b * C * HW + i]);
     for (int64_t k = 0; k < K; k++) {
       const int64_t id = ids[b * stride + k], y0 = id / gw * t, x0 = id % gw * t;
+      tu_set(&idx, k, (double)id);
       for (int64_t c = 0; c < C; c++)
         for (int64_t y = 0; y < t; y++)
           for (int64_t x = 0; x < t; x++)
             P[(k * C + c) * N + y * t + x] = X[((b * C + c) * H + y0 + y) * W + x0 + x];
       cpu_ff_tokens(dt, P + k * C * N, C, N, tok + k * C);
     }
-    cpu_ff_scan_merge(lv, dt, tok, K, C, mixed);
+    if (a->scan_mode == APX_SCAN_FORWARD)
+      cpu_ff_scan_forward(lv, dt, tok, K, C, mixed);
+    else
+      cpu_ff_scan_merge(lv, dt, tok, K, C, mixed);
     for (int64_t k = 0; k < K; k++) {
-      const int64_t id = ids[b * stride + k], y0 = id / gw * t, x0 = id % gw * t;
+      float *r = P + k * C * N;
       cpu_ff_film(lv, dt, C, mixed + k * C, work, gamma + k * C, beta + k * C);
-      cpu_ff_refine(lv, dt, C, t, P + k * C * N, gamma + k * C, beta + k * C, scratch, 0, r);
-      for (int64_t c = 0; c < C; c++)
-        for (int64_t y = 0; y < t; y++)
-          for (int64_t x = 0; x < t; x++)
-            U[((b * C + c) * H + y0 + y) * W + x0 + x] = r[c * N + y * t + x];
+      cpu_ff_refine(lv, dt, C, t, r, gamma + k * C, beta + k * C, scratch, 0, r);
+      for (int64_t i = 0; i < C * N; i++)
+        tu_set(&packed, k * C * N + i, r[i]);
     }
+    if (K > 0) {
+      apx_tileunpack_args unpack = APX_TILEUNPACK_ARGS_INIT;
+      unpack.base = unpack.out = &base;
+      unpack.packed = &packed;
+      unpack.idx = &idx;
+      unpack.mode = a->overlap_mode;
+      unpack.blend_alpha = a->blend_alpha;
+      ck_assert_msg(apx_tileunpack(compose_ctx, &unpack, &compose_call) == APX_OK, "tileunpack: %s",
+                    apx_last_error());
+      for (int64_t i = 0; i < C * HW; i++)
+        U[b * C * HW + i] = (float)tu_get(&base, i);
+    }
+    tu_free(&base);
+    tu_free(&packed);
+    tu_free(&idx);
     free(P);
     free(scratch);
-    free(r);
   }
   for (int64_t i = 0; i < B * HW; i++) {
     float bp = a->boundary ? cpu_ff_proxy(dt, (float)tu_get(a->boundary, i)) : 1.0f;
@@ -468,6 +566,16 @@ static void compose(const apx_ff_params *params, const apx_ff_infer_args *a, com
   ck_assert_int_eq(cpu_ff_prepare(params, dt, &prep), APX_OK);
   route_of(a, &out->rb);
   const apx_ff_route *rt = &out->rb.route;
+  compose_ctx = tu_open_cpu_threads(1);
+  ck_assert_ptr_nonnull(compose_ctx);
+  const int64_t gh0 = H / a->tile_l0, gw0 = W / a->tile_l0;
+  /* docs/ff_infer.md, Options: the greedy L0 list and the Hilbert L1 list,
+   * each in order_mode's order */
+  int64_t *ids0 = ordered_ids(rt->l0_greedy, B, a->kmax_l0, rt->l0_count, gh0, gw0, a->order_mode);
+  int64_t *ids1 =
+      ordered_ids(rt->l1_hilbert, B, a->kmax_l1, rt->l1_count, 2 * gh0, 2 * gw0, a->order_mode);
+  if (a->order_mode == APX_ORDER_HILBERT) /* the frame's lists before the options */
+    ck_assert(!memcmp(ids0, rt->l0_hilbert, (size_t)(B * a->kmax_l0) * sizeof(int64_t)));
   float *dense = to_f32(a->dense);
   out->heavy_l0 = malloc((size_t)(B * C * HW) * sizeof(float));
   out->heavy = malloc((size_t)(B * C * HW) * sizeof(float));
@@ -476,10 +584,14 @@ static void compose(const apx_ff_params *params, const apx_ff_infer_args *a, com
   out->alpha = malloc((size_t)(B * HW) * sizeof(float));
   float *h1 = malloc((size_t)(B * C * HW) * sizeof(float));
   float *alpha1 = malloc((size_t)(B * HW) * sizeof(float));
-  compose_level(&prep->level[0], dt, a, B, C, H, W, a->tile_l0, dense, rt->l0_hilbert, a->kmax_l0,
+  compose_level(&prep->level[0], dt, a, B, C, H, W, a->tile_l0, dense, ids0, a->kmax_l0,
                 rt->l0_count, out->heavy_l0, out->alpha0);
-  compose_level(&prep->level[1], dt, a, B, C, H, W, a->tile_l1, out->heavy_l0, rt->l1_hilbert,
-                a->kmax_l1, rt->l1_count, h1, alpha1);
+  compose_level(&prep->level[1], dt, a, B, C, H, W, a->tile_l1, out->heavy_l0, ids1, a->kmax_l1,
+                rt->l1_count, h1, alpha1);
+  free(ids0);
+  free(ids1);
+  apx_close(compose_ctx);
+  compose_ctx = NULL;
   for (int64_t b = 0; b < B; b++) {
     const int with_l1 = rt->l1_count[b] > 0;
     for (int64_t i = b * C * HW; i < (b + 1) * C * HW; i++) {
@@ -526,17 +638,31 @@ static apx_status run_backend(const ff_inputs *in, int threads) {
   return s;
 }
 
-/* Run one case: the backend (threads 1 and 2, portable, AVX2 and native kernels,
- * each on poisoned outputs) equals the composition bit for bit. */
-static void run_case(tu_rng *r, const ff_case *fc, composed *keep) {
+/* Run one case with the options of `modes` (NULL: the defaults): the
+ * backend (threads 1 and 2, portable, AVX2 and native kernels, each on
+ * poisoned outputs) equals the composition bit for bit. The options touch
+ * no kernel the ISA picks, so a case with them runs two of the six
+ * (threads 1 portable, threads 2 native). */
+static void run_case_modes(tu_rng *r, const ff_case *fc, const ff_modes *modes, composed *keep) {
   apx_ff_params params = ff_ref_random_params(r, fc->C);
   ff_inputs in;
   make_inputs(r, fc, &params, &in);
+  if (modes) {
+    in.args.order_mode = modes->order;
+    if (modes->blend) {
+      in.args.overlap_mode = APX_OVERLAP_BLEND;
+      in.args.blend_alpha = modes->blend_alpha;
+    }
+    if (modes->scan_forward)
+      in.args.scan_mode = APX_SCAN_FORWARD;
+  }
   composed want;
   compose(&params, &in.args, &want);
   static const char *const isas[] = {"portable", "avx2", NULL};
   for (int threads = 1; threads <= 2; threads++)
     for (int isa = 0; isa < 3; isa++) {
+      if (modes && isa != (threads == 1 ? 0 : 2))
+        continue;
       use_isa(isas[isa]);
       run_backend(&in, threads);
       check_equal("heavy", &in.heavy, want.heavy);
@@ -553,6 +679,10 @@ static void run_case(tu_rng *r, const ff_case *fc, composed *keep) {
   ff_ref_free(&params);
 }
 
+static void run_case(tu_rng *r, const ff_case *fc, composed *keep) {
+  run_case_modes(r, fc, NULL, keep);
+}
+
 START_TEST(test_infer_composition) {
   tu_rng r = {tu_seed() + 6};
   const ff_case cases[] = {
@@ -566,6 +696,86 @@ START_TEST(test_infer_composition) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     run_case(&r, &cases[i], NULL);
+}
+END_TEST
+
+static const char *const order_names[] = {"hilbert", "l2r", "r2l", "u2d", "d2u", "multi_direction"};
+
+/* docs/ff_infer.md, Options: all 24 combinations of order_mode (6),
+ * overlap_mode (override, blend) and scan_mode (bidirectional, forward) in
+ * every dtype, bit for bit against the composition (apx_tile_order for the
+ * order, the forward piece or the scan and merge, apx_tileunpack in the
+ * mode); each combination other than the defaults changes heavy, on the
+ * same inputs (the options are not ignored). The 4x4 L0 grid makes
+ * multi_direction's keys tie. */
+START_TEST(test_infer_modes) {
+  static const double alphas[] = {0.3, 0.75, 0.5, 0.0625};
+  int combos = 0;
+  for (int d = 0; d < 3; d++) {
+    const tu_rng start = {tu_seed() + 12 + (uint64_t)d};
+    float *heavy_default = NULL;
+    for (int combo = 0; combo < 24; combo++) {
+      const ff_case fc = {2, 5, 32, 32, 8, dtypes[d], 1, 1, 7, 3, 10, 12, 1, APX_DTYPE_F32};
+      const ff_modes m = {(apx_order_mode)(combo % 6), combo / 6 % 2, alphas[combo % 4],
+                          combo / 12};
+      tu_rng r = start; /* the same weights and inputs for every combination */
+      composed want;
+      run_case_modes(&r, &fc, &m, &want);
+      const size_t bytes = (size_t)(fc.B * fc.C * fc.H * fc.W) * sizeof(float);
+      if (combo == 0) {
+        heavy_default = malloc(bytes);
+        memcpy(heavy_default, want.heavy, bytes);
+      } else {
+        ck_assert_msg(memcmp(heavy_default, want.heavy, bytes) != 0,
+                      "%s: order %s, %s, scan %s: heavy equals the default frame's",
+                      apx_dtype_name(fc.dt), order_names[m.order], m.blend ? "blend" : "override",
+                      m.scan_forward ? "forward" : "bidirectional");
+      }
+      composed_free(&want);
+      combos++;
+    }
+    free(heavy_default);
+  }
+  ck_assert_int_eq(combos, 72);
+}
+END_TEST
+
+/* blend_alpha in blend mode: 0, 1 and values between, every dtype, against
+ * the composition; alpha 0 keeps every level's X (heavy = dense, detail =
+ * 0), alpha 1 is the override frame bit for bit (finite values). */
+START_TEST(test_infer_blend_alpha) {
+  static const double alphas[] = {0.0, 1.0, 0.5, 0.125, 0.9, 1.0 / 3.0};
+  for (int d = 0; d < 3; d++) {
+    const tu_rng start = {tu_seed() + 20 + (uint64_t)d};
+    ff_case fc = {2, 6, 32, 48, 8, dtypes[d], 1, 1, 6, 3, 9, 16, 2, APX_DTYPE_F16};
+    composed over;
+    tu_rng r = start;
+    run_case(&r, &fc, &over);
+    const int64_t n = fc.B * fc.C * fc.H * fc.W;
+    for (size_t i = 0; i < sizeof alphas / sizeof alphas[0]; i++) {
+      const ff_modes m = {i < 2 ? APX_ORDER_HILBERT : (apx_order_mode)(i % 6), 1, alphas[i], 0};
+      r = start;
+      composed want;
+      run_case_modes(&r, &fc, &m, &want);
+      if (alphas[i] == 0.0) {
+        r = start;
+        apx_ff_params params = ff_ref_random_params(&r, fc.C);
+        ff_inputs in;
+        make_inputs(&r, &fc, &params, &in);
+        check_equal("heavy (blend_alpha 0)", &in.dense, want.heavy);
+        for (int64_t e = 0; e < n; e++)
+          ck_assert_msg(want.detail[e] == 0.0f, "detail[%lld] = %g", (long long)e, want.detail[e]);
+        free_inputs(&in);
+        ff_ref_free(&params);
+      }
+      if (alphas[i] == 1.0) {
+        ck_assert(!memcmp(want.heavy, over.heavy, (size_t)n * sizeof(float)));
+        ck_assert(!memcmp(want.detail, over.detail, (size_t)n * sizeof(float)));
+      }
+      composed_free(&want);
+    }
+    composed_free(&over);
+  }
 }
 END_TEST
 
@@ -776,6 +986,8 @@ static Suite *cpu_ff_suite(void) {
   TCase *tc2 = tcase_create("infer");
   tcase_set_timeout(tc2, 120);
   tcase_add_test(tc2, test_infer_composition);
+  tcase_add_test(tc2, test_infer_modes);
+  tcase_add_test(tc2, test_infer_blend_alpha);
   tcase_add_test(tc2, test_infer_no_l0_tile);
   tcase_add_test(tc2, test_infer_no_l1_tile);
   tcase_add_test(tc2, test_infer_repeat_and_weights);

@@ -565,6 +565,62 @@ START_TEST(test_nan_utilities) {
 }
 END_TEST
 
+/* docs/ff_infer.md, Options: the cuda frame runs the defaults only; any
+ * other order, overlap or scan mode is passed over with a reason naming
+ * the option and the value (apx_explain and the call's error). */
+START_TEST(test_unsupported_modes) {
+  ff_case c = {APX_DTYPE_F16, 1, 8, 32, 32, 8, 8, 16, 6.0, 2.0, 1.0, 0.2, 1, 1, 0, 0};
+  apx_ff_weights *w = NULL;
+  CHECK_OK(apx_ff_weights_seeded(ctx, c.C, 5, &w), "weights");
+  ff_io io;
+  io_make(&c, &io);
+  io_fill(&c, &io);
+  apx_tensor d_dense = to_dev(ctx, &io.dense), d_util = to_dev(ctx, &io.util);
+  apx_tensor d_split = to_dev(ctx, &io.split);
+  apx_tensor d_h = dev_alloc(ctx, c.dt, 4, io.heavy.shape),
+             d_d = dev_alloc(ctx, c.dt, 4, io.detail.shape);
+  apx_tensor d_a = dev_alloc(ctx, c.dt, 4, io.alpha.shape);
+  static const char *const reasons[] = {
+      "", "cuda ff_infer runs order_mode hilbert only, not l2r",
+      "cuda ff_infer runs order_mode hilbert only, not multi_direction",
+      "cuda ff_infer runs overlap_mode override only, not blend",
+      "cuda ff_infer runs scan_mode bidirectional only, not forward"};
+  for (int k = 0; k < 5; k++) {
+    apx_ff_infer_args a = args_of(&c, w, &d_dense, &d_util, &d_split, NULL, NULL, &d_h, &d_d, &d_a);
+    if (k == 1)
+      a.order_mode = APX_ORDER_L2R;
+    if (k == 2)
+      a.order_mode = APX_ORDER_MULTI_DIRECTION;
+    if (k == 3)
+      a.overlap_mode = APX_OVERLAP_BLEND;
+    if (k == 4)
+      a.scan_mode = APX_SCAN_FORWARD;
+    apx_explanation e;
+    CHECK_OK(apx_explain(ctx, APX_OP_FF_INFER, &a, &on_gpu, &e), reasons[k]);
+    if (k == 0) {
+      ck_assert_msg(e.backend && strcmp(e.backend, "cuda") == 0, "defaults: backend %s",
+                    e.backend ? e.backend : "none");
+      continue;
+    }
+    ck_assert_msg(e.backend == NULL, "%s: chose %s", reasons[k], e.backend);
+    int found = 0;
+    for (int i = 0; i < e.passed_over_count; i++)
+      found |= strcmp(e.passed_over[i].backend, "cuda") == 0 &&
+               e.passed_over[i].code == APX_PASS_OP_UNSUPPORTED &&
+               strstr(e.passed_over[i].reason, reasons[k]) != NULL;
+    ck_assert_msg(found, "explain lacks [%s]", reasons[k]);
+    apx_status s = apx_ff_infer(ctx, &a, &on_gpu);
+    ck_assert_msg(s == APX_ERR_UNSUPPORTED && strstr(apx_last_error(), reasons[k]),
+                  "%s: the call gave %s: %s", reasons[k], apx_status_name(s), apx_last_error());
+  }
+  apx_tensor *all[] = {&d_dense, &d_util, &d_split, &d_h, &d_d, &d_a};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    apx_tensor_free(ctx, all[i]);
+  io_free(&io);
+  apx_ff_weights_free(ctx, w);
+}
+END_TEST
+
 /* ---- setup ---------------------------------------------------------------------- */
 
 int main(void) {
@@ -588,6 +644,7 @@ int main(void) {
   tcase_add_test(graph, test_graph_replay);
   tcase_add_test(graph, test_stream);
   tcase_add_test(bad, test_nan_utilities);
+  tcase_add_test(bad, test_unsupported_modes);
   suite_add_tcase(s, cmp);
   suite_add_tcase(s, route);
   suite_add_tcase(s, graph);

@@ -138,7 +138,7 @@ static void reference_route(const apx_ff_infer_args *a, int64_t b, row_result *r
 typedef struct routed {
   apx_tensor dense, utilities, split;
   apx_ff_infer_args args;
-  int64_t *l0_count, *l1_count, *l0_greedy, *l0_hilbert, *l1_hilbert;
+  int64_t *l0_count, *l1_count, *l0_greedy, *l0_hilbert, *l1_hilbert, *l0_ordered, *l1_ordered;
   double *b1_spent, *b2_spent;
   apx_ff_route route;
 } routed;
@@ -178,6 +178,8 @@ static void free_call(routed *c) {
   free(c->l0_greedy);
   free(c->l0_hilbert);
   free(c->l1_hilbert);
+  free(c->l0_ordered);
+  free(c->l1_ordered);
   free(c->b1_spent);
   free(c->b2_spent);
 }
@@ -191,6 +193,8 @@ static void route(routed *c) {
   free(c->l0_greedy);
   free(c->l0_hilbert);
   free(c->l1_hilbert);
+  free(c->l0_ordered);
+  free(c->l1_ordered);
   free(c->b1_spent);
   free(c->b2_spent);
 #define POISONED(n, type) memset(malloc(((n) + 1) * sizeof(type)), 0x5A, ((n) + 1) * sizeof(type))
@@ -201,9 +205,11 @@ static void route(routed *c) {
   c->l0_greedy = POISONED(k0, int64_t);
   c->l0_hilbert = POISONED(k0, int64_t);
   c->l1_hilbert = POISONED(k1, int64_t);
+  c->l0_ordered = POISONED(k0, int64_t);
+  c->l1_ordered = POISONED(k1, int64_t);
 #undef POISONED
-  c->route = (apx_ff_route){c->l0_count,  c->l1_count,   c->b1_spent,  c->b2_spent,
-                            c->l0_greedy, c->l0_hilbert, c->l1_hilbert};
+  c->route = (apx_ff_route){c->l0_count,   c->l1_count,   c->b1_spent,   c->b2_spent,  c->l0_greedy,
+                            c->l0_hilbert, c->l1_hilbert, c->l0_ordered, c->l1_ordered};
   apx_status st = route_host(&c->args, &c->route);
   ck_assert_msg(st == APX_OK, "apx_ff_route_host: %s", tu_error_text);
 }
@@ -238,6 +244,81 @@ static void check_all_rows(const routed *c) {
   for (int64_t b = 0; b < c->dense.shape[0]; b++)
     check_row(c, b);
 }
+
+/* ids[0..n) re-ordered by apx_tile_order in `mode` equal want[0..n), and
+ * want[n..kmax) is -1 padding. Returns how many neighbours in the result
+ * share a key (ties, which keep the input order). */
+static int64_t check_tile_order(apx_context *ctx, const int64_t *ids, int64_t n, int64_t kmax,
+                                int64_t gh, int64_t gw, apx_order_mode mode, const int64_t *want,
+                                const char *what) {
+  int64_t *copy = malloc((size_t)(n + 1) * sizeof *copy);
+  memcpy(copy, ids, (size_t)n * sizeof *copy);
+  apx_tensor in = apx_tensor_host(copy, APX_DTYPE_I64, 1, (int64_t[]){n});
+  apx_tensor out = tu_host1(APX_DTYPE_I64, n);
+  apx_tile_order_args order = {&in, gh, gw, mode, &out};
+  ck_assert_int_eq(apx_tile_order(ctx, &order), APX_OK);
+  int64_t ties = 0;
+  for (int64_t k = 0; k < n; k++) {
+    ck_assert_msg((int64_t)tu_get(&out, k) == want[k], "%s (mode %d)[%lld] = %lld, want %lld", what,
+                  (int)mode, (long long)k, (long long)want[k], (long long)tu_get(&out, k));
+    if (k > 0 && mode == APX_ORDER_MULTI_DIRECTION) {
+      int64_t a = want[k - 1], b = want[k];
+      ties += (a / gw) * gw + (a % gw) * gh == (b / gw) * gw + (b % gw) * gh;
+    }
+  }
+  for (int64_t k = n; k < kmax; k++)
+    ck_assert_int_eq(want[k], -1);
+  tu_free(&out);
+  free(copy);
+  return ties;
+}
+
+/* docs/ff_infer.md, Options: l0_ordered is the greedy list and l1_ordered
+ * the Hilbert L1 list each re-ordered by apx_tile_order in the call's
+ * order_mode (stably: multi_direction's ties, checked to occur, keep the
+ * greedy or Hilbert order); the Hilbert lists and the selection do not
+ * depend on the mode. */
+START_TEST(test_order_modes) {
+  const int64_t shapes[3][3] = {{64, 64, 8}, {64, 160, 16}, {96, 32, 8}};
+  apx_context *order_ctx = tu_open();
+  ck_assert_ptr_nonnull(order_ctx);
+  int64_t ties = 0;
+  for (int s = 0; s < 3; s++) {
+    routed hilbert;
+    make_call(&hilbert, 2, shapes[s][0], shapes[s][1], shapes[s][2], APX_DTYPE_F32);
+    hilbert.args.budget_b1 = 100;
+    hilbert.args.budget_b2 = 100;
+    route(&hilbert);
+    const int64_t k0 = hilbert.args.kmax_l0, k1 = hilbert.args.kmax_l1;
+    ck_assert(!memcmp(hilbert.l0_ordered, hilbert.l0_hilbert, (size_t)(2 * k0) * sizeof(int64_t)));
+    ck_assert(!memcmp(hilbert.l1_ordered, hilbert.l1_hilbert, (size_t)(2 * k1) * sizeof(int64_t)));
+    const int64_t gh0 = shapes[s][0] / shapes[s][2], gw0 = shapes[s][1] / shapes[s][2];
+    for (int m = 0; m < 6; m++) {
+      routed c = hilbert;
+      c.l0_count = c.l1_count = c.l0_greedy = c.l0_hilbert = c.l1_hilbert = NULL;
+      c.l0_ordered = c.l1_ordered = NULL;
+      c.b1_spent = c.b2_spent = NULL;
+      c.args.order_mode = (apx_order_mode)m;
+      route(&c);
+      ck_assert(!memcmp(c.l0_greedy, hilbert.l0_greedy, (size_t)(2 * k0) * sizeof(int64_t)));
+      ck_assert(!memcmp(c.l0_hilbert, hilbert.l0_hilbert, (size_t)(2 * k0) * sizeof(int64_t)));
+      ck_assert(!memcmp(c.l1_hilbert, hilbert.l1_hilbert, (size_t)(2 * k1) * sizeof(int64_t)));
+      for (int64_t b = 0; b < 2; b++) {
+        ck_assert_int_gt(c.l1_count[b], 4);
+        ties += check_tile_order(order_ctx, c.l0_greedy + b * k0, c.l0_count[b], k0, gh0, gw0,
+                                 (apx_order_mode)m, c.l0_ordered + b * k0, "l0_ordered");
+        ties += check_tile_order(order_ctx, c.l1_hilbert + b * k1, c.l1_count[b], k1, 2 * gh0,
+                                 2 * gw0, (apx_order_mode)m, c.l1_ordered + b * k1, "l1_ordered");
+      }
+      c.utilities = c.split = (apx_tensor){0};
+      free_call(&c);
+    }
+    free_call(&hilbert);
+  }
+  ck_assert_int_gt(ties, 0);
+  apx_close(order_ctx);
+}
+END_TEST
 
 /* ---- the default profile (docs/ff_infer.md) ---- */
 
@@ -670,6 +751,7 @@ int main(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_default_profile);
   tcase_add_test(tc, test_orders_match_tile_order);
+  tcase_add_test(tc, test_order_modes);
   tcase_add_test(tc, test_random_against_reference);
   tcase_add_test(tc, test_negative_and_infinite_utilities);
   tcase_add_test(tc, test_ties_by_id);

@@ -338,6 +338,53 @@ START_TEST(test_flags) {
 }
 END_TEST
 
+/* docs/ff_infer.md, Options: every value of each mode is valid, blend_alpha
+ * in [0, 1] in either overlap mode; anything else is named with its value. */
+START_TEST(test_modes) {
+  for (int m = 0; m < 6; m++) {
+    args->order_mode = (apx_order_mode)m;
+    vt_expect_valid(&c);
+  }
+  args->order_mode = (apx_order_mode)6;
+  vt_expect_invalid(&c, "ff_infer: order_mode = [6] is not an apx_order_mode (0..5");
+  args->order_mode = (apx_order_mode)-1;
+  vt_expect_invalid(&c, "ff_infer: order_mode = [-1] is not an apx_order_mode");
+  args->order_mode = APX_ORDER_L2R;
+  args->overlap_mode = APX_OVERLAP_BLEND;
+  const double alphas[] = {0.0, 0.25, 1.0};
+  for (int i = 0; i < 3; i++) {
+    args->blend_alpha = alphas[i];
+    vt_expect_valid(&c);
+  }
+  args->overlap_mode = (apx_overlap_mode)2;
+  vt_expect_invalid(&c, "ff_infer: overlap_mode = [2] is not APX_OVERLAP_OVERRIDE (0) or "
+                        "APX_OVERLAP_BLEND (1)");
+  args->overlap_mode = (apx_overlap_mode)-3;
+  vt_expect_invalid(&c, "ff_infer: overlap_mode = [-3] is not");
+  for (int overlap = 0; overlap < 2; overlap++) {
+    args->overlap_mode = (apx_overlap_mode)overlap;
+    args->blend_alpha = -0.1;
+    vt_expect_invalid(&c, "ff_infer: blend_alpha = [-0.1] is outside [0, 1]");
+    args->blend_alpha = 1.5;
+    vt_expect_invalid(&c, "ff_infer: blend_alpha = [1.5] is outside [0, 1]");
+    args->blend_alpha = NAN;
+    vt_expect_invalid(&c, "ff_infer: blend_alpha = [nan] is outside [0, 1]");
+    args->blend_alpha = INFINITY;
+    vt_expect_invalid(&c, "ff_infer: blend_alpha = [inf] is outside [0, 1]");
+  }
+  args->blend_alpha = 0.5;
+  args->scan_mode = APX_SCAN_FORWARD;
+  vt_expect_valid(&c);
+  args->scan_mode = APX_SCAN_BACKWARD;
+  vt_expect_invalid(&c, "ff_infer: scan_mode = [1] (backward) is not APX_SCAN_BIDIRECTIONAL (2) "
+                        "or APX_SCAN_FORWARD (0)");
+  args->scan_mode = (apx_scan_direction)3;
+  vt_expect_invalid(&c, "ff_infer: scan_mode = [3] is not APX_SCAN_BIDIRECTIONAL");
+  args->scan_mode = APX_SCAN_BIDIRECTIONAL;
+  vt_expect_valid(&c);
+}
+END_TEST
+
 /* ---- utilities' values ---- */
 
 /* NaN in host utilities or split utilities, any float dtype, is named by
@@ -447,6 +494,7 @@ int main(void) {
   tcase_add_test(tc, test_kmax_limits);
   tcase_add_test(tc, test_budgets_and_costs);
   tcase_add_test(tc, test_flags);
+  tcase_add_test(tc, test_modes);
   tcase_add_test(tc, test_nan_utilities);
   tcase_add_test(tc, test_outputs_alias);
   tcase_add_test(tc, test_mixed_devices);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The cpu backend's shared helpers (cpu.h): the one ISA selector, the
- * thread split and the indexing ops' axis view. */
+ * thread split, the indexing ops' axis view and blend_alpha's rounding
+ * (tileunpack and ff_infer's blend). */
 #define _GNU_SOURCE /* secure_getenv */
 #include "cpu.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,3 +135,30 @@ int64_t cpu_axis_view_base(const cpu_axis_view *v, int64_t o) {
   return off;
 }
 
+/* Round a double to the nearest f16/bf16 value (ties to even) directly,
+ * as torch materialises a 0-d tensor: (float)v first, then a one-step
+ * correction where that double rounding missed. */
+float cpu_round_double_to_dtype(double v, apx_dtype dtype) {
+  if (dtype == APX_DTYPE_F32)
+    return (float)v;
+  const int bf16 = dtype == APX_DTYPE_BF16;
+  uint16_t h = bf16 ? apx_f32_to_bf16((float)v) : apx_f32_to_f16((float)v);
+  const uint16_t inf_bits = bf16 ? 0x7f80u : 0x7c00u;
+  uint16_t sign = h & 0x8000u, mag = h & 0x7fffu;
+  if (isnan(v) || mag >= inf_bits)
+    return bf16 ? apx_bf16_to_f32(h) : apx_f16_to_f32(h);
+  double target = fabs(v);
+  uint16_t best = mag;
+  for (int step = -1; step <= 1; step += 2) {
+    if ((step < 0 && mag == 0) || (step > 0 && mag + 1 >= inf_bits))
+      continue;
+    uint16_t cand = (uint16_t)(mag + step);
+    double best_value = bf16 ? apx_bf16_to_f32(best) : apx_f16_to_f32(best);
+    double cand_value = bf16 ? apx_bf16_to_f32(cand) : apx_f16_to_f32(cand);
+    double best_err = fabs(best_value - target), cand_err = fabs(cand_value - target);
+    if (cand_err < best_err || (cand_err == best_err && !(cand & 1u)))
+      best = cand;
+  }
+  h = (uint16_t)(sign | best);
+  return bf16 ? apx_bf16_to_f32(h) : apx_f16_to_f32(h);
+}

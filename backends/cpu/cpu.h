@@ -176,10 +176,11 @@ apx_status cpu_scatter_accumulate(cpu_state *st, const char *op, const apx_tenso
                                   const apx_tensor *index, const apx_tensor *src,
                                   const apx_tensor *out, int dim);
 
-/* ---- the tile ops' shared rules (tileunpack.c) --------------------------- */
+/* ---- the tile ops' shared rules (tileunpack.c; cpu.c) --------------------- */
 
-/* blend_alpha as tileunpack rounds it: to the nearest value of dtype (f32,
- * f16, bf16), directly from the double. */
+/* blend_alpha as tileunpack (and ff_infer's blend) rounds it: to the
+ * nearest value of dtype (f32, f16, bf16), directly from the double
+ * (cpu.c). */
 float cpu_round_double_to_dtype(double v, apx_dtype dtype);
 /* docs/ops.md, tileunpack (priority): lmin over all of levels [B,K] and
  * order_bits = max(1, bit_length(K-1)); key[b,k] = ((level - lmin) <<

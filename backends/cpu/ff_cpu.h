@@ -68,8 +68,12 @@ static inline float cpu_ff_rnd(apx_dtype dtype, float v) {
 /* Step 2: tok[c] = rnd(sum of tile[c][0..n) / n), tile [C][n]. */
 void cpu_ff_tokens(apx_dtype dtype, const float *tile, int64_t channels, int64_t n, float *tok);
 
-/* Step 3: bidirectional scan and gated merge of tok [K][C] into mixed
- * [K][C] (mixed may not alias tok). */
+/* Step 3 (docs/ff_infer.md): cpu_ff_scan_merge, the bidirectional scan and
+ * gated merge of tok [K][C] into mixed [K][C]; cpu_ff_scan_forward, the
+ * forward stream alone (scan_mode forward), y = y_f. The output may not
+ * alias tok. */
+void cpu_ff_scan_forward(const cpu_ff_level *lv, apx_dtype dtype, const float *tok, int64_t steps,
+                         int64_t channels, float *y);
 void cpu_ff_scan_merge(const cpu_ff_level *lv, apx_dtype dtype, const float *tok, int64_t steps,
                        int64_t channels, float *mixed);
 

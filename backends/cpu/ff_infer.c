@@ -142,6 +142,10 @@ typedef struct ff_call {
   int simd;
   int threads;
   const apx_tensor *boundary, *uncertainty; /* proxies, NULL when absent */
+  int scan_forward;                         /* scan_mode forward: the forward stream alone */
+  int blend;                                /* overlap_mode blend: r blended over the tile's X */
+  float blend_a, blend_om;                  /* rnd(blend_alpha), rnd(1 - that) */
+  size_t blend_at;                          /* where X's copy starts in a thread's scratch */
 } ff_call;
 
 /* Tiles of a batch row still to pack, per level: the thread that packs the
@@ -274,23 +278,44 @@ static void pack1_tile(const ff_call *fc, const void *dense, const ff_level_run 
   cpu_ff_tokens(dt, P, C, N, lr->tok + i * C);
 }
 
-/* Step 3 of level li for batch row b: the scan over its tokens. */
+/* Step 3 of level li for batch row b: the scan over its tokens, in
+ * scan_mode's direction. */
 static void scan_row(const ff_call *fc, int li, ff_level_run *lr, int64_t b) {
   const int64_t C = fc->C, k = lr->first[b], K = lr->first[b + 1] - k;
-  if (K > 0)
+  if (K == 0)
+    return;
+  if (fc->scan_forward)
+    cpu_ff_scan_forward(&fc->prep->level[li], fc->dt, lr->tok + k * C, K, C, lr->mixed + k * C);
+  else
     cpu_ff_scan_merge(&fc->prep->level[li], fc->dt, lr->tok + k * C, K, C, lr->mixed + k * C);
 }
 
+/* Step 7 in blend mode for one tile (docs/ff_infer.md, Options; docs/ops.md,
+ * tileunpack, Blend): the level's tiles never overlap, so each pixel of a
+ * selected tile is one blend over X, r = rnd(rnd(om * x) + rnd(a * r)); the
+ * final pass then writes r as the override does. */
+static void blend_tile(const ff_call *fc, const float *x, float *r, int64_t n) {
+  const apx_dtype dt = fc->dt;
+  for (int64_t i = 0; i < n; i++)
+    r[i] = cpu_ff_rnd(dt, cpu_ff_rnd(dt, fc->blend_om * x[i]) + cpu_ff_rnd(dt, fc->blend_a * r[i]));
+}
+
 /* Steps 4-6 of level li for tile i: FiLM parameters, FiLM apply and the
- * refine block, r in place of the tile. buf: the thread's scratch
- * (cpu_ff_refine_scratch(C, t) + 3C floats). */
+ * refine block, r in place of the tile (in blend mode, step 7's blend over
+ * the tile's X too). buf: the thread's scratch (cpu_ff_refine_scratch(C,
+ * t) + 3C floats, then C*t*t for X in blend mode). */
 static void refine_tile(const ff_call *fc, int li, ff_level_run *lr, int64_t i, float *buf) {
   const cpu_ff_level *lv = &fc->prep->level[li];
   const int64_t C = fc->C, N = lr->N, t = lr->t;
   float *P = lr->P + (size_t)i * (size_t)(C * N);
+  float *x = buf + fc->blend_at;
+  if (fc->blend)
+    memcpy(x, P, (size_t)(C * N) * sizeof(float));
   cpu_ff_film_run(lv, fc->dt, fc->simd, C, lr->mixed + i * C, buf + cpu_ff_refine_scratch(C, t),
                   lr->gamma + i * C, lr->beta + i * C);
   cpu_ff_refine(lv, fc->dt, C, t, P, lr->gamma + i * C, lr->beta + i * C, buf, fc->simd, P);
+  if (fc->blend)
+    blend_tile(fc, x, P, C * N);
 }
 
 /* Step 8's alpha of level li for row `row` (b*H + y) of the [B][H][W] map,
@@ -559,7 +584,7 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
   const int64_t k0 = args->kmax_l0, k1 = args->kmax_l1;
   const int64_t grid0 = (H / t0) * (W / t0), grid1 = (H / t1) * (W / t1);
   /* the route's arrays in one block */
-  size_t ints = (size_t)(2 * B + 2 * B * k0 + B * k1);
+  size_t ints = (size_t)(2 * B + 2 * B * k0 + 2 * B * k1);
   size_t bytes = ints * sizeof(int64_t) + (size_t)(2 * B) * sizeof(double);
   char *block = malloc(bytes ? bytes : 1);
   if (!block)
@@ -568,9 +593,11 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
   route.l0_count = (int64_t *)block;
   route.l1_count = route.l0_count + B;
   route.l0_greedy = route.l1_count + B;
-  route.l0_hilbert = route.l0_greedy + B * k0;
-  route.l1_hilbert = route.l0_hilbert + B * k0;
-  route.b1_spent = (double *)(route.l1_hilbert + B * k1);
+  route.l0_hilbert = NULL;
+  route.l0_ordered = route.l0_greedy + B * k0;
+  route.l1_hilbert = route.l0_ordered + B * k0;
+  route.l1_ordered = route.l1_hilbert + B * k1;
+  route.b1_spent = (double *)(route.l1_ordered + B * k1);
   route.b2_spent = route.b1_spent + B;
   st = apx_ff_route_host(args, &route, svc->set_error);
   if (st != APX_OK) {
@@ -586,7 +613,9 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
   }
   /* the levels' tiles, slots, alpha maps, packed tiles and per-tile and
    * per-thread work in one block */
-  const size_t per_thread = cpu_ff_refine_scratch(C, t0 > t1 ? t0 : t1) + 3 * (size_t)C;
+  fc.blend = args->overlap_mode == APX_OVERLAP_BLEND;
+  fc.blend_at = cpu_ff_refine_scratch(C, t0 > t1 ? t0 : t1) + 3 * (size_t)C;
+  const size_t per_thread = fc.blend_at + (fc.blend ? (size_t)(C * N0) : 0);
   const size_t n_i64 = (size_t)(2 * total0 + 2 * total1 + 4 * B + 2);
   const size_t n_i32 = (size_t)(B * (grid0 + grid1)) + 1; /* + 1: keeps the floats aligned */
   const size_t n_f32 = (size_t)(2 * B * HW) + (size_t)(total0 * C * N0 + total1 * C * N1) +
@@ -618,7 +647,7 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
     cur = lr[l].beta + lr[l].total * C;
   }
   float *thread_buf = cur, *row_buf = thread_buf + (size_t)fc.threads * per_thread;
-  const int64_t *ids[2] = {route.l0_hilbert, route.l1_hilbert}, kmax[2] = {k0, k1};
+  const int64_t *ids[2] = {route.l0_ordered, route.l1_ordered}, kmax[2] = {k0, k1};
   const int64_t *counts[2] = {route.l0_count, route.l1_count}, grids[2] = {grid0, grid1};
   for (int l = 0; l < 2; l++) {
     int64_t j = 0;
@@ -639,6 +668,10 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
 
   fc.boundary = args->boundary;
   fc.uncertainty = args->uncertainty;
+  fc.scan_forward = args->scan_mode == APX_SCAN_FORWARD;
+  /* docs/ops.md, tileunpack, Blend: a rounded to the dtype first */
+  fc.blend_a = cpu_round_double_to_dtype(args->blend_alpha, fc.dt);
+  fc.blend_om = cpu_ff_rnd(fc.dt, 1.0f - fc.blend_a);
   run_frame(&fc, dense->data, heavy, detail, lr, route.l1_count, alpha0, alpha1, remaining,
             thread_buf, per_thread, row_buf);
   /* alpha of level 1 where a row has L1 tiles, else of level 0 */

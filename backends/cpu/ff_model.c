@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cpu backend, FF path: one function per model step (ff_cpu.h;
- * docs/ff_infer.md, One level): token means, the bidirectional scan and its
- * gated merge, FiLM parameters, the refine block, the fusion gate's proxy
- * and alpha; FiLM and the refine block in a baseline and an AVX2
- * instantiation, chosen at run time (cpu_ff_simd).
+ * docs/ff_infer.md, One level): token means, the scan (the forward stream
+ * alone, or both streams and their gated merge), FiLM parameters, the
+ * refine block, the fusion gate's proxy and alpha; FiLM and the refine
+ * block in a baseline and an AVX2 instantiation, chosen at run time
+ * (cpu_ff_simd).
  *
  * The hot part is the refine block's 1x1 conv, a [2C x C] x [C x t*t]
  * product per tile: pw_plain is the reading copy, pw_avx2 (AVX2+FMA) and
@@ -35,8 +36,8 @@ static inline float scan_sanitize(float x, float lim) {
   return x;
 }
 
-void cpu_ff_scan_merge(const cpu_ff_level *lv, apx_dtype dt, const float *tok, int64_t steps,
-                       int64_t channels, float *mixed) {
+void cpu_ff_scan_forward(const cpu_ff_level *lv, apx_dtype dt, const float *tok, int64_t steps,
+                         int64_t channels, float *y) {
   const float lim = cpu_ff_rnd(dt, 1e4f); /* the clamp in the tokens dtype (docs/ops.md) */
   const int64_t C = channels;
   for (int64_t c = 0; c < C; c++) {
@@ -45,9 +46,18 @@ void cpu_ff_scan_merge(const cpu_ff_level *lv, apx_dtype dt, const float *tok, i
       float x = scan_sanitize(tok[k * C + c], lim);
       float drive = lv->input_gain[0][c] * x + lv->state_bias[0][c];
       s = lv->decay[0][c] * s + lv->one_minus_decay[0][c] * drive;
-      mixed[k * C + c] = cpu_ff_rnd(dt, lv->output_gain[0][c] * s);
+      y[k * C + c] = cpu_ff_rnd(dt, lv->output_gain[0][c] * s);
     }
-    s = 0.0f;
+  }
+}
+
+void cpu_ff_scan_merge(const cpu_ff_level *lv, apx_dtype dt, const float *tok, int64_t steps,
+                       int64_t channels, float *mixed) {
+  const float lim = cpu_ff_rnd(dt, 1e4f);
+  const int64_t C = channels;
+  cpu_ff_scan_forward(lv, dt, tok, steps, channels, mixed); /* yf, merged in place below */
+  for (int64_t c = 0; c < C; c++) {
+    float s = 0.0f;
     for (int64_t k = steps - 1; k >= 0; k--) {
       float x = scan_sanitize(tok[k * C + c], lim);
       float drive = lv->input_gain[1][c] * x + lv->state_bias[1][c];

@@ -521,6 +521,32 @@ static apx_status run_graph(cuda_state *st, int dev, cudaStream_t s, const apx_f
 
 /* ---- the op ------------------------------------------------------------------------- */
 
+/* The FFModule options the cuda frame runs: their defaults only (hilbert,
+ * override, bidirectional; docs/ff_infer.md, Options). 0 with the reason
+ * "cuda ff_infer runs <option> <default> only, not <value>" otherwise. */
+static int ff_modes_supported(const apx_ff_infer_args *a, char *reason, size_t reason_size) {
+  static const char *const orders[] = {"hilbert", "l2r", "r2l", "u2d", "d2u", "multi_direction"};
+  static const char *const scans[] = {"forward", "backward", "bidirectional"};
+  if (a->order_mode != APX_ORDER_HILBERT) {
+    const unsigned m = (unsigned)a->order_mode;
+    snprintf(reason, reason_size, "cuda ff_infer runs order_mode hilbert only, not %s",
+             m < 6 ? orders[m] : "?");
+    return 0;
+  }
+  if (a->overlap_mode != APX_OVERLAP_OVERRIDE) {
+    snprintf(reason, reason_size, "cuda ff_infer runs overlap_mode override only, not %s",
+             a->overlap_mode == APX_OVERLAP_BLEND ? "blend" : "?");
+    return 0;
+  }
+  if (a->scan_mode != APX_SCAN_BIDIRECTIONAL) {
+    const unsigned m = (unsigned)a->scan_mode;
+    snprintf(reason, reason_size, "cuda ff_infer runs scan_mode bidirectional only, not %s",
+             m < 3 ? scans[m] : "?");
+    return 0;
+  }
+  return 1;
+}
+
 int cuda_ff_supports(cuda_state *st, const apx_ff_infer_args *a, apx_pass_over_code *code,
                      char *reason, size_t reason_size) {
   const apx_core_services *svc = st->svc;
@@ -535,6 +561,12 @@ int cuda_ff_supports(cuda_state *st, const apx_ff_infer_args *a, apx_pass_over_c
     *code = APX_PASS_OP_UNSUPPORTED;
     snprintf(reason, reason_size, "op_unsupported:cuda ff_infer takes at most %d channels, not %lld",
              CUDA_FF_MAX_C, (long long)channels);
+    return 0;
+  }
+  char why[96];
+  if (a && !ff_modes_supported(a, why, sizeof why)) {
+    *code = APX_PASS_OP_UNSUPPORTED;
+    snprintf(reason, reason_size, "op_unsupported:%s", why);
     return 0;
   }
   if (a && a->dense && a->dense->ndim == 4 && a->tile_l0 > 0) {
@@ -571,6 +603,9 @@ static apx_status ff_frame(void *state, const apx_ff_infer_args *args, const apx
   const apx_core_services *svc = st->svc;
   if (!services_have_ff(svc))
     return svc->set_error(APX_ERR_UNSUPPORTED, "ff_infer: the core offers no cache service");
+  char why[96];
+  if (!ff_modes_supported(args, why, sizeof why))
+    return svc->set_error(APX_ERR_UNSUPPORTED, "ff_infer: %s", why);
   const int dev = args->dense->device_index;
   apx_status rc = cuda_use_device(st, dev);
   if (rc != APX_OK) return rc;

@@ -624,6 +624,16 @@ APX_API apx_status apx_index_select_backward(
     apx_context *ctx, const apx_index_select_backward_args *args,
     const apx_call *call);
 
+/* docs/ops.md, tile_order: the orders of apx_tile_order and apx_ff_infer. */
+typedef enum apx_order_mode {
+  APX_ORDER_HILBERT = 0,
+  APX_ORDER_L2R = 1,
+  APX_ORDER_R2L = 2,
+  APX_ORDER_U2D = 3,
+  APX_ORDER_D2U = 4,
+  APX_ORDER_MULTI_DIRECTION = 5
+} apx_order_mode;
+
 /* ---- end-to-end FF inference (docs/ff_infer.md; docs/ops.md, ff_infer) ---------- */
 /* Learned weights of the FF module (both tile levels), opaque. A handle
  * belongs to the context that made it and must be freed before it closes.
@@ -687,8 +697,9 @@ typedef struct apx_ff_stats {
 
 /* docs/ops.md, ff_infer (docs/ff_infer.md): route tiles by utility, then run
  * the FF heavy path at tile level l0 on dense and at level l1 on its result
- * (pack in Hilbert order, token mean, bidirectional scan with merge gate,
- * FiLM, refine block, override unpack, fusion gate).
+ * (pack in order_mode's order, Hilbert by default; token mean; scan_mode's
+ * scan, by default bidirectional with the merge gate; FiLM; refine block;
+ * overlap_mode's unpack, override by default; fusion gate).
  * dense [B,C,H,W] f32|f16|bf16; utilities, split_utilities* [B,G0] any float
  * dtype, G0 = (H/tile_l0)*(W/tile_l0), no NaN; boundary*, uncertainty*
  * [B,1,H,W] or [B,H,W] (absent: 1.0); heavy, detail [B,C,H,W] and alpha
@@ -696,7 +707,11 @@ typedef struct apx_ff_stats {
  * tile_l0/2; kmax_l0 <= G0, kmax_l1 <= 4*G0; budgets >= 0; weights with C
  * channels. graph_replay (cuda): a call whose shapes, pointers and options
  * equal the previous such call on the same stream replays a captured CUDA
- * graph instead of launching kernels (the first call captures). */
+ * graph instead of launching kernels (the first call captures).
+ * order_mode an apx_order_mode, overlap_mode an apx_overlap_mode,
+ * blend_alpha in [0, 1] (not NaN; read in blend mode, checked always),
+ * scan_mode APX_SCAN_BIDIRECTIONAL or APX_SCAN_FORWARD: anything else is
+ * APX_ERR_INVALID_ARG naming the option and its value. */
 typedef struct apx_ff_infer_args {
   const apx_tensor *dense;
   const apx_tensor *utilities;
@@ -714,10 +729,22 @@ typedef struct apx_ff_infer_args {
   const apx_tensor *detail;
   const apx_tensor *alpha;
   apx_ff_stats *stats;
+  /* The FFModule's options (docs/ff_infer.md, Options), appended with
+   * libapexx.so.1: the order both levels pack and scan their ids in, the
+   * levels' unpack (override, or blend with blend_alpha in [0, 1]) and
+   * their scan (APX_SCAN_BIDIRECTIONAL with the gated merge, or
+   * APX_SCAN_FORWARD: the forward stream alone; APX_SCAN_BACKWARD is
+   * refused). The defaults are the frame before these options. */
+  apx_order_mode order_mode;
+  apx_overlap_mode overlap_mode;
+  double blend_alpha;
+  apx_scan_direction scan_mode;
 } apx_ff_infer_args;
-#define APX_FF_INFER_ARGS_INIT                                                 \
-  {NULL, NULL, NULL, NULL, NULL, NULL, 16, 8, 32, 64, 16.0, 8.0, 1.0, 0.2, 1, \
-   0, NULL, NULL, NULL, NULL}
+#define APX_FF_INFER_ARGS_INIT                                                                     \
+  {                                                                                                \
+    NULL, NULL, NULL, NULL, NULL, NULL, 16, 8, 32, 64, 16.0, 8.0, 1.0, 0.2, 1, 0, NULL, NULL,      \
+        NULL, NULL, APX_ORDER_HILBERT, APX_OVERLAP_OVERRIDE, 0.5, APX_SCAN_BIDIRECTIONAL           \
+  }
 APX_API apx_status apx_ff_infer(apx_context *ctx, const apx_ff_infer_args *args,
                                 const apx_call *call);
 
@@ -802,15 +829,6 @@ typedef struct apx_tilessm_scan_backward_args {
 APX_API apx_status apx_tilessm_scan_backward(
     apx_context *ctx, const apx_tilessm_scan_backward_args *args,
     const apx_call *call);
-
-typedef enum apx_order_mode {
-  APX_ORDER_HILBERT = 0,
-  APX_ORDER_L2R = 1,
-  APX_ORDER_R2L = 2,
-  APX_ORDER_U2D = 3,
-  APX_ORDER_D2U = 4,
-  APX_ORDER_MULTI_DIRECTION = 5
-} apx_order_mode;
 
 /* docs/ops.md, tile_order. A host op in core (no dispatch): out = ids re-ordered by
  * the mode's key, stably. ids and out [K] i32|i64 host tensors of one dtype

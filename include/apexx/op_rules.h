@@ -92,6 +92,39 @@ static inline void apx_index_select_view(const apx_tensor *t, int dim, int64_t *
   *extent = t->shape[d];
 }
 
+/* docs/ops.md, tile_order: the sort key of tile `id` on a grid_h x grid_w
+ * grid in `mode`, as a 128-bit (hi, lo) pair (Hilbert on an n x n grid, n
+ * = apx_hilbert_side(max(grid_h, grid_w))); equal keys keep their input
+ * order. apx_tile_order's keys and the FF frame's (docs/ff_infer.md). An
+ * unknown mode gives key 0. */
+static inline void apx_order_key(apx_order_mode mode, uint64_t id, uint64_t grid_h, uint64_t grid_w,
+                                 uint64_t hilbert_n, uint64_t *hi, uint64_t *lo) {
+  uint64_t ty = id / grid_w, tx = id % grid_w;
+  *hi = *lo = 0;
+  switch (mode) {
+  case APX_ORDER_HILBERT:
+    apx_hilbert_key(tx, ty, hilbert_n, hi, lo);
+    break;
+  case APX_ORDER_L2R: /* (ty, tx) */
+    *lo = ty * grid_w + tx;
+    break;
+  case APX_ORDER_R2L: /* (ty, gw-1-tx) */
+    *lo = ty * grid_w + (grid_w - 1 - tx);
+    break;
+  case APX_ORDER_U2D: /* (tx, ty) */
+    *lo = tx * grid_h + ty;
+    break;
+  case APX_ORDER_D2U: /* (tx, gh-1-ty) */
+    *lo = tx * grid_h + (grid_h - 1 - ty);
+    break;
+  case APX_ORDER_MULTI_DIRECTION:
+    /* The spec's key 2*(ty*gw + tx*gh) + gw + gh - 2 is an increasing
+     * function of ty*gw + tx*gh, which stays below 2*gh*gw <= 2^64. */
+    *lo = ty * grid_w + tx * grid_h;
+    break;
+  }
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,7 +2,8 @@
 /* ff_infer (docs/ops.md, ff_infer; docs/ff_infer.md): route tiles by
  * utility, then the FF heavy path at tile level l0 on dense and at level l1
  * on its result. The descriptor and the op's own validation rules: the tile
- * grid, the scalar options, the weights, and no NaN among host utilities. */
+ * grid, the scalar options, the order, overlap and scan modes, the weights,
+ * and no NaN among host utilities. */
 #include "config.h"
 
 #include <math.h>
@@ -32,10 +33,20 @@ enum {
   HEAVY,
   DETAIL,
   ALPHA,
-  STATS
+  STATS,
+  ORDER_MODE,
+  OVERLAP_MODE,
+  BLEND_ALPHA,
+  SCAN_MODE
 };
 
 typedef apx_ff_infer_args args_t;
+
+/* By value: apx_order_mode, apx_overlap_mode, apx_scan_direction (whose
+ * APX_SCAN_BACKWARD, 1, the frame refuses: check_modes). */
+static const char *const order_names[] = {"hilbert", "l2r", "r2l", "u2d", "d2u", "multi_direction"};
+static const char *const overlap_names[] = {"override", "blend"};
+static const char *const scan_names[] = {"forward", "backward", "bidirectional"};
 
 static const apx_op_arg args_of[] = {
     APX__TENSOR(args_t, dense, APX_ARG_INPUT, 0, 4, APX_DTYPES_FLOAT, -1, -1, "[B,C,H,W]"),
@@ -64,6 +75,10 @@ static const apx_op_arg args_of[] = {
                 "the shape of dense"),
     APX__TENSOR(args_t, alpha, APX_ARG_OUTPUT, 0, 4, APX_DTYPES_ANY, DENSE, -1, "[B,1,H,W]"),
     APX__POINTER(args_t, stats, APX_ARG_RESULT, 1, "apx_ff_stats"),
+    APX__ENUM(args_t, order_mode, order_names),
+    APX__ENUM(args_t, overlap_mode, overlap_names),
+    APX__OPTION(args_t, blend_alpha, APX_ARG_DOUBLE),
+    APX__ENUM(args_t, scan_mode, scan_names),
 };
 
 static const args_t init = APX_FF_INFER_ARGS_INIT;
@@ -103,6 +118,32 @@ static apx_status require_scalar(const apx__vstate *v, const char *name, double 
 static apx_status require_flag(const apx__vstate *v, const char *name, int x) {
   if (x != 0 && x != 1)
     return apx__vfail(v, "%s = [%d] must be 0 or 1", name, x);
+  return APX_OK;
+}
+
+/* docs/ff_infer.md, Options: the FFModule's order, overlap and scan modes
+ * and blend_alpha (checked in either overlap mode, as tileunpack does). */
+static apx_status check_modes(const apx__vstate *v, const args_t *a) {
+  if ((unsigned)a->order_mode > (unsigned)APX_ORDER_MULTI_DIRECTION)
+    return apx__vfail(v,
+                      "order_mode = [%d] is not an apx_order_mode (0..5: hilbert, l2r, r2l, u2d, "
+                      "d2u, multi_direction)",
+                      (int)a->order_mode);
+  if (a->overlap_mode != APX_OVERLAP_OVERRIDE && a->overlap_mode != APX_OVERLAP_BLEND)
+    return apx__vfail(v,
+                      "overlap_mode = [%d] is not APX_OVERLAP_OVERRIDE (0) or "
+                      "APX_OVERLAP_BLEND (1)",
+                      (int)a->overlap_mode);
+  if (!(a->blend_alpha >= 0.0 && a->blend_alpha <= 1.0)) { /* NaN fails too */
+    char value[40];
+    return apx__vfail(v, "blend_alpha = [%s] is outside [0, 1]",
+                      apx__vdouble_text(value, sizeof value, a->blend_alpha));
+  }
+  if (a->scan_mode != APX_SCAN_BIDIRECTIONAL && a->scan_mode != APX_SCAN_FORWARD)
+    return apx__vfail(v,
+                      "scan_mode = [%d]%s is not APX_SCAN_BIDIRECTIONAL (2) or APX_SCAN_FORWARD "
+                      "(0), the FFModule's scan modes",
+                      (int)a->scan_mode, a->scan_mode == APX_SCAN_BACKWARD ? " (backward)" : "");
   return APX_OK;
 }
 
@@ -169,6 +210,7 @@ static apx_status check(apx__vstate *v, const void *args) {
   APX__TRY(require_scalar(v, "cost_cheap", a->cost_cheap, 0));
   APX__TRY(require_flag(v, "enable_nesting", a->enable_nesting));
   APX__TRY(require_flag(v, "graph_replay", a->graph_replay));
+  APX__TRY(check_modes(v, a));
   int64_t weight_channels = apx_ff_weights_channels(a->weights);
   if (weight_channels != dense->shape[1])
     return apx__vfail(v, "weights have [%lld] channels but dense has C = [%lld]",

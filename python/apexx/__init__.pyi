@@ -35,6 +35,8 @@ Overlap = Union[Literal["override", "blend"], int]
 Direction = Union[Literal["forward", "backward", "bidirectional"], int]
 Merge = Union[Literal["sum", "avg", "gated"], int]
 OrderMode = Union[Literal["hilbert", "l2r", "r2l", "u2d", "d2u", "multi_direction"], int]
+# ff_infer's scan_mode: the FFModule's two (an int is an apx_scan_direction; 1, backward, is refused)
+FFScanMode = Union[Literal["bidirectional", "forward"], int]
 
 # ff_infer(stats=True)'s last result: per frame of the batch
 class FFStats(TypedDict):
@@ -209,7 +211,9 @@ class Context:
                  budget_b2: float = 8.0, cost_heavy: float = 1.0, cost_cheap: float = 0.2,
                  enable_nesting: bool = True, graph_replay: bool = False,
                  heavy: Optional[T] = None, detail: Optional[T] = None,
-                 alpha: Optional[T] = None, stats: Literal[False] = False, *,
+                 alpha: Optional[T] = None, stats: Literal[False] = False,
+                 order_mode: OrderMode = "hilbert", overlap_mode: Overlap = "override",
+                 blend_alpha: float = 0.5, scan_mode: FFScanMode = "bidirectional", *,
                  stream: Optional[Stream] = None, backend: Optional[str] = None,
                  validate: Validate = None) -> Tuple[T, T, T]: ...
     @overload
@@ -221,6 +225,8 @@ class Context:
                  enable_nesting: bool = True, graph_replay: bool = False,
                  heavy: Optional[T] = None, detail: Optional[T] = None,
                  alpha: Optional[T] = None, *, stats: Literal[True],
+                 order_mode: OrderMode = "hilbert", overlap_mode: Overlap = "override",
+                 blend_alpha: float = 0.5, scan_mode: FFScanMode = "bidirectional",
                  stream: Optional[Stream] = None, backend: Optional[str] = None,
                  validate: Validate = None) -> Tuple[T, T, T, FFStats]: ...
     @overload
@@ -231,7 +237,9 @@ class Context:
                  budget_b2: float = 8.0, cost_heavy: float = 1.0, cost_cheap: float = 0.2,
                  enable_nesting: bool = True, graph_replay: bool = False,
                  heavy: Optional[T] = None, detail: Optional[T] = None,
-                 alpha: Optional[T] = None, stats: bool = False, *,
+                 alpha: Optional[T] = None, stats: bool = False,
+                 order_mode: OrderMode = "hilbert", overlap_mode: Overlap = "override",
+                 blend_alpha: float = 0.5, scan_mode: FFScanMode = "bidirectional", *,
                  stream: Optional[Stream] = None, backend: Optional[str] = None,
                  validate: Validate = None) -> Union[Tuple[T, T, T], Tuple[T, T, T, FFStats]]: ...
 
@@ -316,7 +324,9 @@ def ff_infer(dense: T, utilities: Tensor, split_utilities: Optional[Tensor] = No
              kmax_l1: int = 64, budget_b1: float = 16.0, budget_b2: float = 8.0,
              cost_heavy: float = 1.0, cost_cheap: float = 0.2, enable_nesting: bool = True,
              graph_replay: bool = False, heavy: Optional[T] = None, detail: Optional[T] = None,
-             alpha: Optional[T] = None, stats: Literal[False] = False, *,
+             alpha: Optional[T] = None, stats: Literal[False] = False,
+             order_mode: OrderMode = "hilbert", overlap_mode: Overlap = "override",
+             blend_alpha: float = 0.5, scan_mode: FFScanMode = "bidirectional", *,
              stream: Optional[Stream] = None, backend: Optional[str] = None,
              validate: Validate = None) -> Tuple[T, T, T]: ...
 @overload
@@ -327,6 +337,8 @@ def ff_infer(dense: T, utilities: Tensor, split_utilities: Optional[Tensor] = No
              cost_heavy: float = 1.0, cost_cheap: float = 0.2, enable_nesting: bool = True,
              graph_replay: bool = False, heavy: Optional[T] = None, detail: Optional[T] = None,
              alpha: Optional[T] = None, *, stats: Literal[True],
+             order_mode: OrderMode = "hilbert", overlap_mode: Overlap = "override",
+             blend_alpha: float = 0.5, scan_mode: FFScanMode = "bidirectional",
              stream: Optional[Stream] = None, backend: Optional[str] = None,
              validate: Validate = None) -> Tuple[T, T, T, FFStats]: ...
 @overload
@@ -336,7 +348,9 @@ def ff_infer(dense: T, utilities: Tensor, split_utilities: Optional[Tensor] = No
              kmax_l1: int = 64, budget_b1: float = 16.0, budget_b2: float = 8.0,
              cost_heavy: float = 1.0, cost_cheap: float = 0.2, enable_nesting: bool = True,
              graph_replay: bool = False, heavy: Optional[T] = None, detail: Optional[T] = None,
-             alpha: Optional[T] = None, stats: bool = False, *,
+             alpha: Optional[T] = None, stats: bool = False,
+             order_mode: OrderMode = "hilbert", overlap_mode: Overlap = "override",
+             blend_alpha: float = 0.5, scan_mode: FFScanMode = "bidirectional", *,
              stream: Optional[Stream] = None, backend: Optional[str] = None,
              validate: Validate = None) -> Union[Tuple[T, T, T], Tuple[T, T, T, FFStats]]: ...
 # the gradients of fusiongate_fuse: (grad_base, grad_detail, grad_alpha)

@@ -251,3 +251,56 @@ class NumpyOps(TestCase):
                                           dense[0, :, ty * 16:(ty + 1) * 16, tx * 16:(tx + 1) * 16])
         w.close()
         self.assertEqual(w.channels, 0)
+
+    def test_ff_infer_modes(self):
+        """order_mode, overlap_mode, blend_alpha and scan_mode as keywords
+        (docs/ff_infer.md, Options): the defaults given are the frame
+        without them, bit for bit; every order name; blend with alpha 1 is
+        the override frame and with alpha 0 leaves dense; forward differs
+        from bidirectional; bad values raise InvalidArgument naming them."""
+        C, H = 8, 32
+        w = self.ctx.ff_weights_seeded(C, 9)
+        dense = self.feats((2, C, H, H), np.float32)
+        util = self.rng.standard_normal((2, 16)).astype(np.float32)
+        kw = dict(split_utilities=util[:, ::-1].copy(), weights=w, tile_l0=8, tile_l1=4,
+                  kmax_l0=8, kmax_l1=16, budget_b1=5.0, budget_b2=3.0)
+        try:
+            base = self.ctx.ff_infer(dense, util, **kw)
+        except apexx.Unsupported as e:
+            self.skipTest(f"ff_infer not available on this build: {e}")
+        same = self.ctx.ff_infer(dense, util, order_mode="hilbert", overlap_mode="override",
+                                 blend_alpha=0.5, scan_mode="bidirectional", **kw)
+        for got, want in zip(same, base):
+            np.testing.assert_array_equal(got, want)
+        heavies = []
+        for i, order in enumerate(["hilbert", "l2r", "r2l", "u2d", "d2u", "multi_direction"]):
+            heavy, _, _ = self.ctx.ff_infer(dense, util, order_mode=order, **kw)
+            by_int, _, _ = self.ctx.ff_infer(dense, util, order_mode=i, **kw)
+            np.testing.assert_array_equal(heavy, by_int)
+            heavies.append(heavy)
+        for heavy in heavies[1:]:
+            self.assertFalse(np.array_equal(heavy, heavies[0]))
+        one = self.ctx.ff_infer(dense, util, overlap_mode="blend", blend_alpha=1.0, **kw)
+        for got, want in zip(one, base):
+            np.testing.assert_array_equal(got, want)
+        zero, detail, _ = self.ctx.ff_infer(dense, util, overlap_mode="blend", blend_alpha=0.0, **kw)
+        np.testing.assert_array_equal(zero, dense)
+        np.testing.assert_array_equal(detail, np.zeros_like(dense))
+        half, _, _ = self.ctx.ff_infer(dense, util, overlap_mode=1, blend_alpha=0.25, **kw)
+        self.assertFalse(np.array_equal(half, base[0]))
+        fwd, _, _ = self.ctx.ff_infer(dense, util, scan_mode="forward", **kw)
+        self.assertFalse(np.array_equal(fwd, base[0]))
+        bad = [(dict(order_mode="zigzag"), "order_mode = ['zigzag'] is not one of hilbert"),
+               (dict(order_mode=6), "order_mode = [6] is not one of"),
+               (dict(overlap_mode="max"), "overlap_mode = ['max'] is not one of override, blend"),
+               (dict(blend_alpha=1.5), "blend_alpha = [1.5] is outside [0, 1]"),
+               (dict(blend_alpha=-0.25, overlap_mode="blend"),
+                "blend_alpha = [-0.25] is outside [0, 1]"),
+               (dict(blend_alpha=float("nan")), "blend_alpha = [nan] is outside [0, 1]"),
+               (dict(scan_mode="backward"), "scan_mode = [1] (backward) is not"),
+               (dict(scan_mode="sideways"), "scan_mode = ['sideways'] is not one of")]
+        for extra, text in bad:
+            with self.assertRaises(apexx.InvalidArgument) as cm:
+                self.ctx.ff_infer(dense, util, **kw, **extra)
+            self.assertIn(text, str(cm.exception))
+        w.close()
