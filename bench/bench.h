@@ -83,6 +83,11 @@ typedef struct bench_options {
   const char *output_json;
   const char *output_md;
   const char *ff_weights_path; /* --ff-weights, else NULL: seeded */
+  /* ff_infer's FFModule options (docs/ff_infer.md, Options): --ff-order,
+   * --ff-overlap, --ff-blend-alpha, --ff-scan, as the op descriptor's
+   * value names (hilbert, override, 0.5, bidirectional by default) */
+  const char *ff_order, *ff_overlap, *ff_scan;
+  double ff_blend_alpha;
   const char *history_dir;     /* --history DIR, else NULL */
   /* TensorRT */
   const char *trt_plugin_lib; /* flag, else $APEXX_TRT_PLUGIN_LIB, else NULL */

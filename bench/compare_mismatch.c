@@ -60,6 +60,20 @@ void cmp_find_mismatches(const doc *base, const doc *cur, int subset, text_list 
   differ(mismatch, "profile", "profile", bp ? bp : default_profile, cp ? cp : default_profile);
   cJSON_Delete(default_profile);
   differ(mismatch, "dtype", "dtype", cmp_member(bc, "dtype"), cmp_member(cc, "dtype"));
+  /* ff_infer's options (1.4): a report without them ran the defaults */
+  static const struct {
+    const char *key, *default_text;
+  } ff_options[] = {{"ff_order_mode", "hilbert"},
+                    {"ff_overlap_mode", "override"},
+                    {"ff_blend_alpha", NULL},
+                    {"ff_scan_mode", "bidirectional"}};
+  for (size_t i = 0; i < sizeof ff_options / sizeof ff_options[0]; i++) {
+    cJSON *fallback = ff_options[i].default_text ? cJSON_CreateString(ff_options[i].default_text)
+                                                 : cJSON_CreateNumber(0.5);
+    const cJSON *bf = cmp_member(bc, ff_options[i].key), *cf = cmp_member(cc, ff_options[i].key);
+    differ(mismatch, "profile", ff_options[i].key, bf ? bf : fallback, cf ? cf : fallback);
+    cJSON_Delete(fallback);
+  }
   /* a report before the timer key was timed by the backend */
   cJSON *backend_timer = cJSON_CreateString("backend");
   const cJSON *bt = cmp_member(bc, "timer");

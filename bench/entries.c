@@ -247,13 +247,20 @@ int runner_plan_call(const entry_def *e, const bench_options *o, bench_case *c, 
   }
   p->desc = d;
   memcpy(p->args, d->args_init, d->args_size);
-  for (const char *s = e->settings; s && *s;) {
-    const char *comma = strchr(s, ',');
-    size_t len = comma ? (size_t)(comma - s) : strlen(s);
-    if (apply_setting(d, o, s, len, p->args, err, err_size) != 0)
-      return -1;
-    s += len + (comma ? 1 : 0);
-  }
+  char ff_options[160] = "";
+  if (e->op == APX_OP_FF_INFER) /* --ff-order, --ff-overlap, --ff-blend-alpha, --ff-scan */
+    snprintf(ff_options, sizeof ff_options,
+             "order_mode=%s,overlap_mode=%s,blend_alpha=%.17g,scan_mode=%s", o->ff_order,
+             o->ff_overlap, o->ff_blend_alpha, o->ff_scan);
+  const char *const lists[2] = {e->settings, ff_options};
+  for (int l = 0; l < 2; l++)
+    for (const char *s = lists[l]; s && *s;) {
+      const char *comma = strchr(s, ',');
+      size_t len = comma ? (size_t)(comma - s) : strlen(s);
+      if (apply_setting(d, o, s, len, p->args, err, err_size) != 0)
+        return -1;
+      s += len + (comma ? 1 : 0);
+    }
   for (int i = 0; i < d->arg_count; i++) {
     const apx_op_arg *a = &d->args[i];
     if (a->kind == APX_ARG_HANDLE && strcmp(a->type_name, "apx_ff_weights") == 0) {

@@ -39,6 +39,10 @@ enum {
   FLAG_TRT_ENGINE_PATH,
   FLAG_TRT_INPUT_SHAPE,
   FLAG_FF_WEIGHTS,
+  FLAG_FF_ORDER,
+  FLAG_FF_OVERLAP,
+  FLAG_FF_BLEND_ALPHA,
+  FLAG_FF_SCAN,
   FLAG_PROFILE,
   FLAG_GRAPH_REPLAY,
   FLAG_PARITY,
@@ -76,6 +80,10 @@ static const struct option long_flags[] = {
     {"trt-engine-path", required_argument, NULL, FLAG_TRT_ENGINE_PATH},
     {"trt-input-shape", required_argument, NULL, FLAG_TRT_INPUT_SHAPE},
     {"ff-weights", required_argument, NULL, FLAG_FF_WEIGHTS},
+    {"ff-order", required_argument, NULL, FLAG_FF_ORDER},
+    {"ff-overlap", required_argument, NULL, FLAG_FF_OVERLAP},
+    {"ff-blend-alpha", required_argument, NULL, FLAG_FF_BLEND_ALPHA},
+    {"ff-scan", required_argument, NULL, FLAG_FF_SCAN},
     {"profile", required_argument, NULL, FLAG_PROFILE},
     {"graph-replay", required_argument, NULL, FLAG_GRAPH_REPLAY},
     {"parity", required_argument, NULL, FLAG_PARITY},
@@ -119,6 +127,11 @@ static void defaults(bench_options *opts) {
   opts->repetitions = BENCH_DEFAULT_REPETITIONS;
   opts->profile = "default";
   opts->parity = 1;
+  /* ff_infer's FFModule options: APX_FF_INFER_ARGS_INIT's */
+  opts->ff_order = "hilbert";
+  opts->ff_overlap = "override";
+  opts->ff_scan = "bidirectional";
+  opts->ff_blend_alpha = 0.5;
 }
 
 /* --profile presets (apexx-bench(1), PROFILES): the shapes the GPU tables
@@ -230,6 +243,42 @@ static int parse_dtype(const char *value, bench_options *opts) {
     }
   }
   return bad("dtype", value, "is not one of fp16, bf16, fp32, fp8");
+}
+
+/* --ff-order: an apx_order_mode name or alias (apx_order_mode_from_name),
+ * kept as the op descriptor's name of the mode. */
+static int parse_ff_order(const char *value, bench_options *opts) {
+  static const char *const names[] = {"hilbert", "l2r", "r2l", "u2d", "d2u", "multi_direction"};
+  int mode = apx_order_mode_from_name(value);
+  if (mode < 0 || mode >= (int)(sizeof names / sizeof names[0]))
+    return bad("ff-order", value, "is not one of hilbert, l2r, r2l, u2d, d2u, multi_direction");
+  opts->ff_order = names[mode];
+  return 0;
+}
+
+/* One of two words, kept as the static string that equals it. */
+static int parse_either(const char *flag, const char *value, const char *first, const char *second,
+                        const char **out) {
+  if (strcmp(value, first) == 0 || strcmp(value, second) == 0) {
+    *out = strcmp(value, first) == 0 ? first : second;
+    return 0;
+  }
+  char why[96];
+  snprintf(why, sizeof why, "is neither %s nor %s", first, second);
+  return bad(flag, value, why);
+}
+
+/* --ff-blend-alpha: a number in [0, 1] (tileunpack's blend_alpha). */
+static int parse_blend_alpha(const char *value, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(value, &end);
+  if (value[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v))
+    return bad("ff-blend-alpha", value, "is not a finite number");
+  if (v < 0.0 || v > 1.0)
+    return bad("ff-blend-alpha", value, "is outside [0, 1]");
+  *out = v;
+  return 0;
 }
 
 /* NAME=AxBx... with positive dims (apexx-bench(1), TensorRT). */
@@ -373,6 +422,10 @@ void bench_print_usage(FILE *to) {
               "End-to-end (end_to_end_infer):\n"
               "  --ff-weights F    FF weights (safetensors, FFModule names); "
               "default: apx_ff_weights_seeded(channels, seed)\n"
+              "  --ff-order hilbert|l2r|r2l|u2d|d2u|multi_direction (hilbert)\n"
+              "  --ff-overlap override|blend (override)  --ff-blend-alpha X (0.5, in [0, 1])\n"
+              "  --ff-scan bidirectional|forward (bidirectional): ff_infer's FFModule\n"
+              "                    options (docs/ff_infer.md, Options)\n"
               "TensorRT:\n"
               "  --trt-plugin-lib F (or $APEXX_TRT_PLUGIN_LIB)\n"
               "  --trt-engine-path F  --trt-input-shape NAME=AxBx... "
@@ -488,6 +541,18 @@ static int apply_flag(int c, const char *name, char *arg, bench_options *opts) {
   case FLAG_FF_WEIGHTS:
     if (*arg == '\0') rc = bad(name, arg, "is an empty path");
     opts->ff_weights_path = arg;
+    break;
+  case FLAG_FF_ORDER:
+    rc = parse_ff_order(arg, opts);
+    break;
+  case FLAG_FF_OVERLAP:
+    rc = parse_either(name, arg, "override", "blend", &opts->ff_overlap);
+    break;
+  case FLAG_FF_BLEND_ALPHA:
+    rc = parse_blend_alpha(arg, &opts->ff_blend_alpha);
+    break;
+  case FLAG_FF_SCAN:
+    rc = parse_either(name, arg, "bidirectional", "forward", &opts->ff_scan);
     break;
   case FLAG_TRT_PLUGIN_LIB:
     opts->trt_plugin_lib = *arg ? arg : NULL;

@@ -385,6 +385,12 @@ static cJSON *config_object(apx_context *ctx, const bench_options *opts) {
   cJSON_AddNumberToObject(config, "index_rows", (double)opts->index_rows);
   cJSON_AddBoolToObject(config, "graph_replay", opts->graph_replay);
   cJSON_AddBoolToObject(config, "parity", opts->parity);
+  /* schema 1.4: ff_infer's FFModule options (docs/ff_infer.md, Options) */
+  cJSON_AddStringToObject(config, "ff_order_mode", opts->ff_order ? opts->ff_order : "hilbert");
+  cJSON_AddStringToObject(config, "ff_overlap_mode",
+                          opts->ff_overlap ? opts->ff_overlap : "override");
+  cJSON_AddNumberToObject(config, "ff_blend_alpha", opts->ff_blend_alpha);
+  cJSON_AddStringToObject(config, "ff_scan_mode", opts->ff_scan ? opts->ff_scan : "bidirectional");
   cJSON_AddNumberToObject(config, "warmup", opts->warmup);
   cJSON_AddNumberToObject(config, "iters", opts->iters);
   cJSON_AddNumberToObject(config, "repetitions", opts->repetitions);

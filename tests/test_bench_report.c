@@ -522,6 +522,39 @@ START_TEST(table_to_stdout_json_when_asked) {
 }
 END_TEST
 
+/* --ff-order, --ff-overlap, --ff-blend-alpha, --ff-scan reach ff_infer
+ * (as its descriptor's value names: a name it lacks would fail the row)
+ * and the report's config (1.4); without them, the defaults. */
+START_TEST(ff_options_are_recorded) {
+  const char *with[] = {
+      TINY,         "--ops",     "ff_infer",     "--backends",    "cpu",
+      "--ff-order", "SCAN_RL",   "--ff-overlap", "blend",         "--ff-blend-alpha",
+      "0.25",       "--ff-scan", "forward",      "--output-json", "-",
+      NULL};
+  const char *without[] = {TINY,  "--ops",         "ff_infer", "--backends",
+                           "cpu", "--output-json", "-",        NULL};
+  const char *const want[2][3] = {{"r2l", "blend", "forward"},
+                                  {"hilbert", "override", "bidirectional"}};
+  const double alpha[2] = {0.25, 0.5};
+  for (int run = 0; run < 2; run++) {
+    bt_result r;
+    bt_run(&r, NULL, run == 0 ? with : without);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(bt_get(j, "config.ff_order_mode")->valuestring, want[run][0]);
+    ck_assert_str_eq(bt_get(j, "config.ff_overlap_mode")->valuestring, want[run][1]);
+    ck_assert_str_eq(bt_get(j, "config.ff_scan_mode")->valuestring, want[run][2]);
+    ck_assert(bt_get(j, "config.ff_blend_alpha")->valuedouble == alpha[run]);
+    const cJSON *row = bt_get(j, "benchmarks.end_to_end_infer.ff_infer.rows.cpu");
+    ck_assert_msg(strcmp(bt_get(row, "status")->valuestring, "ok") == 0, "ff_infer: %s",
+                  cJSON_PrintUnformatted(row));
+    cJSON_Delete(j);
+    bt_result_free(&r);
+  }
+}
+END_TEST
+
 START_TEST(cpu_time_timer_is_recorded) {
   const char *argv[] = {TINY,      "--ops",    "gather",        "--backends", "cpu",
                         "--timer", "cpu-time", "--output-json", "-",          NULL};
@@ -708,6 +741,7 @@ int main(void) {
   tcase_add_test(files, unwritable_target_leaves_neither_file);
   tcase_add_test(files, table_to_stdout_json_when_asked);
   tcase_add_test(files, cpu_time_timer_is_recorded);
+  tcase_add_test(files, ff_options_are_recorded);
   tcase_add_test(files, fp8_falls_back_to_fp16_with_reason);
   tcase_add_test(files, dtypes_run_with_exact_cpu_parity);
   tcase_add_test(files, tensorrt_reasons);
