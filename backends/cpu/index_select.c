@@ -30,6 +30,36 @@ static inline int64_t source_row(row_pos p, const void *index, int idx64, int64_
   return p.o * M + cpu_index_at(index, idx64, p.i);
 }
 
+/* One call's rows: out row r of the [outer * N] rows copies src row
+ * source_row(r) (row_bytes each). */
+typedef struct {
+  const char *src;
+  char *out;
+  const void *index;
+  int idx64, stream;
+  int64_t N, M;
+  size_t row_bytes;
+  si_isa isa;
+} row_copy;
+
+static void copy_rows(const row_copy *c, int64_t r0, int64_t r1) {
+  if (r0 < r1) {
+    row_pos at = row_pos_at(r0, c->N), ahead = row_pos_at(r0 + CPU_PREFETCH_ROWS_AHEAD, c->N);
+    for (int64_t r = r0; r < r1; r++) {
+      if (r + CPU_PREFETCH_ROWS_AHEAD < r1)
+        cpu_prefetch_bytes(c->src + (size_t)source_row(ahead, c->index, c->idx64, c->M) *
+                                        c->row_bytes,
+                           c->row_bytes);
+      si_copy_block(c->isa, c->stream, c->out + (size_t)r * c->row_bytes,
+                    c->src + (size_t)source_row(at, c->index, c->idx64, c->M) * c->row_bytes,
+                    c->row_bytes);
+      row_pos_next(&at, c->N);
+      row_pos_next(&ahead, c->N);
+    }
+  }
+  if (c->stream) cpu_stream_fence();
+}
+
 apx_status cpu_index_select(void *state, const apx_index_select_args *args,
                             const apx_call *call) {
   (void)call;
@@ -38,33 +68,29 @@ apx_status cpu_index_select(void *state, const apx_index_select_args *args,
   apx_index_select_view(args->src, args->dim, &outer, &M, &width);
   const int64_t N = args->index->shape[0], rows = outer * N;
   const size_t row_bytes = (size_t)width * apx_backend_dtype_size(args->src->dtype);
-  const int idx64 = args->index->dtype == APX_DTYPE_I64;
-  const char *src = args->src->data;
-  char *out = args->out->data;
-  const void *index = args->index->data;
-  int team = cpu_team_size(st, rows * width);
-  const si_isa isa = si_isa_level();
-  const int stream = (size_t)rows * row_bytes >= SI_STREAM_MIN_BYTES;
-  (void)team;
+  const row_copy c = {args->src->data,
+                      args->out->data,
+                      args->index->data,
+                      args->index->dtype == APX_DTYPE_I64,
+                      (size_t)rows * row_bytes >= SI_STREAM_MIN_BYTES,
+                      N,
+                      M,
+                      row_bytes,
+                      si_isa_level()};
+  const int team = cpu_team_size(st, rows * width);
+  /* a team of one runs here: entering a parallel region costs a team's
+   * setup even when its if clause is false */
+  if (team <= 1) {
+    copy_rows(&c, 0, rows);
+    return APX_OK;
+  }
 #ifdef _OPENMP
-#pragma omp parallel num_threads(team) if (team > 1)
+#pragma omp parallel num_threads(team)
 #endif
   {
     int64_t r0, r1;
     cpu_thread_range(rows, &r0, &r1);
-    if (r0 < r1) {
-      row_pos at = row_pos_at(r0, N), ahead = row_pos_at(r0 + CPU_PREFETCH_ROWS_AHEAD, N);
-      for (int64_t r = r0; r < r1; r++) {
-        if (r + CPU_PREFETCH_ROWS_AHEAD < r1)
-          cpu_prefetch_bytes(src + (size_t)source_row(ahead, index, idx64, M) * row_bytes,
-                             row_bytes);
-        si_copy_block(isa, stream, out + (size_t)r * row_bytes,
-                      src + (size_t)source_row(at, index, idx64, M) * row_bytes, row_bytes);
-        row_pos_next(&at, N);
-        row_pos_next(&ahead, N);
-      }
-    }
-    if (stream) cpu_stream_fence();
+    copy_rows(&c, r0, r1);
   }
   return APX_OK;
 }
