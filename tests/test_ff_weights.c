@@ -1289,6 +1289,9 @@ static Suite *ff_weights_suite(void) {
   tcase_add_test(tc, test_long_path_keeps_the_problem);
   suite_add_tcase(s, tc);
   tc = tcase_create("seeded_save");
+  /* test_export_script runs tools/export_ff_weights.py (1.8 s alone here):
+   * Check's default 4 s is too short on a loaded machine */
+  tcase_set_timeout(tc, 60);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_seeded_documented);
   tcase_add_test(tc, test_seeded_deterministic);
