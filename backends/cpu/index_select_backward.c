@@ -92,7 +92,9 @@ apx_status cpu_index_select_backward(void *state, const apx_index_select_backwar
   for (int64_t r = 0; r < outer * rows; r++) {
     const int64_t o = r / rows, m = r - o * rows;
     char *dst = (char *)gs->data + (size_t)r * row_bytes;
-    if (is_float)
+    if (head[m] < 0) /* no index names it: zeros (all zero bits in every dtype) */
+      memset(dst, 0, row_bytes);
+    else if (is_float)
       sum_float_row(g, dst, width, o * n, head[m], next);
     else
       sum_int_row(g, dst, width, o * n, head[m], next);
