@@ -24,7 +24,9 @@
 #  4. apexx-bench --profile seed (graph replay, parity against the cpu
 #     backend, the FF frame end_to_end_infer) and --profile large (no
 #     parity) --backends cuda with the default, compute_80 and compute_75
-#     modules in turn, tabled side by side (bench/gpu/arch_table.py).
+#     modules in turn, and torch's peers of the same rows
+#     (bench/peers/torch_peers.py), tabled side by side
+#     (bench/gpu/arch_table.py).
 # Into $OUT (default /tmp/out): arch-report.txt (the card, each step's
 # verdict and time, the modules' archs and sizes, the probe lines, the
 # suites' summaries, the tables) and arch-results.tar.gz (every log and
@@ -42,8 +44,8 @@
 # module builds take a quarter each), ARCH_DEADLINE_S (560: steps are not
 # started past it, so that one call of 600 s ends with its report),
 # ARCH_SEED_ITERS (50), ARCH_LARGE_ITERS (20), ARCH_LARGE=0 (no large
-# profile). Exit status: 0 when every build, check and suite passed and no
-# bench row failed or lost parity.
+# profile), ARCH_PEERS=0 (no torch peers). Exit status: 0 when every
+# build, check and suite passed and no bench row failed or lost parity.
 set -uo pipefail
 
 dry=0
@@ -306,12 +308,20 @@ if [ "${ARCH_LARGE:-1}" != 0 ]; then
       --output-json "$work/bench-large-$b.json"
   done
 fi
+# the torch peers of the same rows on the same card (python3 there has
+# torch; ARCH_PEERS=0 leaves them out)
+peers=()
+if [ "${ARCH_PEERS:-1}" != 0 ]; then
+  step torch_peers 150 env PYTHONUNBUFFERED=1 python3 "$root/bench/peers/torch_peers.py" \
+    --iters "${ARCH_LARGE_ITERS:-20}" --json "$work/torch_peers.json" &&
+    peers=(--peers "$work/torch_peers.json")
+fi
 say ""
 if [ $dry = 0 ]; then
   for p in seed large; do
     ls "$work"/bench-$p-*.json >/dev/null 2>&1 || continue
-    python3 "$root/bench/gpu/arch_table.py" "$work" $p $builds_bench >"$work/table-$p.md" 2>&1 ||
-      status=1
+    python3 "$root/bench/gpu/arch_table.py" "${peers[@]}" "$work" $p $builds_bench \
+      >"$work/table-$p.md" 2>&1 || status=1
     tee -a "$report" <"$work/table-$p.md"
     say ""
   done

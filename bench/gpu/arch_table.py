@@ -5,15 +5,21 @@ apexx-bench (time per call, us, p50) in every build of the run, the ratio
 of each build's time to the first build's (above 1: slower than it), and
 the parity against the cpu backend where the report has one.
 
-  python3 bench/gpu/arch_table.py WORKDIR PROFILE BUILD [BUILD ...]
+  python3 bench/gpu/arch_table.py [--peers torch_peers.json] WORKDIR PROFILE BUILD [BUILD ...]
 
 WORKDIR holds bench-PROFILE-BUILD.json (apexx-bench --output-json); the
-first BUILD is the reference column. A missing or unreadable report is
+first BUILD is the reference column. With --peers (bench/peers/
+torch_peers.py's JSON from the same card), the torch peer's time of each
+row that has one (bench/gpu/table.py's ROWS and PEERS) and the ratio
+torch us / BUILD us of every build (above 1: that build is faster). A missing or unreadable report is
 named and its cells left empty; a row that did not run says its status.
 Exit 1 when a row failed or its parity did."""
 import json
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from table import PEERS, ROWS  # noqa: E402  (bench/gpu/table.py)
 
 
 def load(path):
@@ -52,10 +58,24 @@ def parity(row):
 
 
 def main():
-    if len(sys.argv) < 4:
+    argv = sys.argv[1:]
+    peers_path = None
+    if argv[:1] == ["--peers"] and len(argv) >= 2:
+        peers_path, argv = argv[1], argv[2:]
+    if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
-    work, profile, builds = sys.argv[1], sys.argv[2], sys.argv[3:]
+    work, profile, builds = argv[0], argv[1], argv[2:]
+    peer_us = {}
+    if peers_path:
+        pdoc = load(peers_path) or {}
+        by_op = {(r.get("profile", "large"), r.get("op")): r for r in pdoc.get("rows", [])}
+        for name, section, entry in ROWS:
+            r = by_op.get((profile, PEERS.get(name, "")))
+            if r and r.get("us"):
+                peer_us[f"{section}.{entry}"] = r["us"]
+        if not peer_us:
+            print(f"note: {peers_path}: no torch rows of the {profile} profile", file=sys.stderr)
     docs = {}
     for b in builds:
         path = os.path.join(work, f"bench-{profile}-{b}.json")
@@ -74,9 +94,11 @@ def main():
     ref = builds[0]
     cols = [f"{b} us" for b in builds] + [f"{b}/{ref}" for b in builds[1:]] + [
         f"parity {b}" for b in builds]
+    if peers_path:
+        cols += ["torch us"] + [f"torch/{b}" for b in builds]
     print(f"### {profile} profile: time per call, us (p50), cuda rows\n")
     print("| row | " + " | ".join(cols) + " |")
-    print("| --- | " + " | ".join("---:" if " us" in c or "/" in c else "---" for c in cols)
+    print("| --- | " + " | ".join("---:" if " us" in c or "/" in c or c == "torch us" else "---" for c in cols)
           + " |")
     bad = 0
     for name in names:
@@ -91,6 +113,13 @@ def main():
             p = parity(r)
             bad += p.startswith("FAIL") or (r is not None and r.get("status") not in ("ok", "skipped"))
             cells.append(p)
+        if peers_path:
+            t = peer_us.get(name)
+            cells.append(f"{t:.1f}" if t else "")
+            for b in builds:
+                r = rows.get((b, name))
+                ok = t and r and r.get("status") == "ok" and r["p50_ms"] > 0
+                cells.append(f"{t / (r['p50_ms'] * 1e3):.2f}" if ok else "")
         print(f"| {name} | " + " | ".join(cells) + " |")
     return 1 if bad else 0
 
