@@ -175,8 +175,9 @@ static void run_alpha_case(apx_context *ctx, tu_rng *r, apx_dtype in_dtype, apx_
                  names[k], apx_dtype_name(in_dtype), apx_dtype_name(g_dtype),
                  three_d ? "3-D" : "4-D", (long long)B, (long long)H, (long long)W, blw, ulw,
                  bias, ref_isa_path_name(path), call);
-        /* fp32 sums of n terms for the scalars; the sigmoid one ulp more */
-        double rtol = ref_grad_tolerance(k < 2 ? in_dtype : scalar_dtype) + 2.4e-7 +
+        /* fp32 sums of n terms for the scalars; sigmoid' one ulp more and
+         * its exp up to 2.64 ulp (libmvec's vector expf, docs/ops.md) */
+        double rtol = ref_grad_tolerance(k < 2 ? in_dtype : scalar_dtype) + 4.4e-7 +
                       (k < 2 ? 0.0 : 1.2e-7 * (double)n);
         if (wanted >> k & 1)
           expect_close(&out[k], &want[k], rtol, what);
