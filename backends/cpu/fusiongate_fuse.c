@@ -9,6 +9,19 @@
  * call, small enough to balance planes over threads. */
 #define FUSE_SEGMENT 16384
 
+/* Work item `item`: one segment of one (b, c) plane. */
+static void fuse_item(const cpu_tile_kernels *kernels, char *out, const char *base_data,
+                      const char *detail, const char *alpha, int64_t item, int64_t segments,
+                      int64_t channels, int64_t plane, size_t elem) {
+  const int64_t segment = item % segments, bc = item / segments;
+  const int64_t b = bc / channels;
+  const int64_t begin = segment * FUSE_SEGMENT;
+  const int64_t count = plane - begin < FUSE_SEGMENT ? plane - begin : FUSE_SEGMENT;
+  const size_t offset = (size_t)(bc * plane + begin) * elem;
+  kernels->fuse(out + offset, base_data + offset, detail + offset,
+                alpha + (size_t)(b * plane + begin) * elem, (size_t)count);
+}
+
 apx_status cpu_fusiongate_fuse(void *state, const apx_fusiongate_fuse_args *args,
                                const apx_call *call) {
   (void)call;
@@ -27,15 +40,16 @@ apx_status cpu_fusiongate_fuse(void *state, const apx_fusiongate_fuse_args *args
   const int64_t segments = (plane + FUSE_SEGMENT - 1) / FUSE_SEGMENT;
   const int64_t items = batch * channels * segments;
 
-  CPU_OMP_FOR(st->threads, numel)
-  for (int64_t item = 0; item < items; item++) {
-    const int64_t segment = item % segments, bc = item / segments;
-    const int64_t b = bc / channels;
-    const int64_t begin = segment * FUSE_SEGMENT;
-    const int64_t count = plane - begin < FUSE_SEGMENT ? plane - begin : FUSE_SEGMENT;
-    const size_t offset = (size_t)(bc * plane + begin) * elem;
-    kernels->fuse(out + offset, base_data + offset, detail + offset,
-                  alpha + (size_t)(b * plane + begin) * elem, (size_t)count);
+  /* a team of one runs here: entering a parallel region costs a team's
+   * setup even when its if clause is false */
+  const int serial = cpu_team_size(st, numel) <= 1;
+  if (serial) {
+    for (int64_t item = 0; item < items; item++)
+      fuse_item(kernels, out, base_data, detail, alpha, item, segments, channels, plane, elem);
+  } else {
+    CPU_OMP_FOR(st->threads, numel)
+    for (int64_t item = 0; item < items; item++)
+      fuse_item(kernels, out, base_data, detail, alpha, item, segments, channels, plane, elem);
   }
   return APX_OK;
 }

@@ -94,9 +94,16 @@ apx_status cpu_gather(void *state, const apx_gather_args *args,
   const int stream =
       (size_t)apx_backend_numel(args->out) * apx_backend_dtype_size(args->out->dtype) >=
       SI_STREAM_MIN_BYTES;
-  (void)team;
+  /* a team of one runs here: entering a parallel region costs a team's
+   * setup even when its if clause is false */
+  if (team <= 1) {
+    fn(&v, args->src->data, index->data, args->out->data, 0, rows, isa, stream);
+    if (stream) cpu_stream_fence();
+    cpu_axis_view_free(&v);
+    return APX_OK;
+  }
 #ifdef _OPENMP
-#pragma omp parallel num_threads(team) if (team > 1)
+#pragma omp parallel num_threads(team)
 #endif
   {
     int64_t r0, r1;
