@@ -165,7 +165,9 @@ typedef struct bench_parity {
   int64_t first_bad;   /* flat index of the first, -1 when none */
   int64_t nan_count;   /* elements with a NaN on either side */
   int non_finite;      /* a NaN anywhere, or an infinity on one side only */
-  double atol, rtol;   /* the dtype's bound (before doubling) */
+  double atol, rtol;   /* the dtype's bound (before the factor) */
+  int factor;          /* the bound's multiple of (atol + rtol*|ref|) */
+  int extra_ulps;      /* storage ulps of ref added to the bound */
 } bench_parity;
 /* Tolerances of docs/ops.md, Rounding and parity for a dtype (atol = rtol); 0 for
  * integer dtypes. */
@@ -176,6 +178,10 @@ double bench_parity_tolerance(apx_dtype dtype);
  * side breaks parity, copy ops included; infinities must be equal. */
 void bench_parity_compare(const apx_tensor *ref, const apx_tensor *got,
                           int exact, int extra_ulps, bench_parity *out);
+/* The same with factor*(atol + rtol*|ref|) + extra_ulps ulps (factor >= 1):
+ * ff_infer's 4 and 4 (docs/ff_infer.md, the cuda backend's parity). */
+void bench_parity_compare_bound(const apx_tensor *ref, const apx_tensor *got, int exact,
+                                int factor, int extra_ulps, bench_parity *out);
 
 /* ---- report (report_json.c) --------------------------------------------- */
 /* The build's `git rev-parse HEAD`, or NULL outside a checkout. */

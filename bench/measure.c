@@ -61,6 +61,17 @@ static int place_case(apx_context *ctx, const bench_case *c, apx_device device, 
   return 0;
 }
 
+/* "|err| <= F*(atol + rtol*|ref|)[ + U ulp]" (with_err: the "|err| <= "
+ * part); a static buffer: one rule at a time */
+static const char *parity_rule(const bench_parity *p, int with_err) {
+  static char rule[96];
+  char ulps[24] = "";
+  if (p->extra_ulps > 0) snprintf(ulps, sizeof ulps, " + %d ulp", p->extra_ulps);
+  snprintf(rule, sizeof rule, "%s%d*(atol + rtol*|ref|)%s", with_err ? "|err| <= " : "",
+           p->factor, ulps);
+  return rule;
+}
+
 static cJSON *parity_json(const bench_parity *p, int exact) {
   cJSON *obj = cJSON_CreateObject();
   cJSON_AddStringToObject(obj, "against", "cpu");
@@ -76,8 +87,7 @@ static cJSON *parity_json(const bench_parity *p, int exact) {
     bench_json_number(obj, "max_rel_err", p->max_rel_err, NULL);
   }
   cJSON_AddBoolToObject(obj, "ok", p->ok);
-  cJSON_AddStringToObject(obj, "rule",
-                          exact ? "bit-exact (copy op)" : "|err| <= 2*(atol + rtol*|ref|)");
+  cJSON_AddStringToObject(obj, "rule", exact ? "bit-exact (copy op)" : parity_rule(p, 1));
   cJSON_AddNumberToObject(obj, "atol", exact ? 0.0 : p->atol);
   cJSON_AddNumberToObject(obj, "rtol", exact ? 0.0 : p->rtol);
   cJSON_AddNumberToObject(obj, "bad_elements", (double)p->bad_count);
@@ -413,7 +423,9 @@ static cJSON *check_parity(run_state *rs, const entry_def *e, const bench_case *
   }
   if (reference) {
     bench_parity parity;
-    bench_parity_compare(reference, &home, e->exact, e->extra_ulps, &parity);
+    bench_parity_compare_bound(reference, &home, e->exact,
+                               e->parity_factor > 0 ? e->parity_factor : 2, e->extra_ulps,
+                               &parity);
     cJSON_AddItemToObject(row, "parity", parity_json(&parity, e->exact));
     if (!parity.ok) {
       int64_t i = parity.first_bad;
@@ -421,7 +433,7 @@ static cJSON *check_parity(run_state *rs, const entry_def *e, const bench_case *
       snprintf(reason, sizeof reason,
                "parity: %" PRId64 " element(s) break %s against cpu (%" PRId64
                " NaN); first at flat index [%" PRId64 "]: [%.9g] vs cpu [%.9g]",
-               parity.bad_count, e->exact ? "bit-exactness" : "2*(atol + rtol*|ref|)",
+               parity.bad_count, e->exact ? "bit-exactness" : parity_rule(&parity, 0),
                parity.nan_count, i, bench_get(&home, i), bench_get(reference, i));
       cJSON_ReplaceItemInObjectCaseSensitive(row, "status", cJSON_CreateString("failed"));
       cJSON_ReplaceItemInObjectCaseSensitive(row, "reason", cJSON_CreateString(reason));

@@ -266,7 +266,8 @@ char *bench_render_markdown(const cJSON *report) {
                          "sorted[floor(0.95*(n-1))]; \"graph replay\": a replay of 20 captured "
                          "calls, divided by 20). %% of copy is the row's GB/s over the same "
                          "backend's reference copy in this run. Parity is against the cpu "
-                         "backend: copy ops bit-exact, others |err| <= 2*(atol + rtol*|ref|).\n");
+                         "backend: copy ops bit-exact, ff_infer |err| <= 4*(atol + rtol*|ref|) "
+                         "+ 4 ulp, others |err| <= 2*(atol + rtol*|ref|).\n");
   if (sb.failed) {
     free(sb.data);
     return NULL;

@@ -61,6 +61,11 @@ typedef struct entry_def {
    * $2kmax, $b1, $b2); entries.c, runner_plan_call */
   const char *settings;
   int64_t batch; /* the case's batch, or 0: the profile's (--batch) */
+  /* parity's bound in multiples of (atol + rtol*|ref|); 0: 2, both sides'
+   * rounding (docs/report.md, Parity); ff_infer: 4, as its suite
+   * (docs/ff_infer.md: a value rounded at an rnd point may land one ulp
+   * away, and level 1 reads level 0's result) */
+  int parity_factor;
 } entry_def;
 
 #define MAX_TENSORS 8

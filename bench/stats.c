@@ -180,11 +180,19 @@ static double storage_ulp(apx_dtype dtype, double v) {
 
 void bench_parity_compare(const apx_tensor *ref, const apx_tensor *got,
                           int exact, int extra_ulps, bench_parity *out) {
+  bench_parity_compare_bound(ref, got, exact, 2, extra_ulps, out);
+}
+
+void bench_parity_compare_bound(const apx_tensor *ref, const apx_tensor *got, int exact,
+                                int factor, int extra_ulps, bench_parity *out) {
   memset(out, 0, sizeof *out);
   out->first_bad = -1;
   out->ok = 1;
   double tol = bench_parity_tolerance(ref->dtype);
   out->atol = out->rtol = tol;
+  if (factor < 1) factor = 1;
+  out->factor = factor;
+  out->extra_ulps = extra_ulps;
   int64_t n = apx_tensor_numel(ref);
   size_t elem = apx_dtype_size(ref->dtype);
   const unsigned char *rb = ref->data, *gb = got->data;
@@ -213,7 +221,7 @@ void bench_parity_compare(const apx_tensor *ref, const apx_tensor *got,
       if (abs_err > out->max_abs_err) out->max_abs_err = abs_err;
       if (rel_err > out->max_rel_err) out->max_rel_err = rel_err;
       if (!exact) {
-        double bound = 2.0 * (tol + tol * fabs(r)) +
+        double bound = factor * (tol + tol * fabs(r)) +
                        extra_ulps * storage_ulp(ref->dtype, r);
         bad = abs_err > bound;
       }

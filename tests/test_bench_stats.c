@@ -120,6 +120,18 @@ START_TEST(parity_bound_is_twice_decision_3) {
   ck_assert(!p.ok);
   bench_parity_compare(&hr, &hg, 0, 1, &p);
   ck_assert(p.ok);
+  ck_assert_int_eq(p.factor, 2);
+  /* ff_infer's bound: 4*(atol + rtol*|ref|) + 4 ulp = 0.016 + 4*2^-10 at 1.0 */
+  h_got[0] = apx_f32_to_f16(1.0f + 0.0195f);
+  bench_parity_compare(&hr, &hg, 0, 0, &p);
+  ck_assert(!p.ok);
+  bench_parity_compare_bound(&hr, &hg, 0, 4, 4, &p);
+  ck_assert(p.ok);
+  ck_assert_int_eq(p.factor, 4);
+  ck_assert_int_eq(p.extra_ulps, 4);
+  h_got[0] = apx_f32_to_f16(1.0f + 0.0215f);
+  bench_parity_compare_bound(&hr, &hg, 0, 4, 4, &p);
+  ck_assert(!p.ok);
 }
 END_TEST
 
