@@ -285,15 +285,25 @@ fi
 # 3h. the Python package on torch CUDA tensors (python/tests/gpu_run.sh
 # builds the extension for the Python that has torch into /tmp/apexx-py),
 # then the FF path in plain PyTorch beside apexx on the same inputs
-# (bench/peers/torch_ff.py: parity and frame times, f16)
+# (bench/peers/torch_ff.py: parity and frame times, f16; with the ff step),
+# the backward ops beside torch autograd (bench/peers/torch_backward.py) and
+# the host time per call (bench/python_percall.py)
 if want python; then
   step python 400 env OUT="$work" bash "$srcdir/python/tests/gpu_run.sh"
   sed 's/^/    /' "$work/python/summary.txt" | tee -a "$report"
   pyt=$(sed -n 's/^== python: \([^ ]*\) .*/\1/p' "$work/python/summary.txt" | head -1)
-  step torch_ff 300 env PYTHONPATH=/tmp/apexx-py PYTHONUNBUFFERED=1 "${pyt:-python3}" \
-    "$srcdir/bench/peers/torch_ff.py" --device cuda --dtype f16 --iters 100 \
-    --json "$work/torch_ff.json"
-  sed 's/^/    /' "$work/torch_ff.log" | tee -a "$report"
+  # (with the ff step) the FF path in plain PyTorch beside apexx's
+  if want ff; then
+    step torch_ff 300 env PYTHONPATH=/tmp/apexx-py PYTHONUNBUFFERED=1 "${pyt:-python3}" \
+      "$srcdir/bench/peers/torch_ff.py" --device cuda --dtype f16 --iters 100 \
+      --json "$work/torch_ff.json"
+    sed 's/^/    /' "$work/torch_ff.log" | tee -a "$report"
+  fi
+  # host time per call from Python beside torch.index_select and
+  # torch.gather on the card (issue 27)
+  step python_percall 120 env PYTHONPATH=/tmp/apexx-py PYTHONUNBUFFERED=1 "${pyt:-python3}" \
+    "$srcdir/bench/python_percall.py" --device cuda --json "$work/python_percall.json"
+  grep '^|' "$work/python_percall.log" | tee -a "$report"
   # the backward ops beside torch autograd of the same math (issue 27)
   for prof in large seed; do
     step "torch_backward_$prof" 300 env PYTHONPATH=/tmp/apexx-py PYTHONUNBUFFERED=1 \
