@@ -13,6 +13,51 @@
 
 #include "cpu.h"
 
+/* One call's tensors, tile mask and scalars. */
+typedef struct {
+  const apx_tensor *g, *x, *grad_features;
+  const unsigned char *selected;
+  float *partial; /* [planes][4] */
+  apx_dtype dt;
+  size_t es;
+  int in_place;
+  float vs, vb, gs, gb;
+  int64_t channels, height, width, plane, tiles, grid_w, t;
+} fused_planes;
+
+/* Work item bc: plane (b, c) of grad_features and its four partial sums. */
+static void fused_plane(const fused_planes *c, int64_t bc) {
+  const apx_dtype dt = c->dt;
+  const size_t es = c->es;
+  const float vs = c->vs, vb = c->vb, gs = c->gs, gb = c->gb;
+  const int64_t b = bc / c->channels, t = c->t;
+  float d_vs = 0.0f, d_vb = 0.0f, d_gs = 0.0f, d_gb = 0.0f;
+  for (int64_t y = 0; y < c->height; y++)
+    for (int64_t xx = 0; xx < c->width; xx++) {
+      const int64_t i = bc * c->plane + y * c->width + xx;
+      if (!c->selected[b * c->tiles + (y / t) * c->grid_w + xx / t]) {
+        if (!c->in_place)
+          memcpy((char *)c->grad_features->data + (size_t)i * es,
+                 (const char *)c->g->data + (size_t)i * es, es);
+        continue;
+      }
+      const float grad = cpu_load_float(dt, c->g->data, i), xv = cpu_load_float(dt, c->x->data, i);
+      const float value = xv * vs + vb, gate = xv * gs + gb;
+      const int on = gate > 0.0f;
+      cpu_store_float(dt, c->grad_features->data, i,
+                      on ? grad * (vs * gate + value * gs) : grad * 0.0f);
+      const float relu = on ? gate : 0.0f, gated = on ? grad * value : 0.0f;
+      d_vs += grad * xv * relu;
+      d_vb += grad * relu;
+      d_gs += gated * xv;
+      d_gb += gated;
+    }
+  c->partial[4 * bc] = d_vs;
+  c->partial[4 * bc + 1] = d_vb;
+  c->partial[4 * bc + 2] = d_gs;
+  c->partial[4 * bc + 3] = d_gb;
+}
+
 apx_status cpu_fused_pack_op_unpack_backward(void *state,
                                              const apx_fused_pack_op_unpack_backward_args *args,
                                              const apx_call *call) {
@@ -45,36 +90,18 @@ apx_status cpu_fused_pack_op_unpack_backward(void *state,
   const apx_dtype dt = g->dtype;
   const size_t es = apx_backend_dtype_size(dt);
   const int in_place = args->grad_features->data == g->data;
-  const int team = cpu_team_size(st, apx_backend_numel(g));
-  (void)team;
-  CPU_OMP_FOR(team, apx_backend_numel(g))
-  for (int64_t bc = 0; bc < planes; bc++) {
-    const int64_t b = bc / channels;
-    float d_vs = 0.0f, d_vb = 0.0f, d_gs = 0.0f, d_gb = 0.0f;
-    for (int64_t y = 0; y < height; y++)
-      for (int64_t xx = 0; xx < width; xx++) {
-        const int64_t i = bc * plane + y * width + xx;
-        if (!selected[b * tiles + (y / t) * grid_w + xx / t]) {
-          if (!in_place)
-            memcpy((char *)args->grad_features->data + (size_t)i * es,
-                   (const char *)g->data + (size_t)i * es, es);
-          continue;
-        }
-        const float grad = cpu_load_float(dt, g->data, i), xv = cpu_load_float(dt, x->data, i);
-        const float value = xv * vs + vb, gate = xv * gs + gb;
-        const int on = gate > 0.0f;
-        cpu_store_float(dt, args->grad_features->data, i, on ? grad * (vs * gate + value * gs)
-                                                             : grad * 0.0f);
-        const float relu = on ? gate : 0.0f, gated = on ? grad * value : 0.0f;
-        d_vs += grad * xv * relu;
-        d_vb += grad * relu;
-        d_gs += gated * xv;
-        d_gb += gated;
-      }
-    partial[4 * bc] = d_vs;
-    partial[4 * bc + 1] = d_vb;
-    partial[4 * bc + 2] = d_gs;
-    partial[4 * bc + 3] = d_gb;
+  const fused_planes c = {g,      x,    args->grad_features, selected, partial, dt, es,
+                          in_place, vs, vb,   gs,       gb,      channels, height,
+                          width,  plane, tiles, grid_w,  t};
+  /* a team of one runs here: entering a parallel region costs a team's
+   * setup even when its if clause is false */
+  if (cpu_team_size(st, apx_backend_numel(g)) <= 1) {
+    for (int64_t bc = 0; bc < planes; bc++)
+      fused_plane(&c, bc);
+  } else {
+    CPU_OMP_FOR(st->threads, apx_backend_numel(g))
+    for (int64_t bc = 0; bc < planes; bc++)
+      fused_plane(&c, bc);
   }
   if (args->grad_scalars) {
     float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};

@@ -13,6 +13,39 @@
 
 #include "cpu.h"
 
+/* One call's tensors, lists and extents. */
+typedef struct {
+  const apx_tensor *g, *gf;
+  const int64_t *first, *next;
+  apx_dtype dt;
+  size_t es;
+  int64_t channels, height, width, grid_w, grid_h, tiles, k_count, t;
+} pack_rows;
+
+/* Work item r: the pixels of one (b, c, row of tiles) of grad_features. */
+static void pack_row(const pack_rows *c, int64_t r) {
+  const int64_t t = c->t, width = c->width, k_count = c->k_count;
+  const int64_t gy = r % c->grid_h, bc = r / c->grid_h;
+  const int64_t b = bc / c->channels, ch = bc % c->channels;
+  for (int64_t dy = 0; dy < t; dy++) {
+    const int64_t row0 = (bc * c->height + gy * t + dy) * width;
+    for (int64_t gx = 0; gx < c->grid_w; gx++) {
+      const int64_t k0 = c->first[b * c->tiles + gy * c->grid_w + gx], at = row0 + gx * t;
+      if (k0 < 0) { /* +0.0 is all zero bits in every float dtype */
+        memset((char *)c->gf->data + (size_t)at * c->es, 0, (size_t)t * c->es);
+        continue;
+      }
+      for (int64_t dx = 0; dx < t; dx++) {
+        float sum = 0.0f;
+        for (int64_t k = k0; k >= 0; k = c->next[b * k_count + k])
+          sum += cpu_load_float(c->dt, c->g->data,
+                                (((b * k_count + k) * c->channels + ch) * t + dy) * t + dx);
+        cpu_store_float(c->dt, c->gf->data, at + dx, sum);
+      }
+    }
+  }
+}
+
 apx_status cpu_tilepack_backward(void *state, const apx_tilepack_backward_args *args,
                                  const apx_call *call) {
   (void)call;
@@ -55,29 +88,17 @@ apx_status cpu_tilepack_backward(void *state, const apx_tilepack_backward_args *
   const apx_dtype dt = g->dtype;
   const size_t es = apx_backend_dtype_size(dt);
   const int64_t grid_h = height / t, rows = batch * channels * grid_h;
-  const int team = cpu_team_size(st, apx_backend_numel(gf));
-  (void)team;
-  CPU_OMP_FOR(team, apx_backend_numel(gf))
-  for (int64_t r = 0; r < rows; r++) {
-    const int64_t gy = r % grid_h, bc = r / grid_h;
-    const int64_t b = bc / channels, c = bc % channels;
-    for (int64_t dy = 0; dy < t; dy++) {
-      const int64_t row0 = (bc * height + gy * t + dy) * width;
-      for (int64_t gx = 0; gx < grid_w; gx++) {
-        const int64_t k0 = first[b * tiles + gy * grid_w + gx], at = row0 + gx * t;
-        if (k0 < 0) { /* +0.0 is all zero bits in every float dtype */
-          memset((char *)gf->data + (size_t)at * es, 0, (size_t)t * es);
-          continue;
-        }
-        for (int64_t dx = 0; dx < t; dx++) {
-          float sum = 0.0f;
-          for (int64_t k = k0; k >= 0; k = next[b * k_count + k])
-            sum += cpu_load_float(dt, g->data,
-                                  (((b * k_count + k) * channels + c) * t + dy) * t + dx);
-          cpu_store_float(dt, gf->data, at + dx, sum);
-        }
-      }
-    }
+  const pack_rows c = {g,     gf,    first, next,    dt,     es, channels, height,
+                       width, grid_w, grid_h, tiles, k_count, t};
+  /* a team of one runs here: entering a parallel region costs a team's
+   * setup even when its if clause is false */
+  if (cpu_team_size(st, apx_backend_numel(gf)) <= 1) {
+    for (int64_t r = 0; r < rows; r++)
+      pack_row(&c, r);
+  } else {
+    CPU_OMP_FOR(st->threads, apx_backend_numel(gf))
+    for (int64_t r = 0; r < rows; r++)
+      pack_row(&c, r);
   }
   free(first);
   free(last);
