@@ -88,8 +88,8 @@ apx_status cpu_tilepack_backward(void *state, const apx_tilepack_backward_args *
   const apx_dtype dt = g->dtype;
   const size_t es = apx_backend_dtype_size(dt);
   const int64_t grid_h = height / t, rows = batch * channels * grid_h;
-  const pack_rows c = {g,     gf,    first, next,    dt,     es, channels, height,
-                       width, grid_w, grid_h, tiles, k_count, t};
+  const pack_rows c = {g,      gf,     first, next,    dt, es, channels, height,
+                       width,  grid_w, grid_h, tiles, k_count, t};
   /* a team of one runs here: entering a parallel region costs a team's
    * setup even when its if clause is false */
   if (cpu_team_size(st, apx_backend_numel(gf)) <= 1) {

@@ -218,59 +218,70 @@ apply_band(const unpack_plan *plan, char *out_plane, const char *packed, int64_t
   }
 }
 
-/* Every (b, c, band) item: copy the band of base (unless out is base),
- * then apply its tiles. */
-static void run_items(const cpu_state *st, const unpack_plan *plan, const char *base, char *out,
-                      const char *packed, const blend_params *blend) {
-  const int64_t items = plan->batch * plan->channels * plan->bands;
+/* Work item `item`, one (b, c, band): copy the band of base (unless out is
+ * base), then apply its tiles. */
+static void run_item(const unpack_plan *plan, const char *base, char *out, const char *packed,
+                     const blend_params *blend, int64_t item) {
   const size_t plane_bytes = (size_t)(plan->height * plan->width) * plan->elem;
   const size_t band_bytes = (size_t)(plan->band_rows * plan->width) * plan->elem;
   const size_t row_bytes = (size_t)plan->t * plan->elem;
   const size_t tile_chunk = (size_t)plan->t * row_bytes; /* one channel of one tile */
-  const int64_t work = plan->batch * plan->channels * plan->height * plan->width;
-  (void)work;
-  CPU_OMP_FOR(st->threads, work)
-  for (int64_t item = 0; item < items; item++) {
-    const int64_t band = item % plan->bands;
-    const int64_t bc = item / plan->bands;
-    const int64_t b = bc / plan->channels, c = bc % plan->channels;
-    char *out_plane = out + (size_t)bc * plane_bytes;
-    /* Ask for this band's packed tiles (scattered 128-256 byte chunks the
-     * hardware cannot predict) first, so that their misses overlap the
-     * sequential copy of the band below. */
-    const int64_t first = plan->band_start[b * plan->bands + band];
-    const int64_t count = plan->band_start[b * plan->bands + band + 1] - first;
-    for (int64_t i = 0; i < count; i++) {
-      const char *tile =
-          packed + (size_t)((b * plan->tiles + plan->band_tiles[first + i]) * plan->channels + c) *
-                       tile_chunk;
-      for (size_t off = 0; off < tile_chunk; off += 64)
-        __builtin_prefetch(tile + off, 0, 2);
-    }
-    if (out != base) {
-      const size_t offset = (size_t)band * band_bytes;
-      const size_t bytes = plane_bytes - offset < band_bytes ? plane_bytes - offset : band_bytes;
-      memcpy(out_plane + offset, base + (size_t)bc * plane_bytes + offset, bytes);
-    }
-    if (blend) {
-      apply_band(plan, out_plane, packed, b, c, band, row_bytes, blend);
-      continue;
-    }
-    switch (row_bytes) {
-    case 16:
-      apply_band(plan, out_plane, packed, b, c, band, 16, NULL);
-      break;
-    case 32:
-      apply_band(plan, out_plane, packed, b, c, band, 32, NULL);
-      break;
-    case 64:
-      apply_band(plan, out_plane, packed, b, c, band, 64, NULL);
-      break;
-    default:
-      apply_band(plan, out_plane, packed, b, c, band, row_bytes, NULL);
-      break;
-    }
+  const int64_t band = item % plan->bands;
+  const int64_t bc = item / plan->bands;
+  const int64_t b = bc / plan->channels, c = bc % plan->channels;
+  char *out_plane = out + (size_t)bc * plane_bytes;
+  /* Ask for this band's packed tiles (scattered 128-256 byte chunks the
+   * hardware cannot predict) first, so that their misses overlap the
+   * sequential copy of the band below. */
+  const int64_t first = plan->band_start[b * plan->bands + band];
+  const int64_t count = plan->band_start[b * plan->bands + band + 1] - first;
+  for (int64_t i = 0; i < count; i++) {
+    const char *tile =
+        packed + (size_t)((b * plan->tiles + plan->band_tiles[first + i]) * plan->channels + c) *
+                     tile_chunk;
+    for (size_t off = 0; off < tile_chunk; off += 64)
+      __builtin_prefetch(tile + off, 0, 2);
   }
+  if (out != base) {
+    const size_t offset = (size_t)band * band_bytes;
+    const size_t bytes = plane_bytes - offset < band_bytes ? plane_bytes - offset : band_bytes;
+    memcpy(out_plane + offset, base + (size_t)bc * plane_bytes + offset, bytes);
+  }
+  if (blend) {
+    apply_band(plan, out_plane, packed, b, c, band, row_bytes, blend);
+    return;
+  }
+  switch (row_bytes) {
+  case 16:
+    apply_band(plan, out_plane, packed, b, c, band, 16, NULL);
+    break;
+  case 32:
+    apply_band(plan, out_plane, packed, b, c, band, 32, NULL);
+    break;
+  case 64:
+    apply_band(plan, out_plane, packed, b, c, band, 64, NULL);
+    break;
+  default:
+    apply_band(plan, out_plane, packed, b, c, band, row_bytes, NULL);
+    break;
+  }
+}
+
+/* Every (b, c, band) item. */
+static void run_items(const cpu_state *st, const unpack_plan *plan, const char *base, char *out,
+                      const char *packed, const blend_params *blend) {
+  const int64_t items = plan->batch * plan->channels * plan->bands;
+  const int64_t work = plan->batch * plan->channels * plan->height * plan->width;
+  /* a team of one runs here: entering a parallel region costs a team's
+   * setup even when its if clause is false */
+  if (cpu_team_size(st, work) <= 1) {
+    for (int64_t item = 0; item < items; item++)
+      run_item(plan, base, out, packed, blend, item);
+    return;
+  }
+  CPU_OMP_FOR(st->threads, work)
+  for (int64_t item = 0; item < items; item++)
+    run_item(plan, base, out, packed, blend, item);
 }
 
 apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args, const apx_call *call) {

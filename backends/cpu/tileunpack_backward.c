@@ -105,6 +105,34 @@ static void weigh(apx_dtype dt, int blend, const void *src, int64_t src_at, void
   }
 }
 
+/* One call's arguments and weights. */
+typedef struct {
+  const apx_tileunpack_backward_args *args;
+  int blend;
+  apx_dtype dt;
+  const float *base_w, *tile_w;
+  int64_t channels, plane, k_count, t, width;
+} weighed;
+
+/* Work item bc: grad_base's plane (b, c). */
+static void base_plane(const weighed *c, int64_t bc) {
+  const int64_t b = bc / c->channels;
+  weigh(c->dt, c->blend, c->args->grad_out->data, bc * c->plane, c->args->grad_base->data,
+        bc * c->plane, c->base_w + b * c->plane, c->plane);
+}
+
+/* Work item bkc: grad_packed[b,k,c], which reads grad_out[b,c] at the
+ * tile's pixels. */
+static void packed_tile(const weighed *c, int64_t bkc) {
+  const int64_t t = c->t, ch = bkc % c->channels, bk = bkc / c->channels, b = bk / c->k_count;
+  int64_t y0, x0;
+  origin_of(c->args, bk, &y0, &x0);
+  for (int64_t dy = 0; dy < t; dy++)
+    weigh(c->dt, c->blend, c->args->grad_out->data,
+          (b * c->channels + ch) * c->plane + (y0 + dy) * c->width + x0,
+          c->args->grad_packed->data, (bkc * t + dy) * t, c->tile_w + (bk * t + dy) * t, t);
+}
+
 apx_status cpu_tileunpack_backward(void *state, const apx_tileunpack_backward_args *args,
                                    const apx_call *call) {
   (void)call;
@@ -144,25 +172,22 @@ apx_status cpu_tileunpack_backward(void *state, const apx_tileunpack_backward_ar
     row_weights(args, b, lmin, order_bits, a, one_minus_a, order, base_w + b * plane,
                 tile_w + b * k_count * t * t);
 
-  const int blend = args->mode == APX_OVERLAP_BLEND;
-  const int team = cpu_team_size(st, apx_backend_numel(g));
-  (void)team;
-  CPU_OMP_FOR(team, apx_backend_numel(g))
-  for (int64_t bc = 0; bc < batch * channels; bc++) {
-    const int64_t b = bc / channels;
-    weigh(dt, blend, g->data, bc * plane, args->grad_base->data, bc * plane, base_w + b * plane,
-          plane);
-  }
-  /* grad_packed[b,k,c] reads grad_out[b,c] at the tile's pixels */
-  const int64_t width = g->shape[3];
-  CPU_OMP_FOR(team, apx_backend_numel(g))
-  for (int64_t bkc = 0; bkc < batch * k_count * channels; bkc++) {
-    const int64_t c = bkc % channels, bk = bkc / channels, b = bk / k_count;
-    int64_t y0, x0;
-    origin_of(args, bk, &y0, &x0);
-    for (int64_t dy = 0; dy < t; dy++)
-      weigh(dt, blend, g->data, (b * channels + c) * plane + (y0 + dy) * width + x0,
-            args->grad_packed->data, (bkc * t + dy) * t, tile_w + (bk * t + dy) * t, t);
+  const weighed c = {args,     args->mode == APX_OVERLAP_BLEND, dt, base_w, tile_w,
+                     channels, plane, k_count, t, g->shape[3]};
+  /* a team of one runs here: entering a parallel region costs a team's
+   * setup even when its if clause is false */
+  if (cpu_team_size(st, apx_backend_numel(g)) <= 1) {
+    for (int64_t bc = 0; bc < batch * channels; bc++)
+      base_plane(&c, bc);
+    for (int64_t bkc = 0; bkc < batch * k_count * channels; bkc++)
+      packed_tile(&c, bkc);
+  } else {
+    CPU_OMP_FOR(st->threads, apx_backend_numel(g))
+    for (int64_t bc = 0; bc < batch * channels; bc++)
+      base_plane(&c, bc);
+    CPU_OMP_FOR(st->threads, apx_backend_numel(g))
+    for (int64_t bkc = 0; bkc < batch * k_count * channels; bkc++)
+      packed_tile(&c, bkc);
   }
   free(base_w);
   free(tile_w);
