@@ -169,6 +169,16 @@ static void scan_bwd_job(const scan_bwd *x, int64_t b, int64_t c0, int64_t n, fl
     memcpy(x->partial + ((size_t)p * x->batch + b) * C + c0, sums[p], (size_t)n * sizeof(float));
 }
 
+/* Job `job`: row b's channels [c0, c0 + n), a block of them, with its own
+ * two state rows of job_states. */
+static void scan_bwd_item(const scan_bwd *x, int64_t job, int64_t blocks_per_row, int64_t block,
+                          int64_t C, int64_t K, float *job_states) {
+  const int64_t b = job / blocks_per_row, c0 = (job % blocks_per_row) * block;
+  const int64_t n = C - c0 < block ? C - c0 : block;
+  float *states = job_states + (size_t)job * 2 * (size_t)(K * block);
+  scan_bwd_job(x, b, c0, n, states, states + K * block);
+}
+
 apx_status cpu_tilessm_scan_backward(void *state, const apx_tilessm_scan_backward_args *args,
                                      const apx_call *call) {
   (void)call;
@@ -258,12 +268,15 @@ apx_status cpu_tilessm_scan_backward(void *state, const apx_tilessm_scan_backwar
       .grad_init = grad_init,
   };
 
-  CPU_OMP_FOR(st->threads, 6 * B * K * C)
-  for (int64_t job = 0; job < jobs; job++) {
-    int64_t b = job / blocks_per_row, c0 = (job % blocks_per_row) * block;
-    int64_t n = C - c0 < block ? C - c0 : block;
-    float *states = job_states + (size_t)job * 2 * (size_t)(K * block);
-    scan_bwd_job(&x, b, c0, n, states, states + K * block);
+  /* a team of one runs here: entering a parallel region costs a team's
+   * setup even when its if clause is false */
+  if (cpu_team_size(st, 6 * B * K * C) <= 1) {
+    for (int64_t job = 0; job < jobs; job++)
+      scan_bwd_item(&x, job, blocks_per_row, block, C, K, job_states);
+  } else {
+    CPU_OMP_FOR(st->threads, 6 * B * K * C)
+    for (int64_t job = 0; job < jobs; job++)
+      scan_bwd_item(&x, job, blocks_per_row, block, C, K, job_states);
   }
 
   /* the stores: each gradient rounded once to its dtype */
