@@ -8,7 +8,12 @@
  * graph replay bit-equal to eager launches, after new input contents and
  * after a new shape; a NaN utility reported at apx_sync (validate=device)
  * and at once (validate=eager, outputs untouched); a stream other than the
- * default one (when a shared cudart can be loaded).
+ * default one (when a shared cudart can be loaded); the FFModule's options
+ * (docs/ff_infer.md, Options): all 24 combinations of order_mode,
+ * overlap_mode and scan_mode against the cpu backend in every dtype (the
+ * routing equal), on each refine, with blend_alpha 0, 1 and between;
+ * blend_alpha 1 bit-equal to override and 0 leaving dense; graph replay
+ * keyed by the options; every option taken by the cuda backend.
  *
  * Tolerance: each side carries its own error; the cuda backend sums the
  * token means, LayerNorm, the FiLM matrices, the depthwise and pointwise
@@ -126,7 +131,14 @@ typedef struct ff_case {
   int64_t B, C, H, W, t0, kmax0, kmax1;
   double b1, b2, cost_heavy, cost_cheap;
   int nesting, split, proxies, quantised;
+  /* the FFModule's options (docs/ff_infer.md, Options); zero: the defaults
+   * (hilbert, override, bidirectional); blend_alpha is read with blend */
+  int order, blend, scan_fwd;
+  double blend_alpha;
 } ff_case;
+
+/* the options' fields of an ff_case at the defaults */
+#define FF_DEFAULTS 0, 0, 0, 0.5
 
 typedef struct ff_io {
   apx_tensor dense, util, split, bp, up; /* host */
@@ -219,6 +231,11 @@ static apx_ff_infer_args args_of(const ff_case *c, const apx_ff_weights *w, cons
   a.cost_heavy = c->cost_heavy;
   a.cost_cheap = c->cost_cheap;
   a.enable_nesting = c->nesting;
+  a.order_mode = (apx_order_mode)c->order;
+  a.overlap_mode = c->blend ? APX_OVERLAP_BLEND : APX_OVERLAP_OVERRIDE;
+  if (c->blend)
+    a.blend_alpha = c->blend_alpha;
+  a.scan_mode = c->scan_fwd ? APX_SCAN_FORWARD : APX_SCAN_BIDIRECTIONAL;
   a.heavy = heavy;
   a.detail = detail;
   a.alpha = alpha;
@@ -244,11 +261,19 @@ static void compare_stats(const ff_case *c, const ff_io *want, const ff_io *got,
                   (long long)i, (long long)got->l1[i], (long long)want->l1[i]);
 }
 
+static const char *const order_names[] = {"hilbert", "l2r", "r2l", "u2d", "d2u",
+                                          "multi_direction"};
+
 /* cuda (device tensors, stats) against cpu (host copies), two calls. */
 static void run_case(const ff_case *c, const char *name) {
   char what[256];
-  snprintf(what, sizeof what, "%s %s B%lld C%lld %lldx%lld t%lld", name, apx_dtype_name(c->dt),
-           (long long)c->B, (long long)c->C, (long long)c->H, (long long)c->W, (long long)c->t0);
+  char overlap[48] = "override";
+  if (c->blend)
+    snprintf(overlap, sizeof overlap, "blend %.17g", c->blend_alpha);
+  snprintf(what, sizeof what, "%s %s B%lld C%lld %lldx%lld t%lld %s %s %s", name,
+           apx_dtype_name(c->dt), (long long)c->B, (long long)c->C, (long long)c->H,
+           (long long)c->W, (long long)c->t0, order_names[c->order], overlap,
+           c->scan_fwd ? "forward" : "bidirectional");
   apx_ff_weights *w = NULL;
   CHECK_OK(apx_ff_weights_seeded(ctx, c->C, 1000 + (uint64_t)c->C, &w), what);
   ff_io want, got;
@@ -300,7 +325,7 @@ static void run_case(const ff_case *c, const char *name) {
 }
 
 static ff_case default_case(apx_dtype dt) {
-  ff_case c = {dt, 1, 128, 128, 128, 16, 32, 64, 16.0, 8.0, 1.0, 0.2, 1, 1, 1, 0};
+  ff_case c = {dt, 1, 128, 128, 128, 16, 32, 64, 16.0, 8.0, 1.0, 0.2, 1, 1, 1, 0, FF_DEFAULTS};
   return c;
 }
 
@@ -318,27 +343,27 @@ START_TEST(test_odd_shapes) {
   for (int i = 0; i < 3; i++) {
     apx_dtype dt = dts[i];
     /* B 2, C 5, a 6x4 grid of 8-pixel tiles, quantised utilities */
-    ff_case a = {dt, 2, 5, 48, 32, 8, 10, 24, 7.5, 3.0, 1.0, 0.25, 1, 1, 1, 1};
+    ff_case a = {dt, 2, 5, 48, 32, 8, 10, 24, 7.5, 3.0, 1.0, 0.25, 1, 1, 1, 1, FF_DEFAULTS};
     run_case(&a, "odd");
     /* C 3, 5x3 grid of 4-pixel tiles, no split utilities: one level */
-    ff_case b = {dt, 3, 3, 20, 12, 4, 15, 8, 4.0, 2.0, 2.0, 1.0, 1, 0, 0, 1};
+    ff_case b = {dt, 3, 3, 20, 12, 4, 15, 8, 4.0, 2.0, 2.0, 1.0, 1, 0, 0, 1, FF_DEFAULTS};
     run_case(&b, "one level");
     /* nesting off; C 40 (not a multiple of 8 outputs per thread), t 12 */
-    ff_case d = {dt, 1, 40, 36, 48, 12, 12, 16, 5.0, 4.0, 1.0, 0.2, 0, 1, 1, 0};
+    ff_case d = {dt, 1, 40, 36, 48, 12, 12, 16, 5.0, 4.0, 1.0, 0.2, 0, 1, 1, 0, FF_DEFAULTS};
     run_case(&d, "nesting off");
     /* no L0 tile: budget below one tile's cost */
-    ff_case e = {dt, 2, 4, 16, 16, 4, 8, 8, 0.5, 2.0, 1.0, 0.2, 1, 1, 1, 0};
+    ff_case e = {dt, 2, 4, 16, 16, 4, 8, 8, 0.5, 2.0, 1.0, 0.2, 1, 1, 1, 0, FF_DEFAULTS};
     run_case(&e, "dense path");
     /* kmax_l1 smaller than 4 x parents; C 200 (two output passes) */
-    ff_case f = {dt, 1, 200, 32, 32, 8, 16, 6, 16.0, 8.0, 1.0, 0.2, 1, 1, 0, 1};
+    ff_case f = {dt, 1, 200, 32, 32, 8, 16, 6, 16.0, 8.0, 1.0, 0.2, 1, 1, 0, 1, FF_DEFAULTS};
     run_case(&f, "kmax_l1 6");
     /* C 384: level 0's refine over 2 kernels (too much shared memory for one
      * cluster a tile), level 1's in one */
-    ff_case g = {dt, 1, 384, 32, 32, 16, 4, 16, 16.0, 8.0, 1.0, 0.2, 1, 1, 1, 0};
+    ff_case g = {dt, 1, 384, 32, 32, 16, 4, 16, 16.0, 8.0, 1.0, 0.2, 1, 1, 1, 0, FF_DEFAULTS};
     run_case(&g, "C 384");
     /* C 48: f16/bf16 take the tensor-core pointwise with 3 k steps of 16
      * channels and 6 row tiles of outputs (fewer than the block's warps) */
-    ff_case h = {dt, 2, 48, 32, 32, 8, 8, 16, 6.0, 3.0, 1.0, 0.2, 1, 1, 1, 0};
+    ff_case h = {dt, 2, 48, 32, 32, 8, 8, 16, 6.0, 3.0, 1.0, 0.2, 1, 1, 1, 0, FF_DEFAULTS};
     run_case(&h, "C 48");
   }
 }
@@ -351,9 +376,9 @@ END_TEST
 START_TEST(test_tc_shapes) {
   static const apx_dtype dts[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16};
   for (int i = 0; i < 3; i++) {
-    ff_case a = {dts[i], 2, 32, 64, 64, 16, 8, 16, 6.0, 3.0, 1.0, 0.2, 1, 1, 1, 0};
+    ff_case a = {dts[i], 2, 32, 64, 64, 16, 8, 16, 6.0, 3.0, 1.0, 0.2, 1, 1, 1, 0, FF_DEFAULTS};
     run_case(&a, "tc two levels");
-    ff_case b = {dts[i], 2, 32, 64, 48, 16, 6, 8, 4.0, 2.0, 1.0, 0.2, 0, 1, 1, 0};
+    ff_case b = {dts[i], 2, 32, 64, 48, 16, 6, 8, 4.0, 2.0, 1.0, 0.2, 0, 1, 1, 0, FF_DEFAULTS};
     run_case(&b, "tc one level");
   }
 }
@@ -362,9 +387,9 @@ END_TEST
 /* Routing alone: many rows, large grids, ties (stats against the host). */
 START_TEST(test_routing) {
   ff_case cases[] = {
-      {APX_DTYPE_F32, 5, 1, 128, 128, 4, 300, 400, 200.0, 90.0, 1.0, 0.5, 1, 1, 0, 1},
-      {APX_DTYPE_F16, 3, 2, 64, 96, 4, 384, 40, 1e9, 1e9, 1.0, 0.2, 1, 1, 0, 1},
-      {APX_DTYPE_BF16, 4, 1, 40, 24, 2, 240, 960, 60.0, 30.0, 0.5, 0.2, 1, 1, 0, 1},
+      {APX_DTYPE_F32, 5, 1, 128, 128, 4, 300, 400, 200.0, 90.0, 1.0, 0.5, 1, 1, 0, 1, FF_DEFAULTS},
+      {APX_DTYPE_F16, 3, 2, 64, 96, 4, 384, 40, 1e9, 1e9, 1.0, 0.2, 1, 1, 0, 1, FF_DEFAULTS},
+      {APX_DTYPE_BF16, 4, 1, 40, 24, 2, 240, 960, 60.0, 30.0, 0.5, 0.2, 1, 1, 0, 1, FF_DEFAULTS},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], "routing");
 }
@@ -517,7 +542,7 @@ END_TEST
 /* ---- NaN utilities ----------------------------------------------------------------- */
 
 static void nan_on(apx_context *c_ctx, int eager, int in_split) {
-  ff_case c = {APX_DTYPE_F16, 2, 8, 32, 32, 8, 8, 16, 6.0, 2.0, 1.0, 0.2, 1, 1, 0, 0};
+  ff_case c = {APX_DTYPE_F16, 2, 8, 32, 32, 8, 8, 16, 6.0, 2.0, 1.0, 0.2, 1, 1, 0, 0, FF_DEFAULTS};
   const char *what = eager ? "nan eager" : "nan device";
   apx_ff_weights *w = NULL;
   CHECK_OK(apx_ff_weights_seeded(c_ctx, c.C, 5, &w), what);
@@ -565,11 +590,249 @@ START_TEST(test_nan_utilities) {
 }
 END_TEST
 
-/* docs/ff_infer.md, Options: the cuda frame runs the defaults only; any
- * other order, overlap or scan mode is passed over with a reason naming
- * the option and the value (apx_explain and the call's error). */
-START_TEST(test_unsupported_modes) {
-  ff_case c = {APX_DTYPE_F16, 1, 8, 32, 32, 8, 8, 16, 6.0, 2.0, 1.0, 0.2, 1, 1, 0, 0};
+/* ---- the FFModule's options (docs/ff_infer.md, Options) ------------------------ */
+
+/* Every combination of order_mode (6), overlap_mode (2) and scan_mode (2)
+ * against the cpu backend in every dtype, routing equal: B 2, C 32, a 4x4
+ * grid of 16-pixel tiles (f16/bf16: the tensor-core refine with level 1's
+ * tokens from level 0's refine; f32: the fused refine), quantised
+ * utilities (multi_direction's equal keys on the square grids, ties in the
+ * routing); blend_alpha cycles through 0.3, 0.75, 0, 1. */
+START_TEST(test_modes_all) {
+  static const apx_dtype dts[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16};
+  static const double alphas[] = {0.3, 0.75, 0.0, 1.0};
+  for (int i = 0; i < 3; i++)
+    for (int order = 0; order < 6; order++)
+      for (int blend = 0; blend < 2; blend++)
+        for (int fwd = 0; fwd < 2; fwd++) {
+          ff_case c = {dts[i], 2, 32, 64, 64, 16, 8, 16, 6.0, 3.0, 1.0, 0.2, 1, 1, 1, 1,
+                       order, blend, fwd, alphas[(2 * order + fwd + i) % 4]};
+          run_case(&c, "modes");
+        }
+}
+END_TEST
+
+/* The combinations on non-square grids (u2d and d2u take the grid's
+ * height, multi_direction's keys ty*gw + tx*gh): B 2, C 5, a 6x4 grid of
+ * 8-pixel tiles (the fused refine of runtime tile sizes), f32 and bf16;
+ * then one level (nesting off, a 3x4 grid of 12-pixel tiles, C 40) in f16. */
+START_TEST(test_modes_grids) {
+  static const apx_dtype dts[] = {APX_DTYPE_F32, APX_DTYPE_BF16};
+  int n = 0;
+  for (int i = 0; i < 2; i++)
+    for (int order = 0; order < 6; order++)
+      for (int blend = 0; blend < 2; blend++)
+        for (int fwd = 0; fwd < 2; fwd++) {
+          ff_case c = {dts[i], 2, 5, 48, 32, 8, 10, 24, 7.5, 3.0, 1.0, 0.25, 1, 1, 1, 1,
+                       order, blend, fwd, n++ % 2 ? 0.6 : 0.2};
+          run_case(&c, "modes grid");
+        }
+  for (int order = 0; order < 6; order++) {
+    ff_case d = {APX_DTYPE_F16, 1, 40, 36, 48, 12, 12, 16, 5.0, 4.0, 1.0, 0.2, 0, 1, 1, 0,
+                 order, order % 2, order / 3, 0.4};
+    run_case(&d, "modes one level");
+  }
+}
+END_TEST
+
+/* The other refines and profiles with options: the default profile (f16:
+ * the tensor-core refine of tiles 16 and 8 in 32- and 16-pixel blocks) and
+ * C 384 (level 0's refine in two kernels), with blend_alpha 0, 1 and
+ * between; the dense path (no L0 tile) in blend and forward. */
+START_TEST(test_modes_profiles) {
+  static const apx_dtype dts[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16};
+  static const struct {
+    int order, blend, fwd;
+    double alpha;
+  } opts[] = {{APX_ORDER_L2R, 1, 1, 0.5},         {APX_ORDER_MULTI_DIRECTION, 1, 0, 0.0},
+              {APX_ORDER_D2U, 1, 1, 1.0},         {APX_ORDER_HILBERT, 0, 1, 0.5},
+              {APX_ORDER_R2L, 0, 0, 0.5},         {APX_ORDER_U2D, 1, 0, 0.125}};
+  for (int i = 0; i < 3; i++)
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
+      ff_case c = default_case(dts[i]);
+      c.order = opts[k].order;
+      c.blend = opts[k].blend;
+      c.scan_fwd = opts[k].fwd;
+      c.blend_alpha = opts[k].alpha;
+      run_case(&c, "modes default profile");
+      if (k % 2 == 0) {
+        ff_case g = {dts[i], 1, 384, 32, 32, 16, 4, 16, 16.0, 8.0, 1.0, 0.2, 1, 1, 1, 0,
+                     opts[k].order, opts[k].blend, opts[k].fwd, opts[k].alpha};
+        run_case(&g, "modes C 384");
+      }
+    }
+  ff_case e = {APX_DTYPE_F16, 2, 4, 16, 16, 4, 8, 8, 0.5, 2.0, 1.0, 0.2, 1, 1, 1, 0,
+               APX_ORDER_D2U, 1, 1, 0.3};
+  run_case(&e, "modes dense path");
+}
+END_TEST
+
+/* cuda's own outputs for inputs io (device copies) under c. */
+static void cuda_outputs(const ff_case *c, const apx_ff_weights *w, const ff_io *io,
+                         apx_tensor out[3], const char *what) {
+  apx_tensor d_dense = to_dev(ctx, &io->dense), d_util = to_dev(ctx, &io->util);
+  apx_tensor d_split = to_dev(ctx, &io->split), d_bp = to_dev(ctx, &io->bp);
+  apx_tensor d_up = to_dev(ctx, &io->up);
+  apx_tensor d_h = dev_alloc(ctx, c->dt, 4, io->heavy.shape);
+  apx_tensor d_d = dev_alloc(ctx, c->dt, 4, io->detail.shape);
+  apx_tensor d_a = dev_alloc(ctx, c->dt, 4, io->alpha.shape);
+  dev_poison(ctx, &d_h);
+  dev_poison(ctx, &d_d);
+  dev_poison(ctx, &d_a);
+  apx_ff_infer_args a = args_of(c, w, &d_dense, &d_util, &d_split, &d_bp, &d_up, &d_h, &d_d, &d_a);
+  CHECK_OK(apx_ff_infer(ctx, &a, &on_gpu), what);
+  CHECK_OK(apx_sync(ctx, &on_gpu), what);
+  out[0] = to_host(ctx, &d_h);
+  out[1] = to_host(ctx, &d_d);
+  out[2] = to_host(ctx, &d_a);
+  apx_tensor *all[] = {&d_dense, &d_util, &d_split, &d_bp, &d_up, &d_h, &d_d, &d_a};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    apx_tensor_free(ctx, all[i]);
+}
+
+/* docs/ff_infer.md, Options: on finite values blend_alpha = 1 is the
+ * override frame bit for bit, and blend_alpha = 0 leaves every level's X
+ * (heavy = dense, detail = 0), on the cuda backend alone, in every dtype
+ * and on each refine (tensor-core, fused, two kernels). */
+START_TEST(test_blend_limits) {
+  static const apx_dtype dts[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16};
+  for (int i = 0; i < 3; i++)
+    for (int shape = 0; shape < 3; shape++) {
+      ff_case c = default_case(dts[i]);
+      if (shape == 1) { /* C 5, 8-pixel tiles */
+        ff_case o = {dts[i], 2, 5, 48, 32, 8, 10, 24, 7.5, 3.0, 1.0, 0.25, 1, 1, 1, 1,
+                     0, 0, 0, 0.5};
+        c = o;
+      } else if (shape == 2) { /* C 384: the two-kernel refine at level 0 */
+        ff_case g = {dts[i], 1, 384, 32, 32, 16, 4, 16, 16.0, 8.0, 1.0, 0.2, 1, 1, 1, 0,
+                     0, 0, 0, 0.5};
+        c = g;
+      }
+      c.order = APX_ORDER_U2D;
+      char what[160];
+      snprintf(what, sizeof what, "blend limits %s shape %d", apx_dtype_name(c.dt), shape);
+      apx_ff_weights *w = NULL;
+      CHECK_OK(apx_ff_weights_seeded(ctx, c.C, 31 + (uint64_t)shape, &w), what);
+      ff_io io;
+      io_make(&c, &io);
+      io_fill(&c, &io);
+      apx_tensor over[3], one[3], zero[3];
+      cuda_outputs(&c, w, &io, over, what);
+      c.blend = 1;
+      c.blend_alpha = 1.0;
+      cuda_outputs(&c, w, &io, one, what);
+      c.blend_alpha = 0.0;
+      cuda_outputs(&c, w, &io, zero, what);
+      for (int k = 0; k < 3; k++)
+        expect_same_bits(&one[k], &over[k], what);
+      /* the override frame changes the tiles: alpha 1 is not trivially X */
+      int changed = 0;
+      const int64_t n = apx_tensor_numel(&io.dense);
+      for (int64_t e = 0; e < n; e++) {
+        const double x = tu_get(&io.dense, e);
+        changed |= tu_get(&over[0], e) != x;
+        ck_assert_msg(tu_get(&zero[0], e) == x, "%s: alpha 0: heavy[%lld] = %.9g, dense %.9g",
+                      what, (long long)e, tu_get(&zero[0], e), x);
+        ck_assert_msg(tu_get(&zero[1], e) == 0.0, "%s: alpha 0: detail[%lld] = %.9g", what,
+                      (long long)e, tu_get(&zero[1], e));
+      }
+      ck_assert_msg(changed, "%s: the override frame left heavy = dense", what);
+      for (int k = 0; k < 3; k++) {
+        tu_free(&over[k]);
+        tu_free(&one[k]);
+        tu_free(&zero[k]);
+      }
+      io_free(&io);
+      apx_ff_weights_free(ctx, w);
+    }
+}
+END_TEST
+
+/* Graph replay with the options: the same pointers under another order,
+ * scan, overlap mode or blend_alpha are a new graph (bit-equal to eager
+ * launches of that call), then the first call's graph again. */
+START_TEST(test_modes_graph) {
+  ff_case c = default_case(APX_DTYPE_F16);
+  c.B = 2;
+  apx_ff_weights *w = NULL;
+  CHECK_OK(apx_ff_weights_seeded(ctx, c.C, 99, &w), "modes graph");
+  ff_io io;
+  io_make(&c, &io);
+  io_fill(&c, &io);
+  apx_tensor d_dense = to_dev(ctx, &io.dense), d_util = to_dev(ctx, &io.util);
+  apx_tensor d_split = to_dev(ctx, &io.split), d_bp = to_dev(ctx, &io.bp), d_up = to_dev(ctx, &io.up);
+  apx_tensor e_out[3], g_out[3], prev[3];
+  const apx_tensor *shapes[3] = {&io.heavy, &io.detail, &io.alpha};
+  for (int i = 0; i < 3; i++) {
+    e_out[i] = dev_alloc(ctx, c.dt, 4, shapes[i]->shape);
+    g_out[i] = dev_alloc(ctx, c.dt, 4, shapes[i]->shape);
+    prev[i] = tu_host(c.dt, 4, shapes[i]->shape);
+  }
+  static const struct {
+    int order, blend, fwd;
+    double alpha;
+  } steps[] = {{APX_ORDER_HILBERT, 0, 0, 0.5}, {APX_ORDER_L2R, 0, 0, 0.5},
+               {APX_ORDER_L2R, 0, 1, 0.5},     {APX_ORDER_L2R, 1, 1, 0.5},
+               {APX_ORDER_L2R, 1, 1, 0.25},    {APX_ORDER_MULTI_DIRECTION, 1, 1, 0.25},
+               {APX_ORDER_HILBERT, 0, 0, 0.5}};
+  for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+    char what[160];
+    snprintf(what, sizeof what, "modes graph step %zu (%s, %s %g, %s)", k,
+             order_names[steps[k].order], steps[k].blend ? "blend" : "override", steps[k].alpha,
+             steps[k].fwd ? "forward" : "bidirectional");
+    c.order = steps[k].order;
+    c.blend = steps[k].blend;
+    c.scan_fwd = steps[k].fwd;
+    c.blend_alpha = steps[k].alpha;
+    for (int i = 0; i < 3; i++) {
+      dev_poison(ctx, &e_out[i]);
+      dev_poison(ctx, &g_out[i]);
+    }
+    apx_ff_infer_args a = args_of(&c, w, &d_dense, &d_util, &d_split, &d_bp, &d_up, &e_out[0],
+                                  &e_out[1], &e_out[2]);
+    CHECK_OK(apx_ff_infer(ctx, &a, &on_gpu), what);
+    a.heavy = &g_out[0];
+    a.detail = &g_out[1];
+    a.alpha = &g_out[2];
+    a.graph_replay = 1;
+    CHECK_OK(apx_ff_infer(ctx, &a, &on_gpu), what);
+    CHECK_OK(apx_ff_infer(ctx, &a, &on_gpu), what); /* a replay */
+    CHECK_OK(apx_sync(ctx, &on_gpu), what);
+    apx_tensor he = to_host(ctx, &e_out[0]), hg = to_host(ctx, &g_out[0]);
+    /* each step changes heavy (a stale graph would not) */
+    if (k > 0)
+      ck_assert_msg(!tu_bytes_equal(&he, &prev[0]), "%s: heavy as in the step before", what);
+    memcpy(prev[0].data, he.data, (size_t)apx_tensor_numel(&he) * apx_dtype_size(c.dt));
+    tu_free(&he);
+    tu_free(&hg);
+    for (int i = 0; i < 3; i++) {
+      he = to_host(ctx, &e_out[i]);
+      hg = to_host(ctx, &g_out[i]);
+      ck_assert_msg(!tu_is_poisoned(&hg), "%s: graph output %d not written", what, i);
+      expect_same_bits(&hg, &he, what);
+      tu_free(&he);
+      tu_free(&hg);
+    }
+  }
+  for (int i = 0; i < 3; i++) {
+    apx_tensor_free(ctx, &e_out[i]);
+    apx_tensor_free(ctx, &g_out[i]);
+    tu_free(&prev[i]);
+  }
+  apx_tensor *all[] = {&d_dense, &d_util, &d_split, &d_bp, &d_up};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    apx_tensor_free(ctx, all[i]);
+  io_free(&io);
+  apx_ff_weights_free(ctx, w);
+}
+END_TEST
+
+/* The cuda backend takes every option (apx_explain picks it for device
+ * tensors); a value the core does not know is refused before any backend
+ * with APX_ERR_INVALID_ARG naming the option. */
+START_TEST(test_modes_explain) {
+  ff_case c = {APX_DTYPE_F16, 1, 8, 32, 32, 8, 8, 16, 6.0, 2.0, 1.0, 0.2, 1, 1, 0, 0,
+               0, 0, 0, 0.5};
   apx_ff_weights *w = NULL;
   CHECK_OK(apx_ff_weights_seeded(ctx, c.C, 5, &w), "weights");
   ff_io io;
@@ -580,38 +843,37 @@ START_TEST(test_unsupported_modes) {
   apx_tensor d_h = dev_alloc(ctx, c.dt, 4, io.heavy.shape),
              d_d = dev_alloc(ctx, c.dt, 4, io.detail.shape);
   apx_tensor d_a = dev_alloc(ctx, c.dt, 4, io.alpha.shape);
-  static const char *const reasons[] = {
-      "", "cuda ff_infer runs order_mode hilbert only, not l2r",
-      "cuda ff_infer runs order_mode hilbert only, not multi_direction",
-      "cuda ff_infer runs overlap_mode override only, not blend",
-      "cuda ff_infer runs scan_mode bidirectional only, not forward"};
-  for (int k = 0; k < 5; k++) {
+  for (int order = 0; order < 6; order++)
+    for (int blend = 0; blend < 2; blend++)
+      for (int fwd = 0; fwd < 2; fwd++) {
+        c.order = order;
+        c.blend = blend;
+        c.scan_fwd = fwd;
+        c.blend_alpha = 0.7;
+        apx_ff_infer_args a =
+            args_of(&c, w, &d_dense, &d_util, &d_split, NULL, NULL, &d_h, &d_d, &d_a);
+        apx_explanation e;
+        CHECK_OK(apx_explain(ctx, APX_OP_FF_INFER, &a, &on_gpu, &e), order_names[order]);
+        ck_assert_msg(e.backend && strcmp(e.backend, "cuda") == 0,
+                      "%s blend %d forward %d: backend %s", order_names[order], blend, fwd,
+                      e.backend ? e.backend : "none");
+      }
+  static const char *const needles[] = {"order_mode", "overlap_mode", "scan_mode",
+                                        "blend_alpha"};
+  for (int k = 0; k < 4; k++) {
     apx_ff_infer_args a = args_of(&c, w, &d_dense, &d_util, &d_split, NULL, NULL, &d_h, &d_d, &d_a);
+    if (k == 0)
+      a.order_mode = (apx_order_mode)6;
     if (k == 1)
-      a.order_mode = APX_ORDER_L2R;
+      a.overlap_mode = (apx_overlap_mode)2;
     if (k == 2)
-      a.order_mode = APX_ORDER_MULTI_DIRECTION;
+      a.scan_mode = APX_SCAN_BACKWARD;
     if (k == 3)
-      a.overlap_mode = APX_OVERLAP_BLEND;
-    if (k == 4)
-      a.scan_mode = APX_SCAN_FORWARD;
-    apx_explanation e;
-    CHECK_OK(apx_explain(ctx, APX_OP_FF_INFER, &a, &on_gpu, &e), reasons[k]);
-    if (k == 0) {
-      ck_assert_msg(e.backend && strcmp(e.backend, "cuda") == 0, "defaults: backend %s",
-                    e.backend ? e.backend : "none");
-      continue;
-    }
-    ck_assert_msg(e.backend == NULL, "%s: chose %s", reasons[k], e.backend);
-    int found = 0;
-    for (int i = 0; i < e.passed_over_count; i++)
-      found |= strcmp(e.passed_over[i].backend, "cuda") == 0 &&
-               e.passed_over[i].code == APX_PASS_OP_UNSUPPORTED &&
-               strstr(e.passed_over[i].reason, reasons[k]) != NULL;
-    ck_assert_msg(found, "explain lacks [%s]", reasons[k]);
+      a.blend_alpha = 1.5;
     apx_status s = apx_ff_infer(ctx, &a, &on_gpu);
-    ck_assert_msg(s == APX_ERR_UNSUPPORTED && strstr(apx_last_error(), reasons[k]),
-                  "%s: the call gave %s: %s", reasons[k], apx_status_name(s), apx_last_error());
+    ck_assert_msg(s == APX_ERR_INVALID_ARG && strstr(apx_last_error(), needles[k]),
+                  "bad %s: the call gave %s: %s", needles[k], apx_status_name(s),
+                  apx_last_error());
   }
   apx_tensor *all[] = {&d_dense, &d_util, &d_split, &d_h, &d_d, &d_a};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -633,7 +895,9 @@ int main(void) {
   Suite *s = suite_create("cuda_ff");
   TCase *cmp = tcase_create("compare"), *route = tcase_create("routing");
   TCase *graph = tcase_create("graph"), *bad = tcase_create("validate");
+  TCase *modes = tcase_create("modes");
   tcase_set_timeout(cmp, 900);
+  tcase_set_timeout(modes, 900);
   tcase_set_timeout(route, 600);
   tcase_set_timeout(graph, 600);
   tcase_set_timeout(bad, 600);
@@ -644,8 +908,14 @@ int main(void) {
   tcase_add_test(graph, test_graph_replay);
   tcase_add_test(graph, test_stream);
   tcase_add_test(bad, test_nan_utilities);
-  tcase_add_test(bad, test_unsupported_modes);
+  tcase_add_test(bad, test_modes_explain);
+  tcase_add_test(modes, test_modes_all);
+  tcase_add_test(modes, test_modes_grids);
+  tcase_add_test(modes, test_modes_profiles);
+  tcase_add_test(modes, test_blend_limits);
+  tcase_add_test(modes, test_modes_graph);
   suite_add_tcase(s, cmp);
+  suite_add_tcase(s, modes);
   suite_add_tcase(s, route);
   suite_add_tcase(s, graph);
   suite_add_tcase(s, bad);

@@ -63,8 +63,9 @@ struct cuda_ff_route_dev {
   int64_t *l1_ids;               /* [B,kmax1], Hilbert order, -1 padded */
   unsigned long long *nan_pos;   /* [B,2]: first NaN of utilities / split
                                     utilities in the row, ~0 when none */
-  int *l0_hilbert;               /* [B,kmax0] */
-  int *l1_hilbert;               /* [B,kmax1] */
+  int *l0_order;                 /* [B,kmax0]: level 0's ids in the call's
+                                    order_mode (cuda_ff_frame.order) */
+  int *l1_order;                 /* [B,kmax1]: level 1's, likewise */
   int *tile_state;               /* [B,G0] */
 };
 
@@ -83,6 +84,12 @@ struct cuda_ff_frame {
   const void *dense, *util, *split, *bp, *up;
   apx_dtype util_dt, split_dt, bp_dt, up_dt;
   void *heavy, *detail, *alpha;
+  /* the FFModule's options (docs/ff_infer.md, Options); part of the graph
+   * key with the rest of the frame */
+  int order;            /* apx_order_mode of both levels' id lists */
+  int scan_fwd;         /* scan_mode forward: no backward stream, no merge */
+  int blend;            /* overlap_mode blend */
+  float blend_a, blend_om; /* rnd(blend_alpha), rnd(1 - blend_a) (blend) */
 };
 
 /* Launch the router: one block per batch row; with tok_all (and K0 > 0)
@@ -109,7 +116,7 @@ enum {
 };
 
 /* Run one level (tokens, scan + FiLM, refine, store) over K tiles per row
- * whose ids (Hilbert order) are ids[b*kstride + k] on a grid gw wide.
+ * whose ids (in the frame's order_mode) are ids[b*kstride + k] on a grid gw wide.
  * tok_G > 0: the tokens are already in sc->tok, [B,tok_G,C] by tile id (the
  * router's for level 0, level 0's refine's for level 1); 0: the level's
  * tokens kernel writes them, [B,K,C].

@@ -28,6 +28,16 @@ static float round_host(float v, apx_dtype dt) {
   }
 }
 
+/* v rounded from the double straight to dt (nearest even), as tileunpack's
+ * blend_alpha (docs/ops.md, tileunpack, Blend) */
+static float round_double(double v, apx_dtype dt) {
+  switch (dt) {
+  case APX_DTYPE_F16: return __half2float(__double2half(v));
+  case APX_DTYPE_BF16: return __bfloat162float(__double2bfloat16(v));
+  default: return (float)v;
+  }
+}
+
 /* Append n floats (16-byte aligned start) to the host image; returns the
  * offset in floats. */
 static size_t put(std::vector<float> &img, size_t n) {
@@ -236,6 +246,15 @@ static void frame_of(const apx_ff_infer_args *a, cuda_ff_frame *f) {
   f->heavy = a->heavy->data;
   f->detail = a->detail->data;
   f->alpha = a->alpha->data;
+  /* the options (docs/ff_infer.md, Options); blend_alpha enters only in
+   * blend mode, so that override frames share a graph whatever it is */
+  f->order = (int)a->order_mode;
+  f->scan_fwd = a->scan_mode == APX_SCAN_FORWARD;
+  f->blend = a->overlap_mode == APX_OVERLAP_BLEND;
+  if (f->blend) {
+    f->blend_a = round_double(a->blend_alpha, f->dt);
+    f->blend_om = round_host(1.0f - f->blend_a, f->dt);
+  }
 }
 
 /* The scratch's carve-outs (byte offsets from its start). */
@@ -294,8 +313,8 @@ static cuda_ff_route_dev route_of(const cuda_ff_frame *f, const frame_layout &L,
   r.l0_greedy = s64 + 4 * B;
   r.l1_ids = r.l0_greedy + B * (size_t)f->kmax0;
   r.nan_pos = (unsigned long long *)(base + L.nan_pos);
-  r.l0_hilbert = (int *)(base + L.l0h);
-  r.l1_hilbert = (int *)(base + L.l1h);
+  r.l0_order = (int *)(base + L.l0h);
+  r.l1_order = (int *)(base + L.l1h);
   r.tile_state = (int *)(base + L.tiles);
   return r;
 }
@@ -328,7 +347,7 @@ static apx_status launch_compute(cuda_state *st, cudaStream_t s, const cuda_ff_f
   sc.p = (float *)(scratch + L.p);
   sc.partials = (float *)(scratch + L.partials);
   rc = cuda_ff_level_run(st, s, f, w, 0, f->K1 > 0 ? CUDA_FF_STORE_L0 : CUDA_FF_STORE_SINGLE,
-                         f->dense, f->t0, f->gw0, r.l0_hilbert, f->kmax0, f->K0, r.tile_state,
+                         f->dense, f->t0, f->gw0, r.l0_order, f->kmax0, f->K0, r.tile_state,
                          &sc, f->G0, !l1);
   if (rc != APX_OK) return rc;
   /* level 1's tokens: from level 0's refine where it writes them, else
@@ -337,7 +356,7 @@ static apx_status launch_compute(cuda_state *st, cudaStream_t s, const cuda_ff_f
   cuda_ff_level_scratch sc1 = sc;
   if (tok1) sc1.tok = sc.tok1;
   return cuda_ff_level_run(st, s, f, w, 1, CUDA_FF_STORE_L1, f->detail, f->t1, 2 * f->gw0,
-                           r.l1_hilbert, f->kmax1, f->K1, r.tile_state, &sc1,
+                           r.l1_order, f->kmax1, f->K1, r.tile_state, &sc1,
                            tok1 ? 4 * f->G0 : 0, l1);
 }
 
@@ -521,27 +540,24 @@ static apx_status run_graph(cuda_state *st, int dev, cudaStream_t s, const apx_f
 
 /* ---- the op ------------------------------------------------------------------------- */
 
-/* The FFModule options the cuda frame runs: their defaults only (hilbert,
- * override, bidirectional; docs/ff_infer.md, Options). 0 with the reason
- * "cuda ff_infer runs <option> <default> only, not <value>" otherwise. */
+/* The FFModule options the cuda frame runs (docs/ff_infer.md, Options):
+ * every value the core accepts. The core rejects any other value before a
+ * backend sees the call; 0 with the reason for one that reaches here. */
 static int ff_modes_supported(const apx_ff_infer_args *a, char *reason, size_t reason_size) {
-  static const char *const orders[] = {"hilbert", "l2r", "r2l", "u2d", "d2u", "multi_direction"};
-  static const char *const scans[] = {"forward", "backward", "bidirectional"};
-  if (a->order_mode != APX_ORDER_HILBERT) {
-    const unsigned m = (unsigned)a->order_mode;
-    snprintf(reason, reason_size, "cuda ff_infer runs order_mode hilbert only, not %s",
-             m < 6 ? orders[m] : "?");
+  const unsigned order = (unsigned)a->order_mode;
+  if (order > (unsigned)APX_ORDER_MULTI_DIRECTION) {
+    snprintf(reason, reason_size, "cuda ff_infer runs order_mode 0..%d, not %u",
+             (int)APX_ORDER_MULTI_DIRECTION, order);
     return 0;
   }
-  if (a->overlap_mode != APX_OVERLAP_OVERRIDE) {
-    snprintf(reason, reason_size, "cuda ff_infer runs overlap_mode override only, not %s",
-             a->overlap_mode == APX_OVERLAP_BLEND ? "blend" : "?");
+  if (a->overlap_mode != APX_OVERLAP_OVERRIDE && a->overlap_mode != APX_OVERLAP_BLEND) {
+    snprintf(reason, reason_size, "cuda ff_infer runs overlap_mode override or blend, not %d",
+             (int)a->overlap_mode);
     return 0;
   }
-  if (a->scan_mode != APX_SCAN_BIDIRECTIONAL) {
-    const unsigned m = (unsigned)a->scan_mode;
-    snprintf(reason, reason_size, "cuda ff_infer runs scan_mode bidirectional only, not %s",
-             m < 3 ? scans[m] : "?");
+  if (a->scan_mode != APX_SCAN_BIDIRECTIONAL && a->scan_mode != APX_SCAN_FORWARD) {
+    snprintf(reason, reason_size, "cuda ff_infer runs scan_mode bidirectional or forward, not %d",
+             (int)a->scan_mode);
     return 0;
   }
   return 1;

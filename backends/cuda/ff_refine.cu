@@ -6,7 +6,8 @@
  *   tokens     the mean of each tile's channel (a warp a channel);
  *   scan_film  a block a token: the bidirectional scan of its row up to
  *              it from both ends (forward and backward chains and the gated
- *              merge in one pass over the row's tokens), then LayerNorm,
+ *              merge in one pass over the row's tokens; scan_mode forward:
+ *              the forward chain alone), then LayerNorm,
  *              Linear C->C, SiLU, Linear C->2C, tanh: (gamma, beta);
  *   conv       a block a chunk of CUDA_FF_CHUNK pixels of a tile: FiLM on
  *              load, the depthwise 3x3 (zero outside the tile) into shared
@@ -17,7 +18,7 @@
  *              the chunks), GroupNorm, ReGLU, the residual, the fusion gate
  *              (alpha from the proxies inline) and the stores of heavy and
  *              detail. Tiles are unique in a row, so the override unpack is
- *              a plain write.
+ *              a plain write (blend: one blend over X, ff_unpack).
  * On sm_90, conv and store are one kernel, a cluster a tile: ff_fused_kernel,
  * or ff_tc_kernel for the default tiles of f16/bf16 frames (which at level 0
  * also writes level 1's tokens: no tokens kernel there).
@@ -215,6 +216,7 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   g.kstride = kstride;
   g.ids = ids;
   g.tok_G = tok_G;
+  g.scan_fwd = f->scan_fwd;
   const cuda_ff_level &lv = w->level[level];
   const T *Xt = (const T *)X;
   if (!tok_G) {
@@ -290,6 +292,9 @@ static apx_status level_run_t(cuda_state *st, cudaStream_t s, const cuda_ff_fram
   a.tile_state = tile_state;
   a.G0 = f->G0;
   a.gw0 = f->gw0;
+  a.blend = f->blend;
+  a.blend_a = f->blend_a;
+  a.blend_om = f->blend_om;
   const int cw = f->cw[level];
   /* the default profile's tiles (16 at level 0, 8 at level 1) with their
    * sizes fixed at compile time; f16/bf16 on tensor cores in ff_tc_kernel */

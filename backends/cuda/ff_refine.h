@@ -16,6 +16,7 @@ struct ff_geom {
   const int *ids;
   int64_t tok_G; /* > 0: tok holds every tile of a row, [B,tok_G,C] by id;
                     0: [B,K,C] by position */
+  int scan_fwd;  /* scan_mode forward: mixed = the forward stream's output */
 };
 
 #define FF_OUT_CPB 16 /* channels a work item */
@@ -52,6 +53,11 @@ struct ff_store_args {
    * level 1's tokens, [B,4*G0,C] by level-1 tile id, written from each
    * parent tile's output; NULL: level 1 has its own tokens kernel */
   float *tok1;
+  /* overlap_mode blend: the refined tile r blended over the level's X,
+   * U = rnd(rnd(blend_om * X) + rnd(blend_a * r)), before the fusion gate;
+   * 0: override (U = r) */
+  int blend;
+  float blend_a, blend_om;
 };
 
 /* The refine of a tile in one cluster (ff_fused_kernel, ff_tc_kernel) */

@@ -51,4 +51,13 @@ static __device__ __forceinline__ float ff_fuse(float x, float u, float a) {
   return rnd<T>(__fadd_rn(x, __fmul_rn(a, __fsub_rn(u, x))));
 }
 
+/* Step 7 at a pixel of a selected tile: override (U = r) or blend
+ * (docs/ff_infer.md, Options; a level's tiles are distinct cells, so each
+ * pixel is blended once) */
+template <typename T>
+static __device__ __forceinline__ float ff_unpack(const ff_store_args &a, float x, float r) {
+  if (!a.blend) return r;
+  return rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(a.blend_om, x)), rnd<T>(__fmul_rn(a.blend_a, r))));
+}
+
 #endif /* APX_CUDA_FF_REFINE_COMMON_CUH */

@@ -168,7 +168,8 @@ ff_store_kernel(ff_geom g, cuda_ff_level lv, const float *__restrict__ film,
     const float m = fmaf(1.0f + gam[c], xv, bet[c]);
     const float r = rnd<T>(fmaf(na, fmaxf(nb, 0.0f), m));
     const float bpv = ff_proxy<T>(a.bp, a.bp_dt, pix), upv = ff_proxy<T>(a.up, a.up_dt, pix);
-    const float h = ff_fuse<T>(xv, r, ff_alpha<T>(bpv, upv, a.wb0, a.wu0, a.gb0));
+    const float h =
+        ff_fuse<T>(xv, ff_unpack<T>(a, xv, r), ff_alpha<T>(bpv, upv, a.wb0, a.wu0, a.gb0));
     if (a.mode == CUDA_FF_STORE_L0) {
       if (a.tile_state[b * a.G0 + id] == CUDA_FF_TILE_PARENT) {
         detail[off] = cuda_dt<T>::from_f(h); /* level 1's input */

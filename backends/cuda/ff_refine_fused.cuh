@@ -331,7 +331,7 @@ ff_fused_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_s
     const float xv = xs[c * R * t + (y - row0) * t + x];
     const float m = fmaf(ga[c], xv, be[c]);
     const float r = rnd<T>(fmaf(na, fmaxf(nbv, 0.0f), m));
-    const float h = ff_fuse<T>(xv, r, alp[0][q]);
+    const float h = ff_fuse<T>(xv, ff_unpack<T>(a, xv, r), alp[0][q]);
     if (a.mode == CUDA_FF_STORE_L0) {
       if (stm == CUDA_FF_TILE_PARENT) {
         detail[off] = cuda_dt<T>::from_f(h); /* level 1's input */

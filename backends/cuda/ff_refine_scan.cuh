@@ -194,8 +194,10 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
     if (stage) return tk[j * C + c];
     return __ldcg(g.tok_G ? tok + (b * g.tok_G + __ldcg(ids + j)) * C + c : tok + (b * K + j) * C + c);
   };
-  /* a thread a (direction, channel): forward into xs, backward into hs */
-  for (int64_t e = threadIdx.x; e < 2 * C; e += blockDim.x) {
+  /* a thread a (direction, channel): forward into xs, backward into hs
+   * (scan_mode forward: the forward stream alone) */
+  const int64_t nd = g.scan_fwd ? C : 2 * C;
+  for (int64_t e = threadIdx.x; e < nd; e += blockDim.x) {
     const int dir = e >= C;
     const int64_t c = e - dir * C;
     const float d = fminf(fmaxf(cst[dir * C4 + c], 1e-6f), 1.0f - 1e-6f);
@@ -224,8 +226,10 @@ ff_scan_film_kernel(ff_geom g, cuda_ff_level lv, const float *tok, float *__rest
   float lsum = 0.0f;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     const float gg = cst[8 * C4 + c];
-    float m = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(gg, xs[c])),
-                               rnd<T>(__fmul_rn(rnd<T>(__fsub_rn(1.0f, gg)), hs[c]))));
+    /* the gated merge; scan_mode forward: mixed = the forward output */
+    float m = g.scan_fwd ? xs[c]
+                         : rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(gg, xs[c])),
+                                            rnd<T>(__fmul_rn(rnd<T>(__fsub_rn(1.0f, gg)), hs[c]))));
     /* FiLM input: NaN -> 0, +-inf -> +-1e4, clamp */
     m = m != m ? 0.0f : fminf(fmaxf(m, -1e4f), 1e4f);
     xs[c] = m;

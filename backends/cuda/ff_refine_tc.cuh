@@ -297,7 +297,7 @@ ff_tc_kernel(const T *X, ff_geom g, cuda_ff_level lv, const float *film, ff_stor
       const float nbv = (pb[j] - mean) * rstd * nwb + nbb;
       const float m = fmaf(gc, xv[j], bc);
       const float rr = rnd<T>(fmaf(na, fmaxf(nbv, 0.0f), m));
-      const float h = ff_fuse<T>(xv[j], rr, a0[j]);
+      const float h = ff_fuse<T>(xv[j], ff_unpack<T>(a, xv[j], rr), a0[j]);
       if (a.mode == CUDA_FF_STORE_L0) {
         if (parent) {
           dv[j] = h; /* level 1's input */

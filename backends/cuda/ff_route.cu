@@ -2,7 +2,9 @@
 /* cuda backend: the FF path's routing on the device (docs/ff_infer.md,
  * Routing): one block per batch row, float64 scores,
  * ranks by (score desc, id asc), the greedy and split walks, quadtree
- * children and the Hilbert order of both levels. Every tile costs the same
+ * children, the Hilbert order of level 1's ids (the stats' list) and
+ * both levels' ids in the call's order_mode (docs/ff_infer.md, Options:
+ * apx_tile_order's keys, a stable sort). Every tile costs the same
  * delta, so the walks take a prefix of the sorted candidates: the counts
  * are known on the host (cuda_ff_frame.K0, .P) and the block places each
  * candidate by its rank. NaN utilities are reported through the device's
@@ -38,6 +40,32 @@ static __device__ unsigned ff_pow2_at_least(unsigned v) {
   return n;
 }
 
+/* apx_order_key (include/apexx/op_rules.h) on the device, for the grids
+ * the router sorts: gh * gw <= 4 * CUDA_FF_MAX_G0 cells, so every key fits
+ * 32 bits (multi_direction's below 2 * gh * gw). n: the Hilbert side. */
+static __device__ unsigned ff_order_key(int mode, unsigned id, unsigned gh, unsigned gw,
+                                        unsigned n) {
+  const unsigned ty = id / gw, tx = id % gw;
+  switch (mode) {
+  case APX_ORDER_L2R: return ty * gw + tx;
+  case APX_ORDER_R2L: return ty * gw + (gw - 1 - tx);
+  case APX_ORDER_U2D: return tx * gh + ty;
+  case APX_ORDER_D2U: return tx * gh + (gh - 1 - ty);
+  case APX_ORDER_MULTI_DIRECTION: return ty * gw + tx * gh;
+  default: return ff_hilbert_d(tx, ty, n);
+  }
+}
+
+/* The position of entry q (key kq) of key[0..K) in the stable sort by key:
+ * equal keys (multi_direction's only) keep their order in the list. */
+static __device__ __forceinline__ int ff_stable_rank(const unsigned *key, int K, int q,
+                                                     unsigned kq) {
+  int rank = 0;
+#pragma unroll 8
+  for (int j = 0; j < K; j++) rank += key[j] < kq || (key[j] == kq && j < q);
+  return rank;
+}
+
 /* a before b in (score desc, id asc); a NaN score (inf / inf) sorts
  * first, as the host's order has it */
 static __device__ __forceinline__ bool ff_before(double sa, int ia, double sb, int ib) {
@@ -51,6 +79,7 @@ struct ff_route_params {
   int64_t B, G0, gw0, gh0, kmax0, kmax1, K0, P;
   double delta, b1, b2;
   int split_on;
+  int order; /* apx_order_mode of the levels' id lists (cuda_ff_frame.order) */
   const void *util, *split;
   int util_dt, split_dt;
   cuda_ff_route_dev r;
@@ -167,7 +196,7 @@ static __device__ __forceinline__ void ff_rank_l0(const ff_route_params &p, int6
 
 /* Blocks 0 and 1 of row blockIdx.y route the row, side by side: each
  * ranks the L0 candidates (the same arithmetic, so the same selection);
- * block 0 then writes level 0's ids (greedy and Hilbert order), the counts
+ * block 0 then writes level 0's ids (greedy and order_mode order), the counts
  * and the NaN verdict, block 1 the tile states and the split stage (level
  * 1's parents and ids). The others compute level 0's tokens of every tile
  * (their means do not depend on the routing). */
@@ -185,7 +214,7 @@ __global__ void ff_route_kernel(ff_route_params p) {
   double *score2 = score + p.G0;                  /* [K0] split scores */
   int *sel = (int *)(score2 + p.K0);              /* [K0] greedy order */
   int *child = sel + p.K0;                        /* [4P] */
-  unsigned *key = (unsigned *)(child + 4 * p.P);  /* [max(K0, 4P)] Hilbert keys */
+  unsigned *key = (unsigned *)(child + 4 * p.P);  /* [max(K0, 4P)] sort keys */
   /* [G0] the split utilities, loaded with the utilities (G0 <= 4096) */
   float *splitv = (float *)(key + (p.K0 > 4 * p.P ? p.K0 : 4 * p.P));
   __shared__ unsigned long long s_nan[2];
@@ -232,21 +261,31 @@ __global__ void ff_route_kernel(ff_route_params p) {
     FF_TL_PHASE(2);
     for (int q = tid; q < (int)p.kmax0; q += nt)
       p.r.l0_greedy[b * p.kmax0 + q] = q < K0 ? (int64_t)sel[q] : -1;
-    /* L0 ids in Hilbert order on the L0 grid: each key once, then ranks */
+    /* L0 ids in the order_mode's order on the L0 grid: each key once, then
+     * ranks (distinct keys but in multi_direction, whose ties keep the
+     * greedy order) */
     const int gw0 = (int)p.gw0;
     const unsigned n0 = ff_pow2_at_least((unsigned)(p.gh0 > p.gw0 ? p.gh0 : p.gw0));
-    for (int q = tid; q < K0; q += nt) {
-      const int id = sel[q];
-      key[q] = ff_hilbert_d((unsigned)(id % gw0), (unsigned)(id / gw0), n0);
-    }
-    __syncthreads();
-    for (int q = tid; q < K0; q += nt) {
-      const int id = sel[q];
-      const unsigned kq = key[q];
-      int rank = 0;
+    if (p.order == APX_ORDER_HILBERT) {
+      for (int q = tid; q < K0; q += nt) {
+        const int id = sel[q];
+        key[q] = ff_hilbert_d((unsigned)(id % gw0), (unsigned)(id / gw0), n0);
+      }
+      __syncthreads();
+      for (int q = tid; q < K0; q += nt) {
+        const int id = sel[q];
+        const unsigned kq = key[q];
+        int rank = 0;
 #pragma unroll 8
-      for (int j = 0; j < K0; j++) rank += key[j] < kq;
-      p.r.l0_hilbert[b * p.kmax0 + rank] = id;
+        for (int j = 0; j < K0; j++) rank += key[j] < kq;
+        p.r.l0_order[b * p.kmax0 + rank] = id;
+      }
+    } else {
+      for (int q = tid; q < K0; q += nt)
+        key[q] = ff_order_key(p.order, (unsigned)sel[q], (unsigned)p.gh0, (unsigned)gw0, n0);
+      __syncthreads();
+      for (int q = tid; q < K0; q += nt)
+        p.r.l0_order[b * p.kmax0 + ff_stable_rank(key, K0, q, key[q])] = sel[q];
     }
     return;
   }
@@ -297,8 +336,19 @@ __global__ void ff_route_kernel(ff_route_params p) {
     int rank = 0;
 #pragma unroll 8
     for (int j = 0; j < K1; j++) rank += key[j] < kq;
-    p.r.l1_hilbert[b * p.kmax1 + rank] = id;
+    if (p.order == APX_ORDER_HILBERT) p.r.l1_order[b * p.kmax1 + rank] = id;
     p.r.l1_ids[b * p.kmax1 + rank] = id;
+  }
+  if (p.order != APX_ORDER_HILBERT) {
+    /* level 1's list: the Hilbert list (l1_ids, just written by this
+     * block) re-ordered stably by the order_mode's keys on the L1 grid */
+    const int64_t *hl = p.r.l1_ids + b * p.kmax1;
+    __syncthreads();
+    for (int q = tid; q < K1; q += nt)
+      key[q] = ff_order_key(p.order, (unsigned)hl[q], (unsigned)gh1, (unsigned)gw1, n1);
+    __syncthreads();
+    for (int q = tid; q < K1; q += nt)
+      p.r.l1_order[b * p.kmax1 + ff_stable_rank(key, K1, q, key[q])] = (int)hl[q];
   }
   FF_TL_PHASE(5);
   for (int q = K1 + tid; q < (int)p.kmax1; q += nt) p.r.l1_ids[b * p.kmax1 + q] = -1;
@@ -340,6 +390,7 @@ apx_status cuda_ff_route(cuda_state *st, int device_index, cudaStream_t s,
   p.b1 = f->b1;
   p.b2 = f->b2;
   p.split_on = f->split_on;
+  p.order = f->order;
   p.util = f->util;
   p.util_dt = (int)f->util_dt;
   p.split = f->split;
