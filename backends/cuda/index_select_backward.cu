@@ -10,7 +10,8 @@
  * gets the key M and sorts past every row), each row's run is found by a
  * binary search, and one thread per grad_src element (o, m, j) sums m's run
  * over grad_out's rows (o, i) in fp32 from zero (integers: exactly,
- * wrapping) and stores once. The values are checked by the pre-pass
+ * wrapping) and stores once (a 2-D grid over the rows (o, m) and j where the
+ * rows fit 32 bits and D is at least a warp; a 1-D grid otherwise). The values are checked by the pre-pass
  * (cuda_check_run, every validate mode's rule); a bad one is never summed,
  * so nothing is read out of bounds. */
 #include <cub/cub.cuh>
@@ -80,13 +81,49 @@ __global__ void __launch_bounds__(INDEX_SELECT_BACKWARD_THREADS)
   }
 }
 
+/* isb_sum over rows r = o*M + m (r < 2^31) and j in [0, D) */
+template <typename T, typename KEY>
+__global__ void __launch_bounds__(INDEX_SELECT_BACKWARD_THREADS)
+    isb_sum_rows(const T *__restrict__ grad_out, T *__restrict__ grad_src,
+                 const KEY *__restrict__ rows, const int64_t *__restrict__ start, int64_t N,
+                 cuda_fastdiv fM, int64_t n_rows, uint32_t D) {
+  CUDA_FOR_OUTER(r, n_rows) {
+    const uint32_t o = fM.div((uint32_t)r), m = (uint32_t)r - o * fM.d;
+    const int64_t p0 = start[m], p1 = start[m + 1];
+    const T *src = grad_out + (int64_t)o * N * D;
+    T *dst = grad_src + r * D;
+    CUDA_FOR_INNER(j, D) {
+      typename isb_acc<T>::type sum = 0;
+      for (int64_t p = p0; p < p1; p++) sum += isb_acc<T>::load(src + (int64_t)rows[p] * D + j);
+      dst[j] = isb_acc<T>::store(sum);
+    }
+  }
+}
+
+template <typename T, typename KEY>
+static void launch_sum(const void *go, void *gs, const KEY *rows, const int64_t *start,
+                       int64_t outer, int64_t N, int64_t M, int64_t D, cudaStream_t s) {
+  const int64_t n_rows = outer * M;
+  if (n_rows < 0x7fffffffLL && D >= 32 && D < 0x7fffffffLL) {
+    const unsigned threads = D >= INDEX_SELECT_BACKWARD_THREADS ? INDEX_SELECT_BACKWARD_THREADS
+                                                                 : (unsigned)((D + 31) / 32 * 32);
+    cuda_geom2 g = cuda_geom_2d(n_rows, D, threads);
+    isb_sum_rows<T, KEY><<<g.grid, g.block, 0, s>>>((const T *)go, (T *)gs, rows, start, N,
+                                                    cuda_fastdiv_make((uint32_t)M), n_rows,
+                                                    (uint32_t)D);
+    return;
+  }
+  cuda_geom g = cuda_geom_1d(n_rows * D, INDEX_SELECT_BACKWARD_THREADS);
+  isb_sum<T, KEY><<<g.blocks, g.threads, 0, s>>>((const T *)go, (T *)gs, rows, start, N, M, D,
+                                                 n_rows * D);
+}
+
 template <typename KEY>
 static apx_status run_keyed(cuda_state *st, const apx_index_select_backward_args *a,
                             cudaStream_t s) {
   int64_t outer, M, D;
   apx_index_select_view(a->grad_src, a->dim, &outer, &M, &D);
   const int64_t n = a->index->shape[0];
-  const int64_t numel = outer * M * D;
   int end_bit = 1;
   while (end_bit < (int)(8 * sizeof(KEY)) && ((uint64_t)1 << end_bit) <= (uint64_t)M) end_bit++;
   size_t sort_bytes = 0;
@@ -121,29 +158,23 @@ static apx_status run_keyed(cuda_state *st, const apx_index_select_backward_args
     err = cudaGetLastError();
   }
   if (err == cudaSuccess) {
-    cuda_geom g = cuda_geom_1d(numel, T_);
     const void *go = a->grad_out->data;
     void *gs = a->grad_src->data;
     switch (a->grad_out->dtype) {
     case APX_DTYPE_F16:
-      isb_sum<__half, KEY><<<g.blocks, g.threads, 0, s>>>((const __half *)go, (__half *)gs,
-                                                           rows_out, start, n, M, D, numel);
+      launch_sum<__half, KEY>(go, gs, rows_out, start, outer, n, M, D, s);
       break;
     case APX_DTYPE_BF16:
-      isb_sum<__nv_bfloat16, KEY><<<g.blocks, g.threads, 0, s>>>(
-          (const __nv_bfloat16 *)go, (__nv_bfloat16 *)gs, rows_out, start, n, M, D, numel);
+      launch_sum<__nv_bfloat16, KEY>(go, gs, rows_out, start, outer, n, M, D, s);
       break;
     case APX_DTYPE_I32:
-      isb_sum<int32_t, KEY><<<g.blocks, g.threads, 0, s>>>((const int32_t *)go, (int32_t *)gs,
-                                                            rows_out, start, n, M, D, numel);
+      launch_sum<int32_t, KEY>(go, gs, rows_out, start, outer, n, M, D, s);
       break;
     case APX_DTYPE_I64:
-      isb_sum<int64_t, KEY><<<g.blocks, g.threads, 0, s>>>((const int64_t *)go, (int64_t *)gs,
-                                                            rows_out, start, n, M, D, numel);
+      launch_sum<int64_t, KEY>(go, gs, rows_out, start, outer, n, M, D, s);
       break;
     default:
-      isb_sum<float, KEY><<<g.blocks, g.threads, 0, s>>>((const float *)go, (float *)gs,
-                                                          rows_out, start, n, M, D, numel);
+      launch_sum<float, KEY>(go, gs, rows_out, start, outer, n, M, D, s);
       break;
     }
     err = cudaGetLastError();

@@ -7,7 +7,9 @@
  * ascending k and links the k that name its id (first[b*tiles + id],
  * next[b*K + k]; each k belongs to one id, so no two threads write one
  * entry); (2) one thread per grad_features element sums its tile's list in
- * fp32 from zero, in that order, and rounds once. The index values are
+ * fp32 from zero, in that order, and rounds once (a 2-D grid over the map's
+ * rows (b, c, y) and x, its position decoded with 32-bit multiplies where the
+ * rows fit; a 1-D grid with 64-bit division otherwise). The index values are
  * checked by the pre-pass (cuda_check_run, every validate mode's rule); the
  * kernels only compare ids for equality, so a bad id is never followed and
  * nothing is read out of bounds whatever the values. */
@@ -52,11 +54,52 @@ __global__ void __launch_bounds__(TILEPACK_BACKWARD_THREADS)
   }
 }
 
+/* (2) over rows r = (b*C + c)*H + y and x in the row; rows < 2^31 */
+template <typename T>
+__global__ void __launch_bounds__(TILEPACK_BACKWARD_THREADS)
+    tilepack_backward_rows(const T *__restrict__ grad_out, T *__restrict__ grad_features,
+                           const int64_t *__restrict__ first, const int64_t *__restrict__ next,
+                           cuda_fastdiv fH, cuda_fastdiv fC, cuda_fastdiv ft, int64_t rows,
+                           uint32_t W, uint32_t gw, int64_t K, int64_t tiles) {
+  const int64_t C = fC.d, t = ft.d;
+  CUDA_FOR_OUTER(r, rows) {
+    const uint32_t bc = fH.div((uint32_t)r), y = (uint32_t)r - bc * fH.d;
+    const uint32_t b = fC.div(bc), c = bc - b * fC.d;
+    const uint32_t ty = ft.div(y), dy = y - ty * ft.d;
+    const int64_t *head = first + (int64_t)b * tiles + (int64_t)ty * gw;
+    const int64_t *link = next + (int64_t)b * K;
+    const T *src = grad_out + ((int64_t)b * K * C + c) * t * t + (int64_t)dy * t;
+    T *dst = grad_features + r * W;
+    CUDA_FOR_INNER(x, W) {
+      const uint32_t tx = ft.div(x), dx = x - tx * ft.d;
+      float sum = 0.0f;
+      for (int64_t k = head[tx]; k >= 0; k = link[k])
+        sum += cuda_dt<T>::load(src + k * C * t * t + dx);
+      dst[x] = cuda_dt<T>::from_f(sum);
+    }
+  }
+}
+
 template <typename T>
 static void launch_sum(const apx_tilepack_backward_args *a, const int64_t *first,
                        const int64_t *next, cudaStream_t s) {
   const apx_tensor *gf = a->grad_features;
   const int64_t numel = apx_backend_numel(gf);
+  const int64_t C = gf->shape[1], H = gf->shape[2], W = gf->shape[3];
+  const int64_t K = a->grad_out->shape[1], t = a->grad_out->shape[3];
+  const int64_t rows = gf->shape[0] * C * H;
+  if (rows < 0x7fffffffLL && W < 0x7fffffffLL && C < 0x7fffffffLL) {
+    /* threads: W rounded up to a warp, at most a block's 256 */
+    const unsigned threads =
+        W >= TILEPACK_BACKWARD_THREADS ? TILEPACK_BACKWARD_THREADS : (unsigned)((W + 31) / 32 * 32);
+    cuda_geom2 g2 = cuda_geom_2d(rows, W, threads);
+    tilepack_backward_rows<T><<<g2.grid, g2.block, 0, s>>>(
+        (const T *)a->grad_out->data, (T *)gf->data, first, next,
+        cuda_fastdiv_make((uint32_t)H), cuda_fastdiv_make((uint32_t)C),
+        cuda_fastdiv_make((uint32_t)t), rows, (uint32_t)W, (uint32_t)(W / t), K,
+        (H / t) * (W / t));
+    return;
+  }
   cuda_geom g = cuda_geom_1d(numel, TILEPACK_BACKWARD_THREADS);
   tilepack_backward_sum<T><<<g.blocks, g.threads, 0, s>>>(
       (const T *)a->grad_out->data, (T *)gf->data, first, next, gf->shape[1], gf->shape[2],

@@ -10,7 +10,11 @@
  * placements (no sort, no atomics), and form om^j by j products from 1, as
  * the cpu backend's descending visit does: the same fp32 weights, so the
  * results are the cpu backend's bits. Two more scale grad_out (override: a
- * copy or a zero). The placements are checked by the pre-pass
+ * copy or a zero). Where the sizes fit 32 bits (the usual case) the
+ * placements are first decoded once into (y0, x0, key) and the counting
+ * kernels read them from shared memory a block-sized chunk at a time, and
+ * the scaling kernels run on 2-D grids whose positions are decoded with
+ * 32-bit multiplies; the counts, the weights and so the bits are the same. The placements are checked by the pre-pass
  * (cuda_check_run: ids or origins in range, the levels' span; it also
  * gives the levels' minimum); origins are clamped into the map when read,
  * so nothing is read out of bounds whatever the values. */
@@ -117,6 +121,130 @@ __global__ void __launch_bounds__(TILEUNPACK_BACKWARD_THREADS)
   }
 }
 
+/* ---- the fast path: placements decoded once ------------------------------ */
+
+struct tub_place_t {
+  int y0, x0;
+  long long key;
+};
+
+__global__ void __launch_bounds__(TILEUNPACK_BACKWARD_THREADS)
+    tub_place(tub_geometry g, tub_place_t *__restrict__ pl) {
+  const int64_t bk = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (bk >= g.B * g.K) return;
+  int64_t y0, x0;
+  tub_origin(g, bk, &y0, &x0);
+  pl[bk].y0 = (int)y0;
+  pl[bk].x0 = (int)x0;
+  pl[bk].key = (long long)tub_key(g, bk / g.K, bk % g.K);
+}
+
+/* The tiles of a chunk-loaded row over (y, x) whose key exceeds `above`
+ * (-1: all): every thread of the block calls it (it synchronises). */
+static __device__ __forceinline__ int64_t tub_count_shared(const tub_place_t *__restrict__ row,
+                                                           int64_t K, int t, int y, int x,
+                                                           long long above) {
+  __shared__ tub_place_t sh[TILEUNPACK_BACKWARD_THREADS];
+  int64_t n = 0;
+  for (int64_t k0 = 0; k0 < K; k0 += TILEUNPACK_BACKWARD_THREADS) {
+    __syncthreads();
+    if (k0 + threadIdx.x < K) sh[threadIdx.x] = row[k0 + threadIdx.x];
+    __syncthreads();
+    const int lim = K - k0 < TILEUNPACK_BACKWARD_THREADS ? (int)(K - k0) : TILEUNPACK_BACKWARD_THREADS;
+    for (int kk = 0; kk < lim; kk++)
+      n += (unsigned)(y - sh[kk].y0) < (unsigned)t && (unsigned)(x - sh[kk].x0) < (unsigned)t &&
+           sh[kk].key > above;
+  }
+  return n;
+}
+
+/* base's weights: y = row b, x = pixel p in H*W */
+__global__ void __launch_bounds__(TILEUNPACK_BACKWARD_THREADS)
+    tub_base_weights_fast(tub_geometry g, const tub_place_t *__restrict__ pl, cuda_fastdiv fW,
+                          float *__restrict__ base_w) {
+  const uint32_t HW = (uint32_t)(g.H * g.W);
+  CUDA_FOR_OUTER(b, g.B) {
+    for (uint32_t p0 = blockIdx.x * blockDim.x; p0 < HW; p0 += gridDim.x * blockDim.x) {
+      const uint32_t p = p0 + threadIdx.x, y = fW.div(p), x = p - y * fW.d;
+      const int64_t n = tub_count_shared(pl + b * g.K, g.K, (int)g.t, (int)y, (int)x, -1);
+      if (p < HW) base_w[b * HW + p] = tub_weight(g, n, 1.0f);
+    }
+  }
+}
+
+/* the tiles' weights: y = row b, x = k*t*t + d */
+__global__ void __launch_bounds__(TILEUNPACK_BACKWARD_THREADS)
+    tub_tile_weights_fast(tub_geometry g, const tub_place_t *__restrict__ pl, cuda_fastdiv ftt,
+                          cuda_fastdiv ft, float *__restrict__ tile_w) {
+  const uint32_t n_row = (uint32_t)(g.K * g.t * g.t);
+  CUDA_FOR_OUTER(b, g.B) {
+    for (uint32_t i0 = blockIdx.x * blockDim.x; i0 < n_row; i0 += gridDim.x * blockDim.x) {
+      const uint32_t i = i0 + threadIdx.x, k = ftt.div(i), d = i - k * ftt.d;
+      const uint32_t dy = ft.div(d), dx = d - dy * ft.d;
+      const bool on = i < n_row;
+      const tub_place_t me = pl[b * g.K + (on ? k : 0)];
+      const int64_t above = tub_count_shared(pl + b * g.K, g.K, (int)g.t, me.y0 + (int)dy,
+                                             me.x0 + (int)dx, me.key);
+      if (on) tile_w[b * n_row + i] = g.blend ? g.a * tub_weight(g, above, 1.0f) : tub_weight(g, above, 1.0f);
+    }
+  }
+}
+
+/* grad_base: y = plane (b, c), x = pixel */
+template <typename T>
+__global__ void __launch_bounds__(TILEUNPACK_BACKWARD_THREADS)
+    tub_apply_base(tub_geometry g, const T *__restrict__ grad_out, const float *__restrict__ base_w,
+                   cuda_fastdiv fC, T *__restrict__ grad_base) {
+  const uint32_t HW = (uint32_t)(g.H * g.W);
+  CUDA_FOR_OUTER(bc, g.B * g.C) {
+    const float *w = base_w + (int64_t)fC.div((uint32_t)bc) * HW;
+    CUDA_FOR_INNER(p, HW) grad_base[bc * HW + p] = tub_scale<T>(g, grad_out[bc * HW + p], w[p]);
+  }
+}
+
+/* grad_packed: y = (b, k, c), x = d in t*t */
+template <typename T>
+__global__ void __launch_bounds__(TILEUNPACK_BACKWARD_THREADS)
+    tub_apply_packed(tub_geometry g, const T *__restrict__ grad_out, const float *__restrict__ tile_w,
+                     const tub_place_t *__restrict__ pl, cuda_fastdiv fC, cuda_fastdiv fK,
+                     cuda_fastdiv ft, T *__restrict__ grad_packed) {
+  const uint32_t tt = (uint32_t)(g.t * g.t);
+  const int64_t plane = g.H * g.W;
+  CUDA_FOR_OUTER(bkc, g.B * g.K * g.C) {
+    const uint32_t bk = fC.div((uint32_t)bkc), c = (uint32_t)bkc - bk * fC.d, b = fK.div(bk);
+    const tub_place_t o = pl[bk];
+    const T *src = grad_out + ((int64_t)b * g.C + c) * plane + (int64_t)o.y0 * g.W + o.x0;
+    CUDA_FOR_INNER(d, tt) {
+      const uint32_t dy = ft.div(d), dx = d - dy * ft.d;
+      grad_packed[bkc * tt + d] = tub_scale<T>(g, src[(int64_t)dy * g.W + dx], tile_w[(int64_t)bk * tt + d]);
+    }
+  }
+}
+
+template <typename T>
+static void tub_launch_fast(const tub_geometry &g, const void *go, void *gb, void *gp,
+                            const float *base_w, const float *tile_w, const tub_place_t *pl,
+                            cudaStream_t s) {
+  const unsigned T_ = TILEUNPACK_BACKWARD_THREADS;
+  cuda_geom2 a = cuda_geom_2d(g.B * g.C, g.H * g.W, T_);
+  tub_apply_base<T><<<a.grid, a.block, 0, s>>>(g, (const T *)go, base_w,
+                                                cuda_fastdiv_make((uint32_t)g.C), (T *)gb);
+  if (g.K == 0) return;
+  const int64_t tt = g.t * g.t;
+  const unsigned tp = tt >= T_ ? T_ : (unsigned)((tt + 31) / 32 * 32);
+  cuda_geom2 b = cuda_geom_2d(g.B * g.K * g.C, tt, tp);
+  tub_apply_packed<T><<<b.grid, b.block, 0, s>>>(
+      g, (const T *)go, tile_w, pl, cuda_fastdiv_make((uint32_t)g.C),
+      cuda_fastdiv_make((uint32_t)g.K), cuda_fastdiv_make((uint32_t)g.t), (T *)gp);
+}
+
+/* whether every count and position of the fast path fits 32 bits */
+static int tub_fits_fast(const tub_geometry &g) {
+  const int64_t lim = 0x7fffffffLL;
+  return g.H < lim / (g.W > 0 ? g.W : 1) && g.B * g.C < lim && g.B * g.K * g.C < lim &&
+         g.K * g.t * g.t < lim && g.H < lim && g.W < lim;
+}
+
 /* a and 1-a rounded to the dtype (docs/ops.md, tileunpack_backward): a as
  * the cuda forward rounds blend_alpha (through fp32; the cpu backend rounds
  * the double directly, which differs only where the fp32 value falls on a
@@ -185,12 +313,49 @@ apx_status cuda_tileunpack_backward(void *state, const apx_tileunpack_backward_a
     g.lmin = chk.lmin;
   }
   const size_t base_bytes = cuda_align_up((size_t)(g.B * g.H * g.W) * sizeof(float));
-  const size_t tile_bytes = (size_t)(g.B * g.K * g.t * g.t + 1) * sizeof(float);
+  const size_t tile_bytes = cuda_align_up((size_t)(g.B * g.K * g.t * g.t + 1) * sizeof(float));
+  const int fast = tub_fits_fast(g);
+  const size_t place_bytes = fast ? (size_t)(g.B * g.K + 1) * sizeof(tub_place_t) : 0;
   cuda_workspace ws;
-  s = cuda_ws_alloc(st, stream, base_bytes + tile_bytes, &ws, "tileunpack_backward: weights");
+  s = cuda_ws_alloc(st, stream, base_bytes + tile_bytes + place_bytes, &ws,
+                    "tileunpack_backward: weights");
   if (s != APX_OK) return s;
   float *base_w = (float *)ws.ptr, *tile_w = (float *)((char *)ws.ptr + base_bytes);
   const unsigned T_ = TILEUNPACK_BACKWARD_THREADS;
+  if (fast) {
+    tub_place_t *pl = (tub_place_t *)((char *)ws.ptr + base_bytes + tile_bytes);
+    if (g.K > 0) {
+      cuda_geom gp = cuda_geom_1d(g.B * g.K, T_);
+      tub_place<<<gp.blocks, gp.threads, 0, stream>>>(g, pl);
+    }
+    cuda_geom2 gb = cuda_geom_2d(g.B, g.H * g.W, T_);
+    tub_base_weights_fast<<<gb.grid, gb.block, 0, stream>>>(
+        g, pl, cuda_fastdiv_make((uint32_t)g.W), base_w);
+    if (g.K > 0) {
+      cuda_geom2 gt = cuda_geom_2d(g.B, g.K * g.t * g.t, T_);
+      tub_tile_weights_fast<<<gt.grid, gt.block, 0, stream>>>(
+          g, pl, cuda_fastdiv_make((uint32_t)(g.t * g.t)), cuda_fastdiv_make((uint32_t)g.t),
+          tile_w);
+    }
+    switch (go->dtype) {
+    case APX_DTYPE_F16:
+      tub_launch_fast<__half>(g, go->data, a->grad_base->data, a->grad_packed->data, base_w,
+                              tile_w, pl, stream);
+      break;
+    case APX_DTYPE_BF16:
+      tub_launch_fast<__nv_bfloat16>(g, go->data, a->grad_base->data, a->grad_packed->data,
+                                     base_w, tile_w, pl, stream);
+      break;
+    default:
+      tub_launch_fast<float>(g, go->data, a->grad_base->data, a->grad_packed->data, base_w,
+                             tile_w, pl, stream);
+      break;
+    }
+    cudaError_t err = cudaGetLastError();
+    cuda_ws_free(&ws);
+    if (err != cudaSuccess) return cuda_fail(st, err, "tileunpack_backward: launch");
+    return APX_OK;
+  }
   cuda_geom gb = cuda_geom_1d(g.B * g.H * g.W, T_);
   tub_base_weights<<<gb.blocks, gb.threads, 0, stream>>>(g, base_w);
   if (g.K > 0) {

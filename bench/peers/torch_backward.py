@@ -6,7 +6,7 @@ bandwidth reference.
 
   python3 bench/peers/torch_backward.py [--device cpu|cuda] [--profile seed|large]
                                         [--dtype f32|f16] [--iters N] [--json FILE]
-                                        [--cpu-time]
+                                        [--cpu-time] [--only WORD,...]
 
 Each row times one backward: apexx's op through apexx.torch.<op>_backward (its
 outputs allocated by the call, as autograd allocates them), and torch's as
@@ -120,6 +120,8 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json", default=None)
     ap.add_argument("--cpu-time", action="store_true")
+    ap.add_argument("--only", default="",
+                    help="comma-separated words: only the rows whose name holds one")
     a = ap.parse_args()
     if a.device == "cuda" and not torch.cuda.is_available():
         print("SKIP: torch sees no CUDA device")
@@ -140,7 +142,7 @@ def main():
     print("| backward | apexx us | torch us | apexx/torch | least apexx/torch | min MB | "
           "apexx GB/s | % copy |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    rows = run(a.device, shapes(a.profile), dt, a.iters)
+    rows = run(a.device, shapes(a.profile), dt, a.iters, [w for w in a.only.split(",") if w])
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": where, "torch": torch.__version__, "profile": a.profile,
@@ -148,7 +150,7 @@ def main():
     return 0
 
 
-def run(dev, s, dt, iters):
+def run(dev, s, dt, iters, only=()):
     B, C, H, W, t, K = s["B"], s["C"], s["H"], s["W"], s["t"], s["K"]
     gen = torch.Generator().manual_seed(1234)
     es = torch.finfo(dt).bits // 8
@@ -164,6 +166,8 @@ def run(dev, s, dt, iters):
     copy_gbps = 2 * numel * es / (copy_ms * 1e-3) / 1e9
 
     def row(name, ours, theirs, nbytes):
+        if only and not any(w in name for w in only):
+            return
         (ms_a, least_a), (ms_t, least_t) = timed(ours, iters, dev), timed(theirs, iters, dev)
         gbps = nbytes / (ms_a * 1e-3) / 1e9
         r = {"op": name, "apexx_us": ms_a * 1e3, "torch_us": ms_t * 1e3,

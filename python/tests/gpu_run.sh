@@ -9,7 +9,8 @@
 # the source tree then), e.g. on the GPU machine:
 #   bash .gpu/remote-build bash python/tests/gpu_run.sh
 # Environment: PYTHON (default: the first of python3, /usr/bin/python3 that
-# imports torch), OUT (default /tmp/out).
+# imports torch), OUT (default /tmp/out), APEXX_PY_BUILD_ONLY=1 (build the
+# extension into /tmp/apexx-py and stop).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 res=$OUT/python
@@ -57,6 +58,8 @@ export APEXX_CONFIG=$src/conf/apexx.ini APEXX_BACKEND_DIR=$top/backends/.libs
 export APEXX_BUILDDIR=$top APEXX_SRCDIR=$src APEXX_PY_TESTS=$src/python/tests
 unset APEXX_BACKEND APEXX_LOG
 
+# APEXX_PY_BUILD_ONLY=1: the extension in /tmp/apexx-py, nothing run
+[ "${APEXX_PY_BUILD_ONLY:-0}" = 1 ] && { log "built $pkg/apexx/_apexx.so"; exit 0; }
 log "python tests"
 "$PY" "$src/python/tests/run_tests.py" >"$res/tests.log" 2>&1; rc=$?
 grep -E '^(FAIL|SKIP|  )|passed' "$res/tests.log" | tee -a "$res/summary.txt"
