@@ -4,7 +4,8 @@
 # (A and B in /tmp/apexx-ab): what apexx-bench's A/B does not cover.
 #  1. the backward ops beside torch autograd at the large profile
 #     (bench/peers/torch_backward.py --only AB_EXTRA_ONLY), A's and B's
-#     cuda modules alternated (A B B A) under B's Python extension, so
+#     cuda modules in turn (AB_EXTRA_SIDES, default "A B") under B's
+#     Python extension, so
 #     each kernel's before and after sit beside torch's time in one run;
 #  2. B's ff_infer rows at the seed profile with the FFModule's other
 #     options (AB_EXTRA_FF: apexx-bench flags), parity against the cpu
@@ -29,7 +30,7 @@ only=${AB_EXTRA_ONLY:-tilepack,tileunpack,index_select}
 if (cd "$work/B" && OUT="$work/py" APEXX_SRCDIR="$work/B" APEXX_PY_BUILD_ONLY=1 \
   bash "$srcdir/python/tests/gpu_run.sh") >"$work/logs/extra-py.log" 2>&1; then
   pyt=$(sed -n 's/^== python: \([^ ]*\) .*/\1/p' "$work/py/python/summary.txt" | head -1)
-  for s in A B B A; do
+  for s in ${AB_EXTRA_SIDES:-A B}; do
     say "### torch_backward large, the $s module ($only)"
     if ! timeout 150 env PYTHONPATH=/tmp/apexx-py PYTHONUNBUFFERED=1 \
       APEXX_BACKEND_DIR="$work/$s/backends/.libs" "${pyt:-python3}" \
