@@ -11,7 +11,7 @@ tests_test_cpu_ff_SOURCES = tests/test_cpu_ff.c tests/ff_ref.c tests/ff_ref.h \
 	backends/cpu/tile_simd.c backends/cpu/cpu.c
 tests_test_cpu_ff_CPPFLAGS = $(APX_TEST_CPPFLAGS) -I$(top_srcdir)/backends/cpu
 tests_test_cpu_ff_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) -O2 -ffp-contract=off
-tests_test_cpu_ff_LDADD = common/libapx_ffroute.la $(APX_TEST_LIBS)
+tests_test_cpu_ff_LDADD = common/libapx_ffroute.la $(APX_TEST_LIBS) -lpthread
 tests_test_cpu_ff_LDFLAGS = $(OPENMP_CFLAGS)
 
 # ms per frame of apx_ff_infer on the cpu backend (a timing tool, not a

@@ -12,6 +12,8 @@
 
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -635,6 +637,7 @@ static apx_status run_backend(const ff_inputs *in, int threads) {
   tu_poison(&in->alpha);
   apx_status s = cpu_ff_infer(&st, &in->args, NULL);
   ck_assert_msg(s == APX_OK, "cpu_ff_infer: %s", tu_error_text);
+  cpu_ff_work_free(&st);
   return s;
 }
 
@@ -664,12 +667,15 @@ static void run_case_modes(tu_rng *r, const ff_case *fc, const ff_modes *modes, 
       if (modes && isa != (threads == 1 ? 0 : 2))
         continue;
       use_isa(isas[isa]);
+      /* two threads: each batch row a chunk of its own */
+      cpu_ff_chunk_bytes = threads == 2 ? 1 : CPU_FF_CHUNK_BYTES;
       run_backend(&in, threads);
       check_equal("heavy", &in.heavy, want.heavy);
       check_equal("detail", &in.detail, want.detail);
       check_equal("alpha", &in.alpha, want.alpha);
     }
   use_isa(NULL);
+  cpu_ff_chunk_bytes = CPU_FF_CHUNK_BYTES;
   cache_clear();
   if (keep)
     *keep = want;
@@ -905,6 +911,129 @@ START_TEST(test_infer_stats) {
 }
 END_TEST
 
+/* o: the inputs of in with outputs of their own (copies of in's). */
+static void with_own_outputs(const ff_inputs *in, ff_inputs *o) {
+  *o = *in;
+  o->heavy = tu_clone(&in->heavy);
+  o->detail = tu_clone(&in->detail);
+  o->alpha = tu_clone(&in->alpha);
+  o->args.heavy = &o->heavy;
+  o->args.detail = &o->detail;
+  o->args.alpha = &o->alpha;
+}
+
+static int outputs_equal(const ff_inputs *a, const ff_inputs *b) {
+  return tu_bytes_equal(&a->heavy, &b->heavy) && tu_bytes_equal(&a->detail, &b->detail) &&
+         tu_bytes_equal(&a->alpha, &b->alpha);
+}
+
+static void free_outputs(ff_inputs *o) {
+  tu_free(&o->heavy);
+  tu_free(&o->detail);
+  tu_free(&o->alpha);
+}
+
+typedef struct infer_job {
+  cpu_state *st;
+  const ff_inputs *in, *want;
+  ff_inputs out;
+  int rounds, failed, unequal;
+} infer_job;
+
+/* rounds calls on the shared state, each compared with the single call's
+ * bytes (no ck_assert off the test's thread: counted, checked after join) */
+static void *infer_rounds(void *arg) {
+  infer_job *j = arg;
+  for (int i = 0; i < j->rounds; i++) {
+    tu_poison(&j->out.heavy);
+    tu_poison(&j->out.detail);
+    tu_poison(&j->out.alpha);
+    if (cpu_ff_infer(j->st, &j->out.args, NULL) != APX_OK)
+      j->failed++;
+    else if (!outputs_equal(&j->out, j->want))
+      j->unequal++;
+  }
+  return NULL;
+}
+
+/* The work block kept in the state between calls (cpu_state.ff_work):
+ * calls on one state, a batch after a smaller one (the block grows), a
+ * smaller after it (the block is reused as it is), each batch twice, and
+ * batches in chunks of one row and of all rows, all bit for bit the bytes of
+ * a single call on a fresh state; then two threads calling on one state at
+ * once, each result again equal to its single call's. */
+START_TEST(test_infer_kept_block) {
+  tu_rng r = {tu_seed() + 12};
+  const ff_case big = {3, 8, 32, 48, 8, APX_DTYPE_F16, 1, 1, 5, 3, 10, 16, 1, APX_DTYPE_BF16};
+  ff_case small = big;
+  small.B = 1;
+  small.dt = APX_DTYPE_F32;
+  apx_ff_params params = ff_ref_random_params(&r, big.C);
+  ff_inputs in_big, in_small;
+  make_inputs(&r, &big, &params, &in_big);
+  make_inputs(&r, &small, &params, &in_small);
+  /* the single calls, each on a fresh state (fills the fake cache first:
+   * it is not made for concurrent use) */
+  run_backend(&in_big, 2);
+  ff_inputs want_big, want_small;
+  with_own_outputs(&in_big, &want_big);
+  run_backend(&in_small, 2);
+  with_own_outputs(&in_small, &want_small);
+
+  cpu_state st = {.svc = &fake_svc, .threads = 2};
+  const ff_inputs *order[] = {&in_small, &in_big, &in_big, &in_small, &in_small, &in_big};
+  const struct cpu_ff_work *kept = NULL;
+  size_t kept_bytes = 0; /* kept's, read while it was live */
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    const int is_big = order[i] == &in_big;
+    /* the big batch's second call: one row a chunk */
+    cpu_ff_chunk_bytes = i == 2 ? 1 : CPU_FF_CHUNK_BYTES;
+    tu_poison(&order[i]->heavy);
+    tu_poison(&order[i]->detail);
+    tu_poison(&order[i]->alpha);
+    ck_assert_int_eq(cpu_ff_infer(&st, &order[i]->args, NULL), APX_OK);
+    ck_assert_msg(outputs_equal(order[i], is_big ? &want_big : &want_small),
+                  "call %zu (%s batch) differs from its single call", i, is_big ? "big" : "small");
+    const struct cpu_ff_work *now = atomic_load(&st.ff_work);
+    ck_assert_ptr_nonnull(now);
+    if (i == 1)
+      ck_assert_uint_gt(now->bytes, kept_bytes); /* grown for the larger batch */
+    if (i >= 2)
+      ck_assert_ptr_eq(now, kept); /* large enough: reused as it is */
+    kept = now;
+    kept_bytes = now->bytes;
+  }
+  cpu_ff_chunk_bytes = CPU_FF_CHUNK_BYTES;
+
+  /* two threads at once on one state, each with its own outputs */
+  infer_job jobs[2] = {{.st = &st, .in = &in_big, .want = &want_big, .rounds = 8},
+                       {.st = &st, .in = &in_small, .want = &want_small, .rounds = 8}};
+  pthread_t tid[2];
+  for (int k = 0; k < 2; k++) {
+    with_own_outputs(jobs[k].in, &jobs[k].out);
+    ck_assert_int_eq(pthread_create(&tid[k], NULL, infer_rounds, &jobs[k]), 0);
+  }
+  for (int k = 0; k < 2; k++) {
+    ck_assert_int_eq(pthread_join(tid[k], NULL), 0);
+    ck_assert_msg(jobs[k].failed == 0 && jobs[k].unequal == 0,
+                  "thread %d: %d calls failed, %d differ from the single call", k, jobs[k].failed,
+                  jobs[k].unequal);
+    free_outputs(&jobs[k].out);
+  }
+  ck_assert_ptr_nonnull(atomic_load(&st.ff_work));
+  cpu_ff_work_free(&st);
+  ck_assert_ptr_null(atomic_load(&st.ff_work));
+  cpu_ff_work_free(&st); /* nothing kept: a no-op */
+
+  free_outputs(&want_big);
+  free_outputs(&want_small);
+  cache_clear();
+  free_inputs(&in_big);
+  free_inputs(&in_small);
+  ff_ref_free(&params);
+}
+END_TEST
+
 /* A services table too old for the cache service is refused. */
 START_TEST(test_infer_old_services) {
   apx_core_services old = fake_svc;
@@ -992,6 +1121,7 @@ static Suite *cpu_ff_suite(void) {
   tcase_add_test(tc2, test_infer_no_l1_tile);
   tcase_add_test(tc2, test_infer_repeat_and_weights);
   tcase_add_test(tc2, test_infer_stats);
+  tcase_add_test(tc2, test_infer_kept_block);
   tcase_add_test(tc2, test_infer_old_services);
   tcase_add_test(tc2, test_public_api);
   suite_add_tcase(s, tc2);

@@ -70,7 +70,10 @@ static apx_status cpu_init(const apx_core_services *svc, void **state) {
   return APX_OK;
 }
 
-static void cpu_fini(void *state) { free(state); }
+static void cpu_fini(void *state) {
+  cpu_ff_work_free(state);
+  free(state);
+}
 
 static apx_status cpu_alloc(void *state, int device_index, size_t bytes, void **ptr) {
   (void)device_index;

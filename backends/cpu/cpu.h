@@ -16,10 +16,19 @@
 
 #include "apx_half.h"
 
+struct cpu_ff_work;
+
 typedef struct cpu_state {
   const apx_core_services *svc;
   int threads; /* OpenMP threads for kernels; >= 1 */
+  /* ff_infer.c's work block, kept from one call to the next (NULL: none
+   * yet; zero-initialised is valid). A call takes it, so that a concurrent
+   * call finds none and allocates its own, and puts it back after. */
+  _Atomic(struct cpu_ff_work *) ff_work;
 } cpu_state;
+
+/* ff_infer.c: frees the kept work block (at fini; no call may be running). */
+void cpu_ff_work_free(cpu_state *st);
 
 /* One function per op (docs/ops.md), each in <op>.c; arguments are
  * validated by the core. */

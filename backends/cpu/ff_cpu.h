@@ -107,4 +107,21 @@ static inline float cpu_ff_fuse(apx_dtype dtype, float x, float u, float alpha) 
   return cpu_ff_rnd(dtype, x + cpu_ff_rnd(dtype, alpha * cpu_ff_rnd(dtype, u - x)));
 }
 
+/* ---- the call's work (ff_infer.c) ---------------------------------------------- */
+
+/* The work block cpu_state.ff_work keeps between calls; its data follows
+ * the head, CPU_FF_WORK_HEAD bytes in. */
+struct cpu_ff_work {
+  size_t bytes; /* usable bytes after the head */
+};
+#define CPU_FF_WORK_HEAD ((size_t)64)
+
+/* A batch runs in chunks of rows whose work stays at or under
+ * cpu_ff_chunk_bytes where a row allows (CPU_FF_CHUNK_BYTES, two rows of
+ * the default profile: the packed tiles one phase writes are still in the
+ * caches when the next phase reads them; tests lower it to run every row
+ * as a chunk of its own). */
+#define CPU_FF_CHUNK_BYTES ((size_t)8 << 20)
+extern size_t cpu_ff_chunk_bytes;
+
 #endif

@@ -533,6 +533,134 @@ static void run_frame(const ff_call *fc, const void *dense, void *heavy, void *d
   }
 }
 
+/* ---- the work block ---------------------------------------------------------- */
+
+/* The call's tiles, slots, alpha maps, packed tiles and per-tile and
+ * per-thread work live in one block kept in the backend's state from one
+ * call to the next (cpu_state.ff_work): a fresh block per call is faulted
+ * in page by page on every call (blocks above glibc's mmap ceiling are new
+ * mappings each time). */
+
+/* A block of at least `bytes`: the state's kept one when there is one and it
+ * is large enough (taken, so that a concurrent call allocates its own), else
+ * a new one (a kept block too small is freed). NULL when out of memory. */
+static struct cpu_ff_work *work_take(cpu_state *s, size_t bytes) {
+  struct cpu_ff_work *w = atomic_exchange(&s->ff_work, NULL);
+  if (w && w->bytes >= bytes)
+    return w;
+  free(w);
+  const size_t rounded = (bytes + CPU_FF_WORK_HEAD - 1) / CPU_FF_WORK_HEAD * CPU_FF_WORK_HEAD;
+  w = aligned_alloc(CPU_FF_WORK_HEAD, CPU_FF_WORK_HEAD + rounded);
+  if (w)
+    w->bytes = rounded;
+  return w;
+}
+
+/* Puts w back into the state; of it and a block another call put back
+ * meanwhile, the larger is kept and the other freed. */
+static void work_put(cpu_state *s, struct cpu_ff_work *w) {
+  struct cpu_ff_work *old = atomic_exchange(&s->ff_work, w);
+  if (!old)
+    return;
+  if (old->bytes > w->bytes) {
+    struct cpu_ff_work *expected = w;
+    if (atomic_compare_exchange_strong(&s->ff_work, &expected, old)) {
+      free(w);
+      return;
+    }
+  }
+  free(old);
+}
+
+void cpu_ff_work_free(cpu_state *st) { free(atomic_exchange(&st->ff_work, NULL)); }
+
+/* A chunk of the batch's rows run as one frame: rows [b0, b0 + nb) with
+ * total0 and total1 tiles. The work of one chunk is laid out in a block by
+ * ff_layout; the rows of a chunk are independent of the others' (routing,
+ * scan and final pass are per row), so the bits do not depend on the
+ * chunking. */
+typedef struct ff_layout_in {
+  int64_t nb, total0, total1, C, HW, W, N0, N1, grid0, grid1;
+  int threads;
+  size_t per_thread;
+} ff_layout_in;
+
+typedef struct ff_layout_out {
+  ff_counter *remaining;
+  float *alpha0, *alpha1, *thread_buf, *row_buf;
+} ff_layout_out;
+
+/* The bytes of the chunk's work; with a block (base not NULL), lr's arrays
+ * and out's pointers set into it. */
+static size_t ff_layout(const ff_layout_in *in, char *base, ff_level_run *lr, ff_layout_out *out) {
+  const int64_t nb = in->nb, total0 = in->total0, total1 = in->total1, C = in->C;
+  const size_t n_i64 = (size_t)(2 * total0 + 2 * total1 + 4 * nb + 2);
+  const size_t n_i32 = (size_t)(nb * (in->grid0 + in->grid1)) + 1; /* + 1: keeps floats aligned */
+  const size_t n_f32 = (size_t)(2 * nb * in->HW) +
+                       (size_t)(total0 * C * in->N0 + total1 * C * in->N1) +
+                       4 * (size_t)((total0 + total1) * C) + (size_t)in->threads * in->per_thread +
+                       (size_t)in->threads * 3 * (size_t)in->W;
+  const size_t bytes = n_i64 * sizeof(int64_t) + n_i32 * sizeof(int32_t) + n_f32 * sizeof(float);
+  if (!base)
+    return bytes;
+  int64_t *work = (int64_t *)(void *)base;
+  lr[0].tiles = work;
+  lr[0].first = lr[0].tiles + 2 * total0;
+  lr[1].tiles = lr[0].first + nb + 1;
+  lr[1].first = lr[1].tiles + 2 * total1;
+  out->remaining = (ff_counter *)(lr[1].first + nb + 1); /* [2][nb] */
+  lr[0].slot = (int32_t *)(out->remaining + 2 * nb);
+  lr[1].slot = lr[0].slot + nb * in->grid0;
+  out->alpha0 = (float *)(lr[0].slot + n_i32);
+  out->alpha1 = out->alpha0 + nb * in->HW;
+  lr[0].P = out->alpha1 + nb * in->HW;
+  lr[1].P = lr[0].P + total0 * C * in->N0;
+  float *cur = lr[1].P + total1 * C * in->N1;
+  for (int l = 0; l < 2; l++) {
+    lr[l].tok = cur;
+    lr[l].mixed = lr[l].tok + lr[l].total * C;
+    lr[l].gamma = lr[l].mixed + lr[l].total * C;
+    lr[l].beta = lr[l].gamma + lr[l].total * C;
+    cur = lr[l].beta + lr[l].total * C;
+  }
+  out->thread_buf = cur;
+  out->row_buf = cur + (size_t)in->threads * in->per_thread;
+  return bytes;
+}
+
+size_t cpu_ff_chunk_bytes = CPU_FF_CHUNK_BYTES;
+
+/* The chunks of the batch's rows: rows are added to a chunk while its work
+ * stays within cpu_ff_chunk_bytes (a chunk has at least one row). chunk_end[k]
+ * is the row after chunk k; returns the number of chunks and, in *bytes,
+ * the largest chunk's work. */
+static int64_t ff_chunks(ff_layout_in in, const apx_ff_route *route, int64_t B, int64_t *chunk_end,
+                         size_t *bytes) {
+  int64_t n = 0;
+  *bytes = 0;
+  for (int64_t b0 = 0; b0 < B;) {
+    ff_layout_in c = in;
+    c.nb = c.total0 = c.total1 = 0;
+    size_t have = 0;
+    int64_t b = b0;
+    for (; b < B; b++) {
+      ff_layout_in next = c;
+      next.nb++;
+      next.total0 += route->l0_count[b];
+      next.total1 += route->l1_count[b];
+      const size_t need = ff_layout(&next, NULL, NULL, NULL);
+      if (c.nb > 0 && need > cpu_ff_chunk_bytes)
+        break;
+      c = next;
+      have = need;
+    }
+    chunk_end[n++] = b;
+    *bytes = have > *bytes ? have : *bytes;
+    b0 = b;
+  }
+  return n;
+}
+
 /* The cache's make and release (services.cache): the key is the frame's
  * dtype, the content the handle's apx_ff_params. */
 static apx_status make_prepared(void *state, const void *content, uint64_t key, void **prepared) {
@@ -548,6 +676,18 @@ static void release_prepared(void *state, uint64_t key, void *prepared) {
   (void)state;
   (void)key;
   cpu_ff_prepared_free(prepared);
+}
+
+/* A [B][1][H][W] map's rows from b0 on, as a tensor of its own (t NULL:
+ * an unused zeroed one). */
+static apx_tensor rows_from(const apx_tensor *t, int64_t b0, int64_t HW) {
+  apx_tensor v;
+  memset(&v, 0, sizeof v);
+  if (!t)
+    return v;
+  v = *t;
+  v.data = (char *)t->data + (size_t)(b0 * HW) * apx_backend_dtype_size(t->dtype);
+  return v;
 }
 
 apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_call *call) {
@@ -583,101 +723,99 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
   const int64_t B = fc.B, H = fc.H, W = fc.W, t0 = args->tile_l0, t1 = args->tile_l1;
   const int64_t k0 = args->kmax_l0, k1 = args->kmax_l1;
   const int64_t grid0 = (H / t0) * (W / t0), grid1 = (H / t1) * (W / t1);
-  /* the route's arrays in one block */
-  size_t ints = (size_t)(2 * B + 2 * B * k0 + 2 * B * k1);
+  /* the route's arrays and the chunks' ends in one block */
+  size_t ints = (size_t)(3 * B + 2 * B * k0 + 2 * B * k1);
   size_t bytes = ints * sizeof(int64_t) + (size_t)(2 * B) * sizeof(double);
   char *block = malloc(bytes ? bytes : 1);
   if (!block)
     return svc->set_error(APX_ERR_NO_MEMORY, "ff_infer: out of memory (routing)");
   apx_ff_route route;
-  route.l0_count = (int64_t *)block;
+  route.l0_count = (int64_t *)(void *)block;
   route.l1_count = route.l0_count + B;
   route.l0_greedy = route.l1_count + B;
   route.l0_hilbert = NULL;
   route.l0_ordered = route.l0_greedy + B * k0;
   route.l1_hilbert = route.l0_ordered + B * k0;
   route.l1_ordered = route.l1_hilbert + B * k1;
-  route.b1_spent = (double *)(route.l1_ordered + B * k1);
+  int64_t *chunk_end = route.l1_ordered + B * k1;
+  route.b1_spent = (double *)(chunk_end + B);
   route.b2_spent = route.b1_spent + B;
   st = apx_ff_route_host(args, &route, svc->set_error);
   if (st != APX_OK) {
     free(block);
     return st;
   }
-  void *heavy = args->heavy->data, *detail = args->detail->data;
   const int64_t HW = H * W, C = fc.C, N0 = t0 * t0, N1 = t1 * t1;
-  int64_t total0 = 0, total1 = 0;
-  for (int64_t b = 0; b < B; b++) {
-    total0 += route.l0_count[b];
-    total1 += route.l1_count[b];
-  }
-  /* the levels' tiles, slots, alpha maps, packed tiles and per-tile and
-   * per-thread work in one block */
   fc.blend = args->overlap_mode == APX_OVERLAP_BLEND;
   fc.blend_at = cpu_ff_refine_scratch(C, t0 > t1 ? t0 : t1) + 3 * (size_t)C;
-  const size_t per_thread = fc.blend_at + (fc.blend ? (size_t)(C * N0) : 0);
-  const size_t n_i64 = (size_t)(2 * total0 + 2 * total1 + 4 * B + 2);
-  const size_t n_i32 = (size_t)(B * (grid0 + grid1)) + 1; /* + 1: keeps the floats aligned */
-  const size_t n_f32 = (size_t)(2 * B * HW) + (size_t)(total0 * C * N0 + total1 * C * N1) +
-                       4 * (size_t)((total0 + total1) * C) + (size_t)fc.threads * per_thread +
-                       (size_t)fc.threads * 3 * (size_t)W;
-  int64_t *work = malloc(n_i64 * sizeof(int64_t) + n_i32 * sizeof(int32_t) + n_f32 * sizeof(float));
+  const ff_layout_in shape = {.C = C,
+                              .HW = HW,
+                              .W = W,
+                              .N0 = N0,
+                              .N1 = N1,
+                              .grid0 = grid0,
+                              .grid1 = grid1,
+                              .threads = fc.threads,
+                              .per_thread = fc.blend_at + (fc.blend ? (size_t)(C * N0) : 0)};
+  size_t work_bytes = 0;
+  const int64_t chunks = ff_chunks(shape, &route, B, chunk_end, &work_bytes);
+  struct cpu_ff_work *work = work_take(s, work_bytes);
   if (!work) {
     free(block);
     return svc->set_error(APX_ERR_NO_MEMORY, "ff_infer: out of memory (tiles)");
   }
-  ff_level_run lr[2] = {{.t = t0, .N = N0, .grid_w = W / t0, .total = total0},
-                        {.t = t1, .N = N1, .grid_w = W / t1, .total = total1}};
-  lr[0].tiles = work;
-  lr[0].first = lr[0].tiles + 2 * total0;
-  lr[1].tiles = lr[0].first + B + 1;
-  lr[1].first = lr[1].tiles + 2 * total1;
-  ff_counter *remaining = (ff_counter *)(lr[1].first + B + 1); /* [2][B] */
-  lr[0].slot = (int32_t *)(remaining + 2 * B);
-  lr[1].slot = lr[0].slot + B * grid0;
-  float *alpha0 = (float *)(lr[0].slot + n_i32), *alpha1 = alpha0 + B * HW;
-  lr[0].P = alpha1 + B * HW;
-  lr[1].P = lr[0].P + total0 * C * N0;
-  float *cur = lr[1].P + total1 * C * N1;
-  for (int l = 0; l < 2; l++) {
-    lr[l].tok = cur;
-    lr[l].mixed = lr[l].tok + lr[l].total * C;
-    lr[l].gamma = lr[l].mixed + lr[l].total * C;
-    lr[l].beta = lr[l].gamma + lr[l].total * C;
-    cur = lr[l].beta + lr[l].total * C;
-  }
-  float *thread_buf = cur, *row_buf = thread_buf + (size_t)fc.threads * per_thread;
-  const int64_t *ids[2] = {route.l0_ordered, route.l1_ordered}, kmax[2] = {k0, k1};
-  const int64_t *counts[2] = {route.l0_count, route.l1_count}, grids[2] = {grid0, grid1};
-  for (int l = 0; l < 2; l++) {
-    int64_t j = 0;
-    memset(lr[l].slot, 0xff, (size_t)(B * grids[l]) * sizeof(int32_t)); /* -1 */
-    for (int64_t b = 0; b < B; b++) {
-      lr[l].first[b] = j;
-      for (int64_t k = 0; k < counts[l][b]; k++, j++) {
-        const int64_t id = ids[l][b * kmax[l] + k];
-        lr[l].tiles[2 * j] = b;
-        lr[l].tiles[2 * j + 1] = id;
-        lr[l].slot[b * grids[l] + id] = (int32_t)j;
-      }
-    }
-    lr[l].first[B] = j;
-    for (int64_t b = 0; b < B; b++)
-      atomic_init(&remaining[l * B + b], (int64_t)counts[l][b]);
-  }
 
-  fc.boundary = args->boundary;
-  fc.uncertainty = args->uncertainty;
   fc.scan_forward = args->scan_mode == APX_SCAN_FORWARD;
   /* docs/ops.md, tileunpack, Blend: a rounded to the dtype first */
   fc.blend_a = cpu_round_double_to_dtype(args->blend_alpha, fc.dt);
   fc.blend_om = cpu_ff_rnd(fc.dt, 1.0f - fc.blend_a);
-  run_frame(&fc, dense->data, heavy, detail, lr, route.l1_count, alpha0, alpha1, remaining,
-            thread_buf, per_thread, row_buf);
-  /* alpha of level 1 where a row has L1 tiles, else of level 0 */
-  for (int64_t b = 0; b < B; b++)
-    store_row(fc.dt, 0, args->alpha->data, b * HW, HW,
-              (route.l1_count[b] > 0 ? alpha1 : alpha0) + b * HW);
+  const size_t frame_row = (size_t)(C * HW) * apx_backend_dtype_size(fc.dt);
+  for (int64_t k = 0, b0 = 0; k < chunks; b0 = chunk_end[k++]) {
+    const int64_t nb = chunk_end[k] - b0;
+    const int64_t *counts[2] = {route.l0_count + b0, route.l1_count + b0};
+    const int64_t *ids[2] = {route.l0_ordered + b0 * k0, route.l1_ordered + b0 * k1};
+    const int64_t kmax[2] = {k0, k1}, grids[2] = {grid0, grid1};
+    ff_layout_in in = shape;
+    in.nb = nb;
+    for (int64_t b = 0; b < nb; b++) {
+      in.total0 += counts[0][b];
+      in.total1 += counts[1][b];
+    }
+    ff_level_run lr[2] = {{.t = t0, .N = N0, .grid_w = W / t0, .total = in.total0},
+                          {.t = t1, .N = N1, .grid_w = W / t1, .total = in.total1}};
+    ff_layout_out out;
+    ff_layout(&in, (char *)work + CPU_FF_WORK_HEAD, lr, &out);
+    for (int l = 0; l < 2; l++) {
+      int64_t j = 0;
+      memset(lr[l].slot, 0xff, (size_t)(nb * grids[l]) * sizeof(int32_t)); /* -1 */
+      for (int64_t b = 0; b < nb; b++) {
+        lr[l].first[b] = j;
+        for (int64_t i = 0; i < counts[l][b]; i++, j++) {
+          const int64_t id = ids[l][b * kmax[l] + i];
+          lr[l].tiles[2 * j] = b;
+          lr[l].tiles[2 * j + 1] = id;
+          lr[l].slot[b * grids[l] + id] = (int32_t)j;
+        }
+      }
+      lr[l].first[nb] = j;
+      for (int64_t b = 0; b < nb; b++)
+        atomic_init(&out.remaining[l * nb + b], (int64_t)counts[l][b]);
+    }
+    const apx_tensor boundary = rows_from(args->boundary, b0, HW),
+                     uncertainty = rows_from(args->uncertainty, b0, HW);
+    fc.boundary = args->boundary ? &boundary : NULL;
+    fc.uncertainty = args->uncertainty ? &uncertainty : NULL;
+    fc.B = nb;
+    run_frame(&fc, (const char *)dense->data + (size_t)b0 * frame_row,
+              (char *)args->heavy->data + (size_t)b0 * frame_row,
+              (char *)args->detail->data + (size_t)b0 * frame_row, lr, counts[1], out.alpha0,
+              out.alpha1, out.remaining, out.thread_buf, shape.per_thread, out.row_buf);
+    /* alpha of level 1 where a row has L1 tiles, else of level 0 */
+    for (int64_t b = 0; b < nb; b++)
+      store_row(fc.dt, 0, args->alpha->data, (b0 + b) * HW, HW,
+                (counts[1][b] > 0 ? out.alpha1 : out.alpha0) + b * HW);
+  }
+  work_put(s, work);
   apx_ff_stats *stats = args->stats;
   if (stats) {
     for (int64_t b = 0; b < B; b++) {
@@ -695,7 +833,6 @@ apx_status cpu_ff_infer(void *state, const apx_ff_infer_args *args, const apx_ca
     if (stats->l1_ids)
       memcpy(stats->l1_ids, route.l1_hilbert, (size_t)(B * k1) * sizeof(int64_t));
   }
-  free(work);
   free(block);
   return APX_OK;
 }
