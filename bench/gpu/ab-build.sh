@@ -182,7 +182,7 @@ done
 
 # B's make check, GPU suites included
 if [ "${AB_CHECK:-1}" != 0 ]; then
-  step make-check-B 300 make -C "$work/B" -j"$(nproc)" check
+  step make-check-B 480 make -C "$work/B" -j"$(nproc)" check
   grep -E '^(# |FAIL|ERROR|XPASS)' "$work/logs/make-check-B.log" | tail -12 | sed 's/^/    /' |
     tee -a "$report"
 fi

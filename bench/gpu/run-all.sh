@@ -266,7 +266,7 @@ fi
 # end_to_end_infer rows at the seed profile (cuda beside cpu; batches 1, 8
 # and 32: the cpu backend's B=32 rows take the longest, hence 480 s)
 if want ff; then
-  step test_cuda_ff 300 env CK_FORK=no ./tests/test_cuda_ff
+  step test_cuda_ff 540 env CK_FORK=no ./tests/test_cuda_ff
   tail -3 "$work/test_cuda_ff.log" | sed 's/^/    /' | tee -a "$report"
   if command -v compute-sanitizer >/dev/null; then
     step sanitizer-memcheck-ff 400 env CK_FORK=no ./libtool --mode=execute compute-sanitizer \
