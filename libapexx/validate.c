@@ -125,9 +125,12 @@ static apx_status check_host_values(apx__vstate *v, const apx__op *o, const void
     const apx_tensor *t = tensor_arg(o, args, i);
     int64_t lo, hi;
     char why[120] = "", note[124];
-    if (d->args[i].kind != APX_ARG_INDEX || !t ||
-        !d->index_range(args, i, &lo, &hi, why, sizeof why))
+    /* the range alone first: the text only where a value is outside it */
+    if (d->args[i].kind != APX_ARG_INDEX || !t || !d->index_range(args, i, &lo, &hi, why, 0) ||
+        apx__values_in(t, lo, hi))
       continue;
+    why[0] = '\0';
+    d->index_range(args, i, &lo, &hi, why, sizeof why);
     snprintf(note, sizeof note, "(%s)", why);
     APX__TRY(apx__vrequire_values_in(v, d->args[i].name, t, lo, hi, why[0] ? note : NULL));
   }

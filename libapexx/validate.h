@@ -93,6 +93,9 @@ apx_status apx__vwrap_dim(const apx__vstate *v, int dim, const char *name, const
 apx_status apx__vrequire_index_fits(const apx__vstate *v, const apx_tensor *index,
                                     const char *ref_name, const apx_tensor *ref, int dim,
                                     int include_dim);
+/* Whether every value of index tensor t (i32 or i64, host) lies in [lo, hi],
+ * with no text formed: the fast path of apx__vrequire_values_in. */
+int apx__values_in(const apx_tensor *t, int64_t lo, int64_t hi);
 /* The values an index along `dim` (possibly negative) of validated ref may
  * take, [0, ref.shape[dim] - 1], and where that comes from in why
  * ("src.shape[1] = [4]"): an op's index_range. Returns 1. */

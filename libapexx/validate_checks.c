@@ -293,19 +293,33 @@ apx_status apx__vrequire_no_overlap(const vstate *v, const char *out_name, const
 #define OMP_(directive) /* built without OpenMP (--disable-openmp) */
 #endif
 
+/* Blocks of RANGE_BLOCK values, each or-reduced without a branch; below
+ * RANGE_PARALLEL_MIN values on the calling thread without entering a
+ * parallel region (a region whose if clause is false still sets up a team
+ * of one in libgomp: most of a small call's validation). */
 #define FIRST_OUT_OF_RANGE_(name, type, utype)                                                     \
+  /* whether block blk of p holds a value outside the range (no branch: it vectorises) */         \
+  static int name##_block(const type *p, int64_t n, int64_t lo, uint64_t span, int64_t blk) {      \
+    int64_t begin = blk * RANGE_BLOCK, end = begin + RANGE_BLOCK < n ? begin + RANGE_BLOCK : n;    \
+    utype bad = 0;                                                                                 \
+    for (int64_t i = begin; i < end; i++)                                                          \
+      bad |= (utype)((utype)p[i] - (utype)lo) > (utype)span;                                       \
+    return bad != 0;                                                                               \
+  }                                                                                                \
   static int64_t name(const type *p, int64_t n, int64_t lo, uint64_t span) {                       \
     int64_t blocks = (n + RANGE_BLOCK - 1) / RANGE_BLOCK, first_bad_block = -1;                    \
-    OMP_("omp parallel for schedule(static) if (n >= RANGE_PARALLEL_MIN)")                         \
-    for (int64_t blk = 0; blk < blocks; blk++) {                                                   \
-      int64_t begin = blk * RANGE_BLOCK, end = begin + RANGE_BLOCK < n ? begin + RANGE_BLOCK : n;  \
-      utype bad = 0;                                                                               \
-      for (int64_t i = begin; i < end; i++)                                                        \
-        bad |= (utype)((utype)p[i] - (utype)lo) > (utype)span;                                     \
-      if (bad) {                                                                                   \
-        OMP_("omp critical(apx_range)")                                                            \
-        if (first_bad_block < 0 || blk < first_bad_block)                                          \
+    if (n < RANGE_PARALLEL_MIN) {                                                                  \
+      for (int64_t blk = 0; blk < blocks && first_bad_block < 0; blk++)                            \
+        if (name##_block(p, n, lo, span, blk))                                                     \
           first_bad_block = blk;                                                                   \
+    } else {                                                                                       \
+      OMP_("omp parallel for schedule(static)")                                                    \
+      for (int64_t blk = 0; blk < blocks; blk++) {                                                 \
+        if (name##_block(p, n, lo, span, blk)) {                                                   \
+          OMP_("omp critical(apx_range)")                                                          \
+          if (first_bad_block < 0 || blk < first_bad_block)                                        \
+            first_bad_block = blk;                                                                 \
+        }                                                                                          \
       }                                                                                            \
     }                                                                                              \
     if (first_bad_block < 0)                                                                       \
@@ -319,22 +333,30 @@ FIRST_OUT_OF_RANGE_(first_out_of_range_i64, int64_t, uint64_t)
 FIRST_OUT_OF_RANGE_(first_out_of_range_i32, int32_t, uint32_t)
 #undef FIRST_OUT_OF_RANGE_
 
+/* The first element of t outside [lo, hi], or -1 (an empty range: 0). */
+static int64_t first_outside(const apx_tensor *t, int64_t n, int64_t lo, int64_t hi) {
+  if (hi < lo)
+    return 0;
+  if (t->dtype == APX_DTYPE_I32) {
+    /* the range seen by an i32 tensor: [lo, hi] clipped to int32 */
+    int64_t lo32 = lo < INT32_MIN ? INT32_MIN : lo, hi32 = hi > INT32_MAX ? INT32_MAX : hi;
+    return lo32 > hi32 ? 0 : first_out_of_range_i32(t->data, n, lo32, (uint64_t)(hi32 - lo32));
+  }
+  return first_out_of_range_i64(t->data, n, lo, (uint64_t)hi - (uint64_t)lo);
+}
+
+int apx__values_in(const apx_tensor *t, int64_t lo, int64_t hi) {
+  int64_t n = apx__vnumel(t);
+  return n == 0 || first_outside(t, n, lo, hi) < 0;
+}
+
 /* Every element of t in [lo, hi]; `note` (may be NULL) is appended. */
 apx_status apx__vrequire_values_in(const vstate *v, const char *name, const apx_tensor *t,
                                    int64_t lo, int64_t hi, const char *note) {
   int64_t n = apx__vnumel(t);
   if (n == 0)
     return APX_OK;
-  int64_t bad;
-  if (hi < lo) {
-    bad = 0; /* an empty range: every element is out of it */
-  } else if (t->dtype == APX_DTYPE_I32) {
-    /* the range seen by an i32 tensor: [lo, hi] clipped to int32 */
-    int64_t lo32 = lo < INT32_MIN ? INT32_MIN : lo, hi32 = hi > INT32_MAX ? INT32_MAX : hi;
-    bad = lo32 > hi32 ? 0 : first_out_of_range_i32(t->data, n, lo32, (uint64_t)(hi32 - lo32));
-  } else {
-    bad = first_out_of_range_i64(t->data, n, lo, (uint64_t)hi - (uint64_t)lo);
-  }
+  int64_t bad = first_outside(t, n, lo, hi);
   if (bad < 0)
     return APX_OK;
   char pos[160];
@@ -374,7 +396,8 @@ int apx__index_dim_range(const apx_tensor *ref, const char *ref_name, int dim, i
   int wrapped = dim < 0 ? dim + ref->ndim : dim;
   *lo = 0;
   *hi = ref->shape[wrapped] - 1;
-  snprintf(why, why_size, "%s.shape[%d] = [%lld]", ref_name, wrapped,
-           (long long)ref->shape[wrapped]);
+  if (why_size > 0)
+    snprintf(why, why_size, "%s.shape[%d] = [%lld]", ref_name, wrapped,
+             (long long)ref->shape[wrapped]);
   return 1;
 }

@@ -267,6 +267,43 @@ START_TEST(test_index_select_values) {
 }
 END_TEST
 
+/* A long index: the range scan's blocks of 8192 values on the calling thread
+ * (3 blocks and 5 values) and in a parallel region (2^20 + 3 values) report
+ * the first value outside the range, wherever it is and however many follow. */
+START_TEST(test_long_index_values) {
+  const apx_dtype idts[2] = {APX_DTYPE_I32, APX_DTYPE_I64};
+  const int64_t lens[2] = {3 * 8192 + 5, (1 << 20) + 3};
+  for (int d = 0; d < 2; d++)
+    for (int l = 0; l < 2; l++) {
+      const int64_t n = lens[l];
+      vt_case c;
+      vt_make(&c, APX_OP_INDEX_SELECT, APX_DTYPE_I32, idts[d]);
+      apx_tensor index = OWNED(idts[d], n), out = OWNED(APX_DTYPE_I32, n, 4);
+      for (int64_t i = 0; i < n; i++)
+        tu_set(&index, i, (double)(i % 5));
+      vt_set(&c, "index", &index);
+      vt_set(&c, "out", &out);
+      vt_expect_valid(&c);
+      const int64_t at[5] = {0, 8191, 8192, n / 2, n - 1};
+      for (int k = 0; k < 5; k++) {
+        tu_set(&index, at[k], 5);
+        if (at[k] + 9000 < n)
+          tu_set(&index, at[k] + 9000, -1); /* a later bad value, not the one named */
+        vt_expect_invalid(&c, fmt("index_select: index[%lld] = [5] is outside [0, 4] "
+                                  "(src.shape[0] = [5])",
+                                  (long long)at[k]));
+        tu_set(&index, at[k], (double)(at[k] % 5));
+        if (at[k] + 9000 < n)
+          tu_set(&index, at[k] + 9000, (double)((at[k] + 9000) % 5));
+      }
+      vt_expect_valid(&c);
+      tu_free(&index);
+      tu_free(&out);
+      vt_free(&c);
+    }
+}
+END_TEST
+
 /* ---- scatter_add (10.3) ---- */
 
 START_TEST(test_scatter_add_ndim_and_dim) {
@@ -462,6 +499,7 @@ int main(void) {
   tcase_add_test(tc, test_gather_empty);
   tcase_add_test(tc, test_index_select_shapes);
   tcase_add_test(tc, test_index_select_values);
+  tcase_add_test(tc, test_long_index_values);
   tcase_add_test(tc, test_scatter_add_ndim_and_dim);
   tcase_add_test(tc, test_scatter_add_size_rule);
   tcase_add_test(tc, test_scatter_add_dtypes_and_out);

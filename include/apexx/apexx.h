@@ -981,8 +981,9 @@ typedef struct apx_op_desc {
                               int64_t shape[APX_MAX_DIMS]);
   /* The range [lo, hi] of every value of index argument `arg` of validated
    * args, with where it comes from ("src.shape[1] = [4]", or "") in
-   * why[why_size]; 0 when its values follow a rule of their own
-   * (tileunpack's origins and levels: docs/ops.md). */
+   * why[why_size] (why_size 0: the range alone is asked, why is left as it
+   * is); 0 when its values follow a rule of their own (tileunpack's origins
+   * and levels: docs/ops.md). */
   int (*index_range)(const void *args, int arg, int64_t *lo, int64_t *hi,
                      char *why, size_t why_size);
 } apx_op_desc;
