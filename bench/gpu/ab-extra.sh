@@ -24,6 +24,10 @@ say() { echo "$*" | tee -a "$report"; }
 for s in A B; do
   [ -d "$work/$s/backends/.libs" ] || { say "ab-extra.sh: no build $work/$s (run ab-build.sh first)"; exit 1; }
 done
+# the libraries ab-build.sh unpacked from .gpu/debs (inih, cJSON, Check):
+# the builds' programs and the extension link them
+export LD_LIBRARY_PATH=$work/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=/usr/local/cuda/bin:$PATH
 export APEXX_CONFIG=$work/B/conf/apexx.ini
 say "ab-extra, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>&1 | head -1)"
 only=${AB_EXTRA_ONLY:-tilepack,tileunpack,index_select}
