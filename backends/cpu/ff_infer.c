@@ -557,12 +557,15 @@ static struct cpu_ff_work *work_take(cpu_state *s, size_t bytes) {
 }
 
 /* Puts w back into the state; of it and a block another call put back
- * meanwhile, the larger is kept and the other freed. */
+ * meanwhile, the larger is kept and the other freed. w's size is read
+ * before w is published: once in the state, another call may take w and
+ * free it. */
 static void work_put(cpu_state *s, struct cpu_ff_work *w) {
+  const size_t w_bytes = w->bytes;
   struct cpu_ff_work *old = atomic_exchange(&s->ff_work, w);
   if (!old)
     return;
-  if (old->bytes > w->bytes) {
+  if (old->bytes > w_bytes) {
     struct cpu_ff_work *expected = w;
     if (atomic_compare_exchange_strong(&s->ff_work, &expected, old)) {
       free(w);
