@@ -540,29 +540,6 @@ static apx_status run_graph(cuda_state *st, int dev, cudaStream_t s, const apx_f
 
 /* ---- the op ------------------------------------------------------------------------- */
 
-/* The FFModule options the cuda frame runs (docs/ff_infer.md, Options):
- * every value the core accepts. The core rejects any other value before a
- * backend sees the call; 0 with the reason for one that reaches here. */
-static int ff_modes_supported(const apx_ff_infer_args *a, char *reason, size_t reason_size) {
-  const unsigned order = (unsigned)a->order_mode;
-  if (order > (unsigned)APX_ORDER_MULTI_DIRECTION) {
-    snprintf(reason, reason_size, "cuda ff_infer runs order_mode 0..%d, not %u",
-             (int)APX_ORDER_MULTI_DIRECTION, order);
-    return 0;
-  }
-  if (a->overlap_mode != APX_OVERLAP_OVERRIDE && a->overlap_mode != APX_OVERLAP_BLEND) {
-    snprintf(reason, reason_size, "cuda ff_infer runs overlap_mode override or blend, not %d",
-             (int)a->overlap_mode);
-    return 0;
-  }
-  if (a->scan_mode != APX_SCAN_BIDIRECTIONAL && a->scan_mode != APX_SCAN_FORWARD) {
-    snprintf(reason, reason_size, "cuda ff_infer runs scan_mode bidirectional or forward, not %d",
-             (int)a->scan_mode);
-    return 0;
-  }
-  return 1;
-}
-
 int cuda_ff_supports(cuda_state *st, const apx_ff_infer_args *a, apx_pass_over_code *code,
                      char *reason, size_t reason_size) {
   const apx_core_services *svc = st->svc;
@@ -579,12 +556,8 @@ int cuda_ff_supports(cuda_state *st, const apx_ff_infer_args *a, apx_pass_over_c
              CUDA_FF_MAX_C, (long long)channels);
     return 0;
   }
-  char why[96];
-  if (a && !ff_modes_supported(a, why, sizeof why)) {
-    *code = APX_PASS_OP_UNSUPPORTED;
-    snprintf(reason, reason_size, "op_unsupported:%s", why);
-    return 0;
-  }
+  /* every order_mode, overlap_mode and scan_mode the core accepts runs
+   * (docs/ff_infer.md, Options): no check of them here */
   if (a && a->dense && a->dense->ndim == 4 && a->tile_l0 > 0) {
     int64_t G0 = (a->dense->shape[2] / a->tile_l0) * (a->dense->shape[3] / a->tile_l0);
     if (G0 > CUDA_FF_MAX_G0) {
@@ -619,9 +592,6 @@ static apx_status ff_frame(void *state, const apx_ff_infer_args *args, const apx
   const apx_core_services *svc = st->svc;
   if (!services_have_ff(svc))
     return svc->set_error(APX_ERR_UNSUPPORTED, "ff_infer: the core offers no cache service");
-  char why[96];
-  if (!ff_modes_supported(args, why, sizeof why))
-    return svc->set_error(APX_ERR_UNSUPPORTED, "ff_infer: %s", why);
   const int dev = args->dense->device_index;
   apx_status rc = cuda_use_device(st, dev);
   if (rc != APX_OK) return rc;
