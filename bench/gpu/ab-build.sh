@@ -36,7 +36,11 @@
 #                     B's make check summary, the tables
 #   ab-results.tar.gz every log and report
 # AB_CHECK=0 (no make check), AB_JOBS (make -j of each build, default half
-# the cores), AB_LARGE_ITERS (20), AB_SEED_ITERS (50), AB_SEED_ROUNDS (6)
+# the cores), AB_LARGE_ITERS (20), AB_SEED_ITERS (50), AB_SEED_PARITY (off:
+# the rounds only time; with the cpu references of every row, ff_infer_b8
+# and _b32 among them, a round took 90 s on the H200 and two of six fit the
+# step's 240 s; B's make check and run-all.sh's bw step check parity),
+# AB_SEED_ROUNDS (6)
 # and AB_SEED_MAX_ROUNDS (12: ab's --until-settled), AB_SLOW_OP (none),
 # AB_SLOW_FACTOR (0.2), APEXX_CONFIGURE_FLAGS
 # (both configures). Steps stop being started past AB_DEADLINE_S (default
@@ -194,7 +198,7 @@ step ab-seed 240 "$work/B/bench/apexx-bench" ab "$work/A" "$work/B" \
   --rounds "${AB_SEED_ROUNDS:-6}" --until-settled "${AB_SEED_MAX_ROUNDS:-12}" --passes 3 \
   --output-json "$work/ab-seed.json" --output-md "$work/ab-seed.md" -- \
   --profile seed --backends cuda --ops "$ops,end_to_end_infer" --warmup 3 \
-  --iters "${AB_SEED_ITERS:-50}"
+  --iters "${AB_SEED_ITERS:-50}" --parity "${AB_SEED_PARITY:-off}"
 ab_rc=$?
 [ $ab_rc -eq 2 ] && status=1
 # the seeded slowdown: B against B, one op slower in the second
@@ -210,7 +214,7 @@ if [ "$slow_op" != none ]; then
     --b-env "APEXX_SLOWDOWN_FACTOR=$factor" --b-env "APEXX_SLOWDOWN_OPS=$slow_op" \
     --output-json "$work/ab-seeded.json" --output-md "$work/ab-seeded.md" -- \
     --profile seed --backends cuda --ops "$ops,end_to_end_infer" --warmup 5 \
-    --iters "${AB_SEED_ITERS:-50}"
+    --iters "${AB_SEED_ITERS:-50}" --parity "${AB_SEED_PARITY:-off}"
   # the rows of the op (apexx-bench's entries), or the row named
   case $slow_op in
   tileunpack) own="tileunpack_override tileunpack_blend" ;;
