@@ -124,5 +124,5 @@ bench_gpu_ff_time_LDADD = libapexx/libapexx.la $(M_LIBS)
 EXTRA_DIST += bench/gpu/ff-run.sh
 EXTRA_DIST += bench/gpu/run-all.sh bench/gpu/table.py bench/peers/torch_peers.py \
 	bench/peers/torch_backward.py \
-	bench/gpu/ab-build.sh bench/gpu/ab-extra.sh bench/gpu/ab_table.py \
+	bench/gpu/ab-build.sh bench/gpu/ab-extra.sh bench/gpu/ab_table.py bench/gpu/suites.sh \
 	bench/gpu/arch-check.sh bench/gpu/arch_table.py
