@@ -2,7 +2,8 @@
 /* The cuda backend's fusiongate_alpha and fusiongate_fuse against the cpu
  * backend, through the public API (docs/ops.md, fusiongate_alpha,
  * fusiongate_fuse): every proxy and out dtype pair, 3-D and 4-D proxies,
- * NaN and inf proxies, fuse in place and not, within twice the bound of
+ * NaN and inf proxies, the vectorised alpha's tails and misaligned
+ * pointers, fuse in place and not, within twice the bound of
  * docs/ops.md, Rounding and parity. Skipped (exit 77, the reason on stdout) where
  * the cuda backend cannot run. */
 #include <math.h>
@@ -48,6 +49,96 @@ START_TEST(test_fusiongate_alpha) {
         tu_free(&unc);
         tu_free(&want);
       }
+}
+END_TEST
+
+/* A view of `n` elements of a device buffer `off` elements into it, shaped
+ * `ndim`/`shape` (a tensor whose data pointer is not 16-byte aligned when
+ * off * element size is not a multiple of 16). */
+static apx_tensor dev_view(const apx_tensor *buf, int64_t off, int ndim, const int64_t *shape) {
+  apx_tensor v = *buf;
+  v.data = (char *)buf->data + (size_t)off * apx_dtype_size(buf->dtype);
+  v.ndim = ndim;
+  for (int d = 0; d < ndim; d++) v.shape[d] = shape[d];
+  return v;
+}
+
+/* The vectorised path and its fallbacks (docs/ops.md, fusiongate_alpha;
+ * backends/cuda/fusiongate_alpha.cu): sizes below, at and around one
+ * 8-element group (tails of 1-7), odd maps, a map past one wave of the
+ * grid-stride loop, and each of the three pointers moved off 16-byte
+ * alignment by 1 and 3 elements; every element within the bound, and the
+ * elements of the buffers around the output untouched. */
+START_TEST(test_fusiongate_alpha_vector) {
+  static const int64_t maps[][3] = {{1, 1, 1},  {1, 1, 7},   {1, 1, 8},    {1, 3, 3},
+                                    {1, 1, 17}, {2, 33, 65}, {3, 800, 1000}};
+  static const int64_t offs[][3] = {{0, 0, 0}, {1, 0, 0}, {0, 3, 0}, {0, 0, 1}, {3, 1, 3}};
+  const int n_maps = (int)(sizeof maps / sizeof maps[0]);
+  const int n_offs = (int)(sizeof offs / sizeof offs[0]);
+  for (int pd = 0; pd < 3; pd++)
+    for (int od = 0; od < 3; od++)
+      for (int m = 0; m < n_maps; m++)
+        for (int f = 0; f < n_offs; f++) {
+          /* the map past one wave: every dtype pair aligned, one misaligned */
+          if (m == n_maps - 1 && f > 0 && (pd != od || f != n_offs - 1)) continue;
+          apx_dtype p = float_dtypes[pd], o = float_dtypes[od];
+          const int64_t B = maps[m][0], H = maps[m][1], W = maps[m][2], n = B * H * W;
+          const int64_t *off = offs[f];
+          char what[160];
+          snprintf(what, sizeof what,
+                   "fusiongate_alpha proxies %s out %s [%lld,1,%lld,%lld] offsets %lld/%lld/%lld",
+                   apx_dtype_name(p), apx_dtype_name(o), (long long)B, (long long)H,
+                   (long long)W, (long long)off[0], (long long)off[1], (long long)off[2]);
+          int64_t shape[4] = {B, 1, H, W};
+          apx_tensor bnd = tu_host(p, 4, shape), unc = tu_host(p, 4, shape);
+          apx_tensor want = tu_host(o, 4, shape);
+          fill_values(&bnd, 1);
+          fill_values(&unc, 1);
+          apx_fusiongate_alpha_args a = APX_FUSIONGATE_ALPHA_ARGS_INIT;
+          a.boundary = &bnd;
+          a.uncertainty = &unc;
+          a.boundary_log_weight = tu_normal(&rng);
+          a.uncertainty_log_weight = tu_normal(&rng);
+          a.bias = tu_normal(&rng);
+          a.out = &want;
+          CHECK_OK(apx_fusiongate_alpha(ctx, &a, &on_cpu), what);
+          /* device buffers with 8 spare elements past the view */
+          int64_t len[3] = {n + off[0] + 8, n + off[1] + 8, n + off[2] + 8};
+          apx_tensor bbuf = dev_alloc(ctx, p, 1, &len[0]), ubuf = dev_alloc(ctx, p, 1, &len[1]);
+          apx_tensor obuf = dev_alloc(ctx, o, 1, &len[2]);
+          dev_poison(ctx, &obuf);
+          apx_tensor dbnd = dev_view(&bbuf, off[0], 4, shape);
+          apx_tensor dunc = dev_view(&ubuf, off[1], 4, shape);
+          apx_tensor dout = dev_view(&obuf, off[2], 4, shape);
+          CHECK_OK(apx_tensor_copy(ctx, &dbnd, &bnd, NULL), what);
+          CHECK_OK(apx_tensor_copy(ctx, &dunc, &unc, NULL), what);
+          a.boundary = &dbnd;
+          a.uncertainty = &dunc;
+          a.out = &dout;
+          CHECK_OK(apx_fusiongate_alpha(ctx, &a, &on_gpu), what);
+          CHECK_OK(apx_sync(ctx, &on_gpu), what);
+          apx_tensor got = to_host(ctx, &dout);
+          expect_close_flat(&got, &want, 1.0, 1, what);
+          /* nothing written outside the view */
+          apx_tensor whole = to_host(ctx, &obuf);
+          const size_t es = apx_dtype_size(o);
+          const unsigned char *raw = (const unsigned char *)whole.data;
+          for (int64_t i = 0; i < len[2]; i++) {
+            if (i >= off[2] && i < off[2] + n) continue;
+            for (size_t byte = 0; byte < es; byte++)
+              ck_assert_msg(raw[(size_t)i * es + byte] == 0xA5,
+                            "%s: element %lld of the output buffer, outside the view, written",
+                            what, (long long)i);
+          }
+          tu_free(&whole);
+          tu_free(&got);
+          dev_free(ctx, &bbuf);
+          dev_free(ctx, &ubuf);
+          dev_free(ctx, &obuf);
+          tu_free(&bnd);
+          tu_free(&unc);
+          tu_free(&want);
+        }
 }
 END_TEST
 
@@ -99,6 +190,7 @@ END_TEST
 static void add_tests(Suite *s) {
   TCase *ops = cc_tcase(s, "ops");
   tcase_add_test(ops, test_fusiongate_alpha);
+  tcase_add_test(ops, test_fusiongate_alpha_vector);
   tcase_add_test(ops, test_fusiongate_fuse);
 }
 
