@@ -2,7 +2,9 @@
 /* The cuda backend's tilepack_backward, tileunpack_backward,
  * index_select_backward and fused_pack_op_unpack_backward (docs/ops.md,
  * each op's section) against the cpu backend through the public API: every dtype x both index dtypes, repeats (they accumulate),
- * K = 0 and N = 0 (zeros), tiles of 1 to 16, each device call run twice
+ * K = 0 and N = 0 (zeros), tiles of 1 to 16, tilepack_backward's
+ * bucketing past one block of ids, past its shared memory and past one
+ * grid of rows, each device call run twice
  * (the same bits: no atomics). Both backends add an element's gradients in
  * ascending k (or i) in fp32 from zero (integers exactly) and round once,
  * so the results must be the same bits. A bad index is refused under
@@ -27,16 +29,19 @@ static void run_exact(const char *what, apx_op_id op, void *args, const apx_tens
   tu_free(&got[0]);
 }
 
-static void tilepack_backward_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, int64_t gh,
-                                   int64_t gw, int64_t t, int64_t K) {
-  char what[160];
-  snprintf(what, sizeof what, "tilepack_backward %s/%s B%lld C%lld %lldx%lld t%lld K%lld",
+/* ids drawn from [0, id_hi]; id_hi < 0: half the grid (many repeats,
+ * some tiles unnamed) */
+static void tilepack_backward_ids(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, int64_t gh,
+                                  int64_t gw, int64_t t, int64_t K, int64_t id_hi) {
+  if (id_hi < 0) id_hi = gh * gw / 2;
+  char what[180];
+  snprintf(what, sizeof what, "tilepack_backward %s/%s B%lld C%lld %lldx%lld t%lld K%lld ids<=%lld",
            apx_dtype_name(dt), apx_dtype_name(it), (long long)B, (long long)C, (long long)gh,
-           (long long)gw, (long long)t, (long long)K);
+           (long long)gw, (long long)t, (long long)K, (long long)id_hi);
   apx_tensor g = tu_host5(dt, B, K, C, t, t), idx = tu_host2(it, B, K);
   apx_tensor want = tu_host4(dt, B, C, gh * t, gw * t);
   fill_values(&g, 0);
-  tu_fill_int(&rng, &idx, 0, gh * gw / 2); /* half the grid: many repeats, some tiles unnamed */
+  tu_fill_int(&rng, &idx, 0, id_hi);
   apx_tilepack_backward_args a = APX_TILEPACK_BACKWARD_ARGS_INIT;
   a.grad_out = &g;
   a.idx = &idx;
@@ -45,6 +50,11 @@ static void tilepack_backward_case(apx_dtype dt, apx_dtype it, int64_t B, int64_
   tu_free(&g);
   tu_free(&idx);
   tu_free(&want);
+}
+
+static void tilepack_backward_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, int64_t gh,
+                                   int64_t gw, int64_t t, int64_t K) {
+  tilepack_backward_ids(dt, it, B, C, gh, gw, t, K, -1);
 }
 
 START_TEST(test_tilepack_backward) {
@@ -56,6 +66,26 @@ START_TEST(test_tilepack_backward) {
       tilepack_backward_case(float_dtypes[d], index_dtypes[i], 2, 5, 3, 3, 1, 7);
       tilepack_backward_case(float_dtypes[d], index_dtypes[i], 2, 3, 4, 4, 2, 0);
     }
+}
+END_TEST
+
+/* The bucketing kernel's paths (backends/cuda/tilepack_backward.cu): K past
+ * one block of 1024 ids (several chunks, every warp's turn) with ~90
+ * repeats of each id, whose fp32 sums show any other order; every id the
+ * same; K not a multiple of a warp; more tile ids than its shared memory
+ * holds (the counts in the workspace); more batch rows than one grid (the
+ * grid-stride loop over rows). */
+START_TEST(test_tilepack_backward_buckets) {
+  for (int d = 0; d < 3; d++)
+    for (int i = 0; i < 2; i++) {
+      apx_dtype dt = float_dtypes[d], it = index_dtypes[i];
+      tilepack_backward_ids(dt, it, 2, 3, 8, 8, 2, 3000, 31);
+      tilepack_backward_ids(dt, it, 2, 2, 4, 4, 4, 1500, 0);
+      tilepack_backward_ids(dt, it, 3, 2, 5, 7, 2, 33, 34);
+      tilepack_backward_ids(dt, it, 2, 1, 80, 80, 1, 5000, 6399);
+      tilepack_backward_ids(dt, it, 1, 1, 100, 90, 1, 2049, 8999);
+    }
+  tilepack_backward_ids(APX_DTYPE_F32, APX_DTYPE_I32, 65537, 2, 1, 2, 1, 3, -1);
 }
 END_TEST
 
@@ -320,6 +350,7 @@ END_TEST
 static void add_tests(Suite *s) {
   TCase *tc = cc_tcase(s, "tile_backward");
   tcase_add_test(tc, test_tilepack_backward);
+  tcase_add_test(tc, test_tilepack_backward_buckets);
   tcase_add_test(tc, test_tilepack_backward_bad_id);
   tcase_add_test(tc, test_index_select_backward);
   tcase_add_test(tc, test_index_select_backward_bad_index);
