@@ -54,6 +54,14 @@ int dev_is_poisoned(apx_context *c, const apx_tensor *d) {
 
 void dev_free(apx_context *c, apx_tensor *d) { apx_tensor_free(c, d); }
 
+apx_tensor dev_view(const apx_tensor *buf, int64_t off, int ndim, const int64_t *shape) {
+  apx_tensor v = *buf;
+  v.data = (char *)buf->data + (size_t)off * apx_dtype_size(buf->dtype);
+  v.ndim = ndim;
+  for (int d = 0; d < ndim; d++) v.shape[d] = shape[d];
+  return v;
+}
+
 /* ---- comparisons ------------------------------------------------------------ */
 
 double tol_of(apx_dtype dt) {

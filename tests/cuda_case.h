@@ -33,6 +33,10 @@ apx_tensor to_host(apx_context *c, const apx_tensor *d);
 void dev_poison(apx_context *c, const apx_tensor *d);
 int dev_is_poisoned(apx_context *c, const apx_tensor *d);
 void dev_free(apx_context *c, apx_tensor *d);
+/* A view `off` elements into device buffer `buf`, shaped ndim/shape (not
+ * 16-byte aligned where off * element size is not a multiple of 16); the
+ * caller keeps it inside the buffer and frees the buffer, not the view. */
+apx_tensor dev_view(const apx_tensor *buf, int64_t off, int ndim, const int64_t *shape);
 
 /* ---- comparisons ---- */
 double tol_of(apx_dtype dt);

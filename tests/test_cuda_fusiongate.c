@@ -52,17 +52,6 @@ START_TEST(test_fusiongate_alpha) {
 }
 END_TEST
 
-/* A view of `n` elements of a device buffer `off` elements into it, shaped
- * `ndim`/`shape` (a tensor whose data pointer is not 16-byte aligned when
- * off * element size is not a multiple of 16). */
-static apx_tensor dev_view(const apx_tensor *buf, int64_t off, int ndim, const int64_t *shape) {
-  apx_tensor v = *buf;
-  v.data = (char *)buf->data + (size_t)off * apx_dtype_size(buf->dtype);
-  v.ndim = ndim;
-  for (int d = 0; d < ndim; d++) v.shape[d] = shape[d];
-  return v;
-}
-
 /* The vectorised path and its fallbacks (docs/ops.md, fusiongate_alpha;
  * backends/cuda/fusiongate_alpha.cu): sizes below, at and around one
  * 8-element group (tails of 1-7), odd maps, a map past one wave of the

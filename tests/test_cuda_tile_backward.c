@@ -4,7 +4,7 @@
  * each op's section) against the cpu backend through the public API: every dtype x both index dtypes, repeats (they accumulate),
  * K = 0 and N = 0 (zeros), tiles of 1 to 16, tilepack_backward's
  * bucketing past one block of ids, past its shared memory and past one
- * grid of rows, each device call run twice
+ * grid of rows, and misaligned pointers, each device call run twice
  * (the same bits: no atomics). Both backends add an element's gradients in
  * ascending k (or i) in fp32 from zero (integers exactly) and round once,
  * so the results must be the same bits. A bad index is refused under
@@ -86,6 +86,65 @@ START_TEST(test_tilepack_backward_buckets) {
       tilepack_backward_ids(dt, it, 1, 1, 100, 90, 1, 2049, 8999);
     }
   tilepack_backward_ids(APX_DTYPE_F32, APX_DTYPE_I32, 65537, 2, 1, 2, 1, 3, -1);
+}
+END_TEST
+
+/* grad_out and grad_features off 16-byte alignment (by 1 and 3 elements,
+ * then each alone): the one-pixel-a-thread path where the 16-byte one
+ * would otherwise run (t = 8), the cpu backend's bits, nothing written
+ * outside grad_features. */
+START_TEST(test_tilepack_backward_misaligned) {
+  static const int64_t offs[][2] = {{1, 3}, {0, 1}, {3, 0}, {0, 0}};
+  for (int d = 0; d < 3; d++)
+    for (int f = 0; f < 4; f++) {
+      apx_dtype dt = float_dtypes[d];
+      const int64_t B = 2, C = 3, gh = 4, gw = 5, t = 8, K = 30;
+      char what[160];
+      snprintf(what, sizeof what, "tilepack_backward %s misaligned grad_out +%lld grad_features +%lld",
+               apx_dtype_name(dt), (long long)offs[f][0], (long long)offs[f][1]);
+      apx_tensor g = tu_host5(dt, B, K, C, t, t), idx = tu_host2(APX_DTYPE_I64, B, K);
+      apx_tensor want = tu_host4(dt, B, C, gh * t, gw * t);
+      fill_values(&g, 0);
+      tu_fill_int(&rng, &idx, 0, gh * gw - 1);
+      apx_tilepack_backward_args a = APX_TILEPACK_BACKWARD_ARGS_INIT;
+      a.grad_out = &g;
+      a.idx = &idx;
+      a.grad_features = &want;
+      CHECK_OK(apx_tilepack_backward(ctx, &a, &on_cpu), what);
+      const int64_t n_g = apx_tensor_numel(&g), n_f = apx_tensor_numel(&want);
+      int64_t len[2] = {n_g + offs[f][0] + 8, n_f + offs[f][1] + 8};
+      apx_tensor gbuf = dev_alloc(ctx, dt, 1, &len[0]), fbuf = dev_alloc(ctx, dt, 1, &len[1]);
+      dev_poison(ctx, &fbuf);
+      apx_tensor dg = dev_view(&gbuf, offs[f][0], g.ndim, g.shape);
+      apx_tensor dgf = dev_view(&fbuf, offs[f][1], want.ndim, want.shape);
+      apx_tensor didx = to_dev(ctx, &idx);
+      CHECK_OK(apx_tensor_copy(ctx, &dg, &g, NULL), what);
+      a.grad_out = &dg;
+      a.idx = &didx;
+      a.grad_features = &dgf;
+      CHECK_OK(apx_tilepack_backward(ctx, &a, &on_gpu), what);
+      CHECK_OK(apx_sync(ctx, &on_gpu), what);
+      apx_tensor got = to_host(ctx, &dgf);
+      expect_exact(&got, &want, what);
+      apx_tensor whole = to_host(ctx, &fbuf);
+      const size_t es = apx_dtype_size(dt);
+      const unsigned char *raw = (const unsigned char *)whole.data;
+      for (int64_t i = 0; i < len[1]; i++) {
+        if (i >= offs[f][1] && i < offs[f][1] + n_f) continue;
+        for (size_t byte = 0; byte < es; byte++)
+          ck_assert_msg(raw[(size_t)i * es + byte] == 0xA5,
+                        "%s: element %lld of the buffer, outside grad_features, written", what,
+                        (long long)i);
+      }
+      tu_free(&whole);
+      tu_free(&got);
+      dev_free(ctx, &didx);
+      dev_free(ctx, &gbuf);
+      dev_free(ctx, &fbuf);
+      tu_free(&g);
+      tu_free(&idx);
+      tu_free(&want);
+    }
 }
 END_TEST
 
@@ -351,6 +410,7 @@ static void add_tests(Suite *s) {
   TCase *tc = cc_tcase(s, "tile_backward");
   tcase_add_test(tc, test_tilepack_backward);
   tcase_add_test(tc, test_tilepack_backward_buckets);
+  tcase_add_test(tc, test_tilepack_backward_misaligned);
   tcase_add_test(tc, test_tilepack_backward_bad_id);
   tcase_add_test(tc, test_index_select_backward);
   tcase_add_test(tc, test_index_select_backward_bad_index);
