@@ -120,6 +120,25 @@ void cpu_thread_range(int64_t total, int64_t *begin, int64_t *end);
 #define CPU_OMP_LOOP
 #endif
 
+/* for (int64_t I = 0; I < N; I++) { body } over the backend's team for
+ * `work` items' worth of elements (cpu_team_size): a team of one runs the
+ * loop on the calling thread without a parallel region (entering one costs
+ * a team's setup even when its if clause is false), a larger team shares
+ * the items out as CPU_OMP_FOR_CHUNKED(threads, work, CHUNK) does. */
+#define CPU_FOR_ITEMS(st, work, CHUNK, I, N, ...)                                                  \
+  do {                                                                                             \
+    if (cpu_team_size((st), (work)) <= 1) {                                                        \
+      for (int64_t I = 0; I < (N); I++) {                                                          \
+        __VA_ARGS__;                                                                               \
+      }                                                                                            \
+    } else {                                                                                       \
+      CPU_OMP_FOR_CHUNKED((st)->threads, (work), (CHUNK))                                          \
+      for (int64_t I = 0; I < (N); I++) {                                                          \
+        __VA_ARGS__;                                                                               \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
 /* ---- streaming stores ---------------------------------------------------- */
 
 /* Non-temporal stores are weakly ordered: each thread that streamed drains

@@ -116,19 +116,9 @@ apx_status cpu_fused_pack_op_unpack(void *state, const apx_fused_pack_op_unpack_
                          vs,               vb,    gs,     gb};
   const int64_t items = batch * channels * grid_h;
   const int64_t work = apx_backend_numel(features);
-  /* a team of one runs here: entering a parallel region costs a team's
-   * setup even when its if clause is false */
-  if (cpu_team_size(st, work) <= 1) {
-    for (int64_t item = 0; item < items; item++)
-      fused_band(&c, item);
-  } else {
-    /* about 32 KiB of output per hand-out */
-    const int64_t chunk = c.band_bytes >= 32768 ? 1 : (int64_t)(32768 / c.band_bytes);
-    (void)chunk;
-    CPU_OMP_FOR_CHUNKED(st->threads, work, chunk)
-    for (int64_t item = 0; item < items; item++)
-      fused_band(&c, item);
-  }
+  /* about 32 KiB of output per hand-out */
+  const int64_t chunk = c.band_bytes >= 32768 ? 1 : (int64_t)(32768 / c.band_bytes);
+  CPU_FOR_ITEMS(st, work, chunk, item, items, fused_band(&c, item));
   free(selected);
   free(run_count);
   free(runs);

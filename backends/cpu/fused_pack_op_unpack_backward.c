@@ -93,16 +93,7 @@ apx_status cpu_fused_pack_op_unpack_backward(void *state,
   const fused_planes c = {g,      x,    args->grad_features, selected, partial, dt, es,
                           in_place, vs, vb,   gs,       gb,      channels, height,
                           width,  plane, tiles, grid_w,  t};
-  /* a team of one runs here: entering a parallel region costs a team's
-   * setup even when its if clause is false */
-  if (cpu_team_size(st, apx_backend_numel(g)) <= 1) {
-    for (int64_t bc = 0; bc < planes; bc++)
-      fused_plane(&c, bc);
-  } else {
-    CPU_OMP_FOR(st->threads, apx_backend_numel(g))
-    for (int64_t bc = 0; bc < planes; bc++)
-      fused_plane(&c, bc);
-  }
+  CPU_FOR_ITEMS(st, apx_backend_numel(g), 1, bc, planes, fused_plane(&c, bc));
   if (args->grad_scalars) {
     float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t bc = 0; bc < planes; bc++)

@@ -74,15 +74,6 @@ apx_status cpu_fusiongate_alpha(void *state, const apx_fusiongate_alpha_args *ar
 
   const alpha_call c = {boundary, uncertainty, out,         n,       w_b,     w_u,
                         bias,     in_kernels,  out_kernels, in_elem, out_elem};
-  /* a team of one runs here: entering a parallel region costs a team's
-   * setup even when its if clause is false */
-  if (cpu_team_size(st, n) <= 1) {
-    for (int64_t block = 0; block < blocks; block++)
-      alpha_block(&c, block);
-  } else {
-    CPU_OMP_FOR(st->threads, n)
-    for (int64_t block = 0; block < blocks; block++)
-      alpha_block(&c, block);
-  }
+  CPU_FOR_ITEMS(st, n, 1, block, blocks, alpha_block(&c, block));
   return APX_OK;
 }

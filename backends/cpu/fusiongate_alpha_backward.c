@@ -256,16 +256,7 @@ apx_status cpu_fusiongate_alpha_backward(void *state,
       .g_elem = apx_backend_dtype_size(g_dt),
       .partial = partial,
   };
-  /* a team of one runs here: entering a parallel region costs a team's
-   * setup even when its if clause is false */
-  if (cpu_team_size(st, n) <= 1) {
-    for (int64_t block = 0; block < blocks; block++)
-      alpha_block(&c, block);
-  } else {
-    CPU_OMP_FOR(st->threads, n)
-    for (int64_t block = 0; block < blocks; block++)
-      alpha_block(&c, block);
-  }
+  CPU_FOR_ITEMS(st, n, 1, block, blocks, alpha_block(&c, block));
 
   if (sums) {
     float total[3] = {0.0f, 0.0f, 0.0f};

@@ -40,16 +40,8 @@ apx_status cpu_fusiongate_fuse(void *state, const apx_fusiongate_fuse_args *args
   const int64_t segments = (plane + FUSE_SEGMENT - 1) / FUSE_SEGMENT;
   const int64_t items = batch * channels * segments;
 
-  /* a team of one runs here: entering a parallel region costs a team's
-   * setup even when its if clause is false */
-  const int serial = cpu_team_size(st, numel) <= 1;
-  if (serial) {
-    for (int64_t item = 0; item < items; item++)
-      fuse_item(kernels, out, base_data, detail, alpha, item, segments, channels, plane, elem);
-  } else {
-    CPU_OMP_FOR(st->threads, numel)
-    for (int64_t item = 0; item < items; item++)
-      fuse_item(kernels, out, base_data, detail, alpha, item, segments, channels, plane, elem);
-  }
+  CPU_FOR_ITEMS(st, numel, 1, item, items,
+                fuse_item(kernels, out, base_data, detail, alpha, item, segments, channels, plane,
+                          elem));
   return APX_OK;
 }

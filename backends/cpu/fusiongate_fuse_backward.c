@@ -131,15 +131,7 @@ apx_status cpu_fusiongate_fuse_backward(void *state,
       .grad_detail = args->grad_detail ? args->grad_detail->data : NULL,
       .grad_alpha = args->grad_alpha ? args->grad_alpha->data : NULL,
   };
-  /* a team of one runs here: entering a parallel region costs a team's
-   * setup even when its if clause is false */
-  if (cpu_team_size(st, numel) <= 1 || items == 1) {
-    for (int64_t item = 0; item < items; item++)
-      fuse_item(&c, item);
-  } else {
-    CPU_OMP_FOR(st->threads, numel)
-    for (int64_t item = 0; item < items; item++)
-      fuse_item(&c, item);
-  }
+  /* one item runs on the calling thread whatever its size (work 0) */
+  CPU_FOR_ITEMS(st, items == 1 ? 0 : numel, 1, item, items, fuse_item(&c, item));
   return APX_OK;
 }

@@ -90,16 +90,7 @@ apx_status cpu_tilepack_backward(void *state, const apx_tilepack_backward_args *
   const int64_t grid_h = height / t, rows = batch * channels * grid_h;
   const pack_rows c = {g,      gf,     first, next,    dt, es, channels, height,
                        width,  grid_w, grid_h, tiles, k_count, t};
-  /* a team of one runs here: entering a parallel region costs a team's
-   * setup even when its if clause is false */
-  if (cpu_team_size(st, apx_backend_numel(gf)) <= 1) {
-    for (int64_t r = 0; r < rows; r++)
-      pack_row(&c, r);
-  } else {
-    CPU_OMP_FOR(st->threads, apx_backend_numel(gf))
-    for (int64_t r = 0; r < rows; r++)
-      pack_row(&c, r);
-  }
+  CPU_FOR_ITEMS(st, apx_backend_numel(gf), 1, r, rows, pack_row(&c, r));
   free(first);
   free(last);
   free(next);

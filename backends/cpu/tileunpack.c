@@ -272,16 +272,7 @@ static void run_items(const cpu_state *st, const unpack_plan *plan, const char *
                       const char *packed, const blend_params *blend) {
   const int64_t items = plan->batch * plan->channels * plan->bands;
   const int64_t work = plan->batch * plan->channels * plan->height * plan->width;
-  /* a team of one runs here: entering a parallel region costs a team's
-   * setup even when its if clause is false */
-  if (cpu_team_size(st, work) <= 1) {
-    for (int64_t item = 0; item < items; item++)
-      run_item(plan, base, out, packed, blend, item);
-    return;
-  }
-  CPU_OMP_FOR(st->threads, work)
-  for (int64_t item = 0; item < items; item++)
-    run_item(plan, base, out, packed, blend, item);
+  CPU_FOR_ITEMS(st, work, 1, item, items, run_item(plan, base, out, packed, blend, item));
 }
 
 apx_status cpu_tileunpack(void *state, const apx_tileunpack_args *args, const apx_call *call) {

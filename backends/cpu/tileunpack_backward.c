@@ -174,21 +174,9 @@ apx_status cpu_tileunpack_backward(void *state, const apx_tileunpack_backward_ar
 
   const weighed c = {args,     args->mode == APX_OVERLAP_BLEND, dt, base_w, tile_w,
                      channels, plane, k_count, t, g->shape[3]};
-  /* a team of one runs here: entering a parallel region costs a team's
-   * setup even when its if clause is false */
-  if (cpu_team_size(st, apx_backend_numel(g)) <= 1) {
-    for (int64_t bc = 0; bc < batch * channels; bc++)
-      base_plane(&c, bc);
-    for (int64_t bkc = 0; bkc < batch * k_count * channels; bkc++)
-      packed_tile(&c, bkc);
-  } else {
-    CPU_OMP_FOR(st->threads, apx_backend_numel(g))
-    for (int64_t bc = 0; bc < batch * channels; bc++)
-      base_plane(&c, bc);
-    CPU_OMP_FOR(st->threads, apx_backend_numel(g))
-    for (int64_t bkc = 0; bkc < batch * k_count * channels; bkc++)
-      packed_tile(&c, bkc);
-  }
+  CPU_FOR_ITEMS(st, apx_backend_numel(g), 1, bc, batch * channels, base_plane(&c, bc));
+  CPU_FOR_ITEMS(st, apx_backend_numel(g), 1, bkc, batch * k_count * channels,
+                packed_tile(&c, bkc));
   free(base_w);
   free(tile_w);
   free(order);
