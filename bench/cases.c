@@ -228,6 +228,110 @@ int runner_describe_case(const entry_def *e, const bench_options *o, bench_case 
     ADD(c, "grad_src", GEN_OUTPUT, f, M, D);
     c->work = (double)(M * D);
     break;
+  /* the backward ops: grad_out and the inputs the backward reads as the
+   * forward entry's, every gradient an output compared with the cpu
+   * backend's (docs/report.md, Sections and entries) */
+  case E_TILEPACK_BACKWARD:
+    ADD(c, "grad_out", GEN_NORMAL, f, B, K, C, t, t);
+    c->t[0].a = 1.0;
+    ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
+    c->t[1].limit = grid;
+    ADD(c, "grad_features", GEN_OUTPUT, f, B, C, H, W);
+    c->work = (double)(B * K);
+    break;
+  case E_TILEUNPACK_BACKWARD_OVERRIDE:
+  case E_TILEUNPACK_BACKWARD_BLEND:
+    ADD(c, "grad_out", GEN_NORMAL, f, B, C, H, W);
+    c->t[0].a = 1.0;
+    ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
+    c->t[1].limit = grid;
+    ADD(c, "levels", GEN_LEVELS, ix, B, K);
+    if (runner_preset_profile(o)) {
+      c->t[2].touched_elems = 0; /* not passed */
+      c->t[2].unbound = 1;
+    }
+    ADD(c, "grad_base", GEN_OUTPUT, f, B, C, H, W);
+    ADD(c, "grad_packed", GEN_OUTPUT, f, B, K, C, t, t);
+    c->work = (double)(B * K);
+    break;
+  case E_FUSED_PACK_OP_UNPACK_BACKWARD:
+    ADD(c, "grad_out", GEN_NORMAL, f, B, C, H, W);
+    ADD(c, "features", GEN_NORMAL, f, B, C, H, W);
+    c->t[0].a = c->t[1].a = 1.0;
+    c->t[1].touched_elems = B * K * C * t * t; /* only the selected tiles */
+    ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
+    c->t[2].limit = grid;
+    ADD(c, "grad_features", GEN_OUTPUT, f, B, C, H, W);
+    ADD(c, "grad_scalars", GEN_OUTPUT, APX_DTYPE_F32, 4);
+    c->t[4].sum_terms = B * K * C * t * t;
+    c->work = (double)(B * K);
+    break;
+  case E_FUSIONGATE_ALPHA_BACKWARD: {
+    ADD(c, "grad_out", GEN_NORMAL, f, B, 1, H, W);
+    c->t[0].a = 1.0;
+    ADD(c, "boundary", GEN_UNIFORM, f, B, 1, H, W);
+    ADD(c, "uncertainty", GEN_UNIFORM, f, B, 1, H, W);
+    c->t[1].b = c->t[2].b = 1.0;
+    ADD(c, "grad_boundary", GEN_OUTPUT, f, B, 1, H, W);
+    ADD(c, "grad_uncertainty", GEN_OUTPUT, f, B, 1, H, W);
+    /* the three scalars' gradients: 0-d f32, each a sum over the pixels */
+    static const char *const scalars[] = {"grad_boundary_log_weight", "grad_uncertainty_log_weight",
+                                          "grad_bias"};
+    for (int k = 0; k < 3; k++) {
+      add_tensor(c, scalars[k], GEN_OUTPUT, APX_DTYPE_F32, 0, SHAPE(1));
+      c->t[c->count - 1].sum_terms = B * H * W;
+    }
+    c->work = (double)(B * H * W);
+    break;
+  }
+  case E_FUSIONGATE_FUSE_BACKWARD:
+    ADD(c, "grad_out", GEN_NORMAL, f, B, C, H, W);
+    ADD(c, "base", GEN_NORMAL, f, B, C, H, W);
+    ADD(c, "detail", GEN_NORMAL, f, B, C, H, W);
+    c->t[0].a = c->t[1].a = c->t[2].a = 1.0;
+    ADD(c, "alpha", GEN_UNIFORM, f, B, 1, H, W);
+    c->t[3].b = 1.0;
+    ADD(c, "grad_base", GEN_OUTPUT, f, B, C, H, W);
+    ADD(c, "grad_detail", GEN_OUTPUT, f, B, C, H, W);
+    ADD(c, "grad_alpha", GEN_OUTPUT, f, B, 1, H, W);
+    c->t[6].sum_terms = C; /* alpha's broadcast summed back over the channels */
+    c->work = (double)(B * C * H * W);
+    break;
+  case E_TILESSM_SCAN_BACKWARD_FORWARD:
+  case E_TILESSM_SCAN_BACKWARD_BIDIRECTIONAL: {
+    /* the forward entries' inputs (docs/report.md, Profile and inputs) */
+    ADD(c, "grad_out", GEN_NORMAL, f, SB, S, SC);
+    ADD(c, "tokens", GEN_NORMAL, f, SB, S, SC);
+    c->t[0].a = c->t[1].a = 1.0;
+    ADD(c, "decay", GEN_UNIFORM, f, SC);
+    c->t[2].a = 0.1, c->t[2].b = 0.9;
+    ADD(c, "input_gain", GEN_UNIFORM, f, SC);
+    c->t[3].a = 0.05, c->t[3].b = 1.55;
+    ADD(c, "output_gain", GEN_UNIFORM, f, SC);
+    c->t[4].a = 0.05, c->t[4].b = 1.55;
+    ADD(c, "state_bias", GEN_NORMAL, f, SC);
+    c->t[5].a = 0.1;
+    ADD(c, "grad_tokens", GEN_OUTPUT, f, SB, S, SC);
+    /* a vector's gradient sums every stream's steps, of both directions
+     * when bidirectional */
+    const int64_t terms = SB * S * (e->id == E_TILESSM_SCAN_BACKWARD_BIDIRECTIONAL ? 2 : 1);
+    static const char *const vectors[] = {"grad_decay", "grad_input_gain", "grad_output_gain",
+                                          "grad_state_bias"};
+    for (int k = 0; k < 4; k++) {
+      ADD(c, vectors[k], GEN_OUTPUT, f, SC);
+      c->t[c->count - 1].sum_terms = terms;
+    }
+    c->work = (double)(SB * S * SC);
+    break;
+  }
+  case E_INDEX_SELECT_BACKWARD:
+    ADD(c, "grad_out", GEN_NORMAL, f, N, D);
+    c->t[0].a = 1.0;
+    ADD(c, "index", GEN_ROWS, ix, N);
+    c->t[1].limit = M;
+    ADD(c, "grad_src", GEN_OUTPUT, f, M, D);
+    c->work = (double)(M * D);
+    break;
   case E_FF_INFER:
   case E_FF_INFER_GRAPH:
   case E_FF_INFER_B8:

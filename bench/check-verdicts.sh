@@ -8,7 +8,7 @@
 # --unchanged N  N runs of `make bench-ab BASE=HEAD` on unchanged code (this
 #                build against HEAD's cached install: the same code): each
 #                should pass with no row regressed (inconclusive is counted)
-# --seeded       for each row of the cpu suite (13, or --rows LIST), `make
+# --seeded       for each row of the cpu suite (22, or --rows LIST), `make
 #                bench-check-seeded BENCH_SLOWDOWN_OPS=ROW`: a real 20%
 #                slowdown of that row's calls alone (bench/slowdown.c); each
 #                should fail with that row regressed and no other
@@ -25,7 +25,7 @@
 # otherwise.
 set -u
 unchanged=0 seeded=0 loaded=0 any=0 log= keep=
-rows_all="tilepack tileunpack_override tileunpack_blend fused_pack_op_unpack fusiongate_alpha fusiongate_fuse tilessm_forward tilessm_bidirectional gather index_select scatter_add gather_backward ff_infer"
+rows_all="tilepack tileunpack_override tileunpack_blend fused_pack_op_unpack fusiongate_alpha fusiongate_fuse tilessm_forward tilessm_bidirectional gather index_select scatter_add gather_backward ff_infer tilepack_backward tileunpack_backward_override tileunpack_backward_blend fused_pack_op_unpack_backward fusiongate_alpha_backward fusiongate_fuse_backward tilessm_scan_backward_forward tilessm_scan_backward_bidirectional index_select_backward"
 rows=$rows_all
 while [ $# -gt 0 ]; do
   case $1 in

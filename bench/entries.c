@@ -47,8 +47,8 @@ const entry_def runner_entries[E_COUNT] = {
     {E_TRT_ENGINE, "tensorrt", "engine", KIND_TRT_ENGINE, APX_OP_COUNT, "serialized engine",
      "frames_per_s", 0, 0, NULL, 0, 2},
     {E_FF_INFER_GRAPH, "end_to_end_infer", "ff_infer_graph", KIND_OP, APX_OP_FF_INFER,
-     "graph replay, tiles 16/8, kmax K/2K", "frames_per_s", 0, 4,
-     FF_SETTINGS ",graph_replay=1", 0, 4},
+     "graph replay, tiles 16/8, kmax K/2K", "frames_per_s", 0, 4, FF_SETTINGS ",graph_replay=1", 0,
+     4},
     {E_COPY, "reference", "copy", KIND_COPY, APX_OP_COUNT,
      "features-sized copy on the backend's device (host: memmove)", "elements_per_s", 1, 0, NULL, 0,
      2},
@@ -63,6 +63,32 @@ const entry_def runner_entries[E_COUNT] = {
     {E_FF_INFER_GRAPH_B32, "end_to_end_infer", "ff_infer_graph_b32", KIND_OP, APX_OP_FF_INFER,
      "graph replay, B 32, tiles 16/8, kmax K/2K", "frames_per_s", 0, 4,
      FF_SETTINGS ",graph_replay=1", 32, 4},
+    /* the backward ops (docs/report.md, Sections and entries): each in its
+     * forward's section, named by the op and the forward entry's setting */
+    {E_TILEPACK_BACKWARD, "tile_ops", "tilepack_backward", KIND_OP, APX_OP_TILEPACK_BACKWARD,
+     "grad of features, unique ids", "tiles_per_s", 1, 0, "", 0, 2},
+    {E_TILEUNPACK_BACKWARD_OVERRIDE, "tile_ops", "tileunpack_backward_override", KIND_OP,
+     APX_OP_TILEUNPACK_BACKWARD, "override, ids, levels", "tiles_per_s", 1, 0, "tile=$tile", 0, 2},
+    {E_TILEUNPACK_BACKWARD_BLEND, "tile_ops", "tileunpack_backward_blend", KIND_OP,
+     APX_OP_TILEUNPACK_BACKWARD, "blend alpha 0.5, ids, levels", "tiles_per_s", 0, 0,
+     "mode=blend,blend_alpha=0.5,tile=$tile", 0, 2},
+    {E_FUSED_PACK_OP_UNPACK_BACKWARD, "tile_ops", "fused_pack_op_unpack_backward", KIND_OP,
+     APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD, "value 1/0, gate 1/0, unique ids, grad of the scalars",
+     "tiles_per_s", 0, 0, "tile=$tile", 0, 2},
+    {E_FUSIONGATE_ALPHA_BACKWARD, "tile_ops", "fusiongate_alpha_backward", KIND_OP,
+     APX_OP_FUSIONGATE_ALPHA_BACKWARD, "log weights 1/1, bias 0, every gradient", "elements_per_s",
+     0, 1, "", 0, 2},
+    {E_FUSIONGATE_FUSE_BACKWARD, "tile_ops", "fusiongate_fuse_backward", KIND_OP,
+     APX_OP_FUSIONGATE_FUSE_BACKWARD, "every gradient", "elements_per_s", 0, 0, "", 0, 2},
+    {E_TILESSM_SCAN_BACKWARD_FORWARD, "tilessm", "tilessm_scan_backward_forward", KIND_OP,
+     APX_OP_TILESSM_SCAN_BACKWARD, "forward, grad of tokens and the four vectors", "tokens_per_s",
+     0, 0, "", 0, 2},
+    {E_TILESSM_SCAN_BACKWARD_BIDIRECTIONAL, "tilessm", "tilessm_scan_backward_bidirectional",
+     KIND_OP, APX_OP_TILESSM_SCAN_BACKWARD,
+     "bidirectional, merge avg, grad of tokens and the four vectors", "tokens_per_s", 0, 0,
+     "direction=bidirectional,merge=avg", 0, 2},
+    {E_INDEX_SELECT_BACKWARD, "indexing", "index_select_backward", KIND_OP,
+     APX_OP_INDEX_SELECT_BACKWARD, "rows (dim 0)", "elements_per_s", 0, 0, "", 0, 2},
 };
 
 /* reference first: its rows are the same run's copy bandwidth that the
@@ -112,9 +138,11 @@ int runner_preset_profile(const bench_options *o) {
 
 /* The op's setting as the report states it. */
 const char *runner_entry_mode(const entry_def *e, const bench_options *o) {
-  if (runner_preset_profile(o) && e->id == E_TILEUNPACK_OVERRIDE)
+  if (runner_preset_profile(o) &&
+      (e->id == E_TILEUNPACK_OVERRIDE || e->id == E_TILEUNPACK_BACKWARD_OVERRIDE))
     return "override, ids, no levels";
-  if (runner_preset_profile(o) && e->id == E_TILEUNPACK_BLEND)
+  if (runner_preset_profile(o) &&
+      (e->id == E_TILEUNPACK_BLEND || e->id == E_TILEUNPACK_BACKWARD_BLEND))
     return "blend alpha 0.5, ids, no levels";
   return e->mode;
 }

@@ -28,15 +28,16 @@ static void free_device_tensors(apx_context *ctx, device_tensors *d) {
 }
 
 /* Place the case on the backend's device: host backends share the host
- * inputs and get their own output; device backends get copies. The output
- * is poisoned (0xA5 bytes) so a kernel that skips elements is caught. */
+ * inputs and get their own outputs; device backends get copies. The
+ * outputs are poisoned (0xA5 bytes) so a kernel that skips elements is
+ * caught. */
 static int place_case(apx_context *ctx, const bench_case *c, apx_device device, device_tensors *d,
                       char *why, size_t why_size) {
   memset(d, 0, sizeof *d);
   d->c = c;
   for (int i = 0; i < c->count; i++) {
     const apx_tensor *h = &c->t[i].host;
-    int is_output = i == c->output || c->t[i].gen == GEN_SCRATCH;
+    int is_output = c->t[i].gen == GEN_OUTPUT || c->t[i].gen == GEN_SCRATCH;
     d->count = i + 1;
     if (device == APX_DEVICE_HOST && !is_output) {
       d->t[i] = *h;
@@ -61,18 +62,52 @@ static int place_case(apx_context *ctx, const bench_case *c, apx_device device, 
   return 0;
 }
 
+/* The parity factor of case tensor j: the entry's (2 unless it says),
+ * times ceil(sqrt(n)) for an output whose elements are sums of n terms
+ * (docs/report.md, Parity: two fp32 sums of n terms in different orders) */
+static int output_factor(const entry_def *e, const case_tensor *ct) {
+  int f = e->parity_factor > 0 ? e->parity_factor : 2;
+  if (ct->sum_terms > 1)
+    f *= (int)ceil(sqrt((double)ct->sum_terms));
+  return f;
+}
+
 /* "|err| <= F*(atol + rtol*|ref|)[ + U ulp]" (with_err: the "|err| <= "
- * part); a static buffer: one rule at a time */
-static const char *parity_rule(const bench_parity *p, int with_err) {
-  static char rule[96];
+ * part), then "; NAME, ... (sums of N terms): F*(...)" for each run of
+ * compared outputs held to another factor (sums); a static buffer: one
+ * rule at a time */
+static const char *parity_rule(const entry_def *e, const bench_case *c, int with_err) {
+  static char rule[512];
   char ulps[24] = "";
-  if (p->extra_ulps > 0) snprintf(ulps, sizeof ulps, " + %d ulp", p->extra_ulps);
-  snprintf(rule, sizeof rule, "%s%d*(atol + rtol*|ref|)%s", with_err ? "|err| <= " : "",
-           p->factor, ulps);
+  if (e->extra_ulps > 0)
+    snprintf(ulps, sizeof ulps, " + %d ulp", e->extra_ulps);
+  int base = e->parity_factor > 0 ? e->parity_factor : 2;
+  size_t len = (size_t)snprintf(rule, sizeof rule, "%s%d*(atol + rtol*|ref|)%s",
+                                with_err ? "|err| <= " : "", base, ulps);
+  for (int j = 0; j < c->count && len < sizeof rule; j++) {
+    const case_tensor *ct = &c->t[j];
+    if (ct->gen != GEN_OUTPUT || output_factor(e, ct) == base)
+      continue;
+    /* a run of outputs summing as many terms is stated once */
+    int last = j;
+    while (last + 1 < c->count && c->t[last + 1].gen == GEN_OUTPUT &&
+           c->t[last + 1].sum_terms == ct->sum_terms)
+      last++;
+    len += (size_t)snprintf(rule + len, sizeof rule - len, "; ");
+    for (int k = j; k <= last && len < sizeof rule; k++)
+      len +=
+          (size_t)snprintf(rule + len, sizeof rule - len, "%s%s", k > j ? ", " : "", c->t[k].name);
+    if (len < sizeof rule)
+      len += (size_t)snprintf(rule + len, sizeof rule - len,
+                              " (sums of %lld terms): %d*(atol + rtol*|ref|)%s",
+                              (long long)ct->sum_terms, output_factor(e, ct), ulps);
+    j = last;
+  }
   return rule;
 }
 
-static cJSON *parity_json(const bench_parity *p, int exact) {
+static cJSON *parity_json(const entry_def *e, const bench_case *c, const bench_parity *p,
+                          int exact) {
   cJSON *obj = cJSON_CreateObject();
   cJSON_AddStringToObject(obj, "against", "cpu");
   if (p->non_finite) {
@@ -87,7 +122,7 @@ static cJSON *parity_json(const bench_parity *p, int exact) {
     bench_json_number(obj, "max_rel_err", p->max_rel_err, NULL);
   }
   cJSON_AddBoolToObject(obj, "ok", p->ok);
-  cJSON_AddStringToObject(obj, "rule", exact ? "bit-exact (copy op)" : parity_rule(p, 1));
+  cJSON_AddStringToObject(obj, "rule", exact ? "bit-exact (copy op)" : parity_rule(e, c, 1));
   cJSON_AddNumberToObject(obj, "atol", exact ? 0.0 : p->atol);
   cJSON_AddNumberToObject(obj, "rtol", exact ? 0.0 : p->rtol);
   cJSON_AddNumberToObject(obj, "bad_elements", (double)p->bad_count);
@@ -396,55 +431,96 @@ static cJSON *ok_row(run_state *rs, const entry_def *e, const bench_case *c,
   return row;
 }
 
-/* Parity of the row's output against the cpu reference (or why there is
- * none): the output brought home first. Returns row, failed when parity
- * breaks, or a new failed row (row deleted) when the copy home failed. */
+/* Output j of the row on the host, in *home (a host backend's own, else
+ * a copy brought home, *owned set); 0, or -1 (apx_last_error says why). */
+static int output_home(apx_context *ctx, const struct apx_backend_info *b,
+                       const device_tensors *dev, int j, apx_tensor *home, int *owned) {
+  const apx_tensor *out = &dev->t[j];
+  *home = *out;
+  *owned = 0;
+  if (b->device == APX_DEVICE_HOST)
+    return 0;
+  apx_status st =
+      apx_tensor_alloc(ctx, APX_DEVICE_HOST, 0, out->dtype, out->ndim, out->shape, home);
+  if (st == APX_OK) {
+    *owned = 1;
+    st = apx_tensor_copy(ctx, home, out, NULL);
+  }
+  if (st != APX_OK && *owned) {
+    apx_tensor_free(ctx, home);
+    *owned = 0;
+  }
+  return st == APX_OK ? 0 : -1;
+}
+
+/* Parity of the row's outputs (every GEN_OUTPUT tensor, each held to its
+ * own factor) against the cpu reference (or why there is none): each
+ * output brought home first. One parity object for the row: the largest
+ * errors over the outputs, ok when every output is, the bad elements
+ * summed; a break names the first output that broke. Returns row, failed
+ * when parity breaks, or a new failed row (row deleted) when a copy home
+ * failed. */
 static cJSON *check_parity(run_state *rs, const entry_def *e, const bench_case *c,
                            const struct apx_backend_info *b, const device_tensors *dev,
                            const apx_tensor *reference, const char *ref_reason, cJSON *row) {
   apx_context *ctx = rs->ctx;
-  const apx_tensor *out = &dev->t[c->output];
-  apx_tensor home = *out;
-  int home_owned = 0;
-  if (b->device != APX_DEVICE_HOST) {
-    apx_status st =
-        apx_tensor_alloc(ctx, APX_DEVICE_HOST, 0, out->dtype, out->ndim, out->shape, &home);
-    if (st == APX_OK) {
-      home_owned = 1;
-      st = apx_tensor_copy(ctx, &home, out, NULL);
-    }
-    if (st != APX_OK) {
-      cJSON_Delete(row);
-      row = runner_row_failed(rs, "copying the output home: %s", apx_last_error());
-      if (home_owned)
-        apx_tensor_free(ctx, &home);
-      return row;
-    }
-  }
-  if (reference) {
-    bench_parity parity;
-    bench_parity_compare_bound(reference, &home, e->exact,
-                               e->parity_factor > 0 ? e->parity_factor : 2, e->extra_ulps,
-                               &parity);
-    cJSON_AddItemToObject(row, "parity", parity_json(&parity, e->exact));
-    if (!parity.ok) {
-      int64_t i = parity.first_bad;
-      char reason[512];
-      snprintf(reason, sizeof reason,
-               "parity: %" PRId64 " element(s) break %s against cpu (%" PRId64
-               " NaN); first at flat index [%" PRId64 "]: [%.9g] vs cpu [%.9g]",
-               parity.bad_count, e->exact ? "bit-exactness" : parity_rule(&parity, 0),
-               parity.nan_count, i, bench_get(&home, i), bench_get(reference, i));
-      cJSON_ReplaceItemInObjectCaseSensitive(row, "status", cJSON_CreateString("failed"));
-      cJSON_ReplaceItemInObjectCaseSensitive(row, "reason", cJSON_CreateString(reason));
-      rs->any_failed = 1;
-    }
-  } else {
+  if (!reference) {
     cJSON_AddNullToObject(row, "parity");
     cJSON_AddStringToObject(row, "parity_reason", ref_reason);
+    return row;
   }
-  if (home_owned)
-    apx_tensor_free(ctx, &home);
+  bench_parity all;
+  memset(&all, 0, sizeof all);
+  all.ok = 1;
+  all.first_bad = -1;
+  int compared = 0, first_output = -1;
+  for (int j = 0; j < c->count; j++)
+    compared += c->t[j].gen == GEN_OUTPUT;
+  char reason[768] = "";
+  for (int j = 0; j < c->count; j++) {
+    if (c->t[j].gen != GEN_OUTPUT)
+      continue;
+    apx_tensor home;
+    int owned = 0;
+    if (output_home(ctx, b, dev, j, &home, &owned) != 0) {
+      cJSON_Delete(row);
+      return runner_row_failed(rs, "copying the output %s home: %s", c->t[j].name,
+                               apx_last_error());
+    }
+    bench_parity p;
+    bench_parity_compare_bound(&reference[j], &home, e->exact, output_factor(e, &c->t[j]),
+                               e->extra_ulps, &p);
+    if (first_output < 0) {
+      first_output = j;
+      all.atol = p.atol, all.rtol = p.rtol;
+      all.factor = p.factor, all.extra_ulps = p.extra_ulps;
+    }
+    all.max_abs_err = fmax(all.max_abs_err, p.max_abs_err);
+    all.max_rel_err = fmax(all.max_rel_err, p.max_rel_err);
+    all.bad_count += p.bad_count;
+    all.nan_count += p.nan_count;
+    all.non_finite |= p.non_finite;
+    if (!p.ok && all.ok) {
+      int64_t i = p.first_bad;
+      char of[96] = "";
+      if (compared > 1)
+        snprintf(of, sizeof of, " of %s", c->t[j].name);
+      snprintf(reason, sizeof reason,
+               "parity: %" PRId64 " element(s)%s break %s against cpu (%" PRId64
+               " NaN); first at flat index [%" PRId64 "]: [%.9g] vs cpu [%.9g]",
+               p.bad_count, of, e->exact ? "bit-exactness" : parity_rule(e, c, 0), p.nan_count, i,
+               bench_get(&home, i), bench_get(&reference[j], i));
+      all.ok = 0;
+    }
+    if (owned)
+      apx_tensor_free(ctx, &home);
+  }
+  cJSON_AddItemToObject(row, "parity", parity_json(e, c, &all, e->exact));
+  if (!all.ok) {
+    cJSON_ReplaceItemInObjectCaseSensitive(row, "status", cJSON_CreateString("failed"));
+    cJSON_ReplaceItemInObjectCaseSensitive(row, "reason", cJSON_CreateString(reason));
+    rs->any_failed = 1;
+  }
   return row;
 }
 
@@ -534,26 +610,37 @@ cJSON *runner_measure_row(run_state *rs, const entry_def *e, bench_case *c,
   return row;
 }
 
-/* One untimed cpu call into out, poisoned with `poison` bytes first. */
+/* One untimed cpu call into outs (by case tensor: each GEN_OUTPUT one),
+ * each poisoned with `poison` bytes first. */
 static apx_status cpu_call(run_state *rs, const entry_def *e, const bench_case *c,
-                           const apx_tensor *out, unsigned char poison) {
-  memset(out->data, poison, (size_t)runner_tensor_bytes(out));
+                           const apx_tensor *outs, unsigned char poison) {
   apx_tensor ts[MAX_TENSORS];
-  for (int i = 0; i < c->count; i++)
+  for (int i = 0; i < c->count; i++) {
     ts[i] = c->t[i].host;
-  ts[c->output] = *out;
+    if (c->t[i].gen == GEN_OUTPUT) {
+      memset(outs[i].data, poison, (size_t)runner_tensor_bytes(&outs[i]));
+      ts[i] = outs[i];
+    }
+  }
   apx_call call = APX_CALL_INIT;
   call.backend = "cpu";
   return runner_invoke(rs->ctx, e, c, ts, &call, NULL);
 }
 
-/* The cpu backend's output for the entry's inputs, computed untimed into
- * ref (a host tensor of the output's shape). It is computed twice, over
+void runner_free_reference(apx_context *ctx, const bench_case *c, apx_tensor *ref) {
+  for (int j = 0; j < c->count; j++)
+    if (ref[j].data)
+      apx_tensor_free(ctx, &ref[j]);
+}
+
+/* The cpu backend's outputs for the entry's inputs, computed untimed into
+ * ref (host tensors of the outputs' shapes). They are computed twice, over
  * two different poison patterns: an element that differs between the two
- * was never written (docs/ops.md, Every output written), and the reference is then
- * refused. Returns 0, or -1 with the reason in why. */
+ * was never written (docs/ops.md, Every output written), and the reference
+ * is then refused. Returns 0, or -1 with the reason in why. */
 int runner_cpu_reference(run_state *rs, const entry_def *e, bench_case *c, apx_tensor *ref,
                          char *why, size_t why_size) {
+  memset(ref, 0, MAX_TENSORS * sizeof *ref);
   if (rs->cpu_index < 0) {
     snprintf(why, why_size, "no cpu backend is configured");
     return -1;
@@ -565,45 +652,61 @@ int runner_cpu_reference(run_state *rs, const entry_def *e, bench_case *c, apx_t
              runner_backend_unusable_reason(cpu, buf, sizeof buf));
     return -1;
   }
-  const apx_tensor *out = &c->t[c->output].host;
-  apx_tensor second;
-  memset(&second, 0, sizeof second);
-  if (apx_tensor_alloc(rs->ctx, APX_DEVICE_HOST, 0, out->dtype, out->ndim, out->shape, ref) !=
-          APX_OK ||
-      apx_tensor_alloc(rs->ctx, APX_DEVICE_HOST, 0, out->dtype, out->ndim, out->shape, &second) !=
-          APX_OK) {
+  apx_tensor second[MAX_TENSORS];
+  memset(second, 0, sizeof second);
+  apx_status st = APX_OK;
+  for (int j = 0; j < c->count && st == APX_OK; j++) {
+    const apx_tensor *out = &c->t[j].host;
+    if (c->t[j].gen != GEN_OUTPUT)
+      continue;
+    st = apx_tensor_alloc(rs->ctx, APX_DEVICE_HOST, 0, out->dtype, out->ndim, out->shape, &ref[j]);
+    if (st == APX_OK)
+      st = apx_tensor_alloc(rs->ctx, APX_DEVICE_HOST, 0, out->dtype, out->ndim, out->shape,
+                            &second[j]);
+  }
+  if (st != APX_OK) {
     snprintf(why, why_size, "cannot allocate the reference: %s", apx_last_error());
-    apx_tensor_free(rs->ctx, ref);
+    runner_free_reference(rs->ctx, c, ref);
+    runner_free_reference(rs->ctx, c, second);
     return -1;
   }
-  apx_status st = cpu_call(rs, e, c, &second, 0x5A);
+  st = cpu_call(rs, e, c, second, 0x5A);
   if (st == APX_OK)
     st = cpu_call(rs, e, c, ref, 0xA5);
   if (st != APX_OK) {
     snprintf(why, why_size, "cpu reference call failed: %s: %s", apx_status_name(st),
              apx_last_error());
-    apx_tensor_free(rs->ctx, ref);
-    apx_tensor_free(rs->ctx, &second);
+    runner_free_reference(rs->ctx, c, ref);
+    runner_free_reference(rs->ctx, c, second);
     return -1;
   }
-  int64_t n = apx_tensor_numel(out), unwritten = 0, first = -1;
-  size_t elem = apx_dtype_size(out->dtype);
-  for (int64_t i = 0; i < n; i++) {
-    if (memcmp((const char *)ref->data + (size_t)i * elem,
-               (const char *)second.data + (size_t)i * elem, elem) != 0) {
-      if (first < 0)
-        first = i;
-      unwritten++;
+  int64_t unwritten = 0, first = -1, total = 0;
+  int first_in = -1, compared = 0;
+  for (int j = 0; j < c->count; j++) {
+    if (c->t[j].gen != GEN_OUTPUT)
+      continue;
+    int64_t n = apx_tensor_numel(&ref[j]);
+    total += n;
+    compared++;
+    size_t elem = apx_dtype_size(ref[j].dtype);
+    for (int64_t i = 0; i < n; i++) {
+      if (memcmp((const char *)ref[j].data + (size_t)i * elem,
+                 (const char *)second[j].data + (size_t)i * elem, elem) != 0) {
+        if (first < 0)
+          first = i, first_in = j;
+        unwritten++;
+      }
     }
   }
-  apx_tensor_free(rs->ctx, &second);
+  runner_free_reference(rs->ctx, c, second);
   if (unwritten > 0) {
+    runner_free_reference(rs->ctx, c, ref);
     snprintf(why, why_size,
              "cpu reference unusable: %" PRId64 " of %" PRId64
              " output elements differ between two calls over different "
-             "poison (unwritten or nondeterministic), first at flat index [%" PRId64 "]",
-             unwritten, n, first);
-    apx_tensor_free(rs->ctx, ref);
+             "poison (unwritten or nondeterministic), first at flat index [%" PRId64 "]%s%s",
+             unwritten, total, first, compared > 1 ? " of " : "",
+             compared > 1 ? c->t[first_in].name : "");
     return -1;
   }
   return 0;

@@ -239,12 +239,12 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
     ts[i] = c.t[i].host;
   cJSON_AddItemToObject(ej, "dispatch", runner_explanation_json(ctx, e, &c, ts, "host"));
 
-  apx_tensor reference;
-  memset(&reference, 0, sizeof reference);
+  apx_tensor reference[MAX_TENSORS];
+  memset(reference, 0, sizeof reference);
   char ref_reason[1024] = "";
   int have_ref = 0;
   if (rs->opts->parity) {
-    have_ref = runner_cpu_reference(rs, e, &c, &reference, ref_reason, sizeof ref_reason) == 0;
+    have_ref = runner_cpu_reference(rs, e, &c, reference, ref_reason, sizeof ref_reason) == 0;
   } else {
     snprintf(ref_reason, sizeof ref_reason, "--parity off: no cpu reference computed");
   }
@@ -270,10 +270,10 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
                                "%s backend runs every call eagerly (the %.*s%s row)",
                                b->name, head, e->name, graph ? graph + 6 : "");
     } else {
-      row = runner_measure_row(rs, e, &c, b, have_ref ? &reference : NULL, ref_reason, ej, &p50[i]);
+      row = runner_measure_row(rs, e, &c, b, have_ref ? reference : NULL, ref_reason, ej, &p50[i]);
       if (!row) {
         if (have_ref)
-          apx_tensor_free(ctx, &reference);
+          runner_free_reference(ctx, &c, reference);
         runner_free_case(ctx, &c);
         cJSON_Delete(ej);
         return NULL;
@@ -300,7 +300,7 @@ static cJSON *run_entry(run_state *rs, const entry_def *e) {
     }
   }
   if (have_ref)
-    apx_tensor_free(ctx, &reference);
+    runner_free_reference(ctx, &c, reference);
   runner_free_case(ctx, &c);
   return ej;
 }

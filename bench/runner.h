@@ -36,6 +36,17 @@ typedef enum entry_id {
   E_FF_INFER_GRAPH_B8,
   E_FF_INFER_B32,
   E_FF_INFER_GRAPH_B32,
+  /* appended: the backward ops, each entry named by its op and placed in
+   * its forward's section (docs/report.md, Sections and entries) */
+  E_TILEPACK_BACKWARD,
+  E_TILEUNPACK_BACKWARD_OVERRIDE,
+  E_TILEUNPACK_BACKWARD_BLEND,
+  E_FUSED_PACK_OP_UNPACK_BACKWARD,
+  E_FUSIONGATE_ALPHA_BACKWARD,
+  E_FUSIONGATE_FUSE_BACKWARD,
+  E_TILESSM_SCAN_BACKWARD_FORWARD,
+  E_TILESSM_SCAN_BACKWARD_BIDIRECTIONAL,
+  E_INDEX_SELECT_BACKWARD,
   E_COUNT
 } entry_id;
 
@@ -68,7 +79,7 @@ typedef struct entry_def {
   int parity_factor;
 } entry_def;
 
-#define MAX_TENSORS 8
+#define MAX_TENSORS 16 /* tilessm_scan_backward: 6 inputs, 5 gradients */
 
 typedef enum gen_kind {
   GEN_NORMAL,    /* a*N(0,1) + b */
@@ -77,7 +88,8 @@ typedef enum gen_kind {
   GEN_LEVELS,    /* integers uniform in [0, 3) */
   GEN_ROWS,      /* [N]: row ids uniform in [0, M) */
   GEN_ROWS_WIDE, /* [N,D]: row ids uniform in [0, M), repeated along a row */
-  GEN_OUTPUT,    /* not generated: poisoned before each backend's run */
+  GEN_OUTPUT,    /* not generated: poisoned before each backend's run,
+                    compared with the cpu backend's (every one of a case's) */
   GEN_SCRATCH    /* a further output: poisoned, written, not compared */
 } gen_kind;
 
@@ -88,6 +100,10 @@ typedef struct case_tensor {
   int64_t limit;         /* M for GEN_ROWS*, grid size for GEN_TILE_IDS */
   int64_t touched_elems; /* elements a minimal kernel reads/writes; -1 all */
   int unbound;           /* generated, not passed to the op */
+  /* an output each of whose elements is a sum of this many terms (a
+   * backward op's reduction), else 0: parity's bound grows by
+   * ceil(sqrt(sum_terms)) (docs/report.md, Parity) */
+  int64_t sum_terms;
   apx_tensor host;
 } case_tensor;
 
@@ -107,7 +123,7 @@ typedef struct runner_call_plan {
 
 typedef struct bench_case {
   int count;
-  int output; /* index of the output tensor */
+  int output; /* index of the last GEN_OUTPUT tensor (every one is compared) */
   case_tensor t[MAX_TENSORS];
   double work; /* the throughput's work count */
   runner_call_plan plan;
@@ -191,15 +207,20 @@ cJSON *runner_run_all_skipped(run_state *rs, const entry_def *e, const bench_cas
 int runner_find_backend(const run_state *rs, const char *name);
 
 /* ---- one row (measure.c) ------------------------------------------------- */
-/* Measure one backend; returns the row object. *p50_out is set for
- * speedups when the row is ok. Returns NULL when the run must abort. */
+/* Measure one backend; returns the row object. reference: the cpu
+ * outputs as runner_cpu_reference gives them (by case tensor), or NULL
+ * with ref_reason. *p50_out is set for speedups when the row is ok.
+ * Returns NULL when the run must abort. */
 cJSON *runner_measure_row(run_state *rs, const entry_def *e, bench_case *c,
                           const struct apx_backend_info *b, const apx_tensor *reference,
                           const char *ref_reason, cJSON *entry_json, double *p50_out);
-/* The cpu backend's output for the entry's inputs, computed untimed into
- * ref; 0, or -1 with the reason in why. */
+/* The cpu backend's outputs for the entry's inputs, computed untimed into
+ * ref[j] for each GEN_OUTPUT tensor j of the case (ref: MAX_TENSORS
+ * tensors, the others left zeroed); 0, or -1 with the reason in why and
+ * nothing left allocated. runner_free_reference frees them. */
 int runner_cpu_reference(run_state *rs, const entry_def *e, bench_case *c, apx_tensor *ref,
                          char *why, size_t why_size);
+void runner_free_reference(apx_context *ctx, const bench_case *c, apx_tensor *ref);
 
 /* ---- tensorrt (runner_trt.c) --------------------------------------------- */
 /* tensorrt.engine: the engine file's row, or every row skipped. */

@@ -7,7 +7,8 @@
  * (apx_op_name's: tileunpack) or one of apexx-bench's rows of an op with
  * settings (tileunpack_override, tileunpack_blend by the overlap mode;
  * tilessm_forward, tilessm_backward, tilessm_bidirectional by the
- * direction).
+ * direction; tileunpack_backward_override, tileunpack_backward_blend;
+ * tilessm_scan_backward_forward, tilessm_scan_backward_bidirectional).
  *
  * Host mode (default; host backends): the library's own function runs (the
  * core's argument and index checks, the dispatch and the backend's op),
@@ -290,12 +291,19 @@ static const char *const rows_tileunpack[SLOWDOWN_ROWS_MAX] = {"tileunpack_overr
                                                                "tileunpack_blend", NULL};
 static const char *const rows_tilessm_scan[SLOWDOWN_ROWS_MAX] = {
     "tilessm_forward", "tilessm_backward", "tilessm_bidirectional"};
+static const char *const rows_tileunpack_backward[SLOWDOWN_ROWS_MAX] = {
+    "tileunpack_backward_override", "tileunpack_backward_blend", NULL};
+/* the backward direction has no row of its own */
+static const char *const rows_tilessm_scan_backward[SLOWDOWN_ROWS_MAX] = {
+    "tilessm_scan_backward_forward", NULL, "tilessm_scan_backward_bidirectional"};
 static const char *const one_row[SLOWDOWN_ROWS_MAX] = {NULL, NULL, NULL};
 
 static const char *const *rows_of(apx_op_id op) {
-  return op == APX_OP_TILEUNPACK     ? rows_tileunpack
-         : op == APX_OP_TILESSM_SCAN ? rows_tilessm_scan
-                                     : one_row;
+  return op == APX_OP_TILEUNPACK              ? rows_tileunpack
+         : op == APX_OP_TILESSM_SCAN          ? rows_tilessm_scan
+         : op == APX_OP_TILEUNPACK_BACKWARD   ? rows_tileunpack_backward
+         : op == APX_OP_TILESSM_SCAN_BACKWARD ? rows_tilessm_scan_backward
+                                              : one_row;
 }
 
 /* An index into rows_of(op), or -1 for an op with one row. */
@@ -306,6 +314,16 @@ static int row_index(apx_op_id op, const void *args) {
   }
   if (op == APX_OP_TILESSM_SCAN) {
     const apx_tilessm_scan_args *a = args;
+    if (!a)
+      return 0;
+    return a->direction == APX_SCAN_BIDIRECTIONAL ? 2 : a->direction == APX_SCAN_BACKWARD ? 1 : 0;
+  }
+  if (op == APX_OP_TILEUNPACK_BACKWARD) {
+    const apx_tileunpack_backward_args *a = args;
+    return a && a->mode == APX_OVERLAP_BLEND ? 1 : 0;
+  }
+  if (op == APX_OP_TILESSM_SCAN_BACKWARD) {
+    const apx_tilessm_scan_backward_args *a = args;
     if (!a)
       return 0;
     return a->direction == APX_SCAN_BIDIRECTIONAL ? 2 : a->direction == APX_SCAN_BACKWARD ? 1 : 0;

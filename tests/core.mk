@@ -33,7 +33,7 @@ tests_fixture_alpha_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"alpha"' \
 tests_fixture_alpha_la_LDFLAGS = $(FIXTURE_LDFLAGS)
 tests_fixture_beta_la_SOURCES = $(FIXTURE_SRC)
 tests_fixture_beta_la_CPPFLAGS = $(AM_CPPFLAGS) -DFIXTURE_NAME='"beta"' \
-	-DFIXTURE_MARKER=222.0f -DFIXTURE_NO_UNPACK
+	-DFIXTURE_MARKER=222.0f -DFIXTURE_NO_UNPACK -DFIXTURE_FUSE_BACKWARD
 tests_fixture_beta_la_LDFLAGS = $(FIXTURE_LDFLAGS)
 
 # The op table's versions (include/apexx/backend.h, Versioning): a module

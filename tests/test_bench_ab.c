@@ -153,7 +153,7 @@ START_TEST(identical_builds_are_unchanged) {
   bt_result_free(&r);
   cJSON *j = load("ab.json");
   ck_assert_str_eq(bt_get(j, "suite")->valuestring, "apexx-ab");
-  ck_assert_int_eq((int)bt_get(j, "schema_version.minor")->valuedouble, 4);
+  ck_assert_int_eq((int)bt_get(j, "schema_version.minor")->valuedouble, 5);
   ck_assert_str_eq(bt_get(j, "status")->valuestring, "pass");
   ck_assert_int_eq((int)bt_get(j, "settings.rounds")->valuedouble, 8);
   ck_assert_int_eq((int)bt_get(j, "settings.passes")->valuedouble, 3);

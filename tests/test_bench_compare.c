@@ -418,7 +418,7 @@ START_TEST(emitted_baseline_keeps_repetitions) {
   cJSON *b = bt_load_json(baseline);
   ck_assert_ptr_nonnull(b);
   ck_assert_str_eq(bt_get(b, "kind")->valuestring, "apexx-bench-baseline");
-  ck_assert_int_eq((int)bt_get(b, "schema_version.minor")->valuedouble, 4);
+  ck_assert_int_eq((int)bt_get(b, "schema_version.minor")->valuedouble, 5);
   ck_assert_int_eq((int)bt_get(b, "source.backend_abi_version")->valuedouble, 1);
   const cJSON *metrics = bt_get(b, "metrics");
   /* the time of the cpu row and the skipped cuda row */

@@ -19,11 +19,14 @@
 
 static const char *const sections[] = {"tile_ops", "tilessm", "indexing",
                                        "end_to_end_infer", "tensorrt"};
-static const char *const section_entries[][7] = {
+static const char *const section_entries[][13] = {
     {"tilepack", "tileunpack_override", "tileunpack_blend", "fused_pack_op_unpack",
-     "fusiongate_alpha", "fusiongate_fuse", NULL},
-    {"tilessm_forward", "tilessm_bidirectional", NULL},
-    {"gather", "index_select", "scatter_add", "gather_backward", NULL},
+     "fusiongate_alpha", "fusiongate_fuse", "tilepack_backward", "tileunpack_backward_override",
+     "tileunpack_backward_blend", "fused_pack_op_unpack_backward", "fusiongate_alpha_backward",
+     "fusiongate_fuse_backward", NULL},
+    {"tilessm_forward", "tilessm_bidirectional", "tilessm_scan_backward_forward",
+     "tilessm_scan_backward_bidirectional", NULL},
+    {"gather", "index_select", "scatter_add", "gather_backward", "index_select_backward", NULL},
     {"ff_infer", "ff_infer_graph", "ff_infer_b8", "ff_infer_graph_b8", "ff_infer_b32",
      "ff_infer_graph_b32", NULL},
     {"tilessm_plugin", "engine", NULL}};
@@ -90,7 +93,7 @@ END_TEST
 START_TEST(top_level_schema) {
   cJSON *r = load_report();
   ck_assert_int_eq((int)bt_get(r, "schema_version.major")->valuedouble, 1);
-  ck_assert_int_eq((int)bt_get(r, "schema_version.minor")->valuedouble, 4);
+  ck_assert_int_eq((int)bt_get(r, "schema_version.minor")->valuedouble, 5);
   ck_assert_str_eq(bt_get(r, "suite")->valuestring, "apexx");
   /* 1.3: a run id, 32 hex digits */
   const cJSON *run_id = bt_get(r, "run_id");
@@ -304,14 +307,31 @@ START_TEST(work_and_bytes_follow_the_profile) {
   cJSON *r = load_report();
   const double B = 1, C = 8, H = 32, W = 32, t = 8, K = 2, S = 8, f16 = 2, i32 = 4;
   const double M = B * H * W, N = B * K * t * t, D = C;
-  static const char *const paths[] = {
-      "tile_ops.tilepack",        "tile_ops.tileunpack_override",
-      "tile_ops.fusiongate_alpha", "tile_ops.fusiongate_fuse",
-      "tilessm.tilessm_forward",  "indexing.gather",
-      "indexing.index_select",    "indexing.scatter_add",
-      "indexing.gather_backward", "end_to_end_infer.ff_infer"};
-  const double work[] = {B * K, B * K, B * H * W, B * C * H * W, B * S * C,
-                         N * D, N * D, M * D, M * D, B};
+  static const char *const paths[] = {"tile_ops.tilepack",
+                                      "tile_ops.tileunpack_override",
+                                      "tile_ops.fusiongate_alpha",
+                                      "tile_ops.fusiongate_fuse",
+                                      "tilessm.tilessm_forward",
+                                      "indexing.gather",
+                                      "indexing.index_select",
+                                      "indexing.scatter_add",
+                                      "indexing.gather_backward",
+                                      "end_to_end_infer.ff_infer",
+                                      "tile_ops.tilepack_backward",
+                                      "tile_ops.tileunpack_backward_override",
+                                      "tile_ops.tileunpack_backward_blend",
+                                      "tile_ops.fused_pack_op_unpack_backward",
+                                      "tile_ops.fusiongate_alpha_backward",
+                                      "tile_ops.fusiongate_fuse_backward",
+                                      "tilessm.tilessm_scan_backward_forward",
+                                      "tilessm.tilessm_scan_backward_bidirectional",
+                                      "indexing.index_select_backward"};
+  const double work[] = {B * K,         B * K,     B * H * W, B * C * H * W, B * S * C,
+                         N * D,         N * D,     M * D,     M * D,         B,
+                         B * K,         B * K,     B * K,     B * K,         B * H * W,
+                         B * C * H * W, B * S * C, B * S * C, M * D};
+  /* docs/report.md, Sections and entries: the backward entries' bytes */
+  const double tiles = B * K * C * t * t, map = B * C * H * W, plane = B * H * W, f32 = 4;
   const double bytes[] = {
       /* tilepack: the selected tiles, ids, packed out */
       B * K * C * t * t * f16 + B * K * i32 + B * K * C * t * t * f16,
@@ -333,7 +353,25 @@ START_TEST(work_and_bytes_follow_the_profile) {
       N * D * f16 + N * D * i32 + M * D * f16,
       /* ff_infer: dense, utilities and split utilities [B, G0], two
        * proxies; heavy, detail, alpha */
-      3 * B * C * H * W * f16 + 2 * B * (H / 16) * (W / 16) * f16 + 3 * B * H * W * f16};
+      3 * B * C * H * W * f16 + 2 * B * (H / 16) * (W / 16) * f16 + 3 * B * H * W * f16,
+      /* tilepack_backward: grad_out (the tiles), ids, grad_features (the map) */
+      tiles * f16 + B * K * i32 + map * f16,
+      /* tileunpack_backward: grad_out, ids, levels, grad_base, grad_packed */
+      2 * map * f16 + 2 * B * K * i32 + tiles * f16, 2 * map * f16 + 2 * B * K * i32 + tiles * f16,
+      /* fused_pack_op_unpack_backward: grad_out, the selected tiles of
+       * features, ids, grad_features, grad_scalars (4 f32) */
+      2 * map * f16 + tiles * f16 + B * K * i32 + 4 * f32,
+      /* fusiongate_alpha_backward: grad_out, two proxies, their gradients,
+       * the three 0-d f32 gradients */
+      5 * plane * f16 + 3 * f32,
+      /* fusiongate_fuse_backward: grad_out, base, detail, alpha and their
+       * gradients */
+      5 * map * f16 + 2 * plane * f16,
+      /* tilessm_scan_backward: grad_out, tokens, grad_tokens, four vectors
+       * and their gradients */
+      3 * B * S * C * f16 + 8 * C * f16, 3 * B * S * C * f16 + 8 * C * f16,
+      /* index_select_backward: grad_out, index, grad_src */
+      N * D * f16 + N * i32 + M * D * f16};
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
     char path[128];
     snprintf(path, sizeof path, "benchmarks.%s.work.count", paths[i]);
@@ -342,6 +380,81 @@ START_TEST(work_and_bytes_follow_the_profile) {
     snprintf(path, sizeof path, "benchmarks.%s.rows.cpu.bytes_moved", paths[i]);
     ck_assert_msg(bt_get(r, path)->valuedouble == bytes[i], "%s = %g, expected %g",
                   path, bt_get(r, path)->valuedouble, bytes[i]);
+  }
+  cJSON_Delete(r);
+}
+END_TEST
+
+/* 1.5: every backward entry names its op, takes grad_out, and its cpu
+ * row's parity covers every gradient: the rule states the bound of each
+ * gradient that is a sum (docs/report.md, Parity). */
+START_TEST(backward_rows_check_every_gradient) {
+  cJSON *r = load_report();
+  static const struct {
+    const char *path, *op, *gradients[6], *rule;
+  } entries[] = {
+      {"tile_ops.tilepack_backward", "tilepack_backward", {"grad_features"}, "bit-exact (copy op)"},
+      {"tile_ops.tileunpack_backward_override",
+       "tileunpack_backward",
+       {"grad_base", "grad_packed"},
+       "bit-exact (copy op)"},
+      {"tile_ops.tileunpack_backward_blend",
+       "tileunpack_backward",
+       {"grad_base", "grad_packed"},
+       "|err| <= 2*(atol + rtol*|ref|)"},
+      {"tile_ops.fused_pack_op_unpack_backward",
+       "fused_pack_op_unpack_backward",
+       {"grad_features", "grad_scalars"},
+       "|err| <= 2*(atol + rtol*|ref|); grad_scalars (sums of 1024 terms): 64*(atol + "
+       "rtol*|ref|)"},
+      {"tile_ops.fusiongate_alpha_backward",
+       "fusiongate_alpha_backward",
+       {"grad_boundary", "grad_uncertainty", "grad_boundary_log_weight",
+        "grad_uncertainty_log_weight", "grad_bias"},
+       "|err| <= 2*(atol + rtol*|ref|) + 1 ulp; grad_boundary_log_weight, "
+       "grad_uncertainty_log_weight, grad_bias (sums of 1024 terms): 64*(atol + rtol*|ref|) + "
+       "1 ulp"},
+      {"tile_ops.fusiongate_fuse_backward",
+       "fusiongate_fuse_backward",
+       {"grad_base", "grad_detail", "grad_alpha"},
+       "|err| <= 2*(atol + rtol*|ref|); grad_alpha (sums of 8 terms): 6*(atol + rtol*|ref|)"},
+      {"tilessm.tilessm_scan_backward_forward",
+       "tilessm_scan_backward",
+       {"grad_tokens", "grad_decay", "grad_input_gain", "grad_output_gain", "grad_state_bias"},
+       "|err| <= 2*(atol + rtol*|ref|); grad_decay, grad_input_gain, grad_output_gain, "
+       "grad_state_bias (sums of 8 terms): 6*(atol + rtol*|ref|)"},
+      {"tilessm.tilessm_scan_backward_bidirectional",
+       "tilessm_scan_backward",
+       {"grad_tokens", "grad_decay", "grad_input_gain", "grad_output_gain", "grad_state_bias"},
+       "|err| <= 2*(atol + rtol*|ref|); grad_decay, grad_input_gain, grad_output_gain, "
+       "grad_state_bias (sums of 16 terms): 8*(atol + rtol*|ref|)"},
+      {"indexing.index_select_backward",
+       "index_select_backward",
+       {"grad_src"},
+       "|err| <= 2*(atol + rtol*|ref|)"},
+  };
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+    char path[256];
+    snprintf(path, sizeof path, "benchmarks.%s", entries[i].path);
+    const cJSON *e = bt_get(r, path);
+    ck_assert_msg(cJSON_IsObject(e), "%s missing", path);
+    ck_assert_str_eq(bt_get(e, "op")->valuestring, entries[i].op);
+    ck_assert_msg(cJSON_IsObject(bt_get(e, "tensors.grad_out")), "%s takes no grad_out", path);
+    for (int k = 0; k < 6 && entries[i].gradients[k]; k++) {
+      snprintf(path, sizeof path, "benchmarks.%s.tensors.%s", entries[i].path,
+               entries[i].gradients[k]);
+      ck_assert_msg(cJSON_IsObject(bt_get(r, path)), "%s missing", path);
+    }
+    snprintf(path, sizeof path, "benchmarks.%s.rows.cpu", entries[i].path);
+    const cJSON *row = bt_get(r, path);
+    ck_assert_msg(strcmp(bt_get(row, "status")->valuestring, "ok") == 0, "%s: %s", path,
+                  bt_get(row, "status")->valuestring);
+    ck_assert_str_eq(bt_get(row, "parity.against")->valuestring, "cpu");
+    ck_assert(cJSON_IsTrue(bt_get(row, "parity.ok")));
+    ck_assert_msg(strcmp(bt_get(row, "parity.rule")->valuestring, entries[i].rule) == 0,
+                  "%s.parity.rule = [%s], expected [%s]", path,
+                  bt_get(row, "parity.rule")->valuestring, entries[i].rule);
+    ck_assert(bt_get(row, "pct_of_copy")->valuedouble > 0);
   }
   cJSON_Delete(r);
 }
@@ -733,6 +846,7 @@ int main(void) {
   tcase_add_test(schema, work_and_bytes_follow_the_profile);
   tcase_add_test(schema, markdown_has_a_table_per_section);
   tcase_add_test(schema, ff_infer_rows_at_batches_1_8_32);
+  tcase_add_test(schema, backward_rows_check_every_gradient);
   suite_add_tcase(s, schema);
   TCase *files = tcase_create("files");
   tcase_set_timeout(files, 30);

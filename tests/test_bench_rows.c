@@ -100,6 +100,43 @@ START_TEST(parity_break_fails_the_row_and_the_run) {
 }
 END_TEST
 
+START_TEST(parity_checks_every_output_of_a_backward_row) {
+  /* beta's fusiongate_fuse_backward fills grad_base with 222 and gives
+   * grad_detail and grad_alpha right: the row fails on its first output,
+   * not the last (the case's c->output) */
+  char body[8192];
+  snprintf(body, sizeof body,
+           "[apexx]\norder = cpu, beta\n[backend cpu]\nlibrary = apexx-cpu.so\n"
+           "[backend beta]\nlibrary = %s\n",
+           module("fixture-beta.so"));
+  char *config = write_config(body);
+  bt_result r;
+  cJSON *j = run_json(config, "fp32", "fusiongate_fuse_backward", 2, &r);
+  const char *at = "benchmarks.tile_ops.fusiongate_fuse_backward.rows";
+  char path[256];
+  snprintf(path, sizeof path, "%s.cpu.status", at);
+  ck_assert_str_eq(str(j, path), "ok");
+  snprintf(path, sizeof path, "%s.beta.status", at);
+  ck_assert_str_eq(str(j, path), "failed");
+  snprintf(path, sizeof path, "%s.beta.reason", at);
+  const char *reason = str(j, path);
+  ck_assert_msg(strstr(reason, "parity: 2048 element(s) of grad_base break") &&
+                    strstr(reason, "[222]"),
+                "%s", reason);
+  snprintf(path, sizeof path, "%s.beta.parity.ok", at);
+  ck_assert(cJSON_IsFalse(bt_get(j, path)));
+  /* the right outputs add no bad element: only grad_base's B*C*H*W */
+  snprintf(path, sizeof path, "%s.beta.parity.bad_elements", at);
+  ck_assert(bt_get(j, path)->valuedouble == 2048);
+  snprintf(path, sizeof path, "%s.beta.parity.rule", at);
+  ck_assert_str_eq(str(j, path), "|err| <= 2*(atol + rtol*|ref|); grad_alpha (sums of 8 "
+                                 "terms): 6*(atol + rtol*|ref|)");
+  cJSON_Delete(j);
+  bt_result_free(&r);
+  free(config);
+}
+END_TEST
+
 START_TEST(unwritten_output_fails_the_row) {
   /* beta writes nothing for f16: its output keeps the 0xA5 poison */
   char body[8192];
@@ -226,6 +263,7 @@ int main(void) {
   tcase_set_timeout(tc, 30);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, parity_break_fails_the_row_and_the_run);
+  tcase_add_test(tc, parity_checks_every_output_of_a_backward_row);
   tcase_add_test(tc, unwritten_output_fails_the_row);
   tcase_add_test(tc, unwritten_cpu_reference_is_refused);
   tcase_add_test(tc, unusable_backends_and_declined_dtypes_skip_with_reasons);

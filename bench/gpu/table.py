@@ -36,6 +36,19 @@ ROWS = [
     ("scatter_add", "indexing", "scatter_add"),
     ("gather_backward", "indexing", "gather_backward"),
 ]
+# the backward ops (issue 27), under their entry names
+BACKWARD = [
+    ("tilepack_backward", "tile_ops", "tilepack_backward"),
+    ("tileunpack_backward override", "tile_ops", "tileunpack_backward_override"),
+    ("tileunpack_backward blend", "tile_ops", "tileunpack_backward_blend"),
+    ("fused_pack_op_unpack_backward", "tile_ops", "fused_pack_op_unpack_backward"),
+    ("fusiongate_alpha_backward", "tile_ops", "fusiongate_alpha_backward"),
+    ("fusiongate_fuse_backward", "tile_ops", "fusiongate_fuse_backward"),
+    ("tilessm_scan_backward forward", "tilessm", "tilessm_scan_backward_forward"),
+    ("tilessm_scan_backward bidirectional", "tilessm", "tilessm_scan_backward_bidirectional"),
+    ("index_select_backward", "indexing", "index_select_backward"),
+]
+ROWS += BACKWARD
 
 # apexx op name -> torch peer op name (torch_peers.py)
 PEERS = {
@@ -61,6 +74,8 @@ TARGETS = {
              if op not in ("copy (device to device)", "tilessm bidirectional",
                            "gather_backward")},
 }
+# issue 27: each backward <= 10 us a call at the seed profile (graph replay)
+TARGETS["seed"].update({op: 10.0 for op, _, _ in BACKWARD})
 
 
 def load(path, what):
