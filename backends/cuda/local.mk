@@ -54,7 +54,8 @@ cuda_tilessm_scan_headers = \
 	backends/cuda/tilessm_scan.h \
 	backends/cuda/tilessm_scan_common.cuh \
 	backends/cuda/tilessm_scan_chunked.cuh \
-	backends/cuda/tilessm_scan_block.cuh
+	backends/cuda/tilessm_scan_block.cuh \
+	backends/cuda/tilessm_scan_staged.cuh
 cuda_ff_refine_headers = \
 	backends/cuda/ff_refine.h \
 	backends/cuda/ff_refine_common.cuh \

@@ -4,7 +4,11 @@
  * forward, backward (k descending) or both, merged (sum, avg, gated); only
  * outputs are rounded, once, to the tokens dtype (docs/ops.md, Rounding and parity).
  *
- * Two schemes, both parallel over K as well as (B,C). When B*C fills the
+ * A bidirectional scan whose K fits a block's shared memory takes the
+ * staged scan (tilessm_scan_staged.cuh): one block per (b, 16 bytes of
+ * channels) holds the stream's K on chip, scans it both ways and merges,
+ * in one launch. Otherwise two schemes, both parallel over K as well as
+ * (B,C). When B*C fills the
  * device (or K is short), the block scan further down: one block per
  * (b, channel group) walks K in rounds, its warps scanning consecutive
  * pieces of a round and combining them through shared memory, so tokens
@@ -25,15 +29,16 @@
  * gives each stream a warp (a shuffle scan of the chunks' affine maps), so
  * at most 64 chunks cost a few steps. */
 /* Layers: tilessm_scan.h (the kernels' arguments, launch tuning), the
- * kernels in tilessm_scan_common.cuh, tilessm_scan_chunked.cuh and
- * tilessm_scan_block.cuh; here the choice of scan, the launches and the
- * op's entry. */
+ * kernels in tilessm_scan_common.cuh, tilessm_scan_chunked.cuh,
+ * tilessm_scan_block.cuh and tilessm_scan_staged.cuh; here the choice of
+ * scan, the launches and the op's entry. */
 #include "cuda_backend.h"
 
 #include "tilessm_scan.h"
 #include "tilessm_scan_common.cuh"
 #include "tilessm_scan_chunked.cuh"
 #include "tilessm_scan_block.cuh"
+#include "tilessm_scan_staged.cuh"
 
 /* Chunk length: as long as possible (fewer boundary roundings, less
  * re-reading) while B*chunks*lanes threads still fill the device; at most
@@ -116,6 +121,64 @@ static void launch_block(const ssm_geometry &g, const ssm_params &p, const T *to
     launch_block_len<T, V, L>(g, p, tokens, out, y_back, final_state, s);
 }
 
+/* The staged bidirectional scan (tilessm_scan_staged.cuh): where a
+ * stream's K fits a block's shared memory, both directions and the merge
+ * in one launch reading the tokens once. Sub-chunks of 8 steps for short
+ * K (segments of at most 8 steps: every thread busy), else 16. */
+struct ssm_staged_plan {
+  int q, seg;
+  size_t smem;
+};
+
+static int staged_plan(int dev, const ssm_geometry &g, size_t elem, ssm_staged_plan *pl) {
+  if (g.direction != APX_SCAN_BIDIRECTIONAL || g.K <= 0 || g.K > (1 << 20)) return 0;
+  /* the largest dynamic shared memory a block may opt into, a device */
+  static int optin[CUDA_MAX_DEVICES];
+  int lim = __atomic_load_n(&optin[dev], __ATOMIC_ACQUIRE);
+  if (lim == 0) {
+    if (cudaDeviceGetAttribute(&lim, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    __atomic_store_n(&optin[dev], lim, __ATOMIC_RELEASE);
+  }
+  const int64_t per = (g.K + SSM_STAGED_SEGS - 1) / SSM_STAGED_SEGS;
+  pl->q = per <= 8 ? 8 : 16;
+  pl->seg = (int)((per + pl->q - 1) / pl->q * pl->q);
+  pl->smem = ssm_staged_smem(g.K, elem, pl->seg, pl->q);
+  return pl->smem <= (size_t)lim;
+}
+
+template <typename T, int Q>
+static apx_status launch_staged_q(cuda_state *st, int dev, const ssm_geometry &g,
+                                  const ssm_params &p, const T *tokens, T *out, T *final_state,
+                                  const ssm_staged_plan &pl, cudaStream_t s) {
+  /* the largest dynamic shared memory set so far, a device; the carveout
+   * at its largest, so that three 75 KB blocks share an SM */
+  static int smem_set[CUDA_MAX_DEVICES];
+  if (pl.smem > 48 * 1024 && (int)pl.smem > __atomic_load_n(&smem_set[dev], __ATOMIC_ACQUIRE)) {
+    CUDA_TRY(st,
+             cudaFuncSetAttribute(ssm_staged_kernel<T, Q>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl.smem),
+             "tilessm_scan: staged scan shared memory");
+    CUDA_TRY(st,
+             cudaFuncSetAttribute(ssm_staged_kernel<T, Q>,
+                                  cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  (int)cudaSharedmemCarveoutMaxShared),
+             "tilessm_scan: staged scan carveout");
+    __atomic_store_n(&smem_set[dev], (int)pl.smem, __ATOMIC_RELEASE);
+  }
+  const int E = 16 / (int)sizeof(T);
+  const int64_t blocks = g.B * ((g.C + E - 1) / E);
+  unsigned grid = (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)); /* block-stride loop */
+  /* 16-byte row words: every row's group 16-byte aligned */
+  const int vec = g.C % E == 0 && (uintptr_t)tokens % 16 == 0 && (uintptr_t)out % 16 == 0;
+  ssm_staged_kernel<T, Q><<<grid, SSM_STAGED_SEGS * E, pl.smem, s>>>(
+      tokens, out, p, g.B, (int)g.K, g.C, pl.seg, g.merge, vec, final_state);
+  return APX_OK;
+}
+
 template <typename T>
 static apx_status run(cuda_state *st, const apx_tilessm_scan_args *a, const ssm_params &p,
                       cudaStream_t s) {
@@ -125,6 +188,16 @@ static apx_status run(cuda_state *st, const apx_tilessm_scan_args *a, const ssm_
   T *final_state = a->final_state ? (T *)a->final_state->data : nullptr;
   const T *tokens = (const T *)a->tokens->data;
   T *out = (T *)a->out->data;
+  ssm_staged_plan pl;
+  if (staged_plan(a->tokens->device_index, g, sizeof(T), &pl)) {
+    const int dev = a->tokens->device_index;
+    apx_status status =
+        pl.q == 8 ? launch_staged_q<T, 8>(st, dev, g, p, tokens, out, final_state, pl, s)
+                  : launch_staged_q<T, 16>(st, dev, g, p, tokens, out, final_state, pl, s);
+    if (status != APX_OK) return status;
+    cudaError_t err = cudaGetLastError();
+    return err == cudaSuccess ? APX_OK : cuda_fail(st, err, "tilessm_scan: launch");
+  }
   int dirs = g.direction == APX_SCAN_BIDIRECTIONAL ? 2 : 1;
   size_t carry_bytes = cuda_align_up((size_t)(g.B * g.chunks * g.C) * sizeof(float));
   size_t yb_bytes = g.direction == APX_SCAN_BIDIRECTIONAL

@@ -3,7 +3,8 @@
  * the launch tuning, in one place. The kernels: tilessm_scan_common.cuh
  * (a channel's parameters, token access, one step), tilessm_scan_chunked.cuh
  * (the chunked scan's three passes), tilessm_scan_block.cuh (the block
- * scan); the launch switch: tilessm_scan.cu. */
+ * scan), tilessm_scan_staged.cuh (the one-pass bidirectional scan); the
+ * launch switch: tilessm_scan.cu. */
 #ifndef APX_CUDA_TILESSM_SCAN_H
 #define APX_CUDA_TILESSM_SCAN_H
 

@@ -25,13 +25,6 @@
  * backward; the backward half of a bidirectional scan writing fp32 outputs
  * to a scratch; the forward half merging them (one rounding on store). */
 
-/* d^len by repeated multiplication (the chunked scan's a_full/a_last). */
-static __device__ __forceinline__ float ssm_pow(float d, int len) {
-  float a = 1.0f;
-  for (int i = 0; i < len; i++) a *= d;
-  return a;
-}
-
 template <typename T, int V, int L, int MODE>
 __global__ void __launch_bounds__(SSM_WARPS * 32)
 ssm_block_kernel(const T *__restrict__ tokens, T *__restrict__ out, ssm_params p, int64_t B,

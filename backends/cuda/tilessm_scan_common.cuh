@@ -143,6 +143,13 @@ template <> struct ssm_vec<float, 2> {
   }
 };
 
+/* d^len by repeated multiplication (the block scans' chunk maps). */
+static __device__ __forceinline__ float ssm_pow(float d, int len) {
+  float a = 1.0f;
+  for (int i = 0; i < len; i++) a *= d;
+  return a;
+}
+
 /* One step of V streams: s = d*s + (1-d)*(ig*x + sb) on sanitised x. */
 template <int V>
 static __device__ __forceinline__ void step(const float *x, const ssm_chan *ch, float lim,
