@@ -246,7 +246,8 @@ START_TEST(test_tilessm_bidirectional) {
       /* short K: sub-chunks of 8, empty segments (K < 32 * 8), K = 1 */
       tilessm_case(dt, 2, 256, 8, bi, merge, 1, gated ? 1 : 0, 1);
       tilessm_case(dt, 2, 33, 16, bi, merge, 2, gated ? 2 : 0, 1);
-      tilessm_case(dt, 4, 1, 8, bi, merge, merge % 3, gated ? 1 : 0, 1);
+      tilessm_case(dt, 4, 1, 8, bi, merge, merge % 3, 0, 1); /* gated: no gate, 0.5 */
+      tilessm_case(dt, 3, 2000, 8, bi, merge, 1, 0, 1);
       tilessm_case(dt, 1, 7, 9, bi, merge, 2, gated ? 1 : 0, 1);
       /* element rows: C not a multiple of the group, odd C */
       tilessm_case(dt, 2, 700, 10, bi, merge, 1, gated ? 2 : 0, 1);
