@@ -86,25 +86,37 @@ __global__ void __launch_bounds__(SSM_STAGED_SEGS *(16 / sizeof(T)), Q == 8 ? 2 
         ssm_load_bits(p.init ? p.init : p.decay, p.init ? p.dt_init : p.dt_decay, i_b);
     const ssm_bits raw_g = ssm_load_bits(p.gate ? p.gate : p.decay, p.gate ? p.dt_gate : p.dt_decay,
                                          p.gate && p.gate_batched ? b * C + cv : cv);
-    /* 1. stage the rows: all of a batch's loads issued before its stores */
+    /* 1. stage the rows: sm_80 on, every row's 16 bytes by cp.async (all
+     * of the block's rows in flight at once, no registers held; waited for
+     * after the parameters' conversions); before sm_80, four rows a thread
+     * at a time through registers, their loads issued before the stores */
     const T *src = tokens + b * (int64_t)K * C + c0;
     if (vec) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+      const unsigned sh_rows = (unsigned)__cvta_generic_to_shared(rows);
+#pragma unroll 4
+      for (int r = t; r < K; r += NT)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                         sh_rows + 16u * (unsigned)(r + r / seg)),
+                     "l"(src + (int64_t)r * C)
+                     : "memory");
+      asm volatile("cp.async.commit_group;" ::: "memory");
+#else
 #pragma unroll 1
       for (int r0 = 0; r0 < K; r0 += 4 * NT) {
         uint4 v[4];
 #pragma unroll
         for (int u = 0; u < 4; u++) {
           const int r = r0 + u * NT + t;
-          if (r < K)
-            v[u] = __ldg((const uint4 *)(src + (int64_t)r * C));
+          if (r < K) v[u] = __ldg((const uint4 *)(src + (int64_t)r * C));
         }
 #pragma unroll
         for (int u = 0; u < 4; u++) {
           const int r = r0 + u * NT + t;
-          if (r < K)
-            rows[r + r / seg] = v[u];
+          if (r < K) rows[r + r / seg] = v[u];
         }
       }
+#endif
     } else {
 #pragma unroll 1
       for (int i = t; i < K * E; i += NT) {
@@ -127,6 +139,9 @@ __global__ void __launch_bounds__(SSM_STAGED_SEGS *(16 / sizeof(T)), Q == 8 ? 2 
       gate = gv < 0.0f ? 0.0f : (gv > 1.0f ? 1.0f : gv);
     }
     const float aQ = ssm_pow(ch.d, Q);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (vec) asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
     __syncthreads();
     /* A sub-chunk's work comes in two forms: full (Q steps, unrolled, the
      * drives in registers) and short (the last of the last segment: rolled
