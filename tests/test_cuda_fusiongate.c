@@ -53,14 +53,17 @@ START_TEST(test_fusiongate_alpha) {
 END_TEST
 
 /* The vectorised path and its fallbacks (docs/ops.md, fusiongate_alpha;
- * backends/cuda/fusiongate_alpha.cu): sizes below, at and around one
- * 8-element group (tails of 1-7), odd maps, a map past one wave of the
+ * backends/cuda/fusiongate_alpha.cu): the element-a-thread path below 2^18
+ * elements (sizes around one 8-element group, odd maps), the 8-element
+ * path from 2^18 (tails of 7 and 3), a map past one wave of the
  * grid-stride loop, and each of the three pointers moved off 16-byte
  * alignment by 1 and 3 elements; every element within the bound, and the
  * elements of the buffers around the output untouched. */
 START_TEST(test_fusiongate_alpha_vector) {
-  static const int64_t maps[][3] = {{1, 1, 1},  {1, 1, 7},   {1, 1, 8},    {1, 3, 3},
-                                    {1, 1, 17}, {2, 33, 65}, {3, 800, 1000}};
+  /* the 8-element path from 2^18 elements: 2^18 + 7 and + 3 for its tails */
+  static const int64_t maps[][3] = {{1, 1, 1},      {1, 1, 7},      {1, 1, 8},
+                                    {1, 3, 3},      {1, 1, 17},     {2, 33, 65},
+                                    {1, 1, 262151}, {1, 1, 262147}, {3, 800, 1000}};
   static const int64_t offs[][3] = {{0, 0, 0}, {1, 0, 0}, {0, 3, 0}, {0, 0, 1}, {3, 1, 3}};
   const int n_maps = (int)(sizeof maps / sizeof maps[0]);
   const int n_offs = (int)(sizeof offs / sizeof offs[0]);

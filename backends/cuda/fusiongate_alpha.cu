@@ -2,10 +2,10 @@
 /* fusiongate_alpha on CUDA (docs/ops.md, fusiongate_alpha). Element-wise;
  * fp32 math, one rounding on store (docs/ops.md, Rounding and parity).
  *
- * Where the three pointers are 16-byte aligned a thread takes 8 elements
- * at a time: 16-byte loads and stores (two of them for an fp32 tensor),
- * over n / 8 groups; the last n % 8 elements one a thread. Otherwise one
- * element a thread. The grid is one wave (8 blocks of 256 an SM, fewer
+ * Where the three pointers are 16-byte aligned and the map has at least
+ * ALPHA_VEC_MIN elements a thread takes 8 elements at a time: 16-byte
+ * loads and stores (two of them for an fp32 tensor), over n / 8 groups;
+ * the last n % 8 elements one a thread. Otherwise one element a thread. The grid is one wave (8 blocks of 256 an SM, fewer
  * where the work is smaller) with a grid-stride loop, so every element is
  * written whatever n (docs/ops.md, Every output written). */
 #include "cuda_backend.h"
@@ -14,6 +14,7 @@
 
 #define ALPHA_THREADS 256
 #define ALPHA_VEC 8
+#define ALPHA_VEC_MIN ((int64_t)1 << 18)
 
 /* Proxy sanitising in the proxy's own dtype: NaN -> 0, +inf -> 1,
  * -inf -> 0 (all exact; the widening to fp32 keeps NaN and inf), then the
@@ -98,7 +99,9 @@ static void launch_alpha(const apx_fusiongate_alpha_args *a, int64_t n, int sm_c
   float w_u = apx_softplusf((float)a->uncertainty_log_weight);
   const P *bnd = (const P *)a->boundary->data, *unc = (const P *)a->uncertainty->data;
   O *out = (O *)a->out->data;
-  const int vec = aligned16(bnd) && aligned16(unc) && aligned16(out);
+  /* below ALPHA_VEC_MIN elements one element a thread: a call that small is
+   * latency-bound, and eight times the warps hide more of it */
+  const int vec = n >= ALPHA_VEC_MIN && aligned16(bnd) && aligned16(unc) && aligned16(out);
   /* work items: 8-element groups (the tail's < 8 elements ride on the
    * first threads), or elements */
   const int64_t items = vec ? (n + ALPHA_VEC - 1) / ALPHA_VEC : n;
