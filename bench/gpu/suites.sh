@@ -14,8 +14,10 @@
 # but the suites' programs there), then runs each suite under make check's
 # environment (tests/local.mk's AM_TESTS_ENVIRONMENT) with a limit of
 # SUITES_LIMIT_S seconds (default 300), its output streamed into
-# $OUT/suite-NAME[-CASE].log so that a suite cut off by the device call's
-# end still leaves what it printed. Into $OUT/suites.txt: a line a suite
+# suite-NAME[-CASE].log, packed into $OUT/suites-logs.tar.gz after each
+# suite (the device tool brings back at most 8 files): a suite stopped by
+# its limit leaves what it printed; keep the limits inside the call's.
+# Into $OUT/suites.txt: a line a suite
 # (PASS, FAIL, SKIP (77) or TIMEOUT, seconds; a suite that exits 0 having
 # run no check, as a misspelt CASE makes Check do, is a FAIL). APEXX_CONFIGURE_FLAGS
 # passes flags to configure. Exit status: 0 when no suite failed or timed
@@ -35,6 +37,9 @@ export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/usr/share/
 export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu:/tmp/apexx-ab/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=/usr/local/cuda/bin:$PATH
 report=$OUT/suites.txt
+logs=/tmp/apexx-suites-logs
+rm -rf "$logs" && mkdir -p "$logs"
+pack() { tar -czf "$OUT/suites-logs.tar.gz" -C "$logs" . 2>/dev/null; }
 say() { echo "$*" | tee -a "$report"; }
 build=${SUITES_BUILD:-/tmp/apexx-suites}
 say "suites.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
@@ -43,9 +48,10 @@ if [ ! -f "$build/Makefile" ]; then
   rm -rf "$build" && mkdir -p "$build" &&
     tar -xzf "$srcroot/.gpu/src.tar.gz" -C "$build" --strip-components=1 || exit 1
   t0=$SECONDS
-  if ! (cd "$build" && ./configure ${APEXX_CONFIGURE_FLAGS:-} >"$OUT/suites-configure.log" 2>&1 &&
-    make -j"$(nproc)" >"$OUT/suites-build.log" 2>&1); then
-    say "build FAIL: $(tail -5 "$OUT/suites-build.log" "$OUT/suites-configure.log" 2>/dev/null)"
+  if ! (cd "$build" && ./configure ${APEXX_CONFIGURE_FLAGS:-} >"$logs/configure.log" 2>&1 &&
+    make -j"$(nproc)" >"$logs/build.log" 2>&1); then
+    say "build FAIL: $(tail -5 "$logs/build.log" "$logs/configure.log" 2>/dev/null)"
+    pack
     exit 1
   fi
   say "build ok $((SECONDS - t0))s"
@@ -59,16 +65,18 @@ for arg in "$@"; do
   suite=${arg%%:*} case_=
   [ "$suite" != "$arg" ] && case_=${arg#*:}
   name=$(basename "$suite")${case_:+-$case_}
-  log=$OUT/suite-$name.log
+  log=$logs/suite-$name.log
   if ! make -C "$build" "$suite" >"$log" 2>&1; then
     say "$(printf '%-36s BUILD-FAIL' "$name")"
     status=1
+    pack
     continue
   fi
   t0=$SECONDS
   (cd "$build" && env ${case_:+CK_RUN_CASE=$case_} CK_VERBOSITY=verbose timeout "${SUITES_LIMIT_S:-300}" \
     stdbuf -oL -eL "./$suite") >>"$log" 2>&1
   rc=$?
+  pack
   case $rc in
   0) if grep -Eq '^[0-9]+%: Checks: [1-9]' "$log"; then v=PASS; else v="FAIL (no check ran)" status=1; fi ;;
   77) v="SKIP (77)" ;;
