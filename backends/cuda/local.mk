@@ -126,4 +126,5 @@ EXTRA_DIST += bench/gpu/ff-run.sh
 EXTRA_DIST += bench/gpu/run-all.sh bench/gpu/table.py bench/peers/torch_peers.py \
 	bench/peers/torch_backward.py \
 	bench/gpu/ab-build.sh bench/gpu/ab-extra.sh bench/gpu/ab_table.py bench/gpu/suites.sh \
+	bench/gpu/rows.sh \
 	bench/gpu/arch-check.sh bench/gpu/arch_table.py

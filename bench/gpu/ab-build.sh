@@ -233,11 +233,14 @@ if [ "$slow_op" != none ]; then
     sed 's/^/    /' | tee -a "$report"
   { [ "$hit" = yes ] && [ -z "$others" ]; } || status=1
 fi
-# large: one process a side a round, A first
+# large: one process a side a round, A first; the forward rows (rows.sh),
+# or AB_LARGE_OPS
+. "$srcdir/bench/gpu/rows.sh"
 for r in $(seq 1 "${AB_LARGE_ROUNDS:-2}"); do
   for side in A B; do
     step "bw-large-$side-$r" 200 env APEXX_BACKEND_DIR="$work/$side/backends/.libs" \
-      "$work/$side/bench/apexx-bench" --profile large --backends cuda --ops "$ops" \
+      "$work/$side/bench/apexx-bench" --profile large --backends cuda \
+      --ops "${AB_LARGE_OPS:-$bw_forward}" \
       --warmup 3 --iters "${AB_LARGE_ITERS:-20}" --repetitions 1 --parity off --quiet \
       --output-json "$work/bw-large-$side-$r.json"
   done

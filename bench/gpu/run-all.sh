@@ -136,21 +136,26 @@ fi
 # with validate=device and validate=off; the large profile without the cpu
 # parity reference (minutes of host work; the suites check parity), the
 # seed profile with it and its device rows by graph replay
+# (the large profile's forward and backward rows in steps of their own:
+# rows.sh)
 bench=./bench/apexx-bench
-bw() { # NAME PROFILE CONFIG [flags...]
-  local name=$1 profile=$2 config=$3
-  shift 3
+. "$srcdir/bench/gpu/rows.sh"
+bw() { # NAME PROFILE CONFIG OPS [flags...]
+  local name=$1 profile=$2 config=$3 ops=$4
+  shift 4
   step "bw-$name" 240 env APEXX_CONFIG="$config" $bench --profile "$profile" --backends cuda \
-    --ops reference,tile_ops,tilessm,indexing --warmup 3 --iters 20 --repetitions 1 --quiet \
+    --ops "$ops" --warmup 3 --iters 20 --repetitions 1 --quiet \
     --output-json "$work/bw-$name.json" --output-md "$work/bw-$name.md" "$@"
 }
 if ! want bw; then
   :
 elif [ -x $bench ]; then
-  bw large large "$APEXX_CONFIG" --parity off
-  bw large-off large "$off_ini" --parity off
-  bw seed seed "$APEXX_CONFIG" --iters 50
-  bw seed-off seed "$off_ini" --iters 50
+  all=reference,tile_ops,tilessm,indexing
+  bw large large "$APEXX_CONFIG" "$bw_forward" --parity off
+  bw large-off large "$off_ini" "$bw_forward" --parity off
+  bw large-backward large "$APEXX_CONFIG" "$bw_backward" --parity off
+  bw seed seed "$APEXX_CONFIG" "$all" --iters 50
+  bw seed-off seed "$off_ini" "$all" --iters 50
 else
   say "bw                       SKIP     bench/apexx-bench not built"
 fi
@@ -335,6 +340,7 @@ fi
 if ls "$work"/bw-*.json >/dev/null 2>&1; then
   args=()
   for p in large seed; do
+    [ -f "$work/bw-$p-backward.json" ] && args+=(--bw "$work/bw-$p-backward.json")
     [ -f "$work/bw-$p.json" ] && args+=(--bw "$work/bw-$p.json")
     [ -f "$work/bw-$p-off.json" ] && args+=(--bw-off "$work/bw-$p-off.json")
   done
