@@ -62,6 +62,24 @@ apx_tensor dev_view(const apx_tensor *buf, int64_t off, int ndim, const int64_t 
   return v;
 }
 
+/* Every element of the 1-D device buffer `buf` outside [off, off + n) still
+ * holds dev_poison's 0xA5 bytes: a call on a view of it (dev_view) wrote
+ * nothing around the view. */
+void expect_untouched_around(apx_context *c, const apx_tensor *buf, int64_t off, int64_t n,
+                             const char *what) {
+  apx_tensor whole = to_host(c, buf);
+  const size_t es = apx_dtype_size(buf->dtype);
+  const unsigned char *raw = (const unsigned char *)whole.data;
+  for (int64_t i = 0; i < buf->shape[0]; i++) {
+    if (i >= off && i < off + n) continue;
+    for (size_t byte = 0; byte < es; byte++)
+      ck_assert_msg(raw[(size_t)i * es + byte] == 0xA5,
+                    "%s: element %lld of the buffer, outside the view, written", what,
+                    (long long)i);
+  }
+  tu_free(&whole);
+}
+
 /* ---- comparisons ------------------------------------------------------------ */
 
 double tol_of(apx_dtype dt) {

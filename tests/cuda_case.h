@@ -37,6 +37,9 @@ void dev_free(apx_context *c, apx_tensor *d);
  * 16-byte aligned where off * element size is not a multiple of 16); the
  * caller keeps it inside the buffer and frees the buffer, not the view. */
 apx_tensor dev_view(const apx_tensor *buf, int64_t off, int ndim, const int64_t *shape);
+/* the elements of 1-D buffer `buf` outside [off, off + n) still dev_poison's */
+void expect_untouched_around(apx_context *c, const apx_tensor *buf, int64_t off, int64_t n,
+                             const char *what);
 
 /* ---- comparisons ---- */
 double tol_of(apx_dtype dt);
