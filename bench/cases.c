@@ -77,6 +77,23 @@ static int add_output(const entry_def *e, const bench_options *o, bench_case *c,
       return -1;                                                                                   \
   } while (0)
 
+/* tilessm_scan's inputs, all of dtype `dt`, after those already added
+ * (docs/report.md, Profile and inputs: tokens randn, decay rand*0.8+0.1,
+ * gains rand*1.5+0.05, state_bias randn*0.1) */
+static void add_scan_inputs(bench_case *c, apx_dtype dt, int64_t B, int64_t K, int64_t C) {
+  const int at = c->count;
+  ADD(c, "tokens", GEN_NORMAL, dt, B, K, C);
+  c->t[at].a = 1.0;
+  ADD(c, "decay", GEN_UNIFORM, dt, C);
+  c->t[at + 1].a = 0.1, c->t[at + 1].b = 0.9;
+  ADD(c, "input_gain", GEN_UNIFORM, dt, C);
+  c->t[at + 2].a = 0.05, c->t[at + 2].b = 1.55;
+  ADD(c, "output_gain", GEN_UNIFORM, dt, C);
+  c->t[at + 3].a = 0.05, c->t[at + 3].b = 1.55;
+  ADD(c, "state_bias", GEN_NORMAL, dt, C);
+  c->t[at + 4].a = 0.1;
+}
+
 /* end_to_end_infer's case (apexx-bench(1), ENTRIES): L0 tiles 16, L1
  * tiles 8, kmax_l0 = kmax, kmax_l1 = 2*kmax; inputs as the seed draws them
  * (randn dense and utilities, rand proxies) */
@@ -169,19 +186,7 @@ int runner_describe_case(const entry_def *e, const bench_options *o, bench_case 
   case E_TILESSM_FORWARD:
   case E_TILESSM_BIDIRECTIONAL:
   case E_TRT_TILESSM_PLUGIN: {
-    /* docs/report.md, Profile and inputs: decay rand*0.8+0.1, gains rand*1.5+0.05,
-     * state_bias randn*0.1 */
-    apx_dtype tok = e->id == E_TRT_TILESSM_PLUGIN ? APX_DTYPE_F16 : f;
-    ADD(c, "tokens", GEN_NORMAL, tok, SB, S, SC);
-    c->t[0].a = 1.0;
-    ADD(c, "decay", GEN_UNIFORM, tok, SC);
-    c->t[1].a = 0.1, c->t[1].b = 0.9;
-    ADD(c, "input_gain", GEN_UNIFORM, tok, SC);
-    c->t[2].a = 0.05, c->t[2].b = 1.55;
-    ADD(c, "output_gain", GEN_UNIFORM, tok, SC);
-    c->t[3].a = 0.05, c->t[3].b = 1.55;
-    ADD(c, "state_bias", GEN_NORMAL, tok, SC);
-    c->t[4].a = 0.1;
+    add_scan_inputs(c, e->id == E_TRT_TILESSM_PLUGIN ? APX_DTYPE_F16 : f, SB, S, SC);
     OUT(c, "out", GEN_OUTPUT);
     c->work = (double)(SB * S * SC);
     break;
@@ -301,16 +306,8 @@ int runner_describe_case(const entry_def *e, const bench_options *o, bench_case 
   case E_TILESSM_SCAN_BACKWARD_BIDIRECTIONAL: {
     /* the forward entries' inputs (docs/report.md, Profile and inputs) */
     ADD(c, "grad_out", GEN_NORMAL, f, SB, S, SC);
-    ADD(c, "tokens", GEN_NORMAL, f, SB, S, SC);
-    c->t[0].a = c->t[1].a = 1.0;
-    ADD(c, "decay", GEN_UNIFORM, f, SC);
-    c->t[2].a = 0.1, c->t[2].b = 0.9;
-    ADD(c, "input_gain", GEN_UNIFORM, f, SC);
-    c->t[3].a = 0.05, c->t[3].b = 1.55;
-    ADD(c, "output_gain", GEN_UNIFORM, f, SC);
-    c->t[4].a = 0.05, c->t[4].b = 1.55;
-    ADD(c, "state_bias", GEN_NORMAL, f, SC);
-    c->t[5].a = 0.1;
+    c->t[0].a = 1.0;
+    add_scan_inputs(c, f, SB, S, SC);
     ADD(c, "grad_tokens", GEN_OUTPUT, f, SB, S, SC);
     /* a vector's gradient sums every stream's steps, of both directions
      * when bidirectional */

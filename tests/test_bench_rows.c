@@ -67,14 +67,19 @@ static void teardown(void) {
   free(dir);
 }
 
-START_TEST(parity_break_fails_the_row_and_the_run) {
-  /* beta's tilepack fills f32 outputs with 222: not the cpu's answer */
+/* A configuration of the cpu backend and fixture-beta, in that order */
+static char *beta_config(void) {
   char body[8192];
   snprintf(body, sizeof body,
            "[apexx]\norder = cpu, beta\n[backend cpu]\nlibrary = apexx-cpu.so\n"
            "[backend beta]\nlibrary = %s\n",
            module("fixture-beta.so"));
-  char *config = write_config(body);
+  return write_config(body);
+}
+
+START_TEST(parity_break_fails_the_row_and_the_run) {
+  /* beta's tilepack fills f32 outputs with 222: not the cpu's answer */
+  char *config = beta_config();
   bt_result r;
   cJSON *j = run_json(config, "fp32", "tilepack,tileunpack_override", 2, &r);
   ck_assert_str_eq(str(j, "status"), "failed");
@@ -104,12 +109,7 @@ START_TEST(parity_checks_every_output_of_a_backward_row) {
   /* beta's fusiongate_fuse_backward fills grad_base with 222 and gives
    * grad_detail and grad_alpha right: the row fails on its first output,
    * not the last (the case's c->output) */
-  char body[8192];
-  snprintf(body, sizeof body,
-           "[apexx]\norder = cpu, beta\n[backend cpu]\nlibrary = apexx-cpu.so\n"
-           "[backend beta]\nlibrary = %s\n",
-           module("fixture-beta.so"));
-  char *config = write_config(body);
+  char *config = beta_config();
   bt_result r;
   cJSON *j = run_json(config, "fp32", "fusiongate_fuse_backward", 2, &r);
   const char *at = "benchmarks.tile_ops.fusiongate_fuse_backward.rows";
@@ -139,12 +139,7 @@ END_TEST
 
 START_TEST(unwritten_output_fails_the_row) {
   /* beta writes nothing for f16: its output keeps the 0xA5 poison */
-  char body[8192];
-  snprintf(body, sizeof body,
-           "[apexx]\norder = cpu, beta\n[backend cpu]\nlibrary = apexx-cpu.so\n"
-           "[backend beta]\nlibrary = %s\n",
-           module("fixture-beta.so"));
-  char *config = write_config(body);
+  char *config = beta_config();
   bt_result r;
   cJSON *j = run_json(config, "fp16", "tilepack", 2, &r);
   ck_assert_str_eq(str(j, "benchmarks.tile_ops.tilepack.rows.beta.status"), "failed");
