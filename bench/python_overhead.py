@@ -4,7 +4,7 @@
 
 host: ctx.tilepack on tiny host tensors (features [1,1,8,8] f32, idx [1,1])
       per call, with out= given and with out=None, minus the same C call
-      looped in C over the same tensors (_apexx's _time_c_tilepack);
+      looped in C over the same tensors (Context._time_c);
       NumPy arrays and, where installed, torch CPU tensors.
 cuda: (torch CUDA) ctx.tilepack at the seed profile (B1 C128 128x128 t8
       K32 fp16) on torch CUDA tensors on the current stream, per call
@@ -35,7 +35,7 @@ def per_call(fn, n):
 
 
 def c_per_call(ctx, f, idx, out, tile, n, **kw):
-    return min(ctx._time_c_tilepack(f, idx, out, tile, n, **kw) for _ in range(5))
+    return min(ctx._time_c("tilepack", n, f, idx, tile, out, **kw) for _ in range(5))
 
 
 def host_rows(ctx, n):

@@ -9,8 +9,15 @@ fp16 with K 32 ids, t 8; index_select on a [4096,128] fp16 source with 256
 rows; gather with a [256,128] index into it. Each row is the least mean of
 five series of n calls (no sync inside a series; --device cuda syncs once
 after each series, so queued kernels count once). "C loop" is the same
-apx_tilepack looped in C (_apexx's _time_c_tilepack): what the kernel
-costs without Python. Prints a Markdown table with the machine and the
+apx_tilepack looped in C (Context._time_c): what the kernel costs
+without Python.
+
+--ff N adds ff_infer (issue 28: Context.ff_infer adds <= 5 us to the C
+call, outputs given or not): apx_ff_infer looped in C beside
+Context.ff_infer with heavy/detail/alpha given and without, N calls a
+series; on cuda the default frame (B1 C128 128x128 f16, seeded weights),
+on the cpu a small one (B1 C16 32x32 f16, kmax 2/4) whose compute does not
+drown the binding's microseconds. Prints a Markdown table with the machine and the
 load average; --json FILE writes the numbers.
 
 Run from the build tree:
@@ -71,7 +78,7 @@ def rows(ctx, device, n):
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     ops = torch.ops.apexx
     stream = {"stream": torch.cuda.current_stream().cuda_stream} if device == "cuda" else {}
-    c_loop = min(ctx._time_c_tilepack(feats, idx, packed, 8, n, **stream) for _ in range(5))
+    c_loop = min(ctx._time_c("tilepack", n, feats, idx, 8, packed, **stream) for _ in range(5))
     table = [
         ("tilepack", "C loop (apx_tilepack)", c_loop),
         ("tilepack", "Context.tilepack(out=)",
@@ -97,15 +104,44 @@ def rows(ctx, device, n):
     return table
 
 
+def ff_rows(ctx, device, n):
+    g = torch.Generator().manual_seed(0)
+    B, C, H, W = (1, 128, 128, 128) if device == "cuda" else (1, 16, 32, 32)
+    kw = dict(weights=ctx.ff_weights_seeded(C, 0))
+    if device != "cuda":
+        kw.update(kmax_l0=2, kmax_l1=4)
+    dense = torch.randn(B, C, H, W, generator=g).to(device, torch.float16)
+    util = torch.randn(B, (H // 16) * (W // 16), generator=g).to(device, torch.float16)
+    heavy, detail = torch.empty_like(dense), torch.empty_like(dense)
+    alpha = torch.empty(B, 1, H, W, dtype=torch.float16, device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    stream = {"stream": torch.cuda.current_stream().cuda_stream} if device == "cuda" else {}
+    shape = f"[{B},{C},{H},{W}]"
+    c_loop = min(ctx._time_c("ff_infer", n, dense, util, heavy=heavy, detail=detail,
+                             alpha=alpha, **kw, **stream) for _ in range(5))
+    return [
+        ("ff_infer " + shape, "C loop (apx_ff_infer)", c_loop),
+        ("ff_infer " + shape, "Context.ff_infer(heavy=, detail=, alpha=)",
+         per_call(lambda: ctx.ff_infer(dense, util, heavy=heavy, detail=detail, alpha=alpha,
+                                       **kw), n, sync)),
+        ("ff_infer " + shape, "Context.ff_infer",
+         per_call(lambda: ctx.ff_infer(dense, util, **kw), n, sync)),
+    ]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("-n", type=int, default=2000, help="calls per series")
     ap.add_argument("--json", help="write the numbers here")
+    ap.add_argument("--ff", type=int, default=0, metavar="N",
+                    help="also ff_infer, N calls a series (0: not)")
     args = ap.parse_args()
     ctx = apexx.Context()
     load = os.getloadavg()
     table = rows(ctx, args.device, args.n)
+    if args.ff > 0:
+        table += ff_rows(ctx, args.device, args.ff)
     load_after = os.getloadavg()
     where = (f"{machine(args.device)}; Python {platform.python_version()}, torch "
              f"{torch.__version__}; torch threads {torch.get_num_threads()}; load average "

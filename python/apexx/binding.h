@@ -106,6 +106,8 @@ typedef struct {
   const char *op;
   int entered;     /* counted in self->calls */
   int explaining;  /* ctx.explain: nothing runs */
+  int64_t time_n;  /* ctx._time_c: the op runs time_n more times in C, timed */
+  double time_s;   /* ... their seconds per call */
   apx_op_id op_id; /* with args: the call to validate early */
   const void *args;
   PyObject *stream_obj;    /* stream= as given (borrowed) or NULL */
@@ -221,6 +223,9 @@ int apxpy_op_methods(PyMethodDef *methods, int max);
 int apxpy_add_op_functions(PyObject *module);
 /* A tuple of the op method names, in id order, tile_order last. */
 PyObject *apxpy_op_names(void);
+/* ctx._time_c(op, n, *args, **kwargs): op looped n times in C, timed. */
+PyObject *apxpy_time_c(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames);
 /* ctx.explain(op, *args, **kwargs). */
 PyObject *apxpy_explain(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,
                         PyObject *kwnames);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 /* ---- calls in flight ---------------------------------------------------------
  * A Context or FFWeights stays alive and usable while a call uses it: a call
@@ -336,6 +337,25 @@ int apxpy_run_op(apxpy_call *cs, PyObject **explained) {
     return -1;
   }
   apx_context *ctx = cs->self->ctx;
+  if (cs->time_n > 0) {
+    /* ctx._time_c: one call, then time_n more looped here (a device call
+     * synced once at the end), the GIL released throughout */
+    struct timespec t0, t1;
+    Py_BEGIN_ALLOW_THREADS st = apx_op_run(ctx, cs->op_id, cs->args, &cs->call);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int64_t i = 0; i < cs->time_n && st == APX_OK; i++)
+      st = apx_op_run(ctx, cs->op_id, cs->args, &cs->call);
+    if (st == APX_OK) st = apx_sync(ctx, &cs->call);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    Py_END_ALLOW_THREADS
+    cs->time_s = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) /
+                 (double)cs->time_n;
+    if (st != APX_OK) {
+      apxpy_raise_apx(st);
+      return -1;
+    }
+    return 0;
+  }
   int release = cs->host_bytes >= APXPY_RELEASE_GIL_BYTES || cs->eager;
   if (release) {
     Py_BEGIN_ALLOW_THREADS st = apx_op_run(ctx, cs->op_id, cs->args, &cs->call);

@@ -5,7 +5,6 @@
 #include "binding.h"
 
 #include <string.h>
-#include <time.h>
 
 /* ---- context methods ---------------------------------------------------------- */
 static PyObject *m_backends(ContextObject *self, PyObject *unused) {
@@ -102,49 +101,6 @@ static PyObject *m_config_source(ContextObject *self, PyObject *unused) {
 }
 
 
-/* _time_c_tilepack(features, idx, out, tile=8, n=1000): seconds per
- * apx_tilepack call looping in C over the same tensors (the bench's
- * baseline for the binding's overhead); a device call syncs once at the
- * end. */
-static PyObject *m_time_c_tilepack(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                   PyObject *kwnames) {
-  static const char *const names[] = {"features", "idx", "out", "tile", "n", NULL};
-  PyObject *s[APXPY_MAX_ARGS];
-  int ns;
-  apxpy_call cs;
-  if (apxpy_parse_args("_time_c_tilepack", names, args, nargs, kwnames, s, &ns) < 0) return NULL;
-  if (apxpy_call_setup(&cs, self, "_time_c_tilepack", s, ns) < 0) goto fail;
-  apx_tilepack_args a = APX_TILEPACK_ARGS_INIT;
-  cs.op_id = APX_OP_TILEPACK;
-  cs.args = &a;
-  int64_t n = 1000;
-  if (apxpy_int_arg(&cs, s[3], "tile", &a.tile) < 0 || apxpy_int_arg(&cs, s[4], "n", &n) < 0) goto fail;
-  if (!(a.features = apxpy_req_tensor(&cs, s[0], "features")) || !(a.idx = apxpy_req_tensor(&cs, s[1], "idx")))
-    goto fail;
-  if (!s[2]) {
-    PyErr_SetString(PyExc_TypeError, "_time_c_tilepack: out is required");
-    goto fail;
-  }
-  if (!(a.out = apxpy_acquire(&cs, s[2], "out", APXPY_OUTPUT))) goto fail;
-  struct timespec t0, t1;
-  apx_status st = APX_OK;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (int64_t i = 0; i < n && st == APX_OK; i++) st = apx_tilepack(self->ctx, &a, &cs.call);
-  if (st == APX_OK && a.features->device != APX_DEVICE_HOST) st = apx_sync(self->ctx, &cs.call);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (st != APX_OK) {
-    apxpy_raise_apx(st);
-    goto fail;
-  }
-  apxpy_call_release(&cs);
-  return PyFloat_FromDouble(((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) /
-                            (double)(n > 0 ? n : 1));
-fail:
-  apxpy_call_release(&cs);
-  return NULL;
-}
-
-
 /* The context's own methods; the op methods follow them in the type's
  * table (apxpy_context_type_init). Each docstring starts with its
  * signature for inspect.signature (CPython's "NAME($self, ...)\n--\n\n"),
@@ -183,11 +139,10 @@ static const PyMethodDef own_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "ff_weights_seeded($self, /, channels, seed=0)\n--\n\n"
      "Returns FFWeights from the documented generator."},
-    {"_time_c_tilepack", (PyCFunction)(void (*)(void))m_time_c_tilepack, FC,
-     "_time_c_tilepack($self, /, features, idx, out, tile=8, n=1000, " COMMON_KEYWORDS_
-     ")\n--\n\n"
-     "Returns the seconds per apx_tilepack call looped in C over the same tensors (bench "
-     "baseline)."},
+    {"_time_c", (PyCFunction)(void (*)(void))apxpy_time_c, FC,
+     "_time_c($self, op, n, /, *args, **kwargs)\n--\n\n"
+     "Returns the seconds per call of op with these arguments looped n times in C after "
+     "one call (bench baseline of the binding's cost)."},
 };
 #define OWN_METHODS ((int)(sizeof own_methods / sizeof own_methods[0]))
 

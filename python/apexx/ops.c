@@ -262,9 +262,12 @@ static PyObject *op_call_run(op_call *oc, PyObject **explained) {
 }
 
 /* The method of op `op`: ctx.NAME(*args, **kwargs); with explained, the
- * call is explained instead (ctx.explain). */
-static PyObject *op_method(ContextObject *self, apx_op_id op, PyObject *const *args,
-                           Py_ssize_t nargs, PyObject *kwnames, PyObject **explained) {
+ * call is explained instead (ctx.explain); with time_n > 0 it runs
+ * 1 + time_n times in C and *time_s is the seconds a call of the last
+ * time_n (ctx._time_c). */
+static PyObject *op_method_timed(ContextObject *self, apx_op_id op, PyObject *const *args,
+                                 Py_ssize_t nargs, PyObject *kwnames, PyObject **explained,
+                                 int64_t time_n, double *time_s) {
   op_call oc;
   const op_entry *e = &op_entries[op]; /* op: an id with a method */
   oc.d = e->d;
@@ -288,7 +291,9 @@ static PyObject *op_method(ContextObject *self, apx_op_id op, PyObject *const *a
       oc.cs.op_id = op;
       oc.cs.args = oc.args;
       oc.cs.explaining = explained != NULL;
+      oc.cs.time_n = time_n;
       r = op_call_run(&oc, explained);
+      if (r && time_n > 0) *time_s = oc.cs.time_s;
     }
   }
   apxpy_call_release(&oc.cs);
@@ -296,6 +301,11 @@ static PyObject *op_method(ContextObject *self, apx_op_id op, PyObject *const *a
   if (oc.results) oc.x->free_results(oc.results);
   PyMem_Free(oc.args);
   return r;
+}
+
+static PyObject *op_method(ContextObject *self, apx_op_id op, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames, PyObject **explained) {
+  return op_method_timed(self, op, args, nargs, kwnames, explained, 0, NULL);
 }
 
 /* ---- tile_order: a host op of the core, no op id, no dispatch ------------ */
@@ -424,6 +434,31 @@ static PyObject *f_tile_order(PyObject *module, PyObject *const *args, Py_ssize_
 
 static const char tile_order_function_doc[] =
     TILE_ORDER_DOC_("$module", "\n(On apexx.default_context().)");
+
+/* ctx._time_c(op, n, *args, **kwargs): the seconds a call of op with those
+ * arguments takes looped n times in C (the binding's work done once): the
+ * baseline of a Python call's cost (bench/python_percall.py). */
+PyObject *apxpy_time_c(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames) {
+  if (nargs < 2 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "_time_c(op, n, *args, **kwargs): op an op name, n an int");
+    return NULL;
+  }
+  const char *name = PyUnicode_AsUTF8(args[0]);
+  if (!name) return NULL;
+  const long long n = PyLong_AsLongLong(args[1]);
+  if (n == -1 && PyErr_Occurred()) return NULL;
+  if (n < 1) return apxpy_raise_invalid("_time_c: n = [%lld] is not a positive count", n);
+  const int op = apx_op_from_name(name);
+  if (op < 0 || op >= APX_OP_COUNT || !op_entries[op].d)
+    return apxpy_raise_invalid("_time_c: op = [%s] is not an apexx op", name);
+  double secs = 0.0;
+  PyObject *r = op_method_timed(self, (apx_op_id)op, args + 2, nargs - 2, kwnames, NULL,
+                                (int64_t)n, &secs);
+  if (!r) return NULL;
+  Py_DECREF(r);
+  return PyFloat_FromDouble(secs);
+}
 
 PyObject *apxpy_explain(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,
                         PyObject *kwnames) {

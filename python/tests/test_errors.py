@@ -28,6 +28,24 @@ class Errors(TestCase):
         self.f = np.zeros((1, 2, 8, 8), np.float32)
         self.idx = np.array([[0, 3]], np.int32)
 
+    def test_time_c(self):
+        # the bench's baseline: the op looped in C, seconds a call; its
+        # arguments validated as the op's
+        f = np.arange(128, dtype=np.float32).reshape(1, 2, 8, 8)
+        out = np.zeros((1, 2, 2, 4, 4), np.float32)
+        t = self.ctx._time_c("tilepack", 3, f, self.idx, 4, out)
+        self.assertIsInstance(t, float)
+        self.assertGreater(t, 0.0)
+        np.testing.assert_array_equal(out[0, 1], f[0, :, 4:8, 4:8])
+        with self.assertRaisesApexx(apexx.InvalidArgument, "_time_c", "no_such_op"):
+            self.ctx._time_c("no_such_op", 3)
+        with self.assertRaisesApexx(apexx.InvalidArgument, "_time_c", "n = [0]"):
+            self.ctx._time_c("tilepack", 0, self.f, self.idx, 4, out)
+        with self.assertRaisesApexx(apexx.InvalidArgument, "tilepack", "tile", "3"):
+            self.ctx._time_c("tilepack", 3, self.f, self.idx, 3, out)
+        with self.assertRaises(TypeError):
+            self.ctx._time_c("tilepack")
+
     def test_hierarchy(self):
         self.assertTrue(issubclass(apexx.InvalidArgument, ValueError))
         for cls, st in ((apexx.InvalidArgument, 1), (apexx.Unsupported, 2), (apexx.NoMemory, 3),
