@@ -307,7 +307,7 @@ if want python; then
   # host time per call from Python beside torch.index_select and
   # torch.gather on the card (issue 27)
   step python_percall 120 env PYTHONPATH=/tmp/apexx-py PYTHONUNBUFFERED=1 "${pyt:-python3}" \
-    "$srcdir/bench/python_percall.py" --device cuda --json "$work/python_percall.json"
+    "$srcdir/bench/python_percall.py" --device cuda --ff 500 --json "$work/python_percall.json"
   grep '^|' "$work/python_percall.log" | tee -a "$report"
   # the backward ops beside torch autograd of the same math (issue 27)
   for prof in large seed; do
