@@ -37,10 +37,8 @@
 #   ab-results.tar.gz every log and report
 # AB_CHECK=0 (no make check), AB_JOBS (make -j of each build, default half
 # the cores), AB_LARGE_ITERS (20), AB_SEED_ITERS (50), AB_SEED_PARITY (off:
-# the rounds only time; with the cpu references of every row, ff_infer_b8
-# and _b32 among them, a round took 90 s on the H200 and two of six fit the
-# step's 240 s; B's make check and run-all.sh's bw step check parity),
-# AB_SEED_ROUNDS (6)
+# the rounds only time, without the cpu reference of every row; B's make
+# check and run-all.sh's bw step check parity), AB_SEED_ROUNDS (6)
 # and AB_SEED_MAX_ROUNDS (12: ab's --until-settled), AB_SLOW_OP (none),
 # AB_SLOW_FACTOR (0.2), APEXX_CONFIGURE_FLAGS
 # (both configures). Steps stop being started past AB_DEADLINE_S (default
