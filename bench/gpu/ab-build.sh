@@ -38,7 +38,9 @@
 # AB_CHECK=0 (no make check), AB_JOBS (make -j of each build, default half
 # the cores), AB_LARGE_ITERS (20), AB_SEED_ITERS (50), AB_SEED_PARITY (off:
 # the rounds only time, without the cpu reference of every row; B's make
-# check and run-all.sh's bw step check parity), AB_SEED_ROUNDS (6)
+# check and run-all.sh's bw step check parity), AB_SEED_OPS (apexx-bench
+# --ops of the seed rounds: every op's section and end_to_end_infer),
+# AB_SEED_LIMIT_S (the seed step's limit, 240), AB_SEED_ROUNDS (6)
 # and AB_SEED_MAX_ROUNDS (12: ab's --until-settled), AB_SLOW_OP (none),
 # AB_SLOW_FACTOR (0.2), APEXX_CONFIGURE_FLAGS
 # (both configures). Steps stop being started past AB_DEADLINE_S (default
@@ -192,10 +194,10 @@ fi
 export APEXX_CONFIG=$work/B/conf/apexx.ini
 ops=reference,tile_ops,tilessm,indexing
 # seed: apexx-bench ab (B's), the verdict per row from the paired rounds
-step ab-seed 240 "$work/B/bench/apexx-bench" ab "$work/A" "$work/B" \
+step ab-seed "${AB_SEED_LIMIT_S:-240}" "$work/B/bench/apexx-bench" ab "$work/A" "$work/B" \
   --rounds "${AB_SEED_ROUNDS:-6}" --until-settled "${AB_SEED_MAX_ROUNDS:-12}" --passes 3 \
   --output-json "$work/ab-seed.json" --output-md "$work/ab-seed.md" -- \
-  --profile seed --backends cuda --ops "$ops,end_to_end_infer" --warmup 3 \
+  --profile seed --backends cuda --ops "${AB_SEED_OPS:-$ops,end_to_end_infer}" --warmup 3 \
   --iters "${AB_SEED_ITERS:-50}" --parity "${AB_SEED_PARITY:-off}"
 ab_rc=$?
 [ $ab_rc -eq 2 ] && status=1
