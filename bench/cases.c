@@ -77,6 +77,20 @@ static int add_output(const entry_def *e, const bench_options *o, bench_case *c,
       return -1;                                                                                   \
   } while (0)
 
+/* tileunpack's idx (tile ids below `grid`) and levels, after the inputs
+ * already added; at a preset profile levels is not passed (unbound) */
+static void add_unpack_ids(bench_case *c, const bench_options *o, apx_dtype ix, int64_t B,
+                           int64_t K, int64_t grid) {
+  const int at = c->count;
+  ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
+  c->t[at].limit = grid;
+  ADD(c, "levels", GEN_LEVELS, ix, B, K);
+  if (runner_preset_profile(o)) {
+    c->t[at + 1].touched_elems = 0; /* not passed */
+    c->t[at + 1].unbound = 1;
+  }
+}
+
 /* tilessm_scan's inputs, all of dtype `dt`, after those already added
  * (docs/report.md, Profile and inputs: tokens randn, decay rand*0.8+0.1,
  * gains rand*1.5+0.05, state_bias randn*0.1) */
@@ -148,13 +162,7 @@ int runner_describe_case(const entry_def *e, const bench_options *o, bench_case 
     ADD(c, "base", GEN_NORMAL, f, B, C, H, W);
     ADD(c, "packed", GEN_NORMAL, f, B, K, C, t, t);
     c->t[0].a = c->t[1].a = 1.0;
-    ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
-    c->t[2].limit = grid;
-    ADD(c, "levels", GEN_LEVELS, ix, B, K);
-    if (runner_preset_profile(o)) {
-      c->t[3].touched_elems = 0; /* not passed */
-      c->t[3].unbound = 1;
-    }
+    add_unpack_ids(c, o, ix, B, K, grid);
     OUT(c, "out", GEN_OUTPUT);
     c->work = (double)(B * K);
     break;
@@ -248,13 +256,7 @@ int runner_describe_case(const entry_def *e, const bench_options *o, bench_case 
   case E_TILEUNPACK_BACKWARD_BLEND:
     ADD(c, "grad_out", GEN_NORMAL, f, B, C, H, W);
     c->t[0].a = 1.0;
-    ADD(c, "idx", GEN_TILE_IDS, ix, B, K);
-    c->t[1].limit = grid;
-    ADD(c, "levels", GEN_LEVELS, ix, B, K);
-    if (runner_preset_profile(o)) {
-      c->t[2].touched_elems = 0; /* not passed */
-      c->t[2].unbound = 1;
-    }
+    add_unpack_ids(c, o, ix, B, K, grid);
     ADD(c, "grad_base", GEN_OUTPUT, f, B, C, H, W);
     ADD(c, "grad_packed", GEN_OUTPUT, f, B, K, C, t, t);
     c->work = (double)(B * K);
