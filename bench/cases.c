@@ -20,8 +20,6 @@ static void add_tensor(bench_case *c, const char *name, gen_kind gen, apx_dtype 
   ct->host.ndim = ndim;
   for (int i = 0; i < ndim; i++)
     ct->host.shape[i] = shape[i];
-  if (gen == GEN_OUTPUT)
-    c->output = c->count;
   c->count++;
 }
 

@@ -123,7 +123,6 @@ typedef struct runner_call_plan {
 
 typedef struct bench_case {
   int count;
-  int output; /* index of the last GEN_OUTPUT tensor (every one is compared) */
   case_tensor t[MAX_TENSORS];
   double work; /* the throughput's work count */
   runner_call_plan plan;
