@@ -372,7 +372,8 @@ END_TEST
 /* The default tile sizes with other shapes: f16/bf16 take the tensor-core
  * refine of tiles 16 and 8 (ff_tc_kernel) with B 2 and C 32 (2 k steps, 4
  * row tiles of outputs: fewer than the block's warps), level 1's tokens
- * from level 0's refine in both rows; then one level (nesting off). */
+ * from level 0's refine in both rows; then one level (nesting off); then
+ * a batch of 8. */
 START_TEST(test_tc_shapes) {
   static const apx_dtype dts[] = {APX_DTYPE_F32, APX_DTYPE_F16, APX_DTYPE_BF16};
   for (int i = 0; i < 3; i++) {
@@ -380,6 +381,10 @@ START_TEST(test_tc_shapes) {
     run_case(&a, "tc two levels");
     ff_case b = {dts[i], 2, 32, 64, 48, 16, 6, 8, 4.0, 2.0, 1.0, 0.2, 0, 1, 1, 0, FF_DEFAULTS};
     run_case(&b, "tc one level");
+    /* B 8 x 16 level-1 tiles x 2 blocks: more blocks than SMs, level 1
+     * still on the tensor cores in 16-pixel blocks */
+    ff_case c = {dts[i], 8, 32, 64, 64, 16, 8, 16, 6.0, 3.0, 1.0, 0.2, 1, 1, 1, 0, FF_DEFAULTS};
+    run_case(&c, "tc batch 8");
   }
 }
 END_TEST

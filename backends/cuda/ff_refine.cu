@@ -91,6 +91,11 @@ int cuda_ff_fused_width(cuda_state *st, int dev, const cuda_ff_frame *f, int64_t
   const int64_t tt = t * t, sms = st->dev[dev].sm_count > 0 ? st->dev[dev].sm_count : 132;
   /* 16-pixel blocks where 32-pixel ones would leave SMs idle */
   int cw = f->B * K * ((tt + 31) / 32) < sms && (tt + 15) / 16 <= 8 ? 16 : 32;
+  /* tiles whose 16-pixel form runs on the tensor cores and whose 32-pixel
+   * form does not keep 16-pixel blocks at any batch */
+  if (cw == 32 && (tt + 15) / 16 <= 8 && (f->dt == APX_DTYPE_F16 || f->dt == APX_DTYPE_BF16) &&
+      tc_smem(f->C, t, 16) > 0 && tc_smem(f->C, t, 32) == 0)
+    cw = 16;
   if ((tt + cw - 1) / cw > 8) return 0; /* a portable cluster: at most 8 blocks */
   /* static shared memory: sh32, cred, alp (and the tc kernel's stat) */
   size_t smem = fused_smem(f->C, t, cw);
