@@ -40,8 +40,10 @@
 # the rounds only time, without the cpu reference of every row; B's make
 # check and run-all.sh's bw step check parity), AB_SEED_OPS (apexx-bench
 # --ops of the seed rounds: every op's section and end_to_end_infer),
-# AB_SEED_LIMIT_S (the seed step's limit, 240), AB_SEED_ROUNDS (6)
-# and AB_SEED_MAX_ROUNDS (12: ab's --until-settled), AB_SLOW_OP (none),
+# AB_SEED_LIMIT_S (the seed step's limit, 240), AB_SEED_ROUNDS (6; 0: no
+# ab rounds) and AB_SEED_MAX_ROUNDS (12: ab's --until-settled),
+# AB_SEED_SIDE_ROUNDS (0) and AB_SEED_SIDE_OPS (end_to_end_infer): seed
+# rounds of one process a side, as the large profile's, AB_SLOW_OP (none),
 # AB_SLOW_FACTOR (0.2), APEXX_CONFIGURE_FLAGS
 # (both configures). Steps stop being started past AB_DEADLINE_S (default
 # 560) seconds, so that one device call of 600 s ends with its report.
@@ -194,7 +196,8 @@ fi
 export APEXX_CONFIG=$work/B/conf/apexx.ini
 ops=reference,tile_ops,tilessm,indexing
 # seed: apexx-bench ab (B's), the verdict per row from the paired rounds
-step ab-seed "${AB_SEED_LIMIT_S:-240}" "$work/B/bench/apexx-bench" ab "$work/A" "$work/B" \
+# (AB_SEED_ROUNDS=0: none)
+[ "${AB_SEED_ROUNDS:-6}" != 0 ] && step ab-seed "${AB_SEED_LIMIT_S:-240}" "$work/B/bench/apexx-bench" ab "$work/A" "$work/B" \
   --rounds "${AB_SEED_ROUNDS:-6}" --until-settled "${AB_SEED_MAX_ROUNDS:-12}" --passes 3 \
   --output-json "$work/ab-seed.json" --output-md "$work/ab-seed.md" -- \
   --profile seed --backends cuda --ops "${AB_SEED_OPS:-$ops,end_to_end_infer}" --warmup 3 \
@@ -243,6 +246,19 @@ for r in $(seq 1 "${AB_LARGE_ROUNDS:-2}"); do
       --ops "${AB_LARGE_OPS:-$bw_forward}" \
       --warmup 3 --iters "${AB_LARGE_ITERS:-20}" --repetitions 1 --parity off --quiet \
       --output-json "$work/bw-large-$side-$r.json"
+  done
+done
+
+# seed, one process a side a round, A first (AB_SEED_SIDE_ROUNDS, default
+# none): rows whose ab rounds take too long for a call (the frame's
+# batches: ~50 s a round), tabled beside the large profile's
+for r in $(seq 1 "${AB_SEED_SIDE_ROUNDS:-0}"); do
+  for side in A B; do
+    step "bw-seed-$side-$r" 120 env APEXX_BACKEND_DIR="$work/$side/backends/.libs" \
+      "$work/$side/bench/apexx-bench" --profile seed --backends cuda \
+      --ops "${AB_SEED_SIDE_OPS:-end_to_end_infer}" \
+      --warmup 3 --iters "${AB_SEED_ITERS:-50}" --repetitions 1 --parity off --quiet \
+      --output-json "$work/bw-seed-$side-$r.json"
   done
 done
 
