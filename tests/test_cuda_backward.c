@@ -137,15 +137,24 @@ START_TEST(test_fuse_backward) {
 }
 END_TEST
 
+/* Maps of one block, of several (a pixel a thread up to 2^17 pixels,
+ * backends/cuda/fusiongate_alpha_backward.cu), of 180000 pixels (16 a
+ * thread) and, for one dtype pair, of 2 x 1700 x 1700 (more chunks than a
+ * ticket's partials hold: their sums in workspace). */
 START_TEST(test_alpha_backward) {
+  static const int64_t maps[][2] = {{7, 13}, {70, 90}, {300, 300}, {1700, 1700}};
   for (int pd = 0; pd < 3; pd++)
     for (int gd = 0; gd < 3; gd++)
-      for (int three_d = 0; three_d < 2; three_d++) {
+      for (int m = 0; m < 4; m++) {
+        if (m == 3 && (pd != 0 || gd != 2)) continue; /* the workspace case once */
+        const int three_d = m % 2;
         apx_dtype p = float_dtypes[pd], g = float_dtypes[gd];
-        int64_t B = 2, H = three_d ? 70 : 7, W = three_d ? 90 : 13; /* several chunks */
+        int64_t B = 2, H = maps[m][0], W = maps[m][1];
         char what[120];
-        snprintf(what, sizeof what, "fusiongate_alpha_backward proxies %s grad_out %s %dd",
-                 apx_dtype_name(p), apx_dtype_name(g), three_d ? 3 : 4);
+        snprintf(what, sizeof what,
+                 "fusiongate_alpha_backward proxies %s grad_out %s %dd %lldx%lld",
+                 apx_dtype_name(p), apx_dtype_name(g), three_d ? 3 : 4, (long long)H,
+                 (long long)W);
         apx_tensor grad_out = tu_host4(g, B, 1, H, W);
         apx_tensor bnd = three_d ? tu_host3(p, B, H, W) : tu_host4(p, B, 1, H, W);
         apx_tensor unc = tu_host3(p, B, H, W);

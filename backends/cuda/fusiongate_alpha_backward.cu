@@ -1,16 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fusiongate_alpha_backward on CUDA (docs/ops.md, fusiongate_alpha_backward).
- * The proxies' gradients element-wise; the scalars' sums in two passes with
- * one order (no atomics): a block per 4096-pixel chunk (each thread its
- * pixels in order, then a fixed tree over the block's threads) writes the
- * chunk's three sums, and one thread adds the chunks in order. fp32 math,
- * one rounding per stored value; the same bits run to run. */
+ * The proxies' gradients element-wise; the scalars' sums with one order
+ * (no atomics) in one launch: a block per chunk of pixels (each thread
+ * its pixels in order, then a fixed tree over the block's threads) leaves
+ * the chunk's three sums, and the block that finishes last adds the
+ * chunks' sums in chunk order (a strided share a thread, then a fixed
+ * tree) and writes the three gradients (cuda_ticket.cuh). A chunk is a
+ * pixel a thread for small maps (blocks enough to fill the device), 16 a
+ * thread beyond ALPHA_BWD_SMALL pixels. fp32 math, one rounding per stored
+ * value; the same bits run to run. */
 #include "cuda_backend.h"
 
 #include <math.h>
 
-#define ALPHA_BWD_CHUNK 4096
+#include "cuda_ticket.cuh"
+
 #define ALPHA_BWD_THREADS 256
+/* pixels a thread beyond ALPHA_BWD_SMALL pixels (a chunk of 4096) */
+#define ALPHA_BWD_PER_THREAD 16
+/* up to here a pixel a thread (at most 512 chunks: their sums fit a ticket) */
+#define ALPHA_BWD_SMALL (1 << 17)
 
 /* The forward's sanitised proxy cast to grad_out's dtype; *passes = 1
  * where the value was finite (its derivative), else 0. */
@@ -27,16 +36,20 @@ struct alpha_bwd_args {
   const void *grad_out, *boundary, *uncertainty;
   void *grad_boundary, *grad_uncertainty;
   int g_dt, in_dt;
-  int64_t n;
+  int64_t n, chunk; /* pixels, pixels a block */
   float w_b, w_u, bias;
-  float *partial; /* [chunks][3], NULL: no scalar asked for */
+  int sums;         /* a scalar's gradient asked for */
+  float *partial;   /* [chunks][3] in workspace; NULL: the ticket's own */
+  unsigned ticket;
+  void *g_blw, *g_ulw, *g_bias; /* the scalars' gradients (NULL: not asked) */
+  int blw_dt, ulw_dt, bias_dt;
+  float chain_b, chain_u; /* softplus' derivatives at the log weights */
 };
 
 __global__ void __launch_bounds__(ALPHA_BWD_THREADS)
     fusiongate_alpha_backward_kernel(alpha_bwd_args a) {
-  __shared__ float sums[3][ALPHA_BWD_THREADS];
-  const int64_t begin = (int64_t)blockIdx.x * ALPHA_BWD_CHUNK;
-  const int64_t end = begin + ALPHA_BWD_CHUNK < a.n ? begin + ALPHA_BWD_CHUNK : a.n;
+  const int64_t begin = (int64_t)blockIdx.x * a.chunk;
+  const int64_t end = begin + a.chunk < a.n ? begin + a.chunk : a.n;
   float tb = 0.0f, tu = 0.0f, tt = 0.0f;
   for (int64_t i = begin + threadIdx.x; i < end; i += ALPHA_BWD_THREADS) {
     float pb, pu;
@@ -51,31 +64,24 @@ __global__ void __launch_bounds__(ALPHA_BWD_THREADS)
     if (a.grad_boundary) cuda_store_any(a.grad_boundary, a.in_dt, i, t * a.w_b * pb);
     if (a.grad_uncertainty) cuda_store_any(a.grad_uncertainty, a.in_dt, i, t * a.w_u * pu);
   }
-  if (!a.partial) return;
-  sums[0][threadIdx.x] = tb;
-  sums[1][threadIdx.x] = tu;
-  sums[2][threadIdx.x] = tt;
-  __syncthreads();
-  for (int half = ALPHA_BWD_THREADS / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half)
-      for (int j = 0; j < 3; j++) sums[j][threadIdx.x] += sums[j][threadIdx.x + half];
-    __syncthreads();
+  if (!a.sums) return; /* uniform over the grid */
+  float *partial = cuda_ticket_partials(a.ticket, a.partial);
+  tb = cuda_block_sum(tb);
+  tu = cuda_block_sum(tu);
+  tt = cuda_block_sum(tt);
+  if (threadIdx.x == 0) {
+    partial[blockIdx.x * 3 + 0] = tb;
+    partial[blockIdx.x * 3 + 1] = tu;
+    partial[blockIdx.x * 3 + 2] = tt;
   }
-  if (threadIdx.x == 0)
-    for (int j = 0; j < 3; j++) a.partial[blockIdx.x * 3 + j] = sums[j][0];
-}
-
-/* One thread: the chunks' sums in order, times the chain factors. */
-__global__ void fusiongate_alpha_backward_scalars(const float *partial, int64_t chunks,
-                                                  void *g_blw, int blw_dt, void *g_ulw,
-                                                  int ulw_dt, void *g_bias, int bias_dt,
-                                                  float chain_b, float chain_u) {
-  float total[3] = {0.0f, 0.0f, 0.0f};
-  for (int64_t c = 0; c < chunks; c++)
-    for (int j = 0; j < 3; j++) total[j] += partial[c * 3 + j];
-  if (g_blw) cuda_store_any(g_blw, blw_dt, 0, total[0] * chain_b);
-  if (g_ulw) cuda_store_any(g_ulw, ulw_dt, 0, total[1] * chain_u);
-  if (g_bias) cuda_store_any(g_bias, bias_dt, 0, total[2]);
+  if (!cuda_ticket_last_block(a.ticket)) return;
+  tb = cuda_ticket_sum(partial + 0, gridDim.x, 3);
+  tu = cuda_ticket_sum(partial + 1, gridDim.x, 3);
+  tt = cuda_ticket_sum(partial + 2, gridDim.x, 3);
+  if (threadIdx.x != 0) return;
+  if (a.g_blw) cuda_store_any(a.g_blw, a.blw_dt, 0, tb * a.chain_b);
+  if (a.g_ulw) cuda_store_any(a.g_ulw, a.ulw_dt, 0, tu * a.chain_u);
+  if (a.g_bias) cuda_store_any(a.g_bias, a.bias_dt, 0, tt);
 }
 
 apx_status cuda_fusiongate_alpha_backward(void *state, const apx_fusiongate_alpha_backward_args *a,
@@ -85,16 +91,27 @@ apx_status cuda_fusiongate_alpha_backward(void *state, const apx_fusiongate_alph
   if (s != APX_OK) return s;
   cudaStream_t stream = cuda_stream(call);
   const int64_t n = apx_backend_numel(a->grad_out);
-  const int64_t chunks = (n + ALPHA_BWD_CHUNK - 1) / ALPHA_BWD_CHUNK;
-  const int sums = a->grad_boundary_log_weight || a->grad_uncertainty_log_weight || a->grad_bias;
+  const int64_t chunk =
+      ALPHA_BWD_THREADS * (n <= ALPHA_BWD_SMALL ? (int64_t)1 : (int64_t)ALPHA_BWD_PER_THREAD);
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  const apx_tensor *gb = a->grad_boundary_log_weight, *gu = a->grad_uncertainty_log_weight,
+                   *gbias = a->grad_bias;
+  const int sums = gb || gu || gbias;
   if (n == 0 && !sums) return APX_OK;
+  /* one block even for no pixels: the sums' gradients are then zeros */
+  const int64_t blocks = chunks > 0 ? chunks : 1;
+  if (blocks > 0x7fffffffLL)
+    return st->svc->set_error(APX_ERR_UNSUPPORTED,
+                              "fusiongate_alpha_backward: [%lld] pixels exceed the grid",
+                              (long long)n);
   cuda_workspace ws = {nullptr, stream};
-  if (sums && chunks > 0) {
-    s = cuda_ws_alloc(st, stream, cuda_align_up((size_t)chunks * 3 * sizeof(float)), &ws,
+  if (sums && blocks * 3 > CUDA_TICKET_PARTIALS) {
+    s = cuda_ws_alloc(st, stream, cuda_align_up((size_t)blocks * 3 * sizeof(float)), &ws,
                       "fusiongate_alpha_backward: workspace");
     if (s != APX_OK) return s;
   }
   alpha_bwd_args k;
+  memset(&k, 0, sizeof k);
   k.grad_out = a->grad_out->data;
   k.boundary = a->boundary->data;
   k.uncertainty = a->uncertainty->data;
@@ -103,22 +120,23 @@ apx_status cuda_fusiongate_alpha_backward(void *state, const apx_fusiongate_alph
   k.g_dt = (int)a->grad_out->dtype;
   k.in_dt = (int)a->boundary->dtype;
   k.n = n;
+  k.chunk = chunk;
   /* softplus and its derivative evaluated in fp32 (include/apexx/op_rules.h) */
   k.w_b = apx_softplusf((float)a->boundary_log_weight);
   k.w_u = apx_softplusf((float)a->uncertainty_log_weight);
   k.bias = (float)a->bias;
+  k.sums = sums;
   k.partial = (float *)ws.ptr;
-  if (chunks > 0)
-    fusiongate_alpha_backward_kernel<<<(unsigned)chunks, ALPHA_BWD_THREADS, 0, stream>>>(k);
-  if (sums) {
-    const apx_tensor *gb = a->grad_boundary_log_weight, *gu = a->grad_uncertainty_log_weight,
-                     *gbias = a->grad_bias;
-    fusiongate_alpha_backward_scalars<<<1, 1, 0, stream>>>(
-        k.partial, chunks, gb ? gb->data : nullptr, gb ? (int)gb->dtype : 0,
-        gu ? gu->data : nullptr, gu ? (int)gu->dtype : 0, gbias ? gbias->data : nullptr,
-        gbias ? (int)gbias->dtype : 0, apx_softplus_gradf((float)a->boundary_log_weight),
-        apx_softplus_gradf((float)a->uncertainty_log_weight));
-  }
+  k.ticket = sums ? cuda_ticket_take() : 0;
+  k.g_blw = gb ? gb->data : nullptr;
+  k.blw_dt = gb ? (int)gb->dtype : 0;
+  k.g_ulw = gu ? gu->data : nullptr;
+  k.ulw_dt = gu ? (int)gu->dtype : 0;
+  k.g_bias = gbias ? gbias->data : nullptr;
+  k.bias_dt = gbias ? (int)gbias->dtype : 0;
+  k.chain_b = apx_softplus_gradf((float)a->boundary_log_weight);
+  k.chain_u = apx_softplus_gradf((float)a->uncertainty_log_weight);
+  fusiongate_alpha_backward_kernel<<<(unsigned)blocks, ALPHA_BWD_THREADS, 0, stream>>>(k);
   cudaError_t err = cudaGetLastError();
   if (ws.ptr) cuda_ws_free(&ws);
   if (err != cudaSuccess) return cuda_fail(st, err, "fusiongate_alpha_backward: launch");

@@ -37,6 +37,8 @@ cuda_backend_headers = \
 	backends/cuda/cuda_check.h \
 	backends/cuda/cuda_check_device.cuh \
 	backends/cuda/cuda_workspace.h
+# helpers some ops' files include (the last-block sums of the backward ops)
+cuda_helper_headers = backends/cuda/cuda_ticket.cuh
 cuda_ff_headers = backends/cuda/cuda_ff.h
 cuda_tileunpack_headers = \
 	backends/cuda/tileunpack.h \
@@ -64,7 +66,7 @@ cuda_ff_refine_headers = \
 	backends/cuda/ff_refine_fused.cuh \
 	backends/cuda/ff_refine_tc.cuh
 cuda_op_headers = $(cuda_tileunpack_headers) $(cuda_scatter_add_headers) \
-	$(cuda_tilessm_scan_headers) $(cuda_ff_refine_headers)
+	$(cuda_tilessm_scan_headers) $(cuda_ff_refine_headers) $(cuda_helper_headers)
 EXTRA_DIST += $(cuda_backend_sources) $(cuda_backend_headers) $(cuda_ff_headers) \
 	$(cuda_op_headers) \
 	build-aux/nvcc-libtool \
