@@ -85,10 +85,15 @@ static void expect_grad(const apx_tensor *got, const ref_grad *want, double rtol
                 bad < 0 ? 0.0 : want->value[bad], bad < 0 ? 0.0 : want->mag[bad], rtol);
 }
 
+/* The sizes: small maps (the channels split over threads up to 2^18
+ * pixels, backends/cuda/fusiongate_fuse_backward.cu) with channels not a
+ * multiple of its 8 groups, 2^18 pixels exactly and one row more (a
+ * pixel a thread). */
 START_TEST(test_fuse_backward) {
-  static const int64_t sizes[][4] = {{2, 3, 5, 7}, {1, 4, 8, 8}, {2, 16, 33, 40}};
+  static const int64_t sizes[][4] = {{2, 3, 5, 7},     {1, 4, 8, 8},    {2, 16, 33, 40},
+                                     {1, 11, 16, 16}, {1, 2, 512, 512}, {1, 2, 513, 512}};
   for (int d = 0; d < 3; d++)
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < 6; s++)
       for (int alpha_3d = 0; alpha_3d < 2; alpha_3d++) {
         apx_dtype dt = float_dtypes[d];
         const int64_t *sz = sizes[s];
