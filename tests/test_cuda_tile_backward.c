@@ -240,6 +240,26 @@ START_TEST(test_index_select_backward) {
 }
 END_TEST
 
+/* The one-launch form of a short index (backends/cuda/index_select_backward.cu:
+ * at most 1024 entries, rows * max(entries, 32) <= 2^24) and its
+ * switch-overs: 1024 entries (one launch) and 1025 (the sort), 16384 rows
+ * of 1024 entries (one launch) and 20000 rows of 1000 (the sort), rows
+ * wider than one pass of a warp (300 columns), and columns fewer than a
+ * warp. */
+START_TEST(test_index_select_backward_small) {
+  for (int d = 0; d < 5; d++)
+    for (int i = 0; i < 2; i++) {
+      apx_dtype dt = data_dtypes[d], it = index_dtypes[i];
+      index_select_backward_case(dt, it, 50, 40, 1024);
+      index_select_backward_case(dt, it, 50, 40, 1025);
+      index_select_backward_case(dt, it, 7, 300, 200);
+      index_select_backward_case(dt, it, 3000, 5, 33);
+    }
+  index_select_backward_case(APX_DTYPE_F32, APX_DTYPE_I32, 16384, 2, 1024);
+  index_select_backward_case(APX_DTYPE_F32, APX_DTYPE_I64, 20000, 2, 1000);
+}
+END_TEST
+
 /* index[2] = [5] into 5 rows */
 START_TEST(test_index_select_backward_bad_index) {
   apx_tensor g = tu_host2(APX_DTYPE_F32, 4, 3), index = tu_host1(APX_DTYPE_I32, 4);
@@ -404,6 +424,7 @@ static void add_tests(Suite *s) {
   tcase_add_test(tc, test_tilepack_backward_bad_id);
   tcase_add_test(tc, test_index_select_backward);
   tcase_add_test(tc, test_index_select_backward_bad_index);
+  tcase_add_test(tc, test_index_select_backward_small);
   tcase_add_test(tc, test_fused_backward);
   tcase_add_test(tc, test_tileunpack_backward);
 }

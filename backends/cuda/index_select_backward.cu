@@ -13,12 +13,27 @@
  * wrapping) and stores once (a 2-D grid over the rows (o, m) and j where the
  * rows fit 32 bits and D is at least a warp; a 1-D grid otherwise). The values are checked by the pre-pass
  * (cuda_check_run, every validate mode's rule); a bad one is never summed,
- * so nothing is read out of bounds. */
+ * so nothing is read out of bounds.
+ *
+ * A short index (at most ISB_SMALL_N entries, over few enough rows:
+ * ISB_SMALL_WORK) takes one launch instead of five (the pairs, the sort,
+ * the starts, the sums, and the check): every block stages the index in
+ * shared memory (a bad value as -1), and a warp per grad_src row (o, m)
+ * finds the entries naming m a ballot of 32 at a time, in ascending i,
+ * adding their rows (lanes over j) in the same order from zero: the same
+ * sums, so the same bits. In validate=device the first block checks the
+ * values as it stages them (cuda_check_own; grad_src is never an alias). */
 #include <cub/cub.cuh>
 
 #include "cuda_backend.h"
 
 #define INDEX_SELECT_BACKWARD_THREADS 256
+/* the one-launch form: at most this many index entries, and grad_src rows
+ * times max(entries, 32) at most ISB_SMALL_WORK (a warp's ballots a row) */
+#define ISB_SMALL_N 1024
+#define ISB_SMALL_WORK (1 << 24)
+/* columns a lane sums per pass over the entries (a warp: 128) */
+#define ISB_SMALL_COLS 4
 
 template <typename KEY>
 __global__ void __launch_bounds__(INDEX_SELECT_BACKWARD_THREADS)
@@ -98,6 +113,65 @@ __global__ void __launch_bounds__(INDEX_SELECT_BACKWARD_THREADS)
       dst[j] = isb_acc<T>::store(sum);
     }
   }
+}
+
+/* The one-launch form: rows = outer * M < 2^19 (ISB_SMALL_WORK), n <= ISB_SMALL_N. */
+template <typename T>
+__global__ void __launch_bounds__(INDEX_SELECT_BACKWARD_THREADS)
+    isb_small(const T *__restrict__ grad_out, T *__restrict__ grad_src,
+              const void *__restrict__ index, int is64, int n, int M, int64_t D, int rows,
+              cuda_inline_check ic) {
+  typedef typename isb_acc<T>::type acc;
+  __shared__ int s_row[ISB_SMALL_N];
+  for (int base = 0; base < n; base += blockDim.x) { /* whole warps: cuda_warp_publish */
+    const int i = base + (int)threadIdx.x;
+    const int64_t v = i < n ? cuda_load_index(index, is64, i) : 0;
+    const bool bad = i < n && (v < 0 || v >= M);
+    if (i < n) s_row[i] = bad ? -1 : (int)v;
+    if (ic.record && blockIdx.x == 0) cuda_warp_publish(ic, bad ? (unsigned long long)i : ~0ULL);
+  }
+  __syncthreads();
+  const int lane = (int)(threadIdx.x & 31), warps = (int)(blockDim.x >> 5);
+  for (int r = (int)blockIdx.x * warps + (int)(threadIdx.x >> 5); r < rows;
+       r += (int)gridDim.x * warps) {
+    const int o = r / M, m = r - o * M;
+    const T *src = grad_out + (int64_t)o * n * D;
+    T *dst = grad_src + (int64_t)r * D;
+    for (int64_t j0 = 0; j0 < D; j0 += 32 * ISB_SMALL_COLS) {
+      acc sum[ISB_SMALL_COLS];
+#pragma unroll
+      for (int q = 0; q < ISB_SMALL_COLS; q++) sum[q] = 0;
+      for (int base = 0; base < n; base += 32) {
+        unsigned hits = __ballot_sync(0xffffffffu, base + lane < n && s_row[base + lane] == m);
+        while (hits) { /* ascending i */
+          const int i = base + __ffs(hits) - 1;
+          hits &= hits - 1u;
+          const T *row = src + (int64_t)i * D + j0 + lane;
+#pragma unroll
+          for (int q = 0; q < ISB_SMALL_COLS; q++)
+            if (j0 + lane + 32 * q < D) sum[q] += isb_acc<T>::load(row + 32 * q);
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < ISB_SMALL_COLS; q++)
+        if (j0 + lane + 32 * q < D) dst[j0 + lane + 32 * q] = isb_acc<T>::store(sum[q]);
+    }
+  }
+}
+
+template <typename T>
+static apx_status launch_small(cuda_state *st, const apx_index_select_backward_args *a,
+                               const cuda_inline_check &ic, cudaStream_t s) {
+  int64_t outer, M, D;
+  apx_index_select_view(a->grad_src, a->dim, &outer, &M, &D);
+  const int64_t rows = outer * M, warps = INDEX_SELECT_BACKWARD_THREADS / 32;
+  int64_t blocks = (rows + warps - 1) / warps;
+  if (blocks > 4096) blocks = 4096;
+  isb_small<T><<<(unsigned)blocks, INDEX_SELECT_BACKWARD_THREADS, 0, s>>>(
+      (const T *)a->grad_out->data, (T *)a->grad_src->data, a->index->data,
+      a->index->dtype == APX_DTYPE_I64, (int)a->index->shape[0], (int)M, D, (int)rows, ic);
+  CUDA_LAUNCHED(st, "index_select_backward: launch");
+  return APX_OK;
 }
 
 template <typename T, typename KEY>
@@ -194,9 +268,31 @@ apx_status cuda_index_select_backward(void *state, const apx_index_select_backwa
   if (apx_backend_numel(a->grad_src) == 0) return APX_OK;
   int64_t outer, M, D;
   apx_index_select_view(a->grad_src, a->dim, &outer, &M, &D);
-  (void)outer;
   (void)D;
   const int64_t n = a->index->shape[0];
+  const int64_t rows = outer * M;
+  if (n <= ISB_SMALL_N && rows <= ISB_SMALL_WORK / (n > 32 ? n : 32)) {
+    cuda_inline_check ic;
+    memset(&ic, 0, sizeof ic);
+    if (n > 0) {
+      cuda_check_desc d;
+      cuda_check_init(&d, APX_OP_INDEX_SELECT_BACKWARD, "index", a->index);
+      d.lo = 0;
+      d.hi = M - 1;
+      if (!cuda_check_own(st, dev, &d, &ic)) {
+        cuda_checked chk; /* eager: checked (and refused) here; off: nothing */
+        s = cuda_check_run(st, dev, stream, &d, 0, &chk);
+        if (s != APX_OK) return s;
+      }
+    }
+    switch (a->grad_out->dtype) {
+    case APX_DTYPE_F16: return launch_small<__half>(st, a, ic, stream);
+    case APX_DTYPE_BF16: return launch_small<__nv_bfloat16>(st, a, ic, stream);
+    case APX_DTYPE_I32: return launch_small<int32_t>(st, a, ic, stream);
+    case APX_DTYPE_I64: return launch_small<int64_t>(st, a, ic, stream);
+    default: return launch_small<float>(st, a, ic, stream);
+    }
+  }
   if (n > 0) {
     s = cuda_check_index_values(st, dev, stream, APX_OP_INDEX_SELECT_BACKWARD, "index",
                                 a->index, 0, M - 1, 0);
