@@ -89,6 +89,24 @@ START_TEST(test_tilepack_backward_buckets) {
 }
 END_TEST
 
+/* The one-launch form of a small index (B*K <= 1024,
+ * backends/cuda/tilepack_backward.cu) and its switch-over: B*K = 1024
+ * (one launch) and 1025 (the bucketing), every id in one tile row (the
+ * band lists of the others empty), tiles of 16, a tile row of several
+ * tiles with repeats, and more bands than one grid (the grid-stride loop). */
+START_TEST(test_tilepack_backward_small) {
+  for (int d = 0; d < 3; d++)
+    for (int i = 0; i < 2; i++) {
+      apx_dtype dt = float_dtypes[d], it = index_dtypes[i];
+      tilepack_backward_ids(dt, it, 1, 2, 4, 8, 2, 1024, 31);
+      tilepack_backward_ids(dt, it, 5, 2, 4, 8, 2, 205, 31);
+      tilepack_backward_ids(dt, it, 4, 3, 6, 5, 8, 256, 4);
+      tilepack_backward_ids(dt, it, 2, 3, 3, 4, 16, 40, -1);
+    }
+  tilepack_backward_ids(APX_DTYPE_F16, APX_DTYPE_I32, 1, 4100, 16, 2, 1, 20, -1);
+}
+END_TEST
+
 /* grad_out and grad_features off 16-byte alignment (by 1 and 3 elements,
  * then each alone): the one-pixel-a-thread path where the 16-byte one
  * would otherwise run (t = 8), the cpu backend's bits, nothing written
@@ -422,6 +440,7 @@ static void add_tests(Suite *s) {
   tcase_add_test(tc, test_tilepack_backward_buckets);
   tcase_add_test(tc, test_tilepack_backward_misaligned);
   tcase_add_test(tc, test_tilepack_backward_bad_id);
+  tcase_add_test(tc, test_tilepack_backward_small);
   tcase_add_test(tc, test_index_select_backward);
   tcase_add_test(tc, test_index_select_backward_bad_index);
   tcase_add_test(tc, test_index_select_backward_small);

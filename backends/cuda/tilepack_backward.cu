@@ -20,10 +20,23 @@
  * division where the rows do not fit. The index values are checked by the pre-pass (cuda_check_run,
  * every validate mode's rule); the bucketing skips an id outside
  * [0, tiles), so whatever the values (validate = off) nothing is read or
- * written out of bounds. */
+ * written out of bounds.
+ *
+ * A small index (B*K <= CUDA_INLINE_CHECK_MAX) takes one launch instead
+ * of three (check, bucketing, sum): tilepack_backward_small, a block per
+ * band of the map (b, c, tile row ty: t rows of W pixels, contiguous).
+ * Its first warp lists the row's k whose id lies in tile row ty, in
+ * ascending k (a ballot of 32 ids at a time), in shared memory; each
+ * thread then takes a pixel (16 bytes of pixels where the tile width and
+ * the pointers allow) and adds the listed tiles over its column in list
+ * order, from zero in fp32: the same sums in the same order, so the same
+ * bits. In validate=device the first block checks every id
+ * (cuda_check_own: grad_features is never an alias). */
 #include "cuda_backend.h"
 
 #define TILEPACK_BACKWARD_THREADS 256
+/* the one-launch form's block (a band's pixels) */
+#define TILEPACK_SMALL_THREADS 128
 
 #define TILEPACK_BACKWARD_BUCKET_THREADS 1024
 #define TILEPACK_BACKWARD_BUCKET_WARPS (TILEPACK_BACKWARD_BUCKET_THREADS / 32)
@@ -188,6 +201,109 @@ __global__ void __launch_bounds__(TILEPACK_BACKWARD_THREADS)
   }
 }
 
+/* The one-launch form: bands = B*C*gh (a grid-stride loop), V pixels a
+ * thread (1, or 16 bytes' worth where t % V == 0 and both tensors are
+ * 16-byte aligned), t*W < 2^31, B*K <= CUDA_INLINE_CHECK_MAX. */
+template <typename T, typename I, int V>
+__global__ void __launch_bounds__(TILEPACK_SMALL_THREADS)
+    tilepack_backward_small(const T *__restrict__ grad_out, T *__restrict__ grad_features,
+                            const I *__restrict__ idx, int64_t bands, int64_t C, int64_t gh,
+                            int W, int K, int t, cuda_inline_check ic) {
+  __shared__ int s_k[CUDA_INLINE_CHECK_MAX], s_tx[CUDA_INLINE_CHECK_MAX];
+  __shared__ int s_len;
+  const int lane = (int)(threadIdx.x & 31);
+  const int gw = W / t;
+  const int64_t tiles = gh * gw;
+  if (ic.record && blockIdx.x == 0) /* whole warps: cuda_warp_publish */
+    for (int64_t base = 0; base < ic.desc.count; base += blockDim.x) {
+      const int64_t i = base + threadIdx.x;
+      const bool bad = i < ic.desc.count && cuda_entry_out_of_range(ic.desc, i);
+      cuda_warp_publish(ic, bad ? (unsigned long long)i : ~0ULL);
+    }
+  const int band_px = t * W, pieces = band_px / V;
+  for (int64_t band = blockIdx.x; band < bands; band += gridDim.x) {
+    const int64_t bc = band / gh, b = bc / C, c = bc - b * C;
+    const int ty = (int)(band - bc * gh);
+    __syncthreads(); /* the previous band's list is no longer read */
+    if (threadIdx.x < 32) {
+      int len = 0;
+      for (int base = 0; base < K; base += 32) {
+        const int k = base + lane;
+        const int64_t id = k < K ? (int64_t)idx[b * K + k] : -1;
+        const bool mine = id >= 0 && id < tiles && id / gw == ty;
+        const unsigned hits = __ballot_sync(0xffffffffu, mine);
+        if (mine) {
+          const int at = len + __popc(hits & ((1u << lane) - 1u));
+          s_k[at] = k;
+          s_tx[at] = (int)(id - (int64_t)ty * gw);
+        }
+        len += __popc(hits);
+      }
+      if (lane == 0) s_len = len;
+    }
+    __syncthreads();
+    const int len = s_len;
+    const T *src = grad_out + (b * K * C + c) * t * t; /* tile k: + k*C*t*t */
+    T *dst = grad_features + band * band_px;
+    for (int q = threadIdx.x; q < pieces; q += blockDim.x) {
+      const int e = q * V, dy = e / W, x = e - dy * W, tx = x / t, dx = x - tx * t;
+      float sum[V];
+#pragma unroll
+      for (int v = 0; v < V; v++) sum[v] = 0.0f;
+      for (int j = 0; j < len; j++) {
+        if (s_tx[j] != tx) continue;
+        const T *at = src + (int64_t)s_k[j] * C * t * t + dy * t + dx;
+        if (V == 1) {
+          sum[0] += cuda_dt<T>::load(at);
+        } else {
+          const uint4 w = *reinterpret_cast<const uint4 *>(at);
+          const T *wv = reinterpret_cast<const T *>(&w);
+#pragma unroll
+          for (int v = 0; v < V; v++) sum[v] += cuda_dt<T>::to_f(wv[v]);
+        }
+      }
+      if (V == 1) {
+        dst[e] = cuda_dt<T>::from_f(sum[0]);
+      } else {
+        uint4 o;
+        T *ov = reinterpret_cast<T *>(&o);
+#pragma unroll
+        for (int v = 0; v < V; v++) ov[v] = cuda_dt<T>::from_f(sum[v]);
+        *reinterpret_cast<uint4 *>(dst + e) = o;
+      }
+    }
+  }
+}
+
+template <typename T, typename I>
+static void launch_small(const apx_tilepack_backward_args *a, const cuda_inline_check &ic,
+                         cudaStream_t s) {
+  const apx_tensor *gf = a->grad_features;
+  const int64_t B = gf->shape[0], C = gf->shape[1], H = gf->shape[2], W = gf->shape[3];
+  const int64_t K = a->grad_out->shape[1], t = a->grad_out->shape[3];
+  const int64_t bands = B * C * (H / t);
+  const unsigned blocks = bands < 65536 ? (unsigned)bands : 65536u;
+  const T *go = (const T *)a->grad_out->data;
+  T *out = (T *)gf->data;
+  const I *idx = (const I *)a->idx->data;
+  constexpr int V = (int)(sizeof(uint4) / sizeof(T));
+  if (t % V == 0 && ((uintptr_t)go & 15u) == 0 && ((uintptr_t)out & 15u) == 0)
+    tilepack_backward_small<T, I, V><<<blocks, TILEPACK_SMALL_THREADS, 0, s>>>(
+        go, out, idx, bands, C, H / t, (int)W, (int)K, (int)t, ic);
+  else
+    tilepack_backward_small<T, I, 1><<<blocks, TILEPACK_SMALL_THREADS, 0, s>>>(
+        go, out, idx, bands, C, H / t, (int)W, (int)K, (int)t, ic);
+}
+
+template <typename T>
+static void launch_small_idx(const apx_tilepack_backward_args *a, const cuda_inline_check &ic,
+                             cudaStream_t s) {
+  if (a->idx->dtype == APX_DTYPE_I64)
+    launch_small<T, int64_t>(a, ic, s);
+  else
+    launch_small<T, int32_t>(a, ic, s);
+}
+
 template <typename T>
 static void launch_sum(const apx_tilepack_backward_args *a, const int64_t *start,
                        const int64_t *order, cudaStream_t s) {
@@ -240,6 +356,28 @@ apx_status cuda_tilepack_backward(void *state, const apx_tilepack_backward_args 
   if (apx_backend_numel(gf) == 0) return APX_OK;
   const int64_t B = gf->shape[0], K = a->grad_out->shape[1], t = a->grad_out->shape[3];
   const int64_t tiles = (gf->shape[2] / t) * (gf->shape[3] / t);
+  if (B * K <= CUDA_INLINE_CHECK_MAX && t * gf->shape[3] < 0x7fffffffLL) {
+    cuda_inline_check ic;
+    memset(&ic, 0, sizeof ic);
+    if (K > 0) {
+      cuda_check_desc d;
+      cuda_check_init(&d, APX_OP_TILEPACK_BACKWARD, "idx", a->idx);
+      d.lo = 0;
+      d.hi = tiles - 1;
+      if (!cuda_check_own(st, dev, &d, &ic)) {
+        cuda_checked chk; /* eager: checked (and refused) here; off: nothing */
+        s = cuda_check_run(st, dev, stream, &d, 0, &chk);
+        if (s != APX_OK) return s;
+      }
+    }
+    switch (gf->dtype) {
+    case APX_DTYPE_F16: launch_small_idx<__half>(a, ic, stream); break;
+    case APX_DTYPE_BF16: launch_small_idx<__nv_bfloat16>(a, ic, stream); break;
+    default: launch_small_idx<float>(a, ic, stream); break;
+    }
+    CUDA_LAUNCHED(st, "tilepack_backward: launch");
+    return APX_OK;
+  }
   if (K > 0) {
     s = cuda_check_index_values(st, dev, stream, APX_OP_TILEPACK_BACKWARD, "idx", a->idx, 0,
                                 tiles - 1, 0);
