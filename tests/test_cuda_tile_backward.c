@@ -355,6 +355,23 @@ START_TEST(test_tileunpack_backward) {
 }
 END_TEST
 
+/* The one-launch form of a small index (B*K <= 1024,
+ * backends/cuda/tileunpack_backward.cu) and its switch-over, in every
+ * mode: B*K = 1024 (one launch) and 1025 (the six-kernel path), channels
+ * not a multiple of its 8-channel groups, tiles of 1 and 16. */
+START_TEST(test_tileunpack_backward_small) {
+  for (int d = 0; d < 3; d++)
+    for (int mode = 0; mode < 8; mode++) {
+      const int blend = mode & 1, origins = (mode >> 1) & 1, levels = (mode >> 2) & 1;
+      const apx_dtype dt = float_dtypes[d], it = index_dtypes[(mode >> 1) % 2];
+      tileunpack_backward_case(dt, it, blend, origins, levels, 1, 3, 16, 16, 2, 1024);
+      tileunpack_backward_case(dt, it, blend, origins, levels, 5, 3, 16, 16, 2, 205);
+      tileunpack_backward_case(dt, it, blend, origins, levels, 2, 11, 5, 7, 1, 30);
+      tileunpack_backward_case(dt, it, blend, origins, levels, 1, 9, 3, 2, 16, 12);
+    }
+}
+END_TEST
+
 /* fused_pack_op_unpack_backward: grad_features within the parity bound of
  * the derivative's terms (docs/ops.md, Rounding and parity; the compiler
  * may contract vs*g + v*gs), the scalars' sums within it times the number
@@ -446,6 +463,7 @@ static void add_tests(Suite *s) {
   tcase_add_test(tc, test_index_select_backward_small);
   tcase_add_test(tc, test_fused_backward);
   tcase_add_test(tc, test_tileunpack_backward);
+  tcase_add_test(tc, test_tileunpack_backward_small);
 }
 
 int main(void) { return cc_main("cuda_tile_backward", add_tests); }

@@ -17,10 +17,23 @@
  * 32-bit multiplies; the counts, the weights and so the bits are the same. The placements are checked by the pre-pass
  * (cuda_check_run: ids or origins in range, the levels' span; it also
  * gives the levels' minimum); origins are clamped into the map when read,
- * so nothing is read out of bounds whatever the values. */
+ * so nothing is read out of bounds whatever the values.
+ *
+ * A small index (B*K <= CUDA_INLINE_CHECK_MAX) takes one launch instead
+ * of six (check, placements, two counting kernels, two scaling kernels):
+ * tub_small. A block takes 256 pixels of batch row b (of the map for
+ * grad_base, of the row's tiles for grad_packed) and TUB_SMALL_CHANNELS
+ * channels: it decodes the row's placements into shared memory (the
+ * levels' minimum found by the block itself), counts each pixel's tiles
+ * as the counting kernels do, forms the weight by the same products, and
+ * scales its channels' gradients with it: the same weights, so the same
+ * bits. In validate=device every block checks the placements and levels
+ * (cuda_block_check) before it stores anything. */
 #include "cuda_backend.h"
 
 #define TILEUNPACK_BACKWARD_THREADS 256
+/* channels a block of the one-launch form */
+#define TUB_SMALL_CHANNELS 8
 
 struct tub_geometry {
   int64_t B, C, H, W, K, t;
@@ -238,6 +251,103 @@ static void tub_launch_fast(const tub_geometry &g, const void *go, void *gb, voi
       cuda_fastdiv_make((uint32_t)g.K), cuda_fastdiv_make((uint32_t)g.t), (T *)gp);
 }
 
+/* ---- the one-launch form of a small index ------------------------------- */
+
+/* blocks [0, base_blocks): grad_base, block = (b * groups + group) *
+ * base_chunks + chunk over H*W; the others: grad_packed, the same over
+ * K*t*t with tile_chunks. B*K <= CUDA_INLINE_CHECK_MAX, sizes as
+ * tub_fits_fast. */
+template <typename T>
+__global__ void __launch_bounds__(TILEUNPACK_BACKWARD_THREADS)
+    tub_small(tub_geometry g, const T *__restrict__ grad_out, T *__restrict__ grad_base,
+              T *__restrict__ grad_packed, uint32_t base_blocks, uint32_t base_chunks,
+              uint32_t tile_chunks, uint32_t groups, cuda_fastdiv fW, cuda_fastdiv ft,
+              cuda_inline_check ic, const int *bad) {
+  __shared__ tub_place_t s_pl[CUDA_INLINE_CHECK_MAX];
+  __shared__ long long s_lmin;
+  if (cuda_block_check(ic) || cuda_call_failed(bad)) return; /* every block alike */
+  const bool packed = blockIdx.x >= base_blocks;
+  const uint32_t blk = packed ? blockIdx.x - base_blocks : blockIdx.x;
+  const uint32_t chunks = packed ? tile_chunks : base_chunks;
+  const uint32_t rest = blk / chunks, chunk = blk - rest * chunks;
+  const uint32_t b = rest / groups, group = rest - b * groups;
+  const int K = (int)g.K, t = (int)g.t;
+  if (g.levels) { /* the levels' minimum over the tensor (docs/ops.md, tileunpack (priority)) */
+    if (threadIdx.x == 0) s_lmin = LLONG_MAX;
+    __syncthreads();
+    long long m = LLONG_MAX;
+    for (int64_t i = threadIdx.x; i < g.B * g.K; i += blockDim.x) {
+      const long long v = (long long)cuda_load_index(g.levels, g.levels64, i);
+      m = v < m ? v : m;
+    }
+    atomicMin(&s_lmin, m);
+    __syncthreads();
+  }
+  for (int k = threadIdx.x; k < K; k += blockDim.x) {
+    int64_t y0, x0;
+    tub_origin(g, (int64_t)b * K + k, &y0, &x0);
+    long long key = k;
+    if (g.levels) {
+      const int64_t level = cuda_load_index(g.levels, g.levels64, (int64_t)b * K + k);
+      key = (long long)(((uint64_t)(level - (int64_t)s_lmin) << g.order_bits) + (uint64_t)k);
+    }
+    s_pl[k].y0 = (int)y0;
+    s_pl[k].x0 = (int)x0;
+    s_pl[k].key = key;
+  }
+  __syncthreads();
+  const int64_t c0 = (int64_t)group * TUB_SMALL_CHANNELS;
+  const int cn = g.C - c0 < TUB_SMALL_CHANNELS ? (int)(g.C - c0) : TUB_SMALL_CHANNELS;
+  const int64_t HW = g.H * g.W;
+  const uint32_t i = chunk * blockDim.x + threadIdx.x;
+  if (!packed) {
+    if (i >= (uint32_t)HW) return;
+    const int y = (int)fW.div(i), x = (int)(i - (uint32_t)y * fW.d);
+    int64_t n = 0;
+    for (int k = 0; k < K; k++)
+      n += (unsigned)(y - s_pl[k].y0) < (unsigned)t && (unsigned)(x - s_pl[k].x0) < (unsigned)t;
+    const float w = tub_weight(g, n, 1.0f);
+    const int64_t at = ((int64_t)b * g.C + c0) * HW + i;
+#pragma unroll
+    for (int c = 0; c < TUB_SMALL_CHANNELS; c++)
+      if (c < cn) grad_base[at + c * HW] = tub_scale<T>(g, grad_out[at + c * HW], w);
+    return;
+  }
+  const uint32_t tt = (uint32_t)(t * t);
+  if (i >= (uint32_t)K * tt) return;
+  const uint32_t k = i / tt, d = i - k * tt, dy = ft.div(d), dx = d - dy * ft.d;
+  const tub_place_t me = s_pl[k];
+  const int y = me.y0 + (int)dy, x = me.x0 + (int)dx;
+  int64_t above = 0;
+  for (int j = 0; j < K; j++)
+    above += (unsigned)(y - s_pl[j].y0) < (unsigned)t && (unsigned)(x - s_pl[j].x0) < (unsigned)t &&
+             s_pl[j].key > me.key;
+  /* blend: a * m, m = om^above (the cpu backend's a * m) */
+  const float w = g.blend ? g.a * tub_weight(g, above, 1.0f) : tub_weight(g, above, 1.0f);
+  const int64_t src = ((int64_t)b * g.C + c0) * HW + (int64_t)y * g.W + x;
+  const int64_t dst = (((int64_t)b * K + k) * g.C + c0) * tt + d;
+#pragma unroll
+  for (int c = 0; c < TUB_SMALL_CHANNELS; c++)
+    if (c < cn) grad_packed[dst + c * tt] = tub_scale<T>(g, grad_out[src + c * HW], w);
+}
+
+/* The one-launch form (tub_small) for g (ic: its in-kernel check, or none). */
+template <typename T>
+static apx_status tub_launch_small(cuda_state *st, const tub_geometry &g, const void *go, void *gb,
+                                   void *gp, const cuda_inline_check &ic, cudaStream_t s) {
+  const unsigned T_ = TILEUNPACK_BACKWARD_THREADS;
+  const int64_t groups = (g.C + TUB_SMALL_CHANNELS - 1) / TUB_SMALL_CHANNELS;
+  const int64_t base_chunks = (g.H * g.W + T_ - 1) / T_;
+  const int64_t tile_chunks = (g.K * g.t * g.t + T_ - 1) / T_;
+  const int64_t base_blocks = g.B * groups * base_chunks, tile_blocks = g.B * groups * tile_chunks;
+  tub_small<T><<<(unsigned)(base_blocks + tile_blocks), T_, 0, s>>>(
+      g, (const T *)go, (T *)gb, (T *)gp, (uint32_t)base_blocks, (uint32_t)base_chunks,
+      (uint32_t)(tile_chunks > 0 ? tile_chunks : 1), (uint32_t)groups,
+      cuda_fastdiv_make((uint32_t)g.W), cuda_fastdiv_make((uint32_t)g.t), ic, nullptr);
+  CUDA_LAUNCHED(st, "tileunpack_backward: launch");
+  return APX_OK;
+}
+
 /* whether every count and position of the fast path fits 32 bits */
 static int tub_fits_fast(const tub_geometry &g) {
   const int64_t lim = 0x7fffffffLL;
@@ -284,6 +394,49 @@ apx_status cuda_tileunpack_backward(void *state, const apx_tileunpack_backward_a
   int bits = 0;
   for (int64_t v = g.K - 1; v > 0; v >>= 1) bits++;
   g.order_bits = bits < 1 ? 1 : bits;
+  if (g.B * g.K <= CUDA_INLINE_CHECK_MAX && g.K > 0 && tub_fits_fast(g) &&
+      g.B * ((g.C + TUB_SMALL_CHANNELS - 1) / TUB_SMALL_CHANNELS) *
+              ((g.H * g.W + g.K * g.t * g.t) / TILEUNPACK_BACKWARD_THREADS + 2) <
+          0x7fffffffLL) {
+    cuda_check_desc d;
+    if (a->idx) {
+      cuda_check_init(&d, APX_OP_TILEUNPACK_BACKWARD, "idx", a->idx);
+      d.lo = 0;
+      d.hi = (g.H / g.t) * (g.W / g.t) - 1;
+    } else {
+      cuda_check_init(&d, APX_OP_TILEUNPACK_BACKWARD, "origins", a->origins);
+      d.pairs = 1;
+      d.count = g.B * g.K;
+      d.lo = 0;
+      d.hi = g.H - g.t;
+      d.lo2 = 0;
+      d.hi2 = g.W - g.t;
+    }
+    if (a->levels) {
+      d.levels = a->levels->data;
+      d.levels_is64 = g.levels64;
+      d.levels_count = g.B * g.K;
+      d.order_bits = g.order_bits;
+      d.key_k = g.K;
+    }
+    cuda_inline_check ic;
+    if (!cuda_check_inline(st, dev, &d, &ic)) {
+      cuda_checked chk; /* eager: checked (and refused) here; off: nothing */
+      s = cuda_check_run(st, dev, stream, &d, 0, &chk);
+      if (s != APX_OK) return s;
+    }
+    switch (go->dtype) {
+    case APX_DTYPE_F16:
+      return tub_launch_small<__half>(st, g, go->data, a->grad_base->data, a->grad_packed->data,
+                                      ic, stream);
+    case APX_DTYPE_BF16:
+      return tub_launch_small<__nv_bfloat16>(st, g, go->data, a->grad_base->data,
+                                             a->grad_packed->data, ic, stream);
+    default:
+      return tub_launch_small<float>(st, g, go->data, a->grad_base->data, a->grad_packed->data,
+                                     ic, stream);
+    }
+  }
   if (g.K > 0) {
     cuda_check_desc d;
     if (a->idx) {
