@@ -379,11 +379,11 @@ END_TEST
  * Features are kept away from the gate's kink, where a contracted
  * x*gs + gb could take the other side. */
 static void fused_backward_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C, int64_t gh,
-                                int64_t gw, int64_t t, int64_t K, int unique) {
+                                int64_t gw, int64_t t, int64_t K, int unique, int in_place) {
   char what[160];
-  snprintf(what, sizeof what, "fused_pack_op_unpack_backward %s/%s B%lld C%lld t%lld K%lld%s",
+  snprintf(what, sizeof what, "fused_pack_op_unpack_backward %s/%s B%lld C%lld t%lld K%lld%s%s",
            apx_dtype_name(dt), apx_dtype_name(it), (long long)B, (long long)C, (long long)t,
-           (long long)K, unique ? " unique" : "");
+           (long long)K, unique ? " unique" : "", in_place ? " in place" : "");
   const int64_t H = gh * t, W = gw * t, n = B * C * H * W;
   apx_tensor g = tu_host4(dt, B, C, H, W), x = tu_host4(dt, B, C, H, W);
   apx_tensor idx = tu_host2(it, B, K), want = tu_host4(dt, B, C, H, W);
@@ -412,7 +412,8 @@ static void fused_backward_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C
   a.grad_features = &want;
   a.grad_scalars = &scalars;
   cc_case c = {what, APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD, &a,
-               {&a.grad_out, &a.features, &a.idx}, {&a.grad_features, &a.grad_scalars}, -1, 1};
+               {&a.grad_out, &a.features, &a.idx}, {&a.grad_features, &a.grad_scalars},
+               in_place ? 0 : -1, !in_place};
   apx_tensor got[CC_MAX_OUTPUTS];
   cc_run(&c, got);
   double *mag = malloc(sizeof(double) * (size_t)(n + 1));
@@ -443,11 +444,75 @@ static void fused_backward_case(apx_dtype dt, apx_dtype it, int64_t B, int64_t C
 START_TEST(test_fused_backward) {
   for (int d = 0; d < 3; d++)
     for (int i = 0; i < 2; i++) {
-      fused_backward_case(float_dtypes[d], index_dtypes[i], 2, 3, 4, 6, 4, 9, 0);
-      fused_backward_case(float_dtypes[d], index_dtypes[i], 2, 3, 4, 6, 4, 9, 1);
-      fused_backward_case(float_dtypes[d], index_dtypes[i], 1, 64, 16, 16, 8, 64, 1);
-      fused_backward_case(float_dtypes[d], index_dtypes[i], 2, 2, 3, 3, 2, 0, 1);
+      fused_backward_case(float_dtypes[d], index_dtypes[i], 2, 3, 4, 6, 4, 9, 0, 0);
+      fused_backward_case(float_dtypes[d], index_dtypes[i], 2, 3, 4, 6, 4, 9, 1, 0);
+      fused_backward_case(float_dtypes[d], index_dtypes[i], 1, 64, 16, 16, 8, 64, 1, 0);
+      fused_backward_case(float_dtypes[d], index_dtypes[i], 2, 2, 3, 3, 2, 0, 1, 0);
     }
+}
+END_TEST
+
+/* The one-launch form (B*K <= 1024, at most 8192 tiles:
+ * backends/cuda/fused_pack_op_unpack_backward.cu) and its switch-overs:
+ * B*K = 1024 and 1025, 8281 tiles (the mask kernels), planes of several
+ * 2048-pixel chunks, more than 1024 blocks (their sums in workspace), and
+ * uniqueness over rows longer than the in-kernel check's 64 (a pre-pass). */
+START_TEST(test_fused_backward_small) {
+  for (int d = 0; d < 3; d++)
+    for (int i = 0; i < 2; i++) {
+      apx_dtype dt = float_dtypes[d], it = index_dtypes[i];
+      fused_backward_case(dt, it, 1, 2, 32, 32, 1, 1024, 0, 0);
+      fused_backward_case(dt, it, 5, 2, 16, 16, 1, 205, 0, 0);
+      fused_backward_case(dt, it, 1, 2, 91, 91, 1, 50, 0, 0);
+      fused_backward_case(dt, it, 2, 3, 16, 16, 4, 20, 1, 0);
+      fused_backward_case(dt, it, 1, 520, 16, 16, 4, 10, 0, 0);
+      fused_backward_case(dt, it, 2, 3, 16, 16, 2, 100, 1, 0);
+      fused_backward_case(dt, it, 2, 3, 16, 16, 4, 20, 1, 1);
+      fused_backward_case(dt, it, 2, 3, 16, 16, 2, 100, 1, 1);
+    }
+}
+END_TEST
+
+/* A bad id in place (grad_features = grad_out), validate = device: the
+ * one-launch form (every block the check's verdict before any store) and
+ * the mask kernels' path (a pre-pass) leave grad_out untouched, and
+ * apx_sync names the entry. */
+START_TEST(test_fused_backward_bad_id_in_place) {
+  static const int64_t sizes[2][2] = {{2, 9}, {2, 600}}; /* B, K: B*K <= 1024, > 1024 */
+  for (int v = 0; v < 2; v++) {
+    const int64_t B = sizes[v][0], C = 3, K = sizes[v][1], gh = 40, gw = 40, t = 2;
+    apx_tensor g = tu_host4(APX_DTYPE_F32, B, C, gh * t, gw * t);
+    apx_tensor x = tu_host4(APX_DTYPE_F32, B, C, gh * t, gw * t);
+    apx_tensor idx = tu_host2(APX_DTYPE_I32, B, K);
+    fill_values(&g, 0);
+    fill_values(&x, 0);
+    tu_fill_int(&rng, &idx, 0, gh * gw - 1);
+    set_index(&idx, K + 5, gh * gw); /* idx[1][5] */
+    apx_tensor dg = to_dev(ctx, &g), dx = to_dev(ctx, &x), didx = to_dev(ctx, &idx);
+    apx_tensor ds = dev_alloc(ctx, APX_DTYPE_F32, 1, (const int64_t[]){4});
+    apx_fused_pack_op_unpack_backward_args a = APX_FUSED_PACK_OP_UNPACK_BACKWARD_ARGS_INIT;
+    a.grad_out = &dg;
+    a.features = &dx;
+    a.idx = &didx;
+    a.tile = t;
+    a.require_unique = 0; /* the ids repeat */
+    a.grad_features = &dg;
+    a.grad_scalars = &ds;
+    ck_assert_int_eq(apx_fused_pack_op_unpack_backward(ctx, &a, &on_gpu), APX_OK);
+    ck_assert_int_eq(apx_sync(ctx, &on_gpu), APX_ERR_DEVICE);
+    ck_assert_msg(strstr(apx_last_error(), "idx[1][5] = [1600] is outside [0, 1599]"),
+                  "message [%s]", apx_last_error());
+    apx_tensor back = to_host(ctx, &dg);
+    expect_exact(&back, &g, "fused_pack_op_unpack_backward in place, a bad id");
+    tu_free(&back);
+    dev_free(ctx, &dg);
+    dev_free(ctx, &dx);
+    dev_free(ctx, &didx);
+    dev_free(ctx, &ds);
+    tu_free(&g);
+    tu_free(&x);
+    tu_free(&idx);
+  }
 }
 END_TEST
 
@@ -462,6 +527,8 @@ static void add_tests(Suite *s) {
   tcase_add_test(tc, test_index_select_backward_bad_index);
   tcase_add_test(tc, test_index_select_backward_small);
   tcase_add_test(tc, test_fused_backward);
+  tcase_add_test(tc, test_fused_backward_small);
+  tcase_add_test(tc, test_fused_backward_bad_id_in_place);
   tcase_add_test(tc, test_tileunpack_backward);
   tcase_add_test(tc, test_tileunpack_backward_small);
 }

@@ -11,10 +11,26 @@
  * bound (its plane sums run in row-major order, and the compiler may
  * contract vs*g + v*gs here). The index values are checked by the pre-pass
  * (cuda_check_run: ranges, and uniqueness with require_unique); a bad id
- * marks nothing, so nothing is written out of bounds. */
+ * marks nothing, so nothing is written out of bounds.
+ *
+ * Small index (B*K <= CUDA_INLINE_CHECK_MAX, tile grids of at most
+ * FUSED_SMALL_TILES): one launch, fused_backward_small. Each block takes
+ * FUSED_SMALL_CHUNK pixels of one (b, c) plane, marks its batch row's
+ * tiles in shared memory itself (no memset, no mark kernel), checks the
+ * ids itself in validate=device where they fit its bounds
+ * (cuda_block_check: every block the same verdict before any store, as
+ * grad_features may be grad_out), writes its gradients and leaves its four
+ * sums; the block that finishes last adds the blocks' sums in (b, c,
+ * chunk) order (cuda_ticket.cuh). Run to run the same bits. */
 #include "cuda_backend.h"
+#include "cuda_ticket.cuh"
 
 #define FUSED_BACKWARD_THREADS 256
+/* the one-launch form: tile grids up to this many tiles (a byte each in
+ * shared memory), pixels a block */
+#define FUSED_SMALL_TILES 8192
+#define FUSED_SMALL_PER_THREAD 8
+#define FUSED_SMALL_CHUNK (FUSED_BACKWARD_THREADS * FUSED_SMALL_PER_THREAD)
 
 template <typename I>
 __global__ void __launch_bounds__(FUSED_BACKWARD_THREADS)
@@ -35,7 +51,9 @@ template <typename T>
 __global__ void __launch_bounds__(FUSED_BACKWARD_THREADS)
     fused_backward_plane(const T *__restrict__ grad_out, const T *__restrict__ features,
                          T *grad_features, const unsigned char *__restrict__ selected,
-                         fused_backward_geometry g, float *__restrict__ partial) {
+                         fused_backward_geometry g, float *__restrict__ partial,
+                         const int *bad) {
+  if (cuda_call_failed(bad)) return; /* grad_features may be grad_out: left untouched */
   const int64_t bc = blockIdx.x, b = bc / g.C, plane = g.H * g.W;
   const T *go = grad_out + bc * plane, *x = features + bc * plane;
   T *gf = grad_features + bc * plane; /* may be grad_out: each element reads its own */
@@ -85,13 +103,122 @@ __global__ void fused_backward_scalars(const float *__restrict__ partial, int64_
   }
 }
 
+/* The small form: block (bc, chunk) = blockIdx.x as bc * chunks + chunk;
+ * plane < 2^31. partial: workspace, or NULL for the ticket's own. */
+template <typename T, typename I>
+__global__ void __launch_bounds__(FUSED_BACKWARD_THREADS)
+    fused_backward_small(const T *grad_out, const T *__restrict__ features, T *grad_features,
+                         const I *__restrict__ idx, int64_t K, fused_backward_geometry g,
+                         uint32_t chunks, cuda_fastdiv fW, cuda_fastdiv ft, cuda_inline_check ic,
+                         const int *bad, void *grad_scalars, int scalars_dt, float *partial,
+                         unsigned ticket) {
+  __shared__ unsigned char sel[FUSED_SMALL_TILES];
+  if (cuda_block_check(ic) || cuda_call_failed(bad)) return; /* every block alike */
+  const uint32_t bc = blockIdx.x / chunks, chunk = blockIdx.x - bc * chunks;
+  const int64_t b = (int64_t)bc / g.C, plane = g.H * g.W;
+  for (int64_t i = threadIdx.x; i < g.tiles; i += blockDim.x) sel[i] = 0;
+  __syncthreads();
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+    const int64_t id = (int64_t)idx[b * K + k];
+    if (id >= 0 && id < g.tiles) sel[id] = 1;
+  }
+  __syncthreads();
+  const T *go = grad_out + (int64_t)bc * plane, *x = features + (int64_t)bc * plane;
+  T *gf = grad_features + (int64_t)bc * plane; /* may be grad_out: each element reads its own */
+  const uint32_t gw = fW.d / ft.d;
+  float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const uint32_t p0 = chunk * FUSED_SMALL_CHUNK + threadIdx.x;
+#pragma unroll
+  for (int e = 0; e < FUSED_SMALL_PER_THREAD; e++) {
+    const uint32_t p = p0 + e * FUSED_BACKWARD_THREADS;
+    if (p >= (uint32_t)plane) break;
+    const uint32_t y = fW.div(p), xx = p - y * fW.d;
+    const T grad_t = go[p];
+    if (!sel[ft.div(y) * gw + ft.div(xx)]) {
+      gf[p] = grad_t;
+      continue;
+    }
+    /* as fused_backward_plane */
+    const float grad = cuda_dt<T>::to_f(grad_t), xv = cuda_dt<T>::load(x + p);
+    const float value = xv * g.vs + g.vb, gate = xv * g.gs + g.gb;
+    const bool on = gate > 0.0f;
+    gf[p] = cuda_dt<T>::from_f(on ? grad * (g.vs * gate + value * g.gs) : grad * 0.0f);
+    const float relu = on ? gate : 0.0f, gated = on ? grad * value : 0.0f;
+    sums[0] += grad * xv * relu;
+    sums[1] += grad * relu;
+    sums[2] += gated * xv;
+    sums[3] += gated;
+  }
+  if (!grad_scalars) return; /* uniform over the grid */
+  float *part = cuda_ticket_partials(ticket, partial);
+  for (int s = 0; s < 4; s++) {
+    const float v = cuda_block_sum(sums[s]);
+    if (threadIdx.x == 0) part[4 * blockIdx.x + s] = v;
+  }
+  if (!cuda_ticket_last_block(ticket)) return;
+  for (int s = 0; s < 4; s++) {
+    const float sum = cuda_ticket_sum(part + s, gridDim.x, 4);
+    if (threadIdx.x == 0) cuda_store_any(grad_scalars, scalars_dt, s, sum);
+  }
+}
+
+/* The one-launch form (fits: see the host code); 0 or the failure. */
+template <typename T>
+static apx_status launch_small(cuda_state *st, int dev,
+                               const apx_fused_pack_op_unpack_backward_args *a,
+                               const fused_backward_geometry &g, cudaStream_t s) {
+  const int64_t B = a->grad_out->shape[0], K = a->idx->shape[1];
+  const int64_t plane = g.H * g.W;
+  const int64_t chunks = (plane + FUSED_SMALL_CHUNK - 1) / FUSED_SMALL_CHUNK;
+  const int64_t blocks = B * g.C * chunks;
+  cuda_inline_check ic;
+  memset(&ic, 0, sizeof ic);
+  cuda_checked chk;
+  memset(&chk, 0, sizeof chk);
+  if (K > 0 && B > 0) {
+    cuda_check_desc d;
+    cuda_check_init(&d, APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD, "idx", a->idx);
+    d.lo = 0;
+    d.hi = g.tiles - 1;
+    if (a->require_unique) d.unique_row = K;
+    if (!cuda_check_inline(st, dev, &d, &ic)) {
+      apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
+      if (status != APX_OK) return status;
+    }
+  }
+  cuda_workspace ws = {nullptr, s};
+  if (a->grad_scalars && blocks * 4 > CUDA_TICKET_PARTIALS) {
+    apx_status status = cuda_ws_alloc(st, s, (size_t)blocks * 4 * sizeof(float), &ws,
+                                      "fused_pack_op_unpack_backward: sums");
+    if (status != APX_OK) return status;
+  }
+  const unsigned ticket = a->grad_scalars ? cuda_ticket_take() : 0;
+  void *gs = a->grad_scalars ? a->grad_scalars->data : nullptr;
+  const int gs_dt = a->grad_scalars ? (int)a->grad_scalars->dtype : 0;
+  const cuda_fastdiv fW = cuda_fastdiv_make((uint32_t)g.W), ft = cuda_fastdiv_make((uint32_t)g.t);
+  if (a->idx->dtype == APX_DTYPE_I64)
+    fused_backward_small<T, int64_t><<<(unsigned)blocks, FUSED_BACKWARD_THREADS, 0, s>>>(
+        (const T *)a->grad_out->data, (const T *)a->features->data, (T *)a->grad_features->data,
+        (const int64_t *)a->idx->data, K, g, (uint32_t)chunks, fW, ft, ic, chk.bad, gs, gs_dt,
+        (float *)ws.ptr, ticket);
+  else
+    fused_backward_small<T, int32_t><<<(unsigned)blocks, FUSED_BACKWARD_THREADS, 0, s>>>(
+        (const T *)a->grad_out->data, (const T *)a->features->data, (T *)a->grad_features->data,
+        (const int32_t *)a->idx->data, K, g, (uint32_t)chunks, fW, ft, ic, chk.bad, gs, gs_dt,
+        (float *)ws.ptr, ticket);
+  cudaError_t err = cudaGetLastError();
+  cuda_ws_free(&ws);
+  if (err != cudaSuccess) return cuda_fail(st, err, "fused_pack_op_unpack_backward: launch");
+  return APX_OK;
+}
+
 template <typename T>
 static void launch_plane(const apx_fused_pack_op_unpack_backward_args *a,
                          const unsigned char *selected, const fused_backward_geometry &g,
-                         float *partial, int64_t planes, cudaStream_t s) {
+                         float *partial, int64_t planes, const int *bad, cudaStream_t s) {
   fused_backward_plane<T><<<(unsigned)planes, FUSED_BACKWARD_THREADS, 0, s>>>(
       (const T *)a->grad_out->data, (const T *)a->features->data, (T *)a->grad_features->data,
-      selected, g, partial);
+      selected, g, partial, bad);
 }
 
 apx_status cuda_fused_pack_op_unpack_backward(void *state,
@@ -121,9 +248,25 @@ apx_status cuda_fused_pack_op_unpack_backward(void *state,
                               "fused_pack_op_unpack_backward: B*C = [%lld] planes exceed the "
                               "grid's 2^31 blocks",
                               (long long)planes);
+  const int64_t plane = g.H * g.W;
+  const int64_t small_blocks = planes * ((plane + FUSED_SMALL_CHUNK - 1) / FUSED_SMALL_CHUNK);
+  if (B * K <= CUDA_INLINE_CHECK_MAX && g.tiles <= FUSED_SMALL_TILES && plane < 0x7fffffffLL &&
+      small_blocks > 0 && small_blocks <= 0x7fffffffLL) {
+    switch (go->dtype) {
+    case APX_DTYPE_F16: return launch_small<__half>(st, dev, a, g, stream);
+    case APX_DTYPE_BF16: return launch_small<__nv_bfloat16>(st, dev, a, g, stream);
+    default: return launch_small<float>(st, dev, a, g, stream);
+    }
+  }
+  cuda_checked chk; /* its verdict: the plane kernel stores nothing after a failure */
+  memset(&chk, 0, sizeof chk);
   if (K > 0 && B > 0) {
-    s = cuda_check_index_values(st, dev, stream, APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD, "idx",
-                                a->idx, 0, g.tiles - 1, a->require_unique ? K : 0);
+    cuda_check_desc d;
+    cuda_check_init(&d, APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD, "idx", a->idx);
+    d.lo = 0;
+    d.hi = g.tiles - 1;
+    if (a->require_unique) d.unique_row = K;
+    s = cuda_check_run(st, dev, stream, &d, 0, &chk);
     if (s != APX_OK) return s;
   }
   const size_t mask_bytes = cuda_align_up((size_t)(B * g.tiles > 0 ? B * g.tiles : 1));
@@ -146,11 +289,13 @@ apx_status cuda_fused_pack_op_unpack_backward(void *state,
   }
   if (err == cudaSuccess && planes > 0) {
     switch (go->dtype) {
-    case APX_DTYPE_F16: launch_plane<__half>(a, selected, g, partial, planes, stream); break;
-    case APX_DTYPE_BF16:
-      launch_plane<__nv_bfloat16>(a, selected, g, partial, planes, stream);
+    case APX_DTYPE_F16:
+      launch_plane<__half>(a, selected, g, partial, planes, chk.bad, stream);
       break;
-    default: launch_plane<float>(a, selected, g, partial, planes, stream); break;
+    case APX_DTYPE_BF16:
+      launch_plane<__nv_bfloat16>(a, selected, g, partial, planes, chk.bad, stream);
+      break;
+    default: launch_plane<float>(a, selected, g, partial, planes, chk.bad, stream); break;
     }
     err = cudaGetLastError();
   }
