@@ -372,6 +372,69 @@ START_TEST(test_tileunpack_backward_small) {
 }
 END_TEST
 
+/* A tileunpack_backward call whose placements or levels are bad, under
+ * validate = eager (refused at once) and validate = device (reported by
+ * apx_sync), each with `message`. */
+static void tileunpack_backward_rejected(const apx_tensor *idx, const apx_tensor *levels,
+                                         int64_t C, int64_t gh, int64_t gw, int64_t t,
+                                         const char *message) {
+  const int64_t B = idx->shape[0], K = idx->shape[1];
+  apx_tensor g = tu_host4(APX_DTYPE_F32, B, C, gh * t, gw * t);
+  fill_values(&g, 0);
+  const int64_t packed_shape[5] = {B, K, C, t, t};
+  for (int mode = 0; mode < 2; mode++) {
+    apx_context *c = mode ? ctx : ctx_eager;
+    apx_tensor dg = to_dev(c, &g), didx = to_dev(c, idx);
+    apx_tensor dlev = levels ? to_dev(c, levels) : didx;
+    apx_tensor dbase = dev_alloc(c, APX_DTYPE_F32, 4, g.shape);
+    apx_tensor dpacked = dev_alloc(c, APX_DTYPE_F32, 5, packed_shape);
+    apx_tileunpack_backward_args a = APX_TILEUNPACK_BACKWARD_ARGS_INIT;
+    a.grad_out = &dg;
+    a.idx = &didx;
+    a.levels = levels ? &dlev : NULL;
+    a.tile = t;
+    a.grad_base = &dbase;
+    a.grad_packed = &dpacked;
+    apx_status st = apx_tileunpack_backward(c, &a, &on_gpu);
+    if (mode == 1) {
+      ck_assert_int_eq(st, APX_OK);
+      st = apx_sync(c, &on_gpu);
+      ck_assert_int_eq(st, APX_ERR_DEVICE);
+    } else {
+      ck_assert_int_eq(st, APX_ERR_INVALID_ARG);
+    }
+    ck_assert_msg(strstr(apx_last_error(), message), "B%lld K%lld: message [%s], want [%s]",
+                  (long long)B, (long long)K, apx_last_error(), message);
+    dev_free(c, &dg);
+    dev_free(c, &didx);
+    if (levels) dev_free(c, &dlev);
+    dev_free(c, &dbase);
+    dev_free(c, &dpacked);
+  }
+  tu_free(&g);
+}
+
+/* A bad id, and levels one step past the int32 priority key, on the
+ * one-launch form (B*K <= 1024: every block's own check) and on the
+ * six-kernel path (a pre-pass). */
+START_TEST(test_tileunpack_backward_bad) {
+  static const int64_t sizes[2][2] = {{2, 9}, {5, 205}}; /* B, K */
+  for (int v = 0; v < 2; v++) {
+    const int64_t B = sizes[v][0], K = sizes[v][1], gh = 4, gw = 4, t = 2;
+    apx_tensor idx = tu_host2(APX_DTYPE_I32, B, K), levels = tu_host2(APX_DTYPE_I32, B, K);
+    tu_fill_int(&rng, &idx, 0, gh * gw - 1);
+    set_index(&idx, K + 5, gh * gw); /* idx[1][5] */
+    tileunpack_backward_rejected(&idx, NULL, 3, gh, gw, t,
+                                 "tileunpack_backward: idx[1][5] = [16] is outside [0, 15]");
+    tu_fill_int(&rng, &idx, 0, gh * gw - 1);
+    fill_levels_at_limit(&levels, -7, 1);
+    tileunpack_backward_rejected(&idx, &levels, 3, gh, gw, t, "tileunpack_backward: levels span");
+    tu_free(&idx);
+    tu_free(&levels);
+  }
+}
+END_TEST
+
 /* fused_pack_op_unpack_backward: grad_features within the parity bound of
  * the derivative's terms (docs/ops.md, Rounding and parity; the compiler
  * may contract vs*g + v*gs), the scalars' sums within it times the number
@@ -531,6 +594,7 @@ static void add_tests(Suite *s) {
   tcase_add_test(tc, test_fused_backward_bad_id_in_place);
   tcase_add_test(tc, test_tileunpack_backward);
   tcase_add_test(tc, test_tileunpack_backward_small);
+  tcase_add_test(tc, test_tileunpack_backward_bad);
 }
 
 int main(void) { return cc_main("cuda_tile_backward", add_tests); }
