@@ -22,12 +22,11 @@
 #define CUDA_TICKETS 32
 #define CUDA_TICKET_PARTIALS 4096
 
-struct cuda_ticket_slot {
-  unsigned done; /* blocks of the current launch that have finished */
-  float partial[CUDA_TICKET_PARTIALS];
-};
-
-static __device__ cuda_ticket_slot cuda_ticket_slots[CUDA_TICKETS];
+/* blocks of each ticket's current launch that have finished (zero
+ * between launches: initialised here, reset by each launch's last block) */
+static __device__ unsigned cuda_ticket_done[CUDA_TICKETS] = {0};
+/* each ticket's partials */
+static __device__ float cuda_ticket_partial[CUDA_TICKETS][CUDA_TICKET_PARTIALS];
 
 /* The next counter for a launch (host side). */
 static inline unsigned cuda_ticket_take() {
@@ -38,7 +37,7 @@ static inline unsigned cuda_ticket_take() {
 /* The partials of `ticket`, or `ws` when given (more than
  * CUDA_TICKET_PARTIALS of them). */
 static __device__ __forceinline__ float *cuda_ticket_partials(unsigned ticket, float *ws) {
-  return ws ? ws : cuda_ticket_slots[ticket].partial;
+  return ws ? ws : cuda_ticket_partial[ticket];
 }
 
 /* Every thread of every block calls it once, after its block's partials
@@ -53,7 +52,7 @@ static __device__ int cuda_ticket_last_block(unsigned ticket) {
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
     const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
     /* atomicInc wraps to 0 at blocks - 1: the last block resets it */
-    s_last = atomicInc(&cuda_ticket_slots[ticket].done, blocks - 1u) == blocks - 1u;
+    s_last = atomicInc(&cuda_ticket_done[ticket], blocks - 1u) == blocks - 1u;
   }
   __syncthreads();
   if (s_last) __threadfence();
