@@ -358,7 +358,8 @@ END_TEST
 /* The one-launch form of a small index (B*K <= 1024,
  * backends/cuda/tileunpack_backward.cu) and its switch-over, in every
  * mode: B*K = 1024 (one launch) and 1025 (the six-kernel path), channels
- * not a multiple of its 8-channel groups, tiles of 1 and 16. */
+ * not a multiple of its 16-channel groups (21: a full group and a part;
+ * 3, 9: a part), tiles of 1 and 16. */
 START_TEST(test_tileunpack_backward_small) {
   for (int d = 0; d < 3; d++)
     for (int mode = 0; mode < 8; mode++) {
@@ -366,7 +367,7 @@ START_TEST(test_tileunpack_backward_small) {
       const apx_dtype dt = float_dtypes[d], it = index_dtypes[(mode >> 1) % 2];
       tileunpack_backward_case(dt, it, blend, origins, levels, 1, 3, 16, 16, 2, 1024);
       tileunpack_backward_case(dt, it, blend, origins, levels, 5, 3, 16, 16, 2, 205);
-      tileunpack_backward_case(dt, it, blend, origins, levels, 2, 11, 5, 7, 1, 30);
+      tileunpack_backward_case(dt, it, blend, origins, levels, 2, 21, 5, 7, 1, 30);
       tileunpack_backward_case(dt, it, blend, origins, levels, 1, 9, 3, 2, 16, 12);
     }
 }

@@ -33,7 +33,7 @@
 
 #define TILEUNPACK_BACKWARD_THREADS 256
 /* channels a block of the one-launch form */
-#define TUB_SMALL_CHANNELS 8
+#define TUB_SMALL_CHANNELS 16
 
 struct tub_geometry {
   int64_t B, C, H, W, K, t;
