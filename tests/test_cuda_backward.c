@@ -208,83 +208,130 @@ START_TEST(test_alpha_backward) {
 }
 END_TEST
 
+/* One tilessm_scan_backward case against the reference: init_form 0
+ * (absent), 2 ([B,C]) or 3 ([B,2,C]); gate_form 0 (absent), 1 ([C]) or 3
+ * ([B,1,C]); specials: NaN and inf tokens. */
+struct scan_case {
+  apx_dtype dt, vdt;
+  int64_t B, K, C;
+  int direction, merge, init_form, gate_form, grad_final, specials;
+  double clamp;
+};
+
+static void check_scan_backward(const struct scan_case *sc) {
+  const apx_dtype dt = sc->dt, vdt = sc->vdt;
+  const int64_t B = sc->B, K = sc->K, C = sc->C;
+  const int init_form = sc->init_form, gate_form = sc->gate_form;
+  int bidir = sc->direction == APX_SCAN_BIDIRECTIONAL;
+  int gated = bidir && sc->merge == APX_MERGE_GATED;
+  char what[220];
+  snprintf(what, sizeof what,
+           "tilessm_scan_backward %s vectors %s direction %d merge %d init %d gate %d "
+           "clamp %g grad_final %d B %lld K %lld C %lld",
+           apx_dtype_name(dt), apx_dtype_name(vdt), sc->direction, sc->merge, init_form, gate_form,
+           sc->clamp, sc->grad_final, (long long)B, (long long)K, (long long)C);
+  apx_tensor tokens = tu_host3(dt, B, K, C), grad_out = tu_host3(dt, B, K, C);
+  apx_tensor vec[4] = {tu_host1(vdt, C), tu_host1(vdt, C), tu_host1(vdt, C), tu_host1(vdt, C)};
+  apx_tensor init = init_form == 3 ? tu_host3(vdt, B, 2, C) : tu_host2(vdt, B, C);
+  apx_tensor gate = gate_form == 3 ? tu_host3(vdt, B, 1, C) : tu_host1(vdt, C);
+  apx_tensor grad_final = bidir ? tu_host3(dt, B, 2, C) : tu_host2(dt, B, C);
+  apx_tensor out[REF_SCAN_GRADS] = {
+      tu_host3(dt, B, K, C), tu_host1(vdt, C), tu_host1(vdt, C), tu_host1(vdt, C),
+      tu_host1(vdt, C),
+      init_form == 3 || (!init_form && bidir) ? tu_host3(vdt, B, 2, C) : tu_host2(vdt, B, C),
+      gated && gate_form == 3 ? tu_host3(vdt, B, 1, C) : tu_host1(vdt, C)};
+  fill_values(&tokens, sc->specials);
+  fill_values(&grad_out, 0);
+  tu_fill_uniform(&rng, &vec[0], -0.1, 1.1); /* some beyond the decay clamp */
+  for (int i = 1; i < 4; i++) fill_values(&vec[i], 0);
+  fill_values(&init, 0);
+  tu_fill_uniform(&rng, &gate, -0.3, 1.3);
+  fill_values(&grad_final, 0);
+  apx_tilessm_scan_backward_args a = APX_TILESSM_SCAN_BACKWARD_ARGS_INIT;
+  a.grad_out = &grad_out;
+  a.tokens = &tokens;
+  a.decay = &vec[0];
+  a.input_gain = &vec[1];
+  a.output_gain = &vec[2];
+  a.state_bias = &vec[3];
+  a.init_state = init_form ? &init : NULL;
+  a.merge_gate = gate_form ? &gate : NULL;
+  a.grad_final_state = sc->grad_final ? &grad_final : NULL;
+  a.clamp_value = sc->clamp;
+  a.direction = (apx_scan_direction)sc->direction;
+  a.merge = (apx_scan_merge)sc->merge;
+  const apx_tensor **outs[REF_SCAN_GRADS] = {
+      &a.grad_tokens,     &a.grad_decay,      &a.grad_input_gain, &a.grad_output_gain,
+      &a.grad_state_bias, &a.grad_init_state, &a.grad_merge_gate};
+  ref_grad want[REF_SCAN_GRADS];
+  for (int k = 0; k < REF_SCAN_GRADS; k++) {
+    *outs[k] = &out[k];
+    want[k] = ref_grad_new(apx_tensor_numel(&out[k]));
+  }
+  ref_tilessm_scan_backward(&a, want);
+  const apx_tensor **ins[9] = {&a.grad_out,   &a.tokens,      &a.decay,
+                               &a.input_gain, &a.output_gain, &a.state_bias,
+                               &a.init_state, &a.merge_gate,  &a.grad_final_state};
+  apx_tensor got[REF_SCAN_GRADS];
+  run_on_gpu(APX_OP_TILESSM_SCAN_BACKWARD, &a, ins, 9, outs, REF_SCAN_GRADS, got, what);
+  static const char *const names[REF_SCAN_GRADS] = {
+      "grad_tokens",     "grad_decay",      "grad_input_gain", "grad_output_gain",
+      "grad_state_bias", "grad_init_state", "grad_merge_gate"};
+  for (int k = 0; k < REF_SCAN_GRADS; k++) {
+    expect_grad(&got[k], &want[k], 4.8e-7 * (double)(K + B + 2), what, names[k]);
+    tu_free(&got[k]);
+    tu_free(&out[k]);
+    ref_grad_free(&want[k]);
+  }
+  tu_free(&tokens);
+  tu_free(&grad_out);
+  for (int i = 0; i < 4; i++) tu_free(&vec[i]);
+  tu_free(&init);
+  tu_free(&gate);
+  tu_free(&grad_final);
+}
+
 START_TEST(test_scan_backward) {
   static const int init_forms[3] = {0, 2, 3}, gate_forms[3] = {0, 1, 3};
   for (int direction = 0; direction < 3; direction++)
     for (int merge = 0; merge < 3; merge++)
       for (int rep = 0; rep < 3; rep++) {
-        apx_dtype dt = float_dtypes[rep], vdt = float_dtypes[(rep + direction) % 3];
-        int64_t B = 2, K = rep == 2 ? 37 : 5 + 3 * rep, C = rep == 1 ? 130 : 7;
-        int init_form = init_forms[(rep + merge) % 3], gate_form = gate_forms[(rep + 1) % 3];
-        double clamp = rep == 1 ? 1.5 : 1e4;
-        int bidir = direction == APX_SCAN_BIDIRECTIONAL;
-        int gated = bidir && merge == APX_MERGE_GATED;
-        char what[200];
-        snprintf(what, sizeof what,
-                 "tilessm_scan_backward %s vectors %s direction %d merge %d init %d gate %d "
-                 "clamp %g K %lld C %lld",
-                 apx_dtype_name(dt), apx_dtype_name(vdt), direction, merge, init_form, gate_form,
-                 clamp, (long long)K, (long long)C);
-        apx_tensor tokens = tu_host3(dt, B, K, C), grad_out = tu_host3(dt, B, K, C);
-        apx_tensor vec[4] = {tu_host1(vdt, C), tu_host1(vdt, C), tu_host1(vdt, C),
-                             tu_host1(vdt, C)};
-        apx_tensor init = init_form == 3 ? tu_host3(vdt, B, 2, C) : tu_host2(vdt, B, C);
-        apx_tensor gate = gate_form == 3 ? tu_host3(vdt, B, 1, C) : tu_host1(vdt, C);
-        apx_tensor grad_final = bidir ? tu_host3(dt, B, 2, C) : tu_host2(dt, B, C);
-        apx_tensor out[REF_SCAN_GRADS] = {
-            tu_host3(dt, B, K, C), tu_host1(vdt, C), tu_host1(vdt, C), tu_host1(vdt, C),
-            tu_host1(vdt, C),
-            init_form == 3 || (!init_form && bidir) ? tu_host3(vdt, B, 2, C) : tu_host2(vdt, B, C),
-            gated && gate_form == 3 ? tu_host3(vdt, B, 1, C) : tu_host1(vdt, C)};
-        fill_values(&tokens, rep == 1);
-        fill_values(&grad_out, 0);
-        tu_fill_uniform(&rng, &vec[0], -0.1, 1.1); /* some beyond the decay clamp */
-        for (int i = 1; i < 4; i++) fill_values(&vec[i], 0);
-        fill_values(&init, 0);
-        tu_fill_uniform(&rng, &gate, -0.3, 1.3);
-        fill_values(&grad_final, 0);
-        apx_tilessm_scan_backward_args a = APX_TILESSM_SCAN_BACKWARD_ARGS_INIT;
-        a.grad_out = &grad_out;
-        a.tokens = &tokens;
-        a.decay = &vec[0];
-        a.input_gain = &vec[1];
-        a.output_gain = &vec[2];
-        a.state_bias = &vec[3];
-        a.init_state = init_form ? &init : NULL;
-        a.merge_gate = gate_form ? &gate : NULL;
-        a.grad_final_state = rep != 0 ? &grad_final : NULL;
-        a.clamp_value = clamp;
-        a.direction = (apx_scan_direction)direction;
-        a.merge = (apx_scan_merge)merge;
-        const apx_tensor **outs[REF_SCAN_GRADS] = {
-            &a.grad_tokens,      &a.grad_decay,      &a.grad_input_gain, &a.grad_output_gain,
-            &a.grad_state_bias,  &a.grad_init_state, &a.grad_merge_gate};
-        ref_grad want[REF_SCAN_GRADS];
-        for (int k = 0; k < REF_SCAN_GRADS; k++) {
-          *outs[k] = &out[k];
-          want[k] = ref_grad_new(apx_tensor_numel(&out[k]));
-        }
-        ref_tilessm_scan_backward(&a, want);
-        const apx_tensor **ins[9] = {&a.grad_out,    &a.tokens,     &a.decay,
-                                     &a.input_gain,  &a.output_gain, &a.state_bias,
-                                     &a.init_state,  &a.merge_gate, &a.grad_final_state};
-        apx_tensor got[REF_SCAN_GRADS];
-        run_on_gpu(APX_OP_TILESSM_SCAN_BACKWARD, &a, ins, 9, outs, REF_SCAN_GRADS, got, what);
-        static const char *const names[REF_SCAN_GRADS] = {
-            "grad_tokens",     "grad_decay",      "grad_input_gain", "grad_output_gain",
-            "grad_state_bias", "grad_init_state", "grad_merge_gate"};
-        for (int k = 0; k < REF_SCAN_GRADS; k++) {
-          expect_grad(&got[k], &want[k], 4.8e-7 * (double)(K + B + 2), what, names[k]);
-          tu_free(&got[k]);
-          tu_free(&out[k]);
-          ref_grad_free(&want[k]);
-        }
-        tu_free(&tokens);
-        tu_free(&grad_out);
-        for (int i = 0; i < 4; i++) tu_free(&vec[i]);
-        tu_free(&init);
-        tu_free(&gate);
-        tu_free(&grad_final);
+        struct scan_case sc = {float_dtypes[rep], float_dtypes[(rep + direction) % 3], 2,
+                               rep == 2 ? 37 : 5 + 3 * rep, rep == 1 ? 130 : 7, direction, merge,
+                               init_forms[(rep + merge) % 3], gate_forms[(rep + 1) % 3], rep != 0,
+                               rep == 1, rep == 1 ? 1.5 : 1e4};
+        check_scan_backward(&sc);
+      }
+}
+END_TEST
+
+/* The chunked adjoint's edges (backends/cuda/tilessm_scan_backward.cu:
+ * chunks of 16 tokens, a block of up to 16 warps over one row's 32
+ * channels, each warp a run of chunks; B = 1 runs one launch): one chunk
+ * short and whole, K not a multiple of 16, warps with no chunk (NC = 38
+ * over 16 warps of 3), runs of many chunks (K = 4097: 257 chunks, the last
+ * of one token), lanes past C (C odd, C = 1, C = 33), B = 1 and B > 1;
+ * each direction and merge, init_state absent, [B,C] and [B,2,C], the gate
+ * absent, [C] and [B,1,C], grad_final_state given or not, every dtype in
+ * turn. */
+START_TEST(test_scan_backward_chunks) {
+  static const int64_t shapes[][3] = {{1, 1, 1},   {1, 16, 33}, {2, 17, 31}, {3, 48, 1},
+                                      {1, 600, 64}, {1, 4097, 5}, {2, 4097, 3}};
+  static const int forms[3] = {0, 2, 3}, gate_forms[3] = {0, 1, 3};
+  /* direction and merge: forward, backward, and bidirectional's three merges */
+  static const int dm[5][2] = {{APX_SCAN_FORWARD, APX_MERGE_SUM},
+                               {APX_SCAN_BACKWARD, APX_MERGE_SUM},
+                               {APX_SCAN_BIDIRECTIONAL, APX_MERGE_SUM},
+                               {APX_SCAN_BIDIRECTIONAL, APX_MERGE_AVG},
+                               {APX_SCAN_BIDIRECTIONAL, APX_MERGE_GATED}};
+  for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
+    for (int m = 0; m < 5; m++)
+      for (int v = 0; v < 3; v++) {
+        const int r = s + m + v;
+        struct scan_case sc = {float_dtypes[r % 3], float_dtypes[(r + 1) % 3], shapes[s][0],
+                               shapes[s][1], shapes[s][2], dm[m][0], dm[m][1], forms[r % 3],
+                               gate_forms[(s + v) % 3], (r + s) % 2, v == 1, v == 1 ? 1.5 : 1e4};
+        check_scan_backward(&sc);
       }
 }
 END_TEST
@@ -294,6 +341,7 @@ static void add_tests(Suite *s) {
   tcase_add_test(ops, test_fuse_backward);
   tcase_add_test(ops, test_alpha_backward);
   tcase_add_test(ops, test_scan_backward);
+  tcase_add_test(ops, test_scan_backward_chunks);
 }
 
 int main(void) { return cc_main("cuda_backward", add_tests); }

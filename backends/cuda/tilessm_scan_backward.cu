@@ -1,19 +1,31 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tilessm_scan_backward on CUDA (docs/ops.md, tilessm_scan_backward).
- * One thread per stream (b, c), neighbours in c side by side so that every
- * access of a step is coalesced: it runs the forward recurrence of each
- * direction again (fp32 states kept in the workspace), then the adjoint
- * from the last step back, the token terms in token order, and writes its
- * grad_tokens and its per-(b, c) sums. A second kernel, one thread per
- * channel, adds the sums over b in order and writes the [C] gradients, the
- * initial state's and the gate's. No atomics: the same bits run to run,
- * in the order of the cpu backend's loops. fp32 math, one rounding per
- * stored value. */
+ * Both recurrences are affine with per-channel constants (the state
+ * s = d*s + om*drv forward, the adjoint a = d*(a + og*gy) from the last
+ * step back), so K is cut into chunks of SCAN_BWD_L tokens. A block owns
+ * one batch row's 32 channels (one lane each, neighbours in c side by side
+ * so that every access is coalesced) and all its chunks, a warp a run of
+ * consecutive chunks: (1) each chunk's local forward end state and local
+ * adjoint from zero, composed per warp into its run's affine maps (in
+ * shared memory); (2) each warp folds the other runs' maps into its run's
+ * true start state and entering adjoint, and walks its chunks back to give
+ * each one its own (kept in a small [2][B][NC][C] workspace); (3) each
+ * chunk again from its true values, the states in registers: grad_tokens,
+ * and the sums of the [C] gradients per thread, then over the block's
+ * warps in order. A second kernel, one thread per channel, adds the sums
+ * over b in order and writes the [C] gradients, the initial state's and
+ * the gate's (with B = 1 the block writes them itself: one launch). No
+ * atomics: the same bits run to run. fp32 math, one rounding per stored
+ * value. */
 #include "cuda_backend.h"
 
 #include <math.h>
 
 enum { P_DECAY, P_INPUT_GAIN, P_OUTPUT_GAIN, P_STATE_BIAS, P_GATE, P_COUNT };
+
+/* Tokens a chunk (its states live in registers), and the most warps a
+ * block: 16 warps of 32 channels. */
+enum { SCAN_BWD_L = 16, SCAN_BWD_MAX_WARPS = 16 };
 
 struct scan_bwd_args {
   const void *tokens, *grad_out, *decay, *input_gain, *output_gain, *state_bias;
@@ -21,12 +33,25 @@ struct scan_bwd_args {
   int dt, decay_dt, ig_dt, og_dt, sb_dt, init_dt, gate_dt, grad_final_dt;
   int init_ndim, gate_rows; /* gate_rows: 0 (not gated), 1 ([C] or absent), B ([B,1,C]) */
   int64_t B, K, C;
+  int64_t NC; /* chunks: ceil(K / SCAN_BWD_L) */
+  int64_t cpw; /* chunks a warp */
   float lim;
   int direction, merge;
   void *grad_tokens;
-  /* workspace: states [2][B][K][C], gdrv [B][K][C], partial [P_COUNT][B][C],
+  /* workspace: chunk [2][B][NC][C] (per chunk: the forward direction's
+   * local adjoint, then its entering adjoint; the backward direction's
+   * local end state, then its start state), partial [P_COUNT][B][C],
    * grad_init [B][2][C] */
-  float *states, *gdrv, *partial, *grad_init;
+  float *chunk, *partial, *grad_init;
+};
+
+struct scan_bwd_out {
+  void *grad[4]; /* decay, input_gain, output_gain, state_bias */
+  int grad_dt[4];
+  void *grad_init;
+  int grad_init_dt, grad_init_per_direction;
+  void *grad_gate;
+  int grad_gate_dt;
 };
 
 /* docs/ops.md, tilessm_scan: the sanitised token and whether it passed
@@ -51,129 +76,297 @@ static __device__ __forceinline__ float gate_at(const scan_bwd_args &a, int64_t 
   return g < 0.0f ? 0.0f : g > 1.0f ? 1.0f : g;
 }
 
-__global__ void tilessm_scan_backward_streams(scan_bwd_args a) {
-  CUDA_FOR(i, a.B * a.C) {
-    const int64_t b = i / a.C, c = i % a.C, K = a.K, C = a.C;
-    float d = cuda_load_any(a.decay, a.decay_dt, c);
-    d = d < 1e-6f ? 1e-6f : d;
-    d = d > 1.0f - 1e-6f ? 1.0f - 1e-6f : d;
-    const float om = 1.0f - d;
-    const float ig = cuda_load_any(a.input_gain, a.ig_dt, c);
-    const float og = cuda_load_any(a.output_gain, a.og_dt, c);
-    const float sb = cuda_load_any(a.state_bias, a.sb_dt, c);
-    const int bidir = a.direction == APX_SCAN_BIDIRECTIONAL;
-    float gate_passes, gate = a.gate_rows ? gate_at(a, b, c, &gate_passes) : 0.5f;
-    (void)gate_passes; /* the channel kernel applies it */
-    float passes, sums[P_COUNT] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t k = 0; k < K; k++) a.gdrv[(b * K + k) * C + c] = 0.0f;
-    for (int dir = 0; dir < 2; dir++) {
-      if ((dir == 0 && a.direction == APX_SCAN_BACKWARD) ||
-          (dir == 1 && a.direction == APX_SCAN_FORWARD))
-        continue;
-      float *states = a.states + (int64_t)dir * a.B * K * C;
-      float init = 0.0f;
-      if (a.init)
-        init = cuda_round_any(
-            cuda_load_any(a.init, a.init_dt, a.init_ndim == 3 ? (b * 2 + dir) * C + c : b * C + c),
-            a.dt);
-      /* the forward recurrence again; states indexed by token */
-      float s = init;
-      for (int64_t j = 0; j < K; j++) {
-        int64_t k = dir ? K - 1 - j : j, at = (b * K + k) * C + c;
-        float tok = sanitised_token(cuda_load_any(a.tokens, a.dt, at), a.lim, &passes);
-        s = d * s + om * (ig * tok + sb);
-        states[at] = s;
-      }
-      /* the adjoint, last step first */
-      float adj = 0.0f;
-      if (a.grad_final)
-        adj = cuda_load_any(a.grad_final, a.grad_final_dt, bidir ? (b * 2 + dir) * C + c : b * C + c);
-      for (int64_t j = K - 1; j >= 0; j--) {
-        int64_t k = dir ? K - 1 - j : j, at = (b * K + k) * C + c;
-        int64_t prev_k = dir ? k + 1 : k - 1;
-        float gy = cuda_load_any(a.grad_out, a.dt, at);
-        if (bidir) {
-          if (a.merge == APX_MERGE_AVG) gy = 0.5f * gy;
-          else if (a.merge == APX_MERGE_GATED) gy = dir ? (1.0f - gate) * gy : gate * gy;
-        }
-        float s_j = states[at];
-        float s_prev = j > 0 ? states[(b * K + prev_k) * C + c] : init;
-        float tok = sanitised_token(cuda_load_any(a.tokens, a.dt, at), a.lim, &passes);
-        float drive = ig * tok + sb;
-        adj += og * gy;
-        sums[P_OUTPUT_GAIN] += gy * s_j;
-        a.gdrv[at] += om * adj;
-        sums[P_DECAY] += adj * (s_prev - drive);
-        adj = d * adj;
-      }
-      a.grad_init[(b * 2 + dir) * C + c] = adj;
+/* One chunk's tokens (sanitised; bit i of pass: token i's mask) and
+ * grad_out, n <= L valid. */
+struct scan_bwd_chunk {
+  float x[SCAN_BWD_L], g[SCAN_BWD_L];
+  unsigned pass;
+};
+
+static __device__ __forceinline__ void load_chunk(const scan_bwd_args &a, int64_t at, int n,
+                                                  scan_bwd_chunk *ch) {
+  ch->pass = 0;
+#pragma unroll
+  for (int i = 0; i < SCAN_BWD_L; i++) {
+    ch->x[i] = ch->g[i] = 0.0f;
+    if (i < n) {
+      float passes;
+      ch->x[i] = sanitised_token(cuda_load_any(a.tokens, a.dt, at + i * a.C), a.lim, &passes);
+      ch->pass |= passes != 0.0f ? 1u << i : 0u;
+      ch->g[i] = cuda_load_any(a.grad_out, a.dt, at + i * a.C);
     }
-    if (a.direction == APX_SCAN_FORWARD) a.grad_init[(b * 2 + 1) * C + c] = 0.0f;
-    if (a.direction == APX_SCAN_BACKWARD) a.grad_init[(b * 2 + 0) * C + c] = 0.0f;
-    /* the token terms, in token order */
-    for (int64_t k = 0; k < K; k++) {
-      int64_t at = (b * K + k) * C + c;
-      float tok = sanitised_token(cuda_load_any(a.tokens, a.dt, at), a.lim, &passes);
-      float gdrv = a.gdrv[at];
-      sums[P_INPUT_GAIN] += gdrv * tok;
-      sums[P_STATE_BIAS] += gdrv;
-      if (a.gate_rows) {
-        float yf = cuda_round_any(og * a.states[at], a.dt);
-        float yb = cuda_round_any(og * a.states[a.B * K * C + at], a.dt);
-        sums[P_GATE] += cuda_load_any(a.grad_out, a.dt, at) * (yf - yb);
-      }
-      if (a.grad_tokens) cuda_store_any(a.grad_tokens, a.dt, at, ig * gdrv * passes);
-    }
-    for (int p = 0; p < P_COUNT; p++) a.partial[((int64_t)p * a.B + b) * C + c] = sums[p];
   }
 }
 
-struct scan_bwd_out {
-  void *grad[4]; /* decay, input_gain, output_gain, state_bias */
-  int grad_dt[4];
-  void *grad_init;
-  int grad_init_dt, grad_init_per_direction;
-  void *grad_gate;
-  int grad_gate_dt;
-};
+/* d^n, as the steps multiply it */
+static __device__ __forceinline__ float chunk_power(float d, int n) {
+  float pw = 1.0f;
+#pragma unroll
+  for (int i = 0; i < SCAN_BWD_L; i++)
+    if (i < n) pw *= d;
+  return pw;
+}
 
-/* One thread per channel: the sums over b in order, then the stores. */
-__global__ void tilessm_scan_backward_channels(scan_bwd_args a, scan_bwd_out o) {
-  CUDA_FOR(c, a.C) {
-    const int64_t B = a.B, C = a.C;
-    float d = cuda_load_any(a.decay, a.decay_dt, c);
-    const float decay_passes = d >= 1e-6f && d <= 1.0f - 1e-6f ? 1.0f : 0.0f;
-    for (int p = 0; p < 4; p++) {
-      if (!o.grad[p]) continue;
-      float sum = 0.0f;
-      for (int64_t b = 0; b < B; b++) sum += a.partial[((int64_t)p * B + b) * C + c];
-      if (p == P_DECAY) sum *= decay_passes;
-      cuda_store_any(o.grad[p], o.grad_dt[p], c, sum);
+/* The [C] gradients, the initial state's and the gate's of channel c from
+ * the sums per (b, c): the sums over b in order, then the stores. */
+static __device__ void channel_outputs(const scan_bwd_args &a, const scan_bwd_out &o, int64_t c) {
+  const int64_t B = a.B, C = a.C;
+  float d = cuda_load_any(a.decay, a.decay_dt, c);
+  const float decay_passes = d >= 1e-6f && d <= 1.0f - 1e-6f ? 1.0f : 0.0f;
+  for (int p = 0; p < 4; p++) {
+    if (!o.grad[p]) continue;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < B; b++) sum += a.partial[((int64_t)p * B + b) * C + c];
+    if (p == P_DECAY) sum *= decay_passes;
+    cuda_store_any(o.grad[p], o.grad_dt[p], c, sum);
+  }
+  if (o.grad_init)
+    for (int64_t b = 0; b < B; b++) {
+      float gf = a.grad_init[(b * 2 + 0) * C + c], gb = a.grad_init[(b * 2 + 1) * C + c];
+      if (o.grad_init_per_direction) {
+        cuda_store_any(o.grad_init, o.grad_init_dt, (b * 2 + 0) * C + c, gf);
+        cuda_store_any(o.grad_init, o.grad_init_dt, (b * 2 + 1) * C + c, gb);
+      } else {
+        cuda_store_any(o.grad_init, o.grad_init_dt, b * C + c, gf + gb);
+      }
     }
-    if (o.grad_init)
-      for (int64_t b = 0; b < B; b++) {
-        float gf = a.grad_init[(b * 2 + 0) * C + c], gb = a.grad_init[(b * 2 + 1) * C + c];
-        if (o.grad_init_per_direction) {
-          cuda_store_any(o.grad_init, o.grad_init_dt, (b * 2 + 0) * C + c, gf);
-          cuda_store_any(o.grad_init, o.grad_init_dt, (b * 2 + 1) * C + c, gb);
-        } else {
-          cuda_store_any(o.grad_init, o.grad_init_dt, b * C + c, gf + gb);
-        }
+  if (o.grad_gate) {
+    /* [B,1,C]: per row; [C]: the sum over b; zeros when no gate is read */
+    int per_row = a.gate_rows > 1;
+    for (int64_t r = 0; r < (per_row ? B : 1); r++) {
+      float sum = 0.0f, passes = 1.0f;
+      if (a.gate_rows) {
+        for (int64_t b = per_row ? r : 0; b < (per_row ? r + 1 : B); b++)
+          sum += a.partial[((int64_t)P_GATE * B + b) * C + c];
+        gate_at(a, r, c, &passes);
       }
-    if (o.grad_gate) {
-      /* [B,1,C]: per row; [C]: the sum over b; zeros when no gate is read */
-      int per_row = a.gate_rows > 1;
-      for (int64_t r = 0; r < (per_row ? B : 1); r++) {
-        float sum = 0.0f, passes = 1.0f;
-        if (a.gate_rows) {
-          for (int64_t b = per_row ? r : 0; b < (per_row ? r + 1 : B); b++)
-            sum += a.partial[((int64_t)P_GATE * B + b) * C + c];
-          gate_at(a, r, c, &passes);
-        }
-        cuda_store_any(o.grad_gate, o.grad_gate_dt, r * C + c, sum * passes);
-      }
+      cuda_store_any(o.grad_gate, o.grad_gate_dt, r * C + c, sum * passes);
     }
   }
+}
+
+/* Block: one batch row's 32 channels (lane = channel) and all its chunks,
+ * warp w the chunks [w*cpw, (w+1)*cpw). fused: B = 1, the block writes the
+ * outputs of channel_outputs itself. */
+__global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
+    tilessm_scan_backward_chunks(scan_bwd_args a, scan_bwd_out o, int fused) {
+  /* per warp: its run's map (P, forward state, forward adjoint, backward
+   * state, backward adjoint), later its sums */
+  __shared__ float run[P_COUNT][SCAN_BWD_MAX_WARPS][32];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, NW = blockDim.x >> 5;
+  const int64_t K = a.K, C = a.C, NC = a.NC, groups = (C + 31) / 32;
+  const int runs0 = a.direction != APX_SCAN_BACKWARD, runs1 = a.direction != APX_SCAN_FORWARD;
+  const int bidir = a.direction == APX_SCAN_BIDIRECTIONAL;
+  for (int64_t blk = blockIdx.x; blk < a.B * groups; blk += gridDim.x) {
+    const int64_t b = blk / groups, c = (blk % groups) * 32 + lane;
+    const int live = c < C;
+    const int64_t cl = live ? c : C - 1; /* the channel a lane past C reads */
+    float d = cuda_load_any(a.decay, a.decay_dt, cl);
+    d = d < 1e-6f ? 1e-6f : d;
+    d = d > 1.0f - 1e-6f ? 1.0f - 1e-6f : d;
+    const float om = 1.0f - d;
+    const float ig = cuda_load_any(a.input_gain, a.ig_dt, cl);
+    const float og = cuda_load_any(a.output_gain, a.og_dt, cl);
+    const float sb = cuda_load_any(a.state_bias, a.sb_dt, cl);
+    float gate_passes, gate = a.gate_rows ? gate_at(a, b, cl, &gate_passes) : 0.5f;
+    /* this direction's share of grad_out through the merge */
+    float share0 = 1.0f, share1 = 1.0f;
+    if (bidir && a.merge == APX_MERGE_AVG) share0 = share1 = 0.5f;
+    if (bidir && a.merge == APX_MERGE_GATED) {
+      share0 = gate;
+      share1 = 1.0f - gate;
+    }
+    int64_t lo = (int64_t)w * a.cpw, hi = lo + a.cpw;
+    if (lo > NC) lo = NC;
+    if (hi > NC) hi = NC;
+    if (!live) hi = lo; /* a lane past C walks nothing and stores nothing */
+    float *adj0 = a.chunk + b * NC * C + c;          /* [0][b][.][c] */
+    float *st1 = a.chunk + (a.B + b) * NC * C + c;   /* [1][b][.][c] */
+    const int64_t row = b * K * C + c;
+
+    /* (1) each chunk from zero; the warp's run composed in step order */
+    float P = 1.0f, Rf0 = 0.0f, Ra0 = 0.0f, Rf1 = 0.0f, Ra1 = 0.0f;
+    for (int64_t ch = lo; ch < hi; ch++) {
+      const int64_t k0 = ch * SCAN_BWD_L;
+      const int n = (int)(K - k0 < SCAN_BWD_L ? K - k0 : SCAN_BWD_L);
+      scan_bwd_chunk t;
+      load_chunk(a, row + k0 * C, n, &t);
+      float lf0 = 0.0f, la0 = 0.0f, lf1 = 0.0f, la1 = 0.0f;
+      if (runs0) {
+#pragma unroll
+        for (int i = 0; i < SCAN_BWD_L; i++)
+          if (i < n) lf0 = d * lf0 + om * (ig * t.x[i] + sb);
+#pragma unroll
+        for (int i = SCAN_BWD_L - 1; i >= 0; i--)
+          if (i < n) la0 = d * (la0 + og * (share0 * t.g[i]));
+      }
+      if (runs1) {
+#pragma unroll
+        for (int i = SCAN_BWD_L - 1; i >= 0; i--)
+          if (i < n) lf1 = d * lf1 + om * (ig * t.x[i] + sb);
+#pragma unroll
+        for (int i = 0; i < SCAN_BWD_L; i++)
+          if (i < n) la1 = d * (la1 + og * (share1 * t.g[i]));
+      }
+      const float pw = chunk_power(d, n);
+      adj0[ch * C] = la0;
+      st1[ch * C] = lf1;
+      /* forward state and backward adjoint travel up the chunks, the
+       * forward adjoint and backward state down */
+      Rf0 = pw * Rf0 + lf0;
+      Ra1 = pw * Ra1 + la1;
+      Ra0 = Ra0 + P * la0;
+      Rf1 = Rf1 + P * lf1;
+      P *= pw;
+    }
+    run[0][w][lane] = P;
+    run[1][w][lane] = Rf0;
+    run[2][w][lane] = Ra0;
+    run[3][w][lane] = Rf1;
+    run[4][w][lane] = Ra1;
+    __syncthreads();
+
+    /* (2) the other runs folded in: this run's true start states and
+     * entering adjoints */
+    float init0 = 0.0f, init1 = 0.0f, gf0 = 0.0f, gf1 = 0.0f;
+    if (a.init) {
+      init0 = cuda_round_any(
+          cuda_load_any(a.init, a.init_dt, a.init_ndim == 3 ? (b * 2 + 0) * C + cl : b * C + cl),
+          a.dt);
+      init1 = cuda_round_any(
+          cuda_load_any(a.init, a.init_dt, a.init_ndim == 3 ? (b * 2 + 1) * C + cl : b * C + cl),
+          a.dt);
+    }
+    if (a.grad_final) {
+      gf0 = cuda_load_any(a.grad_final, a.grad_final_dt, bidir ? (b * 2 + 0) * C + cl : b * C + cl);
+      gf1 = cuda_load_any(a.grad_final, a.grad_final_dt, bidir ? (b * 2 + 1) * C + cl : b * C + cl);
+    }
+    float s0 = init0, a1 = gf1, a0 = gf0, s1 = init1;
+    for (int v = 0; v < w; v++) {
+      s0 = run[0][v][lane] * s0 + run[1][v][lane];
+      a1 = run[0][v][lane] * a1 + run[4][v][lane];
+    }
+    for (int v = NW - 1; v > w; v--) {
+      a0 = run[0][v][lane] * a0 + run[2][v][lane];
+      s1 = run[0][v][lane] * s1 + run[3][v][lane];
+    }
+    if (w == 0) {
+      /* the gradients of the initial states: each adjoint through every run */
+      float gi0 = run[0][0][lane] * a0 + run[2][0][lane], gi1 = gf1;
+      for (int v = 0; v < NW; v++) gi1 = run[0][v][lane] * gi1 + run[4][v][lane];
+      if (live) {
+        a.grad_init[(b * 2 + 0) * C + c] = runs0 ? gi0 : 0.0f;
+        a.grad_init[(b * 2 + 1) * C + c] = runs1 ? gi1 : 0.0f;
+      }
+    }
+    __syncthreads(); /* run[] is read; (3) reuses it for the sums */
+
+    /* (2b) each chunk's entering forward adjoint and backward start state,
+     * this run's chunks from the last down */
+    {
+      float t0 = a0, t1 = s1;
+      for (int64_t ch = hi - 1; ch >= lo; ch--) {
+        const int64_t k0 = ch * SCAN_BWD_L;
+        const int n = (int)(K - k0 < SCAN_BWD_L ? K - k0 : SCAN_BWD_L);
+        const float pw = chunk_power(d, n);
+        const float la0 = adj0[ch * C], lf1 = st1[ch * C];
+        adj0[ch * C] = t0;
+        st1[ch * C] = t1;
+        t0 = pw * t0 + la0;
+        t1 = pw * t1 + lf1;
+      }
+    }
+
+    /* (3) each chunk from its true values, in token order */
+    float sums[P_COUNT] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t ch = lo; ch < hi; ch++) {
+      const int64_t k0 = ch * SCAN_BWD_L;
+      const int n = (int)(K - k0 < SCAN_BWD_L ? K - k0 : SCAN_BWD_L);
+      scan_bwd_chunk t;
+      load_chunk(a, row + k0 * C, n, &t);
+      float sf[SCAN_BWD_L], sbk[SCAN_BWD_L], gdrv[SCAN_BWD_L];
+#pragma unroll
+      for (int i = 0; i < SCAN_BWD_L; i++) sf[i] = sbk[i] = gdrv[i] = 0.0f;
+      if (runs0) {
+        const float start = s0;
+        float s = start;
+#pragma unroll
+        for (int i = 0; i < SCAN_BWD_L; i++)
+          if (i < n) {
+            s = d * s + om * (ig * t.x[i] + sb);
+            sf[i] = s;
+          }
+        float adj = adj0[ch * C];
+#pragma unroll
+        for (int i = SCAN_BWD_L - 1; i >= 0; i--)
+          if (i < n) {
+            const float gy = share0 * t.g[i];
+            adj += og * gy;
+            sums[P_OUTPUT_GAIN] += gy * sf[i];
+            gdrv[i] = om * adj;
+            const float prev = i > 0 ? sf[i > 0 ? i - 1 : 0] : start;
+            sums[P_DECAY] += adj * (prev - (ig * t.x[i] + sb));
+            adj = d * adj;
+          }
+        s0 = s; /* the next chunk's start */
+      }
+      if (runs1) {
+        const float start = st1[ch * C];
+        float s = start;
+#pragma unroll
+        for (int i = SCAN_BWD_L - 1; i >= 0; i--)
+          if (i < n) {
+            s = d * s + om * (ig * t.x[i] + sb);
+            sbk[i] = s;
+          }
+        float adj = a1;
+#pragma unroll
+        for (int i = 0; i < SCAN_BWD_L; i++)
+          if (i < n) {
+            const float gy = share1 * t.g[i];
+            adj += og * gy;
+            sums[P_OUTPUT_GAIN] += gy * sbk[i];
+            gdrv[i] += om * adj;
+            const float prev = i < n - 1 ? sbk[i < SCAN_BWD_L - 1 ? i + 1 : i] : start;
+            sums[P_DECAY] += adj * (prev - (ig * t.x[i] + sb));
+            adj = d * adj;
+          }
+        a1 = adj; /* the next chunk's entering adjoint */
+      }
+      /* the token terms, in token order */
+#pragma unroll
+      for (int i = 0; i < SCAN_BWD_L; i++)
+        if (i < n) {
+          sums[P_INPUT_GAIN] += gdrv[i] * t.x[i];
+          sums[P_STATE_BIAS] += gdrv[i];
+          if (a.gate_rows) {
+            const float yf = cuda_round_any(og * sf[i], a.dt), yb = cuda_round_any(og * sbk[i], a.dt);
+            sums[P_GATE] += t.g[i] * (yf - yb);
+          }
+          if (a.grad_tokens)
+            cuda_store_any(a.grad_tokens, a.dt, row + (k0 + i) * C, ig * gdrv[i] * (t.pass >> i & 1u ? 1.0f : 0.0f));
+        }
+    }
+    (void)gate_passes; /* channel_outputs applies it */
+
+    /* the block's sums over its warps in order */
+    for (int p = 0; p < P_COUNT; p++) run[p][w][lane] = sums[p];
+    __syncthreads();
+    if (w == 0 && live) {
+      for (int p = 0; p < P_COUNT; p++) {
+        float sum = 0.0f;
+        for (int v = 0; v < NW; v++) sum += run[p][v][lane];
+        a.partial[((int64_t)p * a.B + b) * C + c] = sum;
+      }
+      if (fused) channel_outputs(a, o, c);
+    }
+    __syncthreads(); /* run[] is read before the next block's (1) */
+  }
+}
+
+/* One thread per channel: channel_outputs. */
+__global__ void tilessm_scan_backward_channels(scan_bwd_args a, scan_bwd_out o) {
+  CUDA_FOR(c, a.C) channel_outputs(a, o, c);
 }
 
 apx_status cuda_tilessm_scan_backward(void *state, const apx_tilessm_scan_backward_args *args,
@@ -228,18 +421,23 @@ apx_status cuda_tilessm_scan_backward(void *state, const apx_tilessm_scan_backwa
   a.merge = (int)args->merge;
   a.grad_tokens = args->grad_tokens ? args->grad_tokens->data : nullptr;
 
-  const size_t bkc = (size_t)(B * K * C), bc = (size_t)(B * C);
-  const size_t bytes = 256 + cuda_align_up(2 * bkc * sizeof(float)) + cuda_align_up(bkc * sizeof(float)) +
+  /* the chunks, and warps enough that each walks at most a few */
+  const int64_t NC = (K + SCAN_BWD_L - 1) / SCAN_BWD_L;
+  const int64_t max_warps = SCAN_BWD_MAX_WARPS;
+  const int64_t warps = NC < 1 ? 1 : NC < max_warps ? NC : max_warps;
+  a.NC = NC;
+  a.cpw = (NC + warps - 1) / warps;
+
+  const size_t bc = (size_t)(B * C);
+  const size_t bytes = 256 + cuda_align_up(2 * (size_t)NC * bc * sizeof(float)) +
                        cuda_align_up(P_COUNT * bc * sizeof(float)) +
                        cuda_align_up(2 * bc * sizeof(float));
   cuda_workspace ws;
   s = cuda_ws_alloc(st, stream, bytes, &ws, "tilessm_scan_backward: workspace");
   if (s != APX_OK) return s;
   char *p = (char *)ws.ptr;
-  a.states = (float *)p;
-  p += cuda_align_up(2 * bkc * sizeof(float));
-  a.gdrv = (float *)p;
-  p += cuda_align_up(bkc * sizeof(float));
+  a.chunk = (float *)p;
+  p += cuda_align_up(2 * (size_t)NC * bc * sizeof(float));
   a.partial = (float *)p;
   p += cuda_align_up(P_COUNT * bc * sizeof(float));
   a.grad_init = (float *)p;
@@ -261,12 +459,17 @@ apx_status cuda_tilessm_scan_backward(void *state, const apx_tilessm_scan_backwa
     o.grad_gate = args->grad_merge_gate->data;
     o.grad_gate_dt = (int)args->grad_merge_gate->dtype;
   }
+  const int fused = B == 1;
   if (B > 0) {
-    cuda_geom g = cuda_geom_1d(B * C, 128);
-    tilessm_scan_backward_streams<<<g.blocks, g.threads, 0, stream>>>(a);
+    int64_t blocks = B * ((C + 31) / 32);
+    if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
+    tilessm_scan_backward_chunks<<<(unsigned)blocks, (unsigned)(32 * warps), 0, stream>>>(a, o,
+                                                                                          fused);
   }
-  cuda_geom gc = cuda_geom_1d(C, 128);
-  tilessm_scan_backward_channels<<<gc.blocks, gc.threads, 0, stream>>>(a, o);
+  if (!fused) {
+    cuda_geom gc = cuda_geom_1d(C, 128);
+    tilessm_scan_backward_channels<<<gc.blocks, gc.threads, 0, stream>>>(a, o);
+  }
   cudaError_t err = cudaGetLastError();
   cuda_ws_free(&ws);
   if (err != cudaSuccess) return cuda_fail(st, err, "tilessm_scan_backward: launch");
