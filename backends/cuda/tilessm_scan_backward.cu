@@ -33,7 +33,7 @@ struct scan_bwd_args {
   int dt, decay_dt, ig_dt, og_dt, sb_dt, init_dt, gate_dt, grad_final_dt;
   int init_ndim, gate_rows; /* gate_rows: 0 (not gated), 1 ([C] or absent), B ([B,1,C]) */
   int64_t B, K, C;
-  int64_t NC; /* chunks: ceil(K / SCAN_BWD_L) */
+  int64_t NC;  /* chunks: ceil(K / SCAN_BWD_L) */
   int64_t cpw; /* chunks a warp */
   float lim;
   int direction, merge;
@@ -58,9 +58,12 @@ struct scan_bwd_out {
  * unchanged (finite and within [-lim, lim]: derivative 1). */
 static __device__ __forceinline__ float sanitised_token(float x, float lim, float *passes) {
   *passes = isfinite(x) && x >= -lim && x <= lim ? 1.0f : 0.0f;
-  if (x != x) return 0.0f;
-  if (lim < x) return lim;
-  if (-lim > x) return -lim;
+  if (x != x)
+    return 0.0f;
+  if (lim < x)
+    return lim;
+  if (-lim > x)
+    return -lim;
   return x;
 }
 
@@ -69,9 +72,10 @@ static __device__ __forceinline__ float sanitised_token(float x, float lim, floa
 static __device__ __forceinline__ float gate_at(const scan_bwd_args &a, int64_t b, int64_t c,
                                                 float *passes) {
   *passes = 1.0f;
-  if (!a.gate) return 0.5f;
-  float g = cuda_round_any(cuda_load_any(a.gate, a.gate_dt, (a.gate_rows > 1 ? b : 0) * a.C + c),
-                           a.dt);
+  if (!a.gate)
+    return 0.5f;
+  float g =
+      cuda_round_any(cuda_load_any(a.gate, a.gate_dt, (a.gate_rows > 1 ? b : 0) * a.C + c), a.dt);
   *passes = g >= 0.0f && g <= 1.0f ? 1.0f : 0.0f;
   return g < 0.0f ? 0.0f : g > 1.0f ? 1.0f : g;
 }
@@ -103,23 +107,28 @@ static __device__ __forceinline__ float chunk_power(float d, int n) {
   float pw = 1.0f;
 #pragma unroll
   for (int i = 0; i < SCAN_BWD_L; i++)
-    if (i < n) pw *= d;
+    if (i < n)
+      pw *= d;
   return pw;
 }
 
 /* The [C] gradients, the initial state's and the gate's of channel c from
- * the sums per (b, c): the sums over b in order, then the stores. */
+ * the sums per (b, c): the sums over b in order, then the stores (the
+ * loads of a row first, so that they wait once, not once a store). */
 static __device__ void channel_outputs(const scan_bwd_args &a, const scan_bwd_out &o, int64_t c) {
   const int64_t B = a.B, C = a.C;
   float d = cuda_load_any(a.decay, a.decay_dt, c);
   const float decay_passes = d >= 1e-6f && d <= 1.0f - 1e-6f ? 1.0f : 0.0f;
-  for (int p = 0; p < 4; p++) {
-    if (!o.grad[p]) continue;
-    float sum = 0.0f;
-    for (int64_t b = 0; b < B; b++) sum += a.partial[((int64_t)p * B + b) * C + c];
-    if (p == P_DECAY) sum *= decay_passes;
-    cuda_store_any(o.grad[p], o.grad_dt[p], c, sum);
-  }
+  const int per_row = a.gate_rows > 1;
+  float sum[P_COUNT] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, passes = 1.0f;
+  for (int64_t b = 0; b < B; b++)
+    for (int p = 0; p < P_COUNT; p++)
+      sum[p] += a.partial[((int64_t)p * B + b) * C + c];
+  if (a.gate_rows && !per_row)
+    gate_at(a, 0, c, &passes);
+  for (int p = 0; p < 4; p++)
+    if (o.grad[p])
+      cuda_store_any(o.grad[p], o.grad_dt[p], c, p == P_DECAY ? sum[p] * decay_passes : sum[p]);
   if (o.grad_init)
     for (int64_t b = 0; b < B; b++) {
       float gf = a.grad_init[(b * 2 + 0) * C + c], gb = a.grad_init[(b * 2 + 1) * C + c];
@@ -132,15 +141,15 @@ static __device__ void channel_outputs(const scan_bwd_args &a, const scan_bwd_ou
     }
   if (o.grad_gate) {
     /* [B,1,C]: per row; [C]: the sum over b; zeros when no gate is read */
-    int per_row = a.gate_rows > 1;
-    for (int64_t r = 0; r < (per_row ? B : 1); r++) {
-      float sum = 0.0f, passes = 1.0f;
-      if (a.gate_rows) {
-        for (int64_t b = per_row ? r : 0; b < (per_row ? r + 1 : B); b++)
-          sum += a.partial[((int64_t)P_GATE * B + b) * C + c];
-        gate_at(a, r, c, &passes);
+    if (!per_row) {
+      cuda_store_any(o.grad_gate, o.grad_gate_dt, c, a.gate_rows ? sum[P_GATE] * passes : 0.0f);
+    } else {
+      for (int64_t r = 0; r < B; r++) {
+        float row_passes;
+        gate_at(a, r, c, &row_passes);
+        cuda_store_any(o.grad_gate, o.grad_gate_dt, r * C + c,
+                       a.partial[((int64_t)P_GATE * B + r) * C + c] * row_passes);
       }
-      cuda_store_any(o.grad_gate, o.grad_gate_dt, r * C + c, sum * passes);
     }
   }
 }
@@ -171,18 +180,39 @@ __global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
     float gate_passes, gate = a.gate_rows ? gate_at(a, b, cl, &gate_passes) : 0.5f;
     /* this direction's share of grad_out through the merge */
     float share0 = 1.0f, share1 = 1.0f;
-    if (bidir && a.merge == APX_MERGE_AVG) share0 = share1 = 0.5f;
+    if (bidir && a.merge == APX_MERGE_AVG)
+      share0 = share1 = 0.5f;
     if (bidir && a.merge == APX_MERGE_GATED) {
       share0 = gate;
       share1 = 1.0f - gate;
     }
     int64_t lo = (int64_t)w * a.cpw, hi = lo + a.cpw;
-    if (lo > NC) lo = NC;
-    if (hi > NC) hi = NC;
-    if (!live) hi = lo; /* a lane past C walks nothing and stores nothing */
-    float *adj0 = a.chunk + b * NC * C + c;          /* [0][b][.][c] */
-    float *st1 = a.chunk + (a.B + b) * NC * C + c;   /* [1][b][.][c] */
+    if (lo > NC)
+      lo = NC;
+    if (hi > NC)
+      hi = NC;
+    /* a lane past C walks nothing and stores nothing */
+    if (!live)
+      hi = lo;
+    /* [0][b][.][c] and [1][b][.][c] of the chunk workspace */
+    float *adj0 = a.chunk + b * NC * C + c;
+    float *st1 = a.chunk + (a.B + b) * NC * C + c;
     const int64_t row = b * K * C + c;
+    /* the initial states and grad_final_state (read before (1): their
+     * loads wait with the chunks') */
+    float init0 = 0.0f, init1 = 0.0f, gf0 = 0.0f, gf1 = 0.0f;
+    if (a.init) {
+      init0 = cuda_round_any(
+          cuda_load_any(a.init, a.init_dt, a.init_ndim == 3 ? (b * 2 + 0) * C + cl : b * C + cl),
+          a.dt);
+      init1 = cuda_round_any(
+          cuda_load_any(a.init, a.init_dt, a.init_ndim == 3 ? (b * 2 + 1) * C + cl : b * C + cl),
+          a.dt);
+    }
+    if (a.grad_final) {
+      gf0 = cuda_load_any(a.grad_final, a.grad_final_dt, bidir ? (b * 2 + 0) * C + cl : b * C + cl);
+      gf1 = cuda_load_any(a.grad_final, a.grad_final_dt, bidir ? (b * 2 + 1) * C + cl : b * C + cl);
+    }
 
     /* (1) each chunk from zero; the warp's run composed in step order */
     float P = 1.0f, Rf0 = 0.0f, Ra0 = 0.0f, Rf1 = 0.0f, Ra1 = 0.0f;
@@ -195,18 +225,22 @@ __global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
       if (runs0) {
 #pragma unroll
         for (int i = 0; i < SCAN_BWD_L; i++)
-          if (i < n) lf0 = d * lf0 + om * (ig * t.x[i] + sb);
+          if (i < n)
+            lf0 = d * lf0 + om * (ig * t.x[i] + sb);
 #pragma unroll
         for (int i = SCAN_BWD_L - 1; i >= 0; i--)
-          if (i < n) la0 = d * (la0 + og * (share0 * t.g[i]));
+          if (i < n)
+            la0 = d * (la0 + og * (share0 * t.g[i]));
       }
       if (runs1) {
 #pragma unroll
         for (int i = SCAN_BWD_L - 1; i >= 0; i--)
-          if (i < n) lf1 = d * lf1 + om * (ig * t.x[i] + sb);
+          if (i < n)
+            lf1 = d * lf1 + om * (ig * t.x[i] + sb);
 #pragma unroll
         for (int i = 0; i < SCAN_BWD_L; i++)
-          if (i < n) la1 = d * (la1 + og * (share1 * t.g[i]));
+          if (i < n)
+            la1 = d * (la1 + og * (share1 * t.g[i]));
       }
       const float pw = chunk_power(d, n);
       adj0[ch * C] = la0;
@@ -228,19 +262,6 @@ __global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
 
     /* (2) the other runs folded in: this run's true start states and
      * entering adjoints */
-    float init0 = 0.0f, init1 = 0.0f, gf0 = 0.0f, gf1 = 0.0f;
-    if (a.init) {
-      init0 = cuda_round_any(
-          cuda_load_any(a.init, a.init_dt, a.init_ndim == 3 ? (b * 2 + 0) * C + cl : b * C + cl),
-          a.dt);
-      init1 = cuda_round_any(
-          cuda_load_any(a.init, a.init_dt, a.init_ndim == 3 ? (b * 2 + 1) * C + cl : b * C + cl),
-          a.dt);
-    }
-    if (a.grad_final) {
-      gf0 = cuda_load_any(a.grad_final, a.grad_final_dt, bidir ? (b * 2 + 0) * C + cl : b * C + cl);
-      gf1 = cuda_load_any(a.grad_final, a.grad_final_dt, bidir ? (b * 2 + 1) * C + cl : b * C + cl);
-    }
     float s0 = init0, a1 = gf1, a0 = gf0, s1 = init1;
     for (int v = 0; v < w; v++) {
       s0 = run[0][v][lane] * s0 + run[1][v][lane];
@@ -253,7 +274,8 @@ __global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
     if (w == 0) {
       /* the gradients of the initial states: each adjoint through every run */
       float gi0 = run[0][0][lane] * a0 + run[2][0][lane], gi1 = gf1;
-      for (int v = 0; v < NW; v++) gi1 = run[0][v][lane] * gi1 + run[4][v][lane];
+      for (int v = 0; v < NW; v++)
+        gi1 = run[0][v][lane] * gi1 + run[4][v][lane];
       if (live) {
         a.grad_init[(b * 2 + 0) * C + c] = runs0 ? gi0 : 0.0f;
         a.grad_init[(b * 2 + 1) * C + c] = runs1 ? gi1 : 0.0f;
@@ -286,7 +308,8 @@ __global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
       load_chunk(a, row + k0 * C, n, &t);
       float sf[SCAN_BWD_L], sbk[SCAN_BWD_L], gdrv[SCAN_BWD_L];
 #pragma unroll
-      for (int i = 0; i < SCAN_BWD_L; i++) sf[i] = sbk[i] = gdrv[i] = 0.0f;
+      for (int i = 0; i < SCAN_BWD_L; i++)
+        sf[i] = sbk[i] = gdrv[i] = 0.0f;
       if (runs0) {
         const float start = s0;
         float s = start;
@@ -340,25 +363,30 @@ __global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
           sums[P_INPUT_GAIN] += gdrv[i] * t.x[i];
           sums[P_STATE_BIAS] += gdrv[i];
           if (a.gate_rows) {
-            const float yf = cuda_round_any(og * sf[i], a.dt), yb = cuda_round_any(og * sbk[i], a.dt);
+            const float yf = cuda_round_any(og * sf[i], a.dt),
+                        yb = cuda_round_any(og * sbk[i], a.dt);
             sums[P_GATE] += t.g[i] * (yf - yb);
           }
           if (a.grad_tokens)
-            cuda_store_any(a.grad_tokens, a.dt, row + (k0 + i) * C, ig * gdrv[i] * (t.pass >> i & 1u ? 1.0f : 0.0f));
+            cuda_store_any(a.grad_tokens, a.dt, row + (k0 + i) * C,
+                           ig * gdrv[i] * (t.pass >> i & 1u ? 1.0f : 0.0f));
         }
     }
     (void)gate_passes; /* channel_outputs applies it */
 
     /* the block's sums over its warps in order */
-    for (int p = 0; p < P_COUNT; p++) run[p][w][lane] = sums[p];
+    for (int p = 0; p < P_COUNT; p++)
+      run[p][w][lane] = sums[p];
     __syncthreads();
     if (w == 0 && live) {
       for (int p = 0; p < P_COUNT; p++) {
         float sum = 0.0f;
-        for (int v = 0; v < NW; v++) sum += run[p][v][lane];
+        for (int v = 0; v < NW; v++)
+          sum += run[p][v][lane];
         a.partial[((int64_t)p * a.B + b) * C + c] = sum;
       }
-      if (fused) channel_outputs(a, o, c);
+      if (fused)
+        channel_outputs(a, o, c);
     }
     __syncthreads(); /* run[] is read before the next block's (1) */
   }
@@ -373,10 +401,12 @@ apx_status cuda_tilessm_scan_backward(void *state, const apx_tilessm_scan_backwa
                                       const apx_call *call) {
   cuda_state *st = (cuda_state *)state;
   apx_status s = cuda_use_device(st, args->tokens->device_index);
-  if (s != APX_OK) return s;
+  if (s != APX_OK)
+    return s;
   const apx_tensor *tokens = args->tokens;
   const int64_t B = tokens->shape[0], K = tokens->shape[1], C = tokens->shape[2];
-  if (C == 0) return APX_OK;
+  if (C == 0)
+    return APX_OK;
   cudaStream_t stream = cuda_stream(call);
   const int gated = args->direction == APX_SCAN_BIDIRECTIONAL && args->merge == APX_MERGE_GATED;
 
@@ -414,9 +444,9 @@ apx_status cuda_tilessm_scan_backward(void *state, const apx_tilessm_scan_backwa
   a.C = C;
   /* docs/ops.md, tilessm_scan: |clamp_value| rounded to the tokens dtype */
   float lim = (float)fabs(args->clamp_value);
-  a.lim = tokens->dtype == APX_DTYPE_F16   ? __half2float(__float2half_rn(lim))
+  a.lim = tokens->dtype == APX_DTYPE_F16    ? __half2float(__float2half_rn(lim))
           : tokens->dtype == APX_DTYPE_BF16 ? __bfloat162float(__float2bfloat16_rn(lim))
-                                           : lim;
+                                            : lim;
   a.direction = (int)args->direction;
   a.merge = (int)args->merge;
   a.grad_tokens = args->grad_tokens ? args->grad_tokens->data : nullptr;
@@ -434,7 +464,8 @@ apx_status cuda_tilessm_scan_backward(void *state, const apx_tilessm_scan_backwa
                        cuda_align_up(2 * bc * sizeof(float));
   cuda_workspace ws;
   s = cuda_ws_alloc(st, stream, bytes, &ws, "tilessm_scan_backward: workspace");
-  if (s != APX_OK) return s;
+  if (s != APX_OK)
+    return s;
   char *p = (char *)ws.ptr;
   a.chunk = (float *)p;
   p += cuda_align_up(2 * (size_t)NC * bc * sizeof(float));
@@ -462,7 +493,8 @@ apx_status cuda_tilessm_scan_backward(void *state, const apx_tilessm_scan_backwa
   const int fused = B == 1;
   if (B > 0) {
     int64_t blocks = B * ((C + 31) / 32);
-    if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
+    if (blocks > 0x7fffffffLL)
+      blocks = 0x7fffffffLL;
     tilessm_scan_backward_chunks<<<(unsigned)blocks, (unsigned)(32 * warps), 0, stream>>>(a, o,
                                                                                           fused);
   }
@@ -472,6 +504,7 @@ apx_status cuda_tilessm_scan_backward(void *state, const apx_tilessm_scan_backwa
   }
   cudaError_t err = cudaGetLastError();
   cuda_ws_free(&ws);
-  if (err != cudaSuccess) return cuda_fail(st, err, "tilessm_scan_backward: launch");
+  if (err != cudaSuccess)
+    return cuda_fail(st, err, "tilessm_scan_backward: launch");
   return APX_OK;
 }
