@@ -17,7 +17,8 @@ APEXX_PY_TESTS = python/tests/run_tests.py python/tests/apexx_test.py \
 	python/tests/test_messages_and_limits.py python/tests/sanitized.sh \
 	python/tests/test_op_table.py python/tests/test_signatures.py \
 	python/tests/test_stub_types.py python/tests/test_onnx_export.py \
-	python/tests/test_training_loop.py python/tests/test_dlpack.py
+	python/tests/test_training_loop.py python/tests/test_dlpack.py \
+	python/tests/test_outputs.py
 # the extension's C files (python/apexx/binding.h says which does what)
 APEXX_PY_C = python/apexx/binding.h python/apexx/_apexx.c python/apexx/errors.c \
 	python/apexx/call.c python/apexx/tensors.c python/apexx/ops.c \

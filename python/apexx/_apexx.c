@@ -70,8 +70,11 @@ static int intern_names(void) {
   apxpy_str_stream = PyUnicode_InternFromString("stream");
   apxpy_str_requires_grad = PyUnicode_InternFromString("requires_grad");
   apxpy_str_detach = PyUnicode_InternFromString("detach");
+  apxpy_str_device = PyUnicode_InternFromString("device");
+  apxpy_str_data_ptr = PyUnicode_InternFromString("data_ptr");
   return apxpy_str_dlpack && apxpy_str_dlpack_device && apxpy_str_stream &&
-                 apxpy_str_requires_grad && apxpy_str_detach
+                 apxpy_str_requires_grad && apxpy_str_detach && apxpy_str_device &&
+                 apxpy_str_data_ptr
              ? 0
              : -1;
 }

@@ -44,7 +44,7 @@ extern PyObject *apxpy_stream_hook; /* _current_stream(obj, device_id) -> int */
 extern PyObject *apxpy_default_context_hook; /* default_context() -> Context */
 /* interned attribute names */
 extern PyObject *apxpy_str_dlpack, *apxpy_str_dlpack_device, *apxpy_str_stream,
-    *apxpy_str_requires_grad, *apxpy_str_detach;
+    *apxpy_str_requires_grad, *apxpy_str_detach, *apxpy_str_device, *apxpy_str_data_ptr;
 
 extern const char *const apxpy_dtype_names[]; /* by apx_dtype: "float32", ... */
 
@@ -113,6 +113,7 @@ typedef struct {
   PyObject *stream_obj;    /* stream= as given (borrowed) or NULL */
   int stream_known;        /* call.stream resolved */
   PyObject *dlpack_stream; /* owned int for __dlpack__(stream=) */
+  PyObject *torch_device;  /* owned: the device of the outputs torch.empty makes */
   apx_call call;
   int eager;
   size_t host_bytes;
@@ -133,9 +134,20 @@ int apxpy_calls_wait(const int *count, const char *who);
 /* 1 when the context takes calls, else 0 with InvalidArgument raised. */
 int apxpy_context_usable(ContextObject *self);
 
-/* Sort FASTCALL arguments into slots by name: names (NULL-terminated)
- * then stream, backend, validate; absent slots are NULL. */
-int apxpy_parse_args(const char *op, const char *const *names, PyObject *const *args,
+/* A method's keywords: its argument names, then stream, backend, validate,
+ * as str objects interned once, so that the keywords of a call (which
+ * CPython interns at the call site) are found by identity, by value
+ * otherwise. */
+typedef struct {
+  int n; /* the method's own names, before the common ones */
+  const char *const *names;
+  PyObject *keys[APXPY_MAX_ARGS];
+} apxpy_keywords;
+/* names (NULL-terminated, static) into kw; 0, or -1 with an exception. */
+int apxpy_keywords_init(apxpy_keywords *kw, const char *op, const char *const *names);
+/* Sort FASTCALL arguments into slots by kw's names (absent slots NULL);
+ * *nslots = kw->n. */
+int apxpy_parse_args(const char *op, const apxpy_keywords *kw, PyObject *const *args,
                      Py_ssize_t nargs, PyObject *kwnames, PyObject **slots, int *nslots);
 /* Start a call of op on self: counts it in, reads slots[n..n+2] (stream,
  * backend, validate). apxpy_call_release undoes it, also after a failure. */
@@ -181,11 +193,13 @@ const apx_tensor *apxpy_acquire(apxpy_call *cs, PyObject *obj, const char *name,
 /* A required tensor (TypeError when absent or None). */
 const apx_tensor *apxpy_req_tensor(apxpy_call *cs, PyObject *o, const char *name);
 /* The output name: the caller's tensor o, or a new one of ndim/shape/dtype
- * made by the library of like on its device, stored in *slot; *result
- * receives a new reference to the object. */
+ * made by the library of like (its tensor like_t; Py_None and NULL when
+ * the call has no input) on its device, stored in *slot; *result receives
+ * a new reference to the object. */
 const apx_tensor *apxpy_out_tensor(apxpy_call *cs, const apx_tensor **slot, PyObject *o,
-                                   const char *name, PyObject *like, int ndim,
-                                   const int64_t *shape, apx_dtype dtype, PyObject **result);
+                                   const char *name, PyObject *like, const apx_tensor *like_t,
+                                   int ndim, const int64_t *shape, apx_dtype dtype,
+                                   PyObject **result);
 
 /* ---- ops.c ---------------------------------------------------------------- */
 /* Op-specific parts of an op's Python method, beyond its descriptor. */

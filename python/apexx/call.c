@@ -63,17 +63,40 @@ int apxpy_context_usable(ContextObject *self) {
 /* ---- argument parsing (METH_FASTCALL | METH_KEYWORDS) ---------------------- */
 static const char *const common_names[APXPY_COMMON_OPTS] = {"stream", "backend", "validate"};
 
-int apxpy_parse_args(const char *op, const char *const *names, PyObject *const *args,
-                     Py_ssize_t nargs, PyObject *kwnames, PyObject **slots, int *nslots) {
+int apxpy_keywords_init(apxpy_keywords *kw, const char *op, const char *const *names) {
   int n = 0;
   while (names[n]) n++;
-  int total = n + APXPY_COMMON_OPTS;
-  if (total > APXPY_MAX_ARGS) {
+  if (n + APXPY_COMMON_OPTS > APXPY_MAX_ARGS) {
     PyErr_Format(PyExc_RuntimeError, "%s: [%d] arguments, more than the binding's %d", op,
-                 total, APXPY_MAX_ARGS);
+                 n + APXPY_COMMON_OPTS, APXPY_MAX_ARGS);
     return -1;
   }
-  for (int i = 0; i < total; i++) slots[i] = NULL;
+  kw->n = n;
+  kw->names = names;
+  for (int i = 0; i < n + APXPY_COMMON_OPTS; i++) {
+    kw->keys[i] = PyUnicode_InternFromString(i < n ? names[i] : common_names[i - n]);
+    if (!kw->keys[i]) return -1;
+  }
+  return 0;
+}
+
+/* The slot of keyword key, or -1. */
+static int keyword_slot(const apxpy_keywords *kw, PyObject *key) {
+  const int total = kw->n + APXPY_COMMON_OPTS;
+  for (int i = 0; i < total; i++)
+    if (kw->keys[i] == key) return i;
+  for (int i = 0; i < total; i++) { /* a str made at run time (**kwargs built by hand) */
+    int cmp = PyUnicode_Compare(key, kw->keys[i]);
+    if (cmp == 0) return i;
+    if (cmp == -1 && PyErr_Occurred()) PyErr_Clear();
+  }
+  return -1;
+}
+
+int apxpy_parse_args(const char *op, const apxpy_keywords *kw, PyObject *const *args,
+                     Py_ssize_t nargs, PyObject *kwnames, PyObject **slots, int *nslots) {
+  const int n = kw->n;
+  for (int i = 0; i < n + APXPY_COMMON_OPTS; i++) slots[i] = NULL;
   *nslots = n;
   if (nargs > n) {
     PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)", op,
@@ -84,11 +107,7 @@ int apxpy_parse_args(const char *op, const char *const *names, PyObject *const *
   Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t k = 0; k < nk; k++) {
     PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-    int found = -1;
-    for (int i = 0; i < total && found < 0; i++) {
-      const char *nm = i < n ? names[i] : common_names[i - n];
-      if (PyUnicode_CompareWithASCIIString(key, nm) == 0) found = i;
-    }
+    int found = keyword_slot(kw, key);
     if (found < 0) {
       PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", op, key);
       return -1;
@@ -168,6 +187,7 @@ void apxpy_call_release(apxpy_call *cs) {
   }
   cs->nheld = 0;
   Py_CLEAR(cs->dlpack_stream);
+  Py_CLEAR(cs->torch_device);
   for (int i = 0; i < cs->nhandles; i++) {
     apxpy_calls_leave(cs->handles[i].calls);
     Py_CLEAR(cs->handles[i].obj);

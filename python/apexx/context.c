@@ -39,10 +39,12 @@ static PyObject *m_backends(ContextObject *self, PyObject *unused) {
 static PyObject *m_sync(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,
                         PyObject *kwnames) {
   static const char *const names[] = {NULL};
+  static apxpy_keywords keywords;
   PyObject *s[APXPY_MAX_ARGS];
   int n;
   apxpy_call cs;
-  if (apxpy_parse_args("sync", names, args, nargs, kwnames, s, &n) < 0) return NULL;
+  if (!keywords.names && apxpy_keywords_init(&keywords, "sync", names) < 0) return NULL;
+  if (apxpy_parse_args("sync", &keywords, args, nargs, kwnames, s, &n) < 0) return NULL;
   if (apxpy_call_setup(&cs, self, "sync", s, n) < 0) {
     apxpy_call_release(&cs);
     return NULL;

@@ -156,8 +156,12 @@ static int weights_handle(apxpy_call *cs, const apx_op_arg *arg, PyObject *obj, 
 /* tile_l0 given without tile_l1: tile_l1 = tile_l0 / 2 (the only valid
  * value, docs/ops.md, ff_infer). */
 static int tile_l1_default(apxpy_call *cs, PyObject *const *slots, void *args) {
-  const apx_op_desc *d = apx_op_describe(cs->op_id);
-  int l0 = arg_index(d, "tile_l0"), l1 = arg_index(d, "tile_l1");
+  static int l0 = -2, l1 = -2; /* their slots, found on the first call */
+  if (l0 == -2) {
+    const apx_op_desc *d = apx_op_describe(cs->op_id);
+    l0 = arg_index(d, "tile_l0");
+    l1 = arg_index(d, "tile_l1");
+  }
   apx_ff_infer_args *a = args;
   if (l0 >= 0 && l1 >= 0 && slots[l1] == NULL && slots[l0] != NULL) a->tile_l1 = a->tile_l0 / 2;
   return 0;

@@ -74,6 +74,7 @@ typedef struct {
   const apx_op_desc *d;
   const apxpy_op_extra *x;
   const char *names[APXPY_MAX_ARGS - APXPY_COMMON_OPTS + 1];
+  apxpy_keywords keywords; /* names as interned str */
 } op_entry;
 
 static op_entry op_entries[APX_OP_COUNT];
@@ -92,7 +93,7 @@ static int op_entry_init(op_entry *e, const apx_op_desc *d) {
     return -1;
   }
   e->names[n] = NULL;
-  return 0;
+  return apxpy_keywords_init(&e->keywords, d->name, e->names);
 }
 
 /* ---- one op call ------------------------------------------------------------ */
@@ -102,7 +103,7 @@ typedef struct {
   PyObject *slots[APXPY_MAX_ARGS];
   void *args;                        /* d->args_size bytes (PyMem) */
   PyObject *like;                    /* the first input given (borrowed) */
-  apx_dtype like_dtype;              /* its dtype */
+  const apx_tensor *like_t;          /* its tensor */
   PyObject *outputs[APXPY_MAX_ARGS]; /* new references, by argument */
   int wanted[APXPY_MAX_ARGS];        /* RESULT flags given true */
   void *results;                     /* the extra's storage for them */
@@ -164,7 +165,7 @@ static int set_input(op_call *oc, int arg) {
   *(const apx_tensor **)field_of(oc, arg) = t;
   if (t && !oc->like) {
     oc->like = o;
-    oc->like_dtype = t->dtype;
+    oc->like_t = t;
   }
   return 0;
 }
@@ -177,7 +178,7 @@ static apx_dtype output_dtype(const op_call *oc, int arg) {
     const apx_tensor *t = *(const apx_tensor *const *)field_of(oc, same);
     if (t) return t->dtype;
   }
-  return oc->like ? oc->like_dtype : APX_DTYPE_F32;
+  return oc->like ? oc->like_t->dtype : APX_DTYPE_F32;
 }
 
 static int set_output(op_call *oc, int arg) {
@@ -196,8 +197,8 @@ static int set_output(op_call *oc, int arg) {
     }
   }
   const apx_tensor **slot = (const apx_tensor **)field_of(oc, arg);
-  return apxpy_out_tensor(&oc->cs, slot, o, a->name, oc->like ? oc->like : Py_None, ndim, shape,
-                          output_dtype(oc, arg), &oc->outputs[arg])
+  return apxpy_out_tensor(&oc->cs, slot, o, a->name, oc->like ? oc->like : Py_None, oc->like_t,
+                          ndim, shape, output_dtype(oc, arg), &oc->outputs[arg])
              ? 0
              : -1;
 }
@@ -274,12 +275,12 @@ static PyObject *op_method_timed(ContextObject *self, apx_op_id op, PyObject *co
   oc.x = e->x;
   oc.args = oc.results = NULL;
   oc.like = NULL;
-  oc.like_dtype = APX_DTYPE_F32;
+  oc.like_t = NULL;
   /* the arguments' entries only (the call state: apxpy_call_setup) */
   memset(oc.outputs, 0, (size_t)oc.d->arg_count * sizeof oc.outputs[0]);
   memset(oc.wanted, 0, (size_t)oc.d->arg_count * sizeof oc.wanted[0]);
   int nslots;
-  if (apxpy_parse_args(oc.d->name, e->names, args, nargs, kwnames, oc.slots, &nslots) < 0)
+  if (apxpy_parse_args(oc.d->name, &e->keywords, args, nargs, kwnames, oc.slots, &nslots) < 0)
     return NULL;
   PyObject *r = NULL;
   if (apxpy_call_setup(&oc.cs, self, oc.d->name, oc.slots, nslots) == 0) {
@@ -346,8 +347,8 @@ static PyObject *tile_order_run(apxpy_call *cs, PyObject **s, PyObject **out) {
     return NULL;
   if (s[3] && tile_order_mode(cs, s[3], &a.mode) < 0) return NULL;
   if (!(a.ids = apxpy_req_tensor(cs, s[0], "ids"))) return NULL;
-  if (!apxpy_out_tensor(cs, &a.out, s[4], "out", s[0], a.ids->ndim, a.ids->shape, a.ids->dtype,
-                        out))
+  if (!apxpy_out_tensor(cs, &a.out, s[4], "out", s[0], a.ids, a.ids->ndim, a.ids->shape,
+                        a.ids->dtype, out))
     return NULL;
   apx_status st = apx_tile_order(cs->self->ctx, &a);
   if (st != APX_OK) return apxpy_raise_apx(st);
@@ -358,10 +359,12 @@ static PyObject *tile_order_run(apxpy_call *cs, PyObject **s, PyObject **out) {
 static PyObject *tile_order_method(ContextObject *self, PyObject *const *args, Py_ssize_t nargs,
                                    PyObject *kwnames, PyObject **explained) {
   static const char *const names[] = {"ids", "grid_h", "grid_w", "mode", "out", NULL};
+  static apxpy_keywords keywords;
   PyObject *s[APXPY_MAX_ARGS], *out = NULL, *r = NULL;
   int n;
   apxpy_call cs;
-  if (apxpy_parse_args("tile_order", names, args, nargs, kwnames, s, &n) < 0) return NULL;
+  if (!keywords.names && apxpy_keywords_init(&keywords, "tile_order", names) < 0) return NULL;
+  if (apxpy_parse_args("tile_order", &keywords, args, nargs, kwnames, s, &n) < 0) return NULL;
   if (apxpy_call_setup(&cs, self, "tile_order", s, n) == 0) {
     if (explained)
       apxpy_raise_invalid("explain: tile_order is a host op of the core (no dispatch to "

@@ -35,10 +35,14 @@ typedef struct DLManagedTensorVersioned {
 const char *const apxpy_dtype_names[] = {"float32", "float16", "bfloat16", "int32", "int64"};
 PyObject *apxpy_alloc_hook, *apxpy_stream_hook;
 PyObject *apxpy_str_dlpack, *apxpy_str_dlpack_device, *apxpy_str_stream,
-    *apxpy_str_requires_grad, *apxpy_str_detach;
-/* torch, found lazily in sys.modules: Tensor type and torch._C._to_dlpack */
+    *apxpy_str_requires_grad, *apxpy_str_detach, *apxpy_str_device, *apxpy_str_data_ptr;
+/* torch, found lazily in sys.modules: Tensor type, torch._C._to_dlpack,
+ * and for outputs torch.empty and the dtypes by apx_dtype */
 static PyTypeObject *g_torch_tensor;
-static PyObject *g_torch_to_dlpack;
+static PyObject *g_torch_to_dlpack, *g_torch_empty, *g_torch_dtypes[5];
+/* NumPy, found the same way when an output is made like an ndarray */
+static PyTypeObject *g_numpy_ndarray;
+static PyObject *g_numpy_empty, *g_numpy_dtypes[5];
 
 /* An integer stream pointer from an int, or an object with .cuda_stream
  * (torch.cuda.Stream) or .ptr (cupy.cuda.Stream). */
@@ -109,6 +113,12 @@ static int is_torch_tensor(PyObject *o) {
     }
     g_torch_tensor = (PyTypeObject *)tensor;
     g_torch_to_dlpack = fn; /* may be NULL: __dlpack__ then */
+    /* missing ones (NULL): outputs through the allocation hook */
+    g_torch_empty = PyObject_GetAttrString(t, "empty");
+    for (int i = 0; g_torch_empty && i < 5; i++)
+      if (!(g_torch_dtypes[i] = PyObject_GetAttrString(t, apxpy_dtype_names[i])))
+        Py_CLEAR(g_torch_empty);
+    PyErr_Clear();
   }
   return PyObject_TypeCheck(o, g_torch_tensor);
 }
@@ -579,9 +589,122 @@ static const apx_tensor *unallocatable(apxpy_call *cs, const apx_tensor **slot,
                               cs->op, name, text, apxpy_dtype_names[dtype]);
 }
 
+/* ---- outputs the binding makes ------------------------------------------------
+ * An output not given is made by the library of the call's first input,
+ * on its device, as apexx/__init__.py's _alloc hook says. For a plain
+ * torch.Tensor and a NumPy ndarray the binding calls what _alloc would,
+ * torch.empty(shape, dtype=, device=like.device) and numpy.empty(shape,
+ * dtype=), itself (the callables and dtypes found once, like.device read
+ * once a call), without the hook's Python frame per output; a tensor made
+ * by torch.empty here is described from what was asked and its
+ * data_ptr(), without a DLPack export. Anything else (a subclass, CuPy,
+ * JAX, a NumPy bfloat16) goes through the hook. */
+
+/* NumPy's ndarray type, empty and dtypes (bfloat16: none), found once
+ * numpy is imported; 1 when found. */
+static int numpy_ready(void) {
+  if (g_numpy_ndarray) return 1;
+  PyObject *modules = PyImport_GetModuleDict(); /* borrowed */
+  PyObject *np = modules ? PyDict_GetItemString(modules, "numpy") : NULL;
+  if (!np) return 0;
+  PyObject *ndarray = PyObject_GetAttrString(np, "ndarray");
+  PyObject *empty = ndarray ? PyObject_GetAttrString(np, "empty") : NULL;
+  PyObject *dtype = empty ? PyObject_GetAttrString(np, "dtype") : NULL;
+  PyObject *dtypes[5] = {NULL};
+  int ok = dtype && PyType_Check(ndarray);
+  for (int i = 0; ok && i < 5; i++)
+    if (i != APX_DTYPE_BF16)
+      ok = (dtypes[i] = PyObject_CallFunction(dtype, "s", apxpy_dtype_names[i])) != NULL;
+  PyErr_Clear();
+  Py_XDECREF(dtype);
+  if (!ok) {
+    Py_XDECREF(ndarray);
+    Py_XDECREF(empty);
+    for (int i = 0; i < 5; i++) Py_XDECREF(dtypes[i]);
+    return 0;
+  }
+  g_numpy_empty = empty;
+  for (int i = 0; i < 5; i++) g_numpy_dtypes[i] = dtypes[i];
+  g_numpy_ndarray = (PyTypeObject *)ndarray;
+  return 1;
+}
+
+enum { MADE_BY_HOOK, MADE_BY_TORCH, MADE_BY_NUMPY };
+
+/* Who makes an output like `like` of dtype. */
+static int maker_of(PyObject *like, const apx_tensor *like_t, apx_dtype dtype) {
+  if (!like_t) return MADE_BY_HOOK;
+  if (is_torch_tensor(like) && Py_TYPE(like) == g_torch_tensor && g_torch_empty)
+    return MADE_BY_TORCH;
+  if (dtype != APX_DTYPE_BF16 && numpy_ready() && Py_TYPE(like) == g_numpy_ndarray)
+    return MADE_BY_NUMPY;
+  return MADE_BY_HOOK;
+}
+
+/* torch.empty(shape, dtype=, device=like.device), numpy.empty(shape,
+ * dtype=) or the hook's _alloc(like, shape, dtype name): a new reference. */
+static PyObject *make_output(apxpy_call *cs, int maker, PyObject *like, PyObject *shape,
+                             apx_dtype dtype) {
+  static PyObject *dtype_device, *dtype_only; /* keyword names */
+  if (!dtype_device) {
+    dtype_device = Py_BuildValue("(ss)", "dtype", "device");
+    dtype_only = Py_BuildValue("(s)", "dtype");
+    if (!dtype_device || !dtype_only) {
+      Py_CLEAR(dtype_device);
+      Py_CLEAR(dtype_only);
+      return NULL;
+    }
+  }
+  if (maker == MADE_BY_TORCH) {
+    if (!cs->torch_device && !(cs->torch_device = PyObject_GetAttr(like, apxpy_str_device)))
+      return NULL;
+    PyObject *args[3] = {shape, g_torch_dtypes[dtype], cs->torch_device};
+    return PyObject_Vectorcall(g_torch_empty, args, 1, dtype_device);
+  }
+  if (maker == MADE_BY_NUMPY) {
+    PyObject *args[2] = {shape, g_numpy_dtypes[dtype]};
+    return PyObject_Vectorcall(g_numpy_empty, args, 1, dtype_only);
+  }
+  return PyObject_CallFunction(apxpy_alloc_hook, "OOs", like, shape, apxpy_dtype_names[dtype]);
+}
+
+/* made, a contiguous tensor that torch.empty made on like_t's device,
+ * held for the call as an output of ndim/shape/dtype at its data_ptr(). */
+static const apx_tensor *hold_made_torch(apxpy_call *cs, PyObject *made,
+                                         const apx_tensor *like_t, int ndim,
+                                         const int64_t *shape, apx_dtype dtype) {
+  if (cs->nheld >= APXPY_MAX_HELD) {
+    PyErr_SetString(PyExc_RuntimeError, "apexx: too many tensors in one call");
+    return NULL;
+  }
+  PyObject *ptr = PyObject_CallMethodNoArgs(made, apxpy_str_data_ptr);
+  if (!ptr) return NULL;
+  void *data = PyLong_AsVoidPtr(ptr);
+  Py_DECREF(ptr);
+  if (!data && PyErr_Occurred()) return NULL;
+  apxpy_held_tensor *h = &cs->held[cs->nheld++];
+  memset(h, 0, sizeof *h);
+  Py_INCREF(made);
+  h->obj = made;
+  apx_tensor *t = &h->t;
+  t->data = data;
+  t->dtype = dtype;
+  t->device = like_t->device;
+  t->device_index = like_t->device_index;
+  t->ndim = ndim;
+  size_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    t->shape[i] = shape[i];
+    n *= (size_t)shape[i];
+  }
+  if (t->device == APX_DEVICE_HOST) cs->host_bytes += n * apx_dtype_size(dtype);
+  return t;
+}
+
 const apx_tensor *apxpy_out_tensor(apxpy_call *cs, const apx_tensor **slot, PyObject *o,
-                                   const char *name, PyObject *like, int ndim,
-                                   const int64_t *shape, apx_dtype dtype, PyObject **result) {
+                                   const char *name, PyObject *like, const apx_tensor *like_t,
+                                   int ndim, const int64_t *shape, apx_dtype dtype,
+                                   PyObject **result) {
   if (o && o != Py_None) {
     const apx_tensor *t = apxpy_acquire(cs, o, name, APXPY_OUTPUT);
     if (!t) return NULL;
@@ -604,11 +727,13 @@ const apx_tensor *apxpy_out_tensor(apxpy_call *cs, const apx_tensor **slot, PyOb
     }
     PyTuple_SET_ITEM(shp, i, v);
   }
-  PyObject *made =
-      PyObject_CallFunction(apxpy_alloc_hook, "OOs", like, shp, apxpy_dtype_names[dtype]);
+  const int maker = maker_of(like, like_t, dtype);
+  PyObject *made = make_output(cs, maker, like, shp, dtype);
   Py_DECREF(shp);
   if (!made) return NULL;
-  const apx_tensor *t = apxpy_acquire(cs, made, name, APXPY_OUTPUT);
+  const apx_tensor *t = maker == MADE_BY_TORCH
+                            ? hold_made_torch(cs, made, like_t, ndim, shape, dtype)
+                            : apxpy_acquire(cs, made, name, APXPY_OUTPUT);
   if (!t) {
     Py_DECREF(made);
     return NULL;
