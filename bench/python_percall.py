@@ -24,6 +24,11 @@ machine it leaves out the time other processes hold the core. Prints a
 Markdown table with the machine and the load average; --json FILE writes
 the numbers.
 
+--ff-against DIR (with --ff N on the cpu) then runs ff_infer of this build
+and of another build's package (DIR/apexx, e.g. a copy of python/build/
+from before a change) in one process, their series interleaved, and
+prints the quartiles of each round's cost beyond the C loop.
+
 Run from the build tree:
   PYTHONPATH=python/build APEXX_CONFIG=$PWD/conf/apexx.ini \\
   APEXX_BACKEND_DIR=$PWD/backends/.libs python3 bench/python_percall.py
@@ -147,6 +152,57 @@ def ff_rows(ctx, device, n):
     ]
 
 
+def ff_against(other_dir, n, rounds):
+    """This apexx and another build's (other_dir/apexx, copied and imported
+    as apexx_other, its own _apexx.so) in one process: rounds of ff_infer
+    series of n calls, the two builds in alternating order, each round's
+    C loop beside its two calls; the quartiles of each round's difference
+    to the C loop (us), thread CPU time with --cpu-time."""
+    import importlib
+    import shutil
+    import statistics
+    import sys
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="apexx-against-")
+    shutil.copytree(os.path.join(other_dir, "apexx"), os.path.join(tmp, "apexx_other"))
+    sys.path.insert(0, tmp)
+    try:
+        other = importlib.import_module("apexx_other")
+    finally:
+        sys.path.remove(tmp)
+    g = torch.Generator().manual_seed(0)
+    B, C, H, W = 1, 16, 32, 32
+    dense = torch.randn(B, C, H, W, generator=g).half()
+    util = torch.randn(B, (H // 16) * (W // 16), generator=g).half()
+    outs = dict(heavy=torch.empty_like(dense), detail=torch.empty_like(dense),
+                alpha=torch.empty(B, 1, H, W, dtype=torch.float16))
+    sides = []
+    for name, mod in (("this build", apexx), (other_dir, other)):
+        c = mod.Context()
+        sides.append((name, c, dict(weights=c.ff_weights_seeded(C, 0), kmax_l0=2, kmax_l1=4)))
+
+    def series(fn):
+        t0 = CLOCK()
+        fn()
+        return (CLOCK() - t0) / n * 1e6
+    adds = {name: ([], []) for name, _, _ in sides}
+    for r in range(rounds):
+        for name, c, kw in (sides if r % 2 == 0 else sides[::-1]):
+            loop = series(lambda: c._time_c("ff_infer", n - 1, dense, util, **outs, **kw))
+            given = series(lambda: [c.ff_infer(dense, util, **outs, **kw) for _ in range(n)])
+            made = series(lambda: [c.ff_infer(dense, util, **kw) for _ in range(n)])
+            adds[name][0].append(given - loop)
+            adds[name][1].append(made - loop)
+    print(f"\nff_infer [1,16,32,32] beyond the C loop, {rounds} rounds of {n} calls "
+          "interleaved, quartiles (us):\n")
+    print("| build | heavy=, detail=, alpha= given | outputs made |")
+    print("| --- | ---: | ---: |")
+    for name, _, _ in sides:
+        q = [" / ".join(f"{x:.2f}" for x in statistics.quantiles(v, n=4)) for v in adds[name]]
+        print(f"| {name} | {q[0]} | {q[1]} |")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
@@ -156,7 +212,13 @@ def main():
                     help="also ff_infer, N calls a series (0: not)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="the calling thread's CPU time instead of the wall clock")
+    ap.add_argument("--ff-against", metavar="DIR",
+                    help="with --ff N on the cpu: also ff_infer of this build and of the "
+                    "package DIR/apexx (another build's) interleaved in this process")
+    ap.add_argument("--rounds", type=int, default=30, help="--ff-against's rounds")
     args = ap.parse_args()
+    if args.ff_against and (args.ff <= 0 or args.device != "cpu"):
+        ap.error("--ff-against needs --ff N and the cpu device")
     global CLOCK
     if args.cpu_time:
         if args.device == "cuda":
@@ -182,6 +244,8 @@ def main():
             json.dump(dict(device=args.device, where=where,
                            rows=[dict(op=o, call=c, us=t * 1e6) for o, c, t in table]),
                       fh, indent=1)
+    if args.ff_against:
+        ff_against(args.ff_against, args.ff, args.rounds)
 
 
 if __name__ == "__main__":
