@@ -5,7 +5,8 @@
  * parses its arguments by the names of the op's descriptor
  * (apx_op_describe: docs/architecture.md, The op table), turns each tensor
  * argument into an apx_tensor (buffer protocol for host buffers such as
- * NumPy, DLPack for everything else: torch, CuPy, JAX), allocates missing
+ * NumPy, a plain host torch.Tensor's own attributes, DLPack for everything
+ * else: torch on CUDA, CuPy, JAX), allocates missing
  * outputs with the input's library (a hook in apexx/__init__.py) in the
  * shape the descriptor gives, runs the op through apx_op_run and returns
  * the outputs. Tensors are borrowed for the call only: the DLPack capsules

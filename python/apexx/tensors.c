@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* apexx._apexx: tensors borrowed for a call. A host buffer (NumPy) through
- * the buffer protocol, anything else through DLPack (torch, CuPy, JAX),
+ * the buffer protocol, a plain host torch.Tensor through its attributes,
+ * anything else through DLPack (torch on CUDA, CuPy, JAX),
  * the call's CUDA stream, and outputs: the caller's tensor or a new one of
  * the input's library. */
 #include "binding.h"
@@ -40,6 +41,9 @@ PyObject *apxpy_str_dlpack, *apxpy_str_dlpack_device, *apxpy_str_stream,
  * and for outputs torch.empty and the dtypes by apx_dtype */
 static PyTypeObject *g_torch_tensor;
 static PyObject *g_torch_to_dlpack, *g_torch_empty, *g_torch_dtypes[5];
+/* torch.strided and the attribute names a host tensor is read by */
+static PyObject *g_torch_strided, *g_str_is_cpu, *g_str_layout, *g_str_dtype, *g_str_shape,
+    *g_str_stride;
 /* NumPy, found the same way when an output is made like an ndarray */
 static PyTypeObject *g_numpy_ndarray;
 static PyObject *g_numpy_empty, *g_numpy_dtypes[5];
@@ -118,6 +122,13 @@ static int is_torch_tensor(PyObject *o) {
     for (int i = 0; g_torch_empty && i < 5; i++)
       if (!(g_torch_dtypes[i] = PyObject_GetAttrString(t, apxpy_dtype_names[i])))
         Py_CLEAR(g_torch_empty);
+    g_str_is_cpu = PyUnicode_InternFromString("is_cpu");
+    g_str_layout = PyUnicode_InternFromString("layout");
+    g_str_dtype = PyUnicode_InternFromString("dtype");
+    g_str_shape = PyUnicode_InternFromString("shape");
+    g_str_stride = PyUnicode_InternFromString("stride");
+    if (g_str_is_cpu && g_str_layout && g_str_dtype && g_str_shape && g_str_stride)
+      g_torch_strided = PyObject_GetAttrString(t, "strided"); /* NULL: DLPack always */
     PyErr_Clear();
   }
   return PyObject_TypeCheck(o, g_torch_tensor);
@@ -483,6 +494,61 @@ static const DLTensor *export_dltensor(apxpy_call *cs, apxpy_held_tensor *h, PyO
   return &m->dl_tensor;
 }
 
+/* A plain torch.Tensor in host memory read from its own attributes
+ * (is_cpu, layout, dtype, shape, stride(), data_ptr()) instead of a DLPack
+ * export, which costs torch an as_strided view and a capsule: 1 with h->t
+ * filled; 0 when it is not a dense row-major strided host tensor of a
+ * dtype apexx takes, or an attribute fails (the DLPack path then reads it
+ * or refuses it with its message). */
+static int from_torch_host(apxpy_call *cs, apxpy_held_tensor *h, PyObject *obj) {
+  apx_tensor *t = &h->t;
+  PyObject *shape = NULL, *stride = NULL, *v;
+  int ok = 0, dtype = -1;
+  if (!g_torch_strided) return 0;
+  if (!(v = PyObject_GetAttr(obj, g_str_is_cpu))) goto done;
+  ok = v == Py_True;
+  Py_DECREF(v);
+  if (!ok || !(v = PyObject_GetAttr(obj, g_str_layout))) goto done;
+  ok = v == g_torch_strided;
+  Py_DECREF(v);
+  if (!ok || !(v = PyObject_GetAttr(obj, g_str_dtype))) goto done;
+  for (int i = 0; i < 5; i++)
+    if (g_torch_dtypes[i] == v) dtype = i;
+  Py_DECREF(v);
+  ok = 0;
+  if (dtype < 0 || !(shape = PyObject_GetAttr(obj, g_str_shape)) || !PyTuple_Check(shape) ||
+      !(stride = PyObject_CallMethodNoArgs(obj, g_str_stride)) || !PyTuple_Check(stride))
+    goto done;
+  const Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+  if (ndim > APX_MAX_DIMS || PyTuple_GET_SIZE(stride) != ndim) goto done;
+  int64_t expected = 1; /* row-major, as dl_contiguous */
+  size_t n = 1;
+  for (Py_ssize_t i = ndim - 1; i >= 0; i--) {
+    long long dim = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    long long step = PyLong_AsLongLong(PyTuple_GET_ITEM(stride, i));
+    if (PyErr_Occurred() || dim < 0) goto done;
+    if (dim > 1 && step != expected) goto done; /* strided (or empty): DLPack's rule */
+    t->shape[i] = dim;
+    expected *= dim;
+    n *= (size_t)dim;
+  }
+  if (!(v = PyObject_CallMethodNoArgs(obj, apxpy_str_data_ptr))) goto done;
+  t->data = PyLong_AsVoidPtr(v);
+  Py_DECREF(v);
+  if (PyErr_Occurred()) goto done;
+  t->dtype = (apx_dtype)dtype;
+  t->device = APX_DEVICE_HOST;
+  t->device_index = 0;
+  t->ndim = (int)ndim;
+  cs->host_bytes += n * apx_dtype_size(t->dtype);
+  ok = 1;
+done:
+  Py_XDECREF(shape);
+  Py_XDECREF(stride);
+  if (!ok) PyErr_Clear();
+  return ok;
+}
+
 /* obj through DLPack, into h (held from the start: apxpy_call_release
  * cleans up on error). */
 static const apx_tensor *from_dlpack(apxpy_call *cs, apxpy_held_tensor *h, PyObject *obj,
@@ -491,6 +557,8 @@ static const apx_tensor *from_dlpack(apxpy_call *cs, apxpy_held_tensor *h, PyObj
   Py_INCREF(obj);
   cs->nheld++;
   int torch = is_torch_tensor(obj);
+  if (torch && Py_TYPE(obj) == g_torch_tensor && !cs->stream_obj && from_torch_host(cs, h, obj))
+    return &h->t;
   if (torch) {
     /* an autograd tensor is read through a detached alias (same memory) */
     PyObject *rg = PyObject_GetAttr(obj, apxpy_str_requires_grad);

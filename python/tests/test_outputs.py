@@ -209,6 +209,26 @@ class Outputs(TestCase):
                     self.ctx.ff_infer(dense, util, **dict(ok, **{name: bad}), **self.kw)
 
     @unittest.skipIf(torch is None, NO_TORCH)
+    def test_torch_inputs_read(self):
+        """Plain host torch tensors are read from their attributes, others
+        through DLPack: a size-1 dimension's stride is free, a strided or
+        float64 input is refused naming it, an autograd leaf and a
+        subclass read the same memory."""
+        dense, util = torch.from_numpy(self.dense), torch.from_numpy(self.util)
+        want = self.ctx.ff_infer(self.dense, self.util, **self.kw)
+        odd = dense.as_strided(dense.shape, (12345,) + dense.stride()[1:])
+        for d in (odd, dense.clone().requires_grad_(), dense.as_subclass(_MyTensor)):
+            got = self.ctx.ff_infer(d, util, heavy=torch.empty(dense.shape),
+                                    detail=torch.empty(dense.shape),
+                                    alpha=torch.empty(self.shapes(dense)[2]), **self.kw)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g.detach().numpy(), w)
+        with self.assertRaisesApexx(apexx.InvalidArgument, "dense", "not contiguous"):
+            self.ctx.ff_infer(dense.transpose(2, 3), util, **self.kw)
+        with self.assertRaisesApexx(apexx.InvalidArgument, "utilities", "float64"):
+            self.ctx.ff_infer(dense, util.double(), **self.kw)
+
+    @unittest.skipIf(torch is None, NO_TORCH)
     def test_bad_torch_outputs_named(self):
         dense, util = torch.from_numpy(self.dense), torch.from_numpy(self.util)
         shapes = self.shapes(dense)
