@@ -31,6 +31,8 @@
 #define FUSED_SMALL_TILES 8192
 #define FUSED_SMALL_PER_THREAD 8
 #define FUSED_SMALL_CHUNK (FUSED_BACKWARD_THREADS * FUSED_SMALL_PER_THREAD)
+/* pixels of a thread loaded before any of them is stored */
+#define FUSED_SMALL_BATCH 4
 
 template <typename I>
 __global__ void __launch_bounds__(FUSED_BACKWARD_THREADS)
@@ -103,6 +105,27 @@ __global__ void fused_backward_scalars(const float *__restrict__ partial, int64_
   }
 }
 
+/* cuda_block_sum of four values at once, in thread 0 (each the same tree
+ * and so the same bits as cuda_block_sum alone; two barriers for all
+ * four). */
+static __device__ __forceinline__ void fused_block_sum4(float v[4]) {
+  __shared__ float s_warp[4][32];
+#pragma unroll
+  for (int s = 0; s < 4; s++)
+    for (int off = 16; off > 0; off >>= 1) v[s] += __shfl_down_sync(0xffffffffu, v[s], off);
+  __syncthreads(); /* s_warp free from a previous call */
+  if ((threadIdx.x & 31) == 0)
+#pragma unroll
+    for (int s = 0; s < 4; s++) s_warp[s][threadIdx.x >> 5] = v[s];
+  __syncthreads();
+  if (threadIdx.x == 0)
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+      v[s] = 0.0f;
+      for (unsigned w = 0; w < blockDim.x / 32; w++) v[s] += s_warp[s][w];
+    }
+}
+
 /* The small form: block (bc, chunk) = blockIdx.x as bc * chunks + chunk;
  * plane < 2^31. partial: workspace, or NULL for the ticket's own. */
 template <typename T, typename I>
@@ -126,40 +149,69 @@ __global__ void __launch_bounds__(FUSED_BACKWARD_THREADS)
   const T *go = grad_out + (int64_t)bc * plane, *x = features + (int64_t)bc * plane;
   T *gf = grad_features + (int64_t)bc * plane; /* may be grad_out: each element reads its own */
   const uint32_t gw = fW.d / ft.d;
-  float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  /* A batch's loads before its stores: grad_features may be grad_out (no
+   * __restrict__), so a store between them would keep each pixel's loads
+   * waiting for the pixel before's store. Each element is read and written
+   * by one thread only. */
   const uint32_t p0 = chunk * FUSED_SMALL_CHUNK + threadIdx.x;
+  float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-  for (int e = 0; e < FUSED_SMALL_PER_THREAD; e++) {
-    const uint32_t p = p0 + e * FUSED_BACKWARD_THREADS;
-    if (p >= (uint32_t)plane) break;
-    const uint32_t y = fW.div(p), xx = p - y * fW.d;
-    const T grad_t = go[p];
-    if (!sel[ft.div(y) * gw + ft.div(xx)]) {
-      gf[p] = grad_t;
-      continue;
+  for (int e0 = 0; e0 < FUSED_SMALL_PER_THREAD; e0 += FUSED_SMALL_BATCH) {
+    T grad_t[FUSED_SMALL_BATCH], x_t[FUSED_SMALL_BATCH];
+    bool in_tile[FUSED_SMALL_BATCH];
+#pragma unroll
+    for (int e = 0; e < FUSED_SMALL_BATCH; e++) {
+      const uint32_t p = p0 + (e0 + e) * FUSED_BACKWARD_THREADS;
+      in_tile[e] = false;
+      if (p >= (uint32_t)plane) continue;
+      const uint32_t y = fW.div(p), xx = p - y * fW.d;
+      grad_t[e] = go[p];
+      in_tile[e] = sel[ft.div(y) * gw + ft.div(xx)] != 0;
+      if (in_tile[e]) x_t[e] = x[p];
     }
-    /* as fused_backward_plane */
-    const float grad = cuda_dt<T>::to_f(grad_t), xv = cuda_dt<T>::load(x + p);
-    const float value = xv * g.vs + g.vb, gate = xv * g.gs + g.gb;
-    const bool on = gate > 0.0f;
-    gf[p] = cuda_dt<T>::from_f(on ? grad * (g.vs * gate + value * g.gs) : grad * 0.0f);
-    const float relu = on ? gate : 0.0f, gated = on ? grad * value : 0.0f;
-    sums[0] += grad * xv * relu;
-    sums[1] += grad * relu;
-    sums[2] += gated * xv;
-    sums[3] += gated;
+#pragma unroll
+    for (int e = 0; e < FUSED_SMALL_BATCH; e++) {
+      const uint32_t p = p0 + (e0 + e) * FUSED_BACKWARD_THREADS;
+      if (p >= (uint32_t)plane) break;
+      if (!in_tile[e]) {
+        gf[p] = grad_t[e];
+        continue;
+      }
+      /* as fused_backward_plane */
+      const float grad = cuda_dt<T>::to_f(grad_t[e]), xv = cuda_dt<T>::to_f(x_t[e]);
+      const float value = xv * g.vs + g.vb, gate = xv * g.gs + g.gb;
+      const bool on = gate > 0.0f;
+      gf[p] = cuda_dt<T>::from_f(on ? grad * (g.vs * gate + value * g.gs) : grad * 0.0f);
+      const float relu = on ? gate : 0.0f, gated = on ? grad * value : 0.0f;
+      sums[0] += grad * xv * relu;
+      sums[1] += grad * relu;
+      sums[2] += gated * xv;
+      sums[3] += gated;
+    }
   }
   if (!grad_scalars) return; /* uniform over the grid */
   float *part = cuda_ticket_partials(ticket, partial);
-  for (int s = 0; s < 4; s++) {
-    const float v = cuda_block_sum(sums[s]);
-    if (threadIdx.x == 0) part[4 * blockIdx.x + s] = v;
-  }
+  fused_block_sum4(sums);
+  if (threadIdx.x == 0)
+#pragma unroll
+    for (int s = 0; s < 4; s++) part[4 * blockIdx.x + s] = sums[s];
   if (!cuda_ticket_last_block(ticket)) return;
-  for (int s = 0; s < 4; s++) {
-    const float sum = cuda_ticket_sum(part + s, gridDim.x, 4);
-    if (threadIdx.x == 0) cuda_store_any(grad_scalars, scalars_dt, s, sum);
+  /* the blocks' partials in block order, each thread's four sums at once
+   * (as cuda_ticket_sum for each, in one pass) */
+  float total[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+  for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) {
+    const float *q = part + (size_t)4 * i;
+    const float q0 = __ldcg(q), q1 = __ldcg(q + 1), q2 = __ldcg(q + 2), q3 = __ldcg(q + 3);
+    total[0] += q0;
+    total[1] += q1;
+    total[2] += q2;
+    total[3] += q3;
   }
+  fused_block_sum4(total);
+  if (threadIdx.x == 0)
+#pragma unroll
+    for (int s = 0; s < 4; s++) cuda_store_any(grad_scalars, scalars_dt, s, total[s]);
 }
 
 /* The one-launch form (fits: see the host code); 0 or the failure. */
