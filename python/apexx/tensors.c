@@ -44,6 +44,9 @@ static PyObject *g_torch_to_dlpack, *g_torch_empty, *g_torch_dtypes[5];
 /* torch.strided and the attribute names a host tensor is read by */
 static PyObject *g_torch_strided, *g_str_is_cpu, *g_str_layout, *g_str_dtype, *g_str_shape,
     *g_str_stride;
+/* "is_neg": a tensor with torch's negative bit is refused (its memory
+ * holds the values unnegated) */
+static PyObject *g_str_is_neg;
 /* NumPy, found the same way when an output is made like an ndarray */
 static PyTypeObject *g_numpy_ndarray;
 static PyObject *g_numpy_empty, *g_numpy_dtypes[5];
@@ -127,6 +130,7 @@ static int is_torch_tensor(PyObject *o) {
     g_str_dtype = PyUnicode_InternFromString("dtype");
     g_str_shape = PyUnicode_InternFromString("shape");
     g_str_stride = PyUnicode_InternFromString("stride");
+    g_str_is_neg = PyUnicode_InternFromString("is_neg");
     if (g_str_is_cpu && g_str_layout && g_str_dtype && g_str_shape && g_str_stride)
       g_torch_strided = PyObject_GetAttrString(t, "strided"); /* NULL: DLPack always */
     PyErr_Clear();
@@ -549,6 +553,29 @@ done:
   return ok;
 }
 
+/* A torch tensor whose negative bit is set (torch._neg_view, the
+ * imaginary part of a conjugate view) keeps its values unnegated in
+ * memory, which apexx would read as they are: refused with the way out.
+ * 0, or -1 with the exception (an is_neg that fails; torch without
+ * is_neg: 0). */
+static int torch_neg_refused(apxpy_call *cs, PyObject *obj, const char *name) {
+  if (!g_str_is_neg) return 0;
+  PyObject *v = PyObject_CallMethodNoArgs(obj, g_str_is_neg);
+  if (!v) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  const int neg = v == Py_True;
+  Py_DECREF(v);
+  if (!neg) return 0;
+  apxpy_raise_invalid("%s: %s has torch's negative bit set (a lazy negation, e.g. from "
+                       "torch._neg_view): its memory holds the values unnegated; pass "
+                       "%s.resolve_neg()",
+                       cs->op, name, name);
+  return -1;
+}
+
 /* obj through DLPack, into h (held from the start: apxpy_call_release
  * cleans up on error). */
 static const apx_tensor *from_dlpack(apxpy_call *cs, apxpy_held_tensor *h, PyObject *obj,
@@ -557,6 +584,7 @@ static const apx_tensor *from_dlpack(apxpy_call *cs, apxpy_held_tensor *h, PyObj
   Py_INCREF(obj);
   cs->nheld++;
   int torch = is_torch_tensor(obj);
+  if (torch && torch_neg_refused(cs, obj, name)) return NULL;
   if (torch && Py_TYPE(obj) == g_torch_tensor && !cs->stream_obj && from_torch_host(cs, h, obj))
     return &h->t;
   if (torch) {

@@ -228,6 +228,26 @@ class Outputs(TestCase):
         with self.assertRaisesApexx(apexx.InvalidArgument, "utilities", "float64"):
             self.ctx.ff_infer(dense, util.double(), **self.kw)
 
+    @unittest.skipIf(torch is None or not hasattr(torch, "_neg_view"), "torch has no _neg_view")
+    def test_torch_negative_bit_refused(self):
+        """A tensor with torch's negative bit (its memory unnegated) is
+        refused as an input or an output, naming it and resolve_neg();
+        resolved, it reads as the negated values."""
+        dense, util = torch.from_numpy(self.dense), torch.from_numpy(self.util)
+        neg = torch._neg_view(dense)
+        self.assertTrue(neg.is_neg())
+        with self.assertRaisesApexx(apexx.InvalidArgument, "ff_infer", "dense", "negative bit",
+                                    "resolve_neg"):
+            self.ctx.ff_infer(neg, util, **self.kw)
+        got = self.ctx.ff_infer(neg.resolve_neg(), util, **self.kw)
+        want = self.ctx.ff_infer(-self.dense, self.util, **self.kw)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w)
+        outs = {n: torch.zeros(s) for n, s in zip(("heavy", "detail", "alpha"), self.shapes(dense))}
+        outs["detail"] = torch._neg_view(outs["detail"])
+        with self.assertRaisesApexx(apexx.InvalidArgument, "ff_infer", "detail", "negative bit"):
+            self.ctx.ff_infer(dense, util, **outs, **self.kw)
+
     @unittest.skipIf(torch is None, NO_TORCH)
     def test_bad_torch_outputs_named(self):
         dense, util = torch.from_numpy(self.dense), torch.from_numpy(self.util)
