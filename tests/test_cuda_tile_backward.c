@@ -359,7 +359,8 @@ END_TEST
  * backends/cuda/tileunpack_backward.cu) and its switch-over, in every
  * mode: B*K = 1024 (one launch) and 1025 (the six-kernel path), channels
  * not a multiple of its 16-channel groups (21: a full group and a part;
- * 3, 9: a part), tiles of 1 and 16. */
+ * 3, 9: a part), tiles of 1, 3 and 16, and 256-pixel blocks starting
+ * inside a row (W 15: a map block counts only the tiles over its rows). */
 START_TEST(test_tileunpack_backward_small) {
   for (int d = 0; d < 3; d++)
     for (int mode = 0; mode < 8; mode++) {
@@ -369,6 +370,7 @@ START_TEST(test_tileunpack_backward_small) {
       tileunpack_backward_case(dt, it, blend, origins, levels, 5, 3, 16, 16, 2, 205);
       tileunpack_backward_case(dt, it, blend, origins, levels, 2, 21, 5, 7, 1, 30);
       tileunpack_backward_case(dt, it, blend, origins, levels, 1, 9, 3, 2, 16, 12);
+      tileunpack_backward_case(dt, it, blend, origins, levels, 2, 5, 9, 5, 3, 40);
     }
 }
 END_TEST

@@ -264,6 +264,7 @@ __global__ void __launch_bounds__(TILEUNPACK_BACKWARD_THREADS)
               uint32_t tile_chunks, uint32_t groups, cuda_fastdiv fW, cuda_fastdiv ft,
               cuda_inline_check ic, const int *bad) {
   __shared__ tub_place_t s_pl[CUDA_INLINE_CHECK_MAX];
+  __shared__ unsigned s_rows[CUDA_INLINE_CHECK_MAX / 32];
   __shared__ long long s_lmin;
   if (cuda_block_check(ic) || cuda_call_failed(bad)) return; /* every block alike */
   const bool packed = blockIdx.x >= base_blocks;
@@ -272,12 +273,55 @@ __global__ void __launch_bounds__(TILEUNPACK_BACKWARD_THREADS)
   const uint32_t rest = blk / chunks, chunk = blk - rest * chunks;
   const uint32_t b = rest / groups, group = rest - b * groups;
   const int K = (int)g.K, t = (int)g.t;
+  const int64_t c0 = (int64_t)group * TUB_SMALL_CHANNELS;
+  const int cn = g.C - c0 < TUB_SMALL_CHANNELS ? (int)(g.C - c0) : TUB_SMALL_CHANNELS;
+  const int64_t HW = g.H * g.W;
+  const uint32_t i = chunk * blockDim.x + threadIdx.x;
+  if (!packed) {
+    /* A map pixel's count needs the origins only (no keys, so no levels'
+     * minimum), and only of the tiles over the block's rows [y_lo, y_hi]:
+     * a bit each in s_rows (ballots, a word a warp), the others can cover
+     * none of its pixels. The count is the same. */
+    const uint32_t i0 = chunk * blockDim.x;
+    const uint32_t last = i0 + blockDim.x <= (uint32_t)HW ? i0 + blockDim.x - 1 : (uint32_t)HW - 1;
+    const int y_lo = (int)fW.div(i0), y_hi = (int)fW.div(last);
+    const int words = (K + 31) >> 5;
+    for (int k0 = 0; k0 < K; k0 += blockDim.x) { /* uniform: every lane at the ballot */
+      const int k = k0 + (int)threadIdx.x;
+      bool over = false;
+      if (k < K) {
+        int64_t y0, x0;
+        tub_origin(g, (int64_t)b * K + k, &y0, &x0);
+        s_pl[k].y0 = (int)y0;
+        s_pl[k].x0 = (int)x0;
+        over = (int)y0 <= y_hi && (int)y0 + t > y_lo;
+      }
+      const unsigned word = __ballot_sync(0xffffffffu, over);
+      const int w = (k0 >> 5) + (int)(threadIdx.x >> 5);
+      if ((threadIdx.x & 31) == 0 && w < words) s_rows[w] = word;
+    }
+    __syncthreads();
+    if (i >= (uint32_t)HW) return;
+    const int y = (int)fW.div(i), x = (int)(i - (uint32_t)y * fW.d);
+    int n = 0;
+    for (int w = 0; w < words; w++)
+      for (unsigned m = s_rows[w]; m != 0; m &= m - 1) {
+        const int k = (w << 5) + __ffs((int)m) - 1;
+        n += (unsigned)(y - s_pl[k].y0) < (unsigned)t && (unsigned)(x - s_pl[k].x0) < (unsigned)t;
+      }
+    const float wt = tub_weight(g, (int64_t)n, 1.0f);
+    const int64_t at = ((int64_t)b * g.C + c0) * HW + i;
+#pragma unroll
+    for (int c = 0; c < TUB_SMALL_CHANNELS; c++)
+      if (c < cn) grad_base[at + c * HW] = tub_scale<T>(g, grad_out[at + c * HW], wt);
+    return;
+  }
   if (g.levels) { /* the levels' minimum over the tensor (docs/ops.md, tileunpack (priority)) */
     if (threadIdx.x == 0) s_lmin = LLONG_MAX;
     __syncthreads();
     long long m = LLONG_MAX;
-    for (int64_t i = threadIdx.x; i < g.B * g.K; i += blockDim.x) {
-      const long long v = (long long)cuda_load_index(g.levels, g.levels64, i);
+    for (int64_t e = threadIdx.x; e < g.B * g.K; e += blockDim.x) {
+      const long long v = (long long)cuda_load_index(g.levels, g.levels64, e);
       m = v < m ? v : m;
     }
     atomicMin(&s_lmin, m);
@@ -296,23 +340,6 @@ __global__ void __launch_bounds__(TILEUNPACK_BACKWARD_THREADS)
     s_pl[k].key = key;
   }
   __syncthreads();
-  const int64_t c0 = (int64_t)group * TUB_SMALL_CHANNELS;
-  const int cn = g.C - c0 < TUB_SMALL_CHANNELS ? (int)(g.C - c0) : TUB_SMALL_CHANNELS;
-  const int64_t HW = g.H * g.W;
-  const uint32_t i = chunk * blockDim.x + threadIdx.x;
-  if (!packed) {
-    if (i >= (uint32_t)HW) return;
-    const int y = (int)fW.div(i), x = (int)(i - (uint32_t)y * fW.d);
-    int64_t n = 0;
-    for (int k = 0; k < K; k++)
-      n += (unsigned)(y - s_pl[k].y0) < (unsigned)t && (unsigned)(x - s_pl[k].x0) < (unsigned)t;
-    const float w = tub_weight(g, n, 1.0f);
-    const int64_t at = ((int64_t)b * g.C + c0) * HW + i;
-#pragma unroll
-    for (int c = 0; c < TUB_SMALL_CHANNELS; c++)
-      if (c < cn) grad_base[at + c * HW] = tub_scale<T>(g, grad_out[at + c * HW], w);
-    return;
-  }
   const uint32_t tt = (uint32_t)(t * t);
   if (i >= (uint32_t)K * tt) return;
   const uint32_t k = i / tt, d = i - k * tt, dy = ft.div(d), dx = d - dy * ft.d;
