@@ -14,11 +14,7 @@
  * and the sums of the [C] gradients per thread, then over the block's
  * warps in order. A second kernel, one thread per channel, adds the sums
  * over b in order and writes the [C] gradients, the initial state's and
- * the gate's (with B = 1 the block writes them itself: one launch). For
- * long K (more than SCAN_BWD_SPLIT_CPW chunks a warp) the chunks are cut
- * into segments, a block each, and (2)'s fold goes through global memory:
- * pass 1 each run's maps, pass 2 a thread a stream folding them in order,
- * pass 3 each run from its true values, its block's sums a segment's. No
+ * the gate's (with B = 1 the block writes them itself: one launch). No
  * atomics: the same bits run to run. fp32 math, one rounding per stored
  * value. */
 #include "cuda_backend.h"
@@ -27,10 +23,9 @@
 
 enum { P_DECAY, P_INPUT_GAIN, P_OUTPUT_GAIN, P_STATE_BIAS, P_GATE, P_COUNT };
 
-/* Tokens a chunk (its states live in registers), the most warps a block
- * (16 warps of 32 channels), the chunks a warp of the K-across-blocks path
- * walks, and the runs pass 2 loads at once. */
-enum { SCAN_BWD_L = 16, SCAN_BWD_MAX_WARPS = 16, SCAN_BWD_SPLIT_CPW = 2, SCAN_BWD_FOLD = 8 };
+/* Tokens a chunk (its states live in registers), and the most warps a
+ * block: 16 warps of 32 channels. */
+enum { SCAN_BWD_L = 16, SCAN_BWD_MAX_WARPS = 16 };
 
 struct scan_bwd_args {
   const void *tokens, *grad_out, *decay, *input_gain, *output_gain, *state_bias;
@@ -38,19 +33,16 @@ struct scan_bwd_args {
   int dt, decay_dt, ig_dt, og_dt, sb_dt, init_dt, gate_dt, grad_final_dt;
   int init_ndim, gate_rows; /* gate_rows: 0 (not gated), 1 ([C] or absent), B ([B,1,C]) */
   int64_t B, K, C;
-  int64_t NC;   /* chunks: ceil(K / SCAN_BWD_L) */
-  int64_t cpw;  /* chunks a warp */
-  int64_t nseg; /* segments of a stream: 1, or the K-across-blocks path's */
+  int64_t NC;  /* chunks: ceil(K / SCAN_BWD_L) */
+  int64_t cpw; /* chunks a warp */
   float lim;
   int direction, merge;
   void *grad_tokens;
   /* workspace: chunk [2][B][NC][C] (per chunk: the forward direction's
    * local adjoint, then its entering adjoint; the backward direction's
-   * local end state, then its start state), partial
-   * [P_COUNT][B][nseg][C], grad_init [B][2][C]; the K-across-blocks path's
-   * runs [P_COUNT][B][R][C] (each run's maps) and starts [4][B][R][C]
-   * (each run's true values), R = nseg * warps a block */
-  float *chunk, *partial, *grad_init, *runs, *starts;
+   * local end state, then its start state), partial [P_COUNT][B][C],
+   * grad_init [B][2][C] */
+  float *chunk, *partial, *grad_init;
 };
 
 struct scan_bwd_out {
@@ -128,12 +120,10 @@ static __device__ void channel_outputs(const scan_bwd_args &a, const scan_bwd_ou
   float d = cuda_load_any(a.decay, a.decay_dt, c);
   const float decay_passes = d >= 1e-6f && d <= 1.0f - 1e-6f ? 1.0f : 0.0f;
   const int per_row = a.gate_rows > 1;
-  const int64_t S = a.nseg;
   float sum[P_COUNT] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, passes = 1.0f;
   for (int64_t b = 0; b < B; b++)
-    for (int64_t seg = 0; seg < S; seg++)
-      for (int p = 0; p < P_COUNT; p++)
-        sum[p] += a.partial[(((int64_t)p * B + b) * S + seg) * C + c];
+    for (int p = 0; p < P_COUNT; p++)
+      sum[p] += a.partial[((int64_t)p * B + b) * C + c];
   if (a.gate_rows && !per_row)
     gate_at(a, 0, c, &passes);
   for (int p = 0; p < 4; p++)
@@ -155,259 +145,17 @@ static __device__ void channel_outputs(const scan_bwd_args &a, const scan_bwd_ou
       cuda_store_any(o.grad_gate, o.grad_gate_dt, c, a.gate_rows ? sum[P_GATE] * passes : 0.0f);
     } else {
       for (int64_t r = 0; r < B; r++) {
-        float row_passes, row_sum = 0.0f;
+        float row_passes;
         gate_at(a, r, c, &row_passes);
-        for (int64_t seg = 0; seg < S; seg++)
-          row_sum += a.partial[(((int64_t)P_GATE * B + r) * S + seg) * C + c];
-        cuda_store_any(o.grad_gate, o.grad_gate_dt, r * C + c, row_sum * row_passes);
+        cuda_store_any(o.grad_gate, o.grad_gate_dt, r * C + c,
+                       a.partial[((int64_t)P_GATE * B + r) * C + c] * row_passes);
       }
     }
   }
 }
 
-/* One lane's stream: batch row b, channel c (a lane past C reads channel
- * C - 1 and walks nothing), its constants and its chunk workspace. */
-struct scan_bwd_lane {
-  int64_t b, c, cl, row;
-  int live;
-  float d, om, ig, og, sb, share0, share1;
-  float *adj0, *st1; /* [0][b][.][c] and [1][b][.][c] of the chunk workspace */
-};
-
-static __device__ __forceinline__ scan_bwd_lane lane_at(const scan_bwd_args &a, int64_t b,
-                                                        int64_t c) {
-  scan_bwd_lane L;
-  const int64_t C = a.C;
-  L.b = b;
-  L.c = c;
-  L.live = c < C;
-  L.cl = L.live ? c : C - 1;
-  float d = cuda_load_any(a.decay, a.decay_dt, L.cl);
-  d = d < 1e-6f ? 1e-6f : d;
-  d = d > 1.0f - 1e-6f ? 1.0f - 1e-6f : d;
-  L.d = d;
-  L.om = 1.0f - d;
-  L.ig = cuda_load_any(a.input_gain, a.ig_dt, L.cl);
-  L.og = cuda_load_any(a.output_gain, a.og_dt, L.cl);
-  L.sb = cuda_load_any(a.state_bias, a.sb_dt, L.cl);
-  float gate_passes; /* channel_outputs applies it */
-  const float gate = a.gate_rows ? gate_at(a, b, L.cl, &gate_passes) : 0.5f;
-  /* this direction's share of grad_out through the merge */
-  const int bidir = a.direction == APX_SCAN_BIDIRECTIONAL;
-  L.share0 = L.share1 = 1.0f;
-  if (bidir && a.merge == APX_MERGE_AVG)
-    L.share0 = L.share1 = 0.5f;
-  if (bidir && a.merge == APX_MERGE_GATED) {
-    L.share0 = gate;
-    L.share1 = 1.0f - gate;
-  }
-  L.adj0 = a.chunk + b * a.NC * C + c;
-  L.st1 = a.chunk + (a.B + b) * a.NC * C + c;
-  L.row = b * a.K * C + c;
-  return L;
-}
-
-/* The initial states (init0, init1) and grad_final_state (gf0, gf1) of a
- * lane's stream. */
-static __device__ __forceinline__ void edge_values(const scan_bwd_args &a, const scan_bwd_lane &L,
-                                                   float edge[4]) {
-  const int64_t b = L.b, C = a.C, cl = L.cl;
-  const int bidir = a.direction == APX_SCAN_BIDIRECTIONAL;
-  edge[0] = edge[1] = edge[2] = edge[3] = 0.0f;
-  if (a.init) {
-    edge[0] = cuda_round_any(
-        cuda_load_any(a.init, a.init_dt, a.init_ndim == 3 ? (b * 2 + 0) * C + cl : b * C + cl),
-        a.dt);
-    edge[1] = cuda_round_any(
-        cuda_load_any(a.init, a.init_dt, a.init_ndim == 3 ? (b * 2 + 1) * C + cl : b * C + cl),
-        a.dt);
-  }
-  if (a.grad_final) {
-    edge[2] =
-        cuda_load_any(a.grad_final, a.grad_final_dt, bidir ? (b * 2 + 0) * C + cl : b * C + cl);
-    edge[3] =
-        cuda_load_any(a.grad_final, a.grad_final_dt, bidir ? (b * 2 + 1) * C + cl : b * C + cl);
-  }
-}
-
-/* Step (1) over the chunks [lo, hi): each chunk from zero, its forward
- * local adjoint and backward local end state kept in the chunk workspace;
- * the run's maps composed in step order into map[] (P, forward state,
- * forward adjoint, backward state, backward adjoint). */
-static __device__ __forceinline__ void walk_local(const scan_bwd_args &a, const scan_bwd_lane &L,
-                                                  int64_t lo, int64_t hi, float map[P_COUNT]) {
-  const int64_t K = a.K, C = a.C;
-  const int runs0 = a.direction != APX_SCAN_BACKWARD, runs1 = a.direction != APX_SCAN_FORWARD;
-  const float d = L.d, om = L.om, ig = L.ig, og = L.og, sb = L.sb;
-  float P = 1.0f, Rf0 = 0.0f, Ra0 = 0.0f, Rf1 = 0.0f, Ra1 = 0.0f;
-  for (int64_t ch = lo; ch < hi; ch++) {
-    const int64_t k0 = ch * SCAN_BWD_L;
-    const int n = (int)(K - k0 < SCAN_BWD_L ? K - k0 : SCAN_BWD_L);
-    scan_bwd_chunk t;
-    load_chunk(a, L.row + k0 * C, n, &t);
-    float lf0 = 0.0f, la0 = 0.0f, lf1 = 0.0f, la1 = 0.0f;
-    if (runs0) {
-#pragma unroll
-      for (int i = 0; i < SCAN_BWD_L; i++)
-        if (i < n)
-          lf0 = d * lf0 + om * (ig * t.x[i] + sb);
-#pragma unroll
-      for (int i = SCAN_BWD_L - 1; i >= 0; i--)
-        if (i < n)
-          la0 = d * (la0 + og * (L.share0 * t.g[i]));
-    }
-    if (runs1) {
-#pragma unroll
-      for (int i = SCAN_BWD_L - 1; i >= 0; i--)
-        if (i < n)
-          lf1 = d * lf1 + om * (ig * t.x[i] + sb);
-#pragma unroll
-      for (int i = 0; i < SCAN_BWD_L; i++)
-        if (i < n)
-          la1 = d * (la1 + og * (L.share1 * t.g[i]));
-    }
-    const float pw = chunk_power(d, n);
-    L.adj0[ch * C] = la0;
-    L.st1[ch * C] = lf1;
-    /* forward state and backward adjoint travel up the chunks, the
-     * forward adjoint and backward state down */
-    Rf0 = pw * Rf0 + lf0;
-    Ra1 = pw * Ra1 + la1;
-    Ra0 = Ra0 + P * la0;
-    Rf1 = Rf1 + P * lf1;
-    P *= pw;
-  }
-  map[0] = P;
-  map[1] = Rf0;
-  map[2] = Ra0;
-  map[3] = Rf1;
-  map[4] = Ra1;
-}
-
-/* Steps (2b) and (3) over the chunks [lo, hi) from the run's true values
- * (s0: forward start state, a1: backward entering adjoint, both at lo;
- * a0: forward entering adjoint, s1: backward start state, both at hi):
- * grad_tokens stored, the [C] gradients' terms added to sums[]. */
-static __device__ __forceinline__ void walk_true(const scan_bwd_args &a, const scan_bwd_lane &L,
-                                                 int64_t lo, int64_t hi, float s0, float a1,
-                                                 float a0, float s1, float sums[P_COUNT]) {
-  const int64_t K = a.K, C = a.C;
-  const int runs0 = a.direction != APX_SCAN_BACKWARD, runs1 = a.direction != APX_SCAN_FORWARD;
-  const float d = L.d, om = L.om, ig = L.ig, og = L.og, sb = L.sb;
-  float *adj0 = L.adj0, *st1 = L.st1;
-  const int64_t row = L.row;
-
-  /* (2b) each chunk's entering forward adjoint and backward start state,
-   * the run's chunks from the last down */
-  {
-    float t0 = a0, t1 = s1;
-    for (int64_t ch = hi - 1; ch >= lo; ch--) {
-      const int64_t k0 = ch * SCAN_BWD_L;
-      const int n = (int)(K - k0 < SCAN_BWD_L ? K - k0 : SCAN_BWD_L);
-      const float pw = chunk_power(d, n);
-      const float la0 = adj0[ch * C], lf1 = st1[ch * C];
-      adj0[ch * C] = t0;
-      st1[ch * C] = t1;
-      t0 = pw * t0 + la0;
-      t1 = pw * t1 + lf1;
-    }
-  }
-
-  /* (3) each chunk from its true values, in token order */
-  for (int64_t ch = lo; ch < hi; ch++) {
-    const int64_t k0 = ch * SCAN_BWD_L;
-    const int n = (int)(K - k0 < SCAN_BWD_L ? K - k0 : SCAN_BWD_L);
-    scan_bwd_chunk t;
-    load_chunk(a, row + k0 * C, n, &t);
-    float sf[SCAN_BWD_L], sbk[SCAN_BWD_L], gdrv[SCAN_BWD_L];
-#pragma unroll
-    for (int i = 0; i < SCAN_BWD_L; i++)
-      sf[i] = sbk[i] = gdrv[i] = 0.0f;
-    if (runs0) {
-      const float start = s0;
-      float s = start;
-#pragma unroll
-      for (int i = 0; i < SCAN_BWD_L; i++)
-        if (i < n) {
-          s = d * s + om * (ig * t.x[i] + sb);
-          sf[i] = s;
-        }
-      float adj = adj0[ch * C];
-#pragma unroll
-      for (int i = SCAN_BWD_L - 1; i >= 0; i--)
-        if (i < n) {
-          const float gy = L.share0 * t.g[i];
-          adj += og * gy;
-          sums[P_OUTPUT_GAIN] += gy * sf[i];
-          gdrv[i] = om * adj;
-          const float prev = i > 0 ? sf[i > 0 ? i - 1 : 0] : start;
-          sums[P_DECAY] += adj * (prev - (ig * t.x[i] + sb));
-          adj = d * adj;
-        }
-      s0 = s; /* the next chunk's start */
-    }
-    if (runs1) {
-      const float start = st1[ch * C];
-      float s = start;
-#pragma unroll
-      for (int i = SCAN_BWD_L - 1; i >= 0; i--)
-        if (i < n) {
-          s = d * s + om * (ig * t.x[i] + sb);
-          sbk[i] = s;
-        }
-      float adj = a1;
-#pragma unroll
-      for (int i = 0; i < SCAN_BWD_L; i++)
-        if (i < n) {
-          const float gy = L.share1 * t.g[i];
-          adj += og * gy;
-          sums[P_OUTPUT_GAIN] += gy * sbk[i];
-          gdrv[i] += om * adj;
-          const float prev = i < n - 1 ? sbk[i < SCAN_BWD_L - 1 ? i + 1 : i] : start;
-          sums[P_DECAY] += adj * (prev - (ig * t.x[i] + sb));
-          adj = d * adj;
-        }
-      a1 = adj; /* the next chunk's entering adjoint */
-    }
-    /* the token terms, in token order */
-#pragma unroll
-    for (int i = 0; i < SCAN_BWD_L; i++)
-      if (i < n) {
-        sums[P_INPUT_GAIN] += gdrv[i] * t.x[i];
-        sums[P_STATE_BIAS] += gdrv[i];
-        if (a.gate_rows) {
-          const float yf = cuda_round_any(og * sf[i], a.dt), yb = cuda_round_any(og * sbk[i], a.dt);
-          sums[P_GATE] += t.g[i] * (yf - yb);
-        }
-        if (a.grad_tokens)
-          cuda_store_any(a.grad_tokens, a.dt, row + (k0 + i) * C,
-                         ig * gdrv[i] * (t.pass >> i & 1u ? 1.0f : 0.0f));
-      }
-  }
-}
-
-/* The block's sums over its warps in order, into partial[.][b][seg][c];
- * run[] is free on entry and on return. */
-static __device__ __forceinline__ void block_sums(const scan_bwd_args &a, const scan_bwd_lane &L,
-                                                  int64_t seg, const float sums[P_COUNT],
-                                                  float run[P_COUNT][SCAN_BWD_MAX_WARPS][32]) {
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, NW = blockDim.x >> 5;
-  for (int p = 0; p < P_COUNT; p++)
-    run[p][w][lane] = sums[p];
-  __syncthreads();
-  if (w == 0 && L.live)
-    for (int p = 0; p < P_COUNT; p++) {
-      float sum = 0.0f;
-      for (int v = 0; v < NW; v++)
-        sum += run[p][v][lane];
-      a.partial[(((int64_t)p * a.B + L.b) * a.nseg + seg) * a.C + L.c] = sum;
-    }
-  __syncthreads(); /* run[] is read */
-}
-
-/* One block a stream group: one batch row's 32 channels (lane = channel)
- * and all its chunks, warp w the chunks [w*cpw, (w+1)*cpw), the runs'
- * maps folded in shared memory. fused: B = 1, the block writes the
+/* Block: one batch row's 32 channels (lane = channel) and all its chunks,
+ * warp w the chunks [w*cpw, (w+1)*cpw). fused: B = 1, the block writes the
  * outputs of channel_outputs itself. */
 __global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
     tilessm_scan_backward_chunks(scan_bwd_args a, scan_bwd_out o, int fused) {
@@ -415,34 +163,106 @@ __global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
    * state, backward adjoint), later its sums */
   __shared__ float run[P_COUNT][SCAN_BWD_MAX_WARPS][32];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, NW = blockDim.x >> 5;
-  const int64_t C = a.C, NC = a.NC, groups = (C + 31) / 32;
+  const int64_t K = a.K, C = a.C, NC = a.NC, groups = (C + 31) / 32;
   const int runs0 = a.direction != APX_SCAN_BACKWARD, runs1 = a.direction != APX_SCAN_FORWARD;
+  const int bidir = a.direction == APX_SCAN_BIDIRECTIONAL;
   for (int64_t blk = blockIdx.x; blk < a.B * groups; blk += gridDim.x) {
-    const int64_t b = blk / groups;
-    const scan_bwd_lane L = lane_at(a, b, (blk % groups) * 32 + lane);
+    const int64_t b = blk / groups, c = (blk % groups) * 32 + lane;
+    const int live = c < C;
+    const int64_t cl = live ? c : C - 1; /* the channel a lane past C reads */
+    float d = cuda_load_any(a.decay, a.decay_dt, cl);
+    d = d < 1e-6f ? 1e-6f : d;
+    d = d > 1.0f - 1e-6f ? 1.0f - 1e-6f : d;
+    const float om = 1.0f - d;
+    const float ig = cuda_load_any(a.input_gain, a.ig_dt, cl);
+    const float og = cuda_load_any(a.output_gain, a.og_dt, cl);
+    const float sb = cuda_load_any(a.state_bias, a.sb_dt, cl);
+    float gate_passes, gate = a.gate_rows ? gate_at(a, b, cl, &gate_passes) : 0.5f;
+    /* this direction's share of grad_out through the merge */
+    float share0 = 1.0f, share1 = 1.0f;
+    if (bidir && a.merge == APX_MERGE_AVG)
+      share0 = share1 = 0.5f;
+    if (bidir && a.merge == APX_MERGE_GATED) {
+      share0 = gate;
+      share1 = 1.0f - gate;
+    }
     int64_t lo = (int64_t)w * a.cpw, hi = lo + a.cpw;
     if (lo > NC)
       lo = NC;
     if (hi > NC)
       hi = NC;
     /* a lane past C walks nothing and stores nothing */
-    if (!L.live)
+    if (!live)
       hi = lo;
+    /* [0][b][.][c] and [1][b][.][c] of the chunk workspace */
+    float *adj0 = a.chunk + b * NC * C + c;
+    float *st1 = a.chunk + (a.B + b) * NC * C + c;
+    const int64_t row = b * K * C + c;
     /* the initial states and grad_final_state (read before (1): their
      * loads wait with the chunks') */
-    float edge[4];
-    edge_values(a, L, edge);
+    float init0 = 0.0f, init1 = 0.0f, gf0 = 0.0f, gf1 = 0.0f;
+    if (a.init) {
+      init0 = cuda_round_any(
+          cuda_load_any(a.init, a.init_dt, a.init_ndim == 3 ? (b * 2 + 0) * C + cl : b * C + cl),
+          a.dt);
+      init1 = cuda_round_any(
+          cuda_load_any(a.init, a.init_dt, a.init_ndim == 3 ? (b * 2 + 1) * C + cl : b * C + cl),
+          a.dt);
+    }
+    if (a.grad_final) {
+      gf0 = cuda_load_any(a.grad_final, a.grad_final_dt, bidir ? (b * 2 + 0) * C + cl : b * C + cl);
+      gf1 = cuda_load_any(a.grad_final, a.grad_final_dt, bidir ? (b * 2 + 1) * C + cl : b * C + cl);
+    }
 
-    /* (1) the warp's run */
-    float map[P_COUNT];
-    walk_local(a, L, lo, hi, map);
-    for (int q = 0; q < P_COUNT; q++)
-      run[q][w][lane] = map[q];
+    /* (1) each chunk from zero; the warp's run composed in step order */
+    float P = 1.0f, Rf0 = 0.0f, Ra0 = 0.0f, Rf1 = 0.0f, Ra1 = 0.0f;
+    for (int64_t ch = lo; ch < hi; ch++) {
+      const int64_t k0 = ch * SCAN_BWD_L;
+      const int n = (int)(K - k0 < SCAN_BWD_L ? K - k0 : SCAN_BWD_L);
+      scan_bwd_chunk t;
+      load_chunk(a, row + k0 * C, n, &t);
+      float lf0 = 0.0f, la0 = 0.0f, lf1 = 0.0f, la1 = 0.0f;
+      if (runs0) {
+#pragma unroll
+        for (int i = 0; i < SCAN_BWD_L; i++)
+          if (i < n)
+            lf0 = d * lf0 + om * (ig * t.x[i] + sb);
+#pragma unroll
+        for (int i = SCAN_BWD_L - 1; i >= 0; i--)
+          if (i < n)
+            la0 = d * (la0 + og * (share0 * t.g[i]));
+      }
+      if (runs1) {
+#pragma unroll
+        for (int i = SCAN_BWD_L - 1; i >= 0; i--)
+          if (i < n)
+            lf1 = d * lf1 + om * (ig * t.x[i] + sb);
+#pragma unroll
+        for (int i = 0; i < SCAN_BWD_L; i++)
+          if (i < n)
+            la1 = d * (la1 + og * (share1 * t.g[i]));
+      }
+      const float pw = chunk_power(d, n);
+      adj0[ch * C] = la0;
+      st1[ch * C] = lf1;
+      /* forward state and backward adjoint travel up the chunks, the
+       * forward adjoint and backward state down */
+      Rf0 = pw * Rf0 + lf0;
+      Ra1 = pw * Ra1 + la1;
+      Ra0 = Ra0 + P * la0;
+      Rf1 = Rf1 + P * lf1;
+      P *= pw;
+    }
+    run[0][w][lane] = P;
+    run[1][w][lane] = Rf0;
+    run[2][w][lane] = Ra0;
+    run[3][w][lane] = Rf1;
+    run[4][w][lane] = Ra1;
     __syncthreads();
 
     /* (2) the other runs folded in: this run's true start states and
      * entering adjoints */
-    float s0 = edge[0], a1 = edge[3], a0 = edge[2], s1 = edge[1];
+    float s0 = init0, a1 = gf1, a0 = gf0, s1 = init1;
     for (int v = 0; v < w; v++) {
       s0 = run[0][v][lane] * s0 + run[1][v][lane];
       a1 = run[0][v][lane] * a1 + run[4][v][lane];
@@ -453,125 +273,122 @@ __global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
     }
     if (w == 0) {
       /* the gradients of the initial states: each adjoint through every run */
-      float gi0 = run[0][0][lane] * a0 + run[2][0][lane], gi1 = edge[3];
+      float gi0 = run[0][0][lane] * a0 + run[2][0][lane], gi1 = gf1;
       for (int v = 0; v < NW; v++)
         gi1 = run[0][v][lane] * gi1 + run[4][v][lane];
-      if (L.live) {
-        a.grad_init[(b * 2 + 0) * C + L.c] = runs0 ? gi0 : 0.0f;
-        a.grad_init[(b * 2 + 1) * C + L.c] = runs1 ? gi1 : 0.0f;
+      if (live) {
+        a.grad_init[(b * 2 + 0) * C + c] = runs0 ? gi0 : 0.0f;
+        a.grad_init[(b * 2 + 1) * C + c] = runs1 ? gi1 : 0.0f;
       }
     }
-    __syncthreads(); /* run[] is read; the sums reuse it */
+    __syncthreads(); /* run[] is read; (3) reuses it for the sums */
 
-    /* (2b) and (3) */
-    float sums[P_COUNT] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    walk_true(a, L, lo, hi, s0, a1, a0, s1, sums);
-    block_sums(a, L, 0, sums, run);
-    if (fused && w == 0 && L.live)
-      channel_outputs(a, o, L.c);
-  }
-}
-
-/* K across blocks, pass 1: a block per (stream group, segment of
- * nseg's), warp w of segment seg the run r = seg*NW + w, the chunks
- * [r*cpw, (r+1)*cpw): step (1), its map to runs[.][b][r][c]. */
-__global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
-    tilessm_scan_backward_runs(scan_bwd_args a) {
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, NW = blockDim.x >> 5;
-  const int64_t C = a.C, NC = a.NC, groups = (C + 31) / 32, R = a.nseg * NW;
-  for (int64_t blk = blockIdx.x; blk < a.B * groups * a.nseg; blk += gridDim.x) {
-    const int64_t seg = blk % a.nseg, bg = blk / a.nseg, b = bg / groups;
-    const scan_bwd_lane L = lane_at(a, b, (bg % groups) * 32 + lane);
-    if (!L.live)
-      continue;
-    const int64_t r = seg * NW + w;
-    int64_t lo = r * a.cpw, hi = lo + a.cpw;
-    lo = lo > NC ? NC : lo;
-    hi = hi > NC ? NC : hi;
-    float map[P_COUNT];
-    walk_local(a, L, lo, hi, map);
-    for (int q = 0; q < P_COUNT; q++)
-      a.runs[(((int64_t)q * a.B + b) * R + r) * C + L.c] = map[q];
-  }
-}
-
-/* Pass 2, one thread per stream (b, c): the runs' maps folded in order,
- * each run's true values to starts[.][b][r][c] (forward start state,
- * backward entering adjoint, forward entering adjoint, backward start
- * state), the initial states' gradients to grad_init. The loads of
- * SCAN_BWD_FOLD runs are issued before their folds. */
-__global__ void tilessm_scan_backward_fold(scan_bwd_args a, int64_t R) {
-  const int64_t B = a.B, C = a.C;
-  const int runs0 = a.direction != APX_SCAN_BACKWARD, runs1 = a.direction != APX_SCAN_FORWARD;
-  CUDA_FOR(i, B * C) {
-    const int64_t b = i / C, c = i % C;
-    scan_bwd_lane L;
-    L.b = b;
-    L.cl = c;
-    float edge[4];
-    edge_values(a, L, edge);
-    const float *map = a.runs + b * R * C + c;
-    float *start = a.starts + b * R * C + c;
-    const int64_t q_stride = B * R * C;
-    float s0 = edge[0], a1 = edge[3], a0 = edge[2], s1 = edge[1];
-    for (int64_t r0 = 0; r0 < R; r0 += SCAN_BWD_FOLD) {
-      float pu[SCAN_BWD_FOLD], f0[SCAN_BWD_FOLD], b1[SCAN_BWD_FOLD];
-      float pd[SCAN_BWD_FOLD], b0[SCAN_BWD_FOLD], f1[SCAN_BWD_FOLD];
-#pragma unroll
-      for (int j = 0; j < SCAN_BWD_FOLD; j++) {
-        pu[j] = pd[j] = 1.0f;
-        f0[j] = b1[j] = b0[j] = f1[j] = 0.0f;
-        if (r0 + j < R) {
-          const int64_t up = (r0 + j) * C, down = (R - 1 - r0 - j) * C;
-          pu[j] = map[up];
-          f0[j] = map[q_stride + up];
-          b1[j] = map[4 * q_stride + up];
-          pd[j] = map[down];
-          b0[j] = map[2 * q_stride + down];
-          f1[j] = map[3 * q_stride + down];
-        }
+    /* (2b) each chunk's entering forward adjoint and backward start state,
+     * this run's chunks from the last down */
+    {
+      float t0 = a0, t1 = s1;
+      for (int64_t ch = hi - 1; ch >= lo; ch--) {
+        const int64_t k0 = ch * SCAN_BWD_L;
+        const int n = (int)(K - k0 < SCAN_BWD_L ? K - k0 : SCAN_BWD_L);
+        const float pw = chunk_power(d, n);
+        const float la0 = adj0[ch * C], lf1 = st1[ch * C];
+        adj0[ch * C] = t0;
+        st1[ch * C] = t1;
+        t0 = pw * t0 + la0;
+        t1 = pw * t1 + lf1;
       }
+    }
+
+    /* (3) each chunk from its true values, in token order */
+    float sums[P_COUNT] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t ch = lo; ch < hi; ch++) {
+      const int64_t k0 = ch * SCAN_BWD_L;
+      const int n = (int)(K - k0 < SCAN_BWD_L ? K - k0 : SCAN_BWD_L);
+      scan_bwd_chunk t;
+      load_chunk(a, row + k0 * C, n, &t);
+      float sf[SCAN_BWD_L], sbk[SCAN_BWD_L], gdrv[SCAN_BWD_L];
 #pragma unroll
-      for (int j = 0; j < SCAN_BWD_FOLD; j++)
-        if (r0 + j < R) {
-          const int64_t up = (r0 + j) * C, down = (R - 1 - r0 - j) * C;
-          start[up] = s0;
-          start[q_stride + up] = a1;
-          start[2 * q_stride + down] = a0;
-          start[3 * q_stride + down] = s1;
-          s0 = pu[j] * s0 + f0[j];
-          a1 = pu[j] * a1 + b1[j];
-          a0 = pd[j] * a0 + b0[j];
-          s1 = pd[j] * s1 + f1[j];
+      for (int i = 0; i < SCAN_BWD_L; i++)
+        sf[i] = sbk[i] = gdrv[i] = 0.0f;
+      if (runs0) {
+        const float start = s0;
+        float s = start;
+#pragma unroll
+        for (int i = 0; i < SCAN_BWD_L; i++)
+          if (i < n) {
+            s = d * s + om * (ig * t.x[i] + sb);
+            sf[i] = s;
+          }
+        float adj = adj0[ch * C];
+#pragma unroll
+        for (int i = SCAN_BWD_L - 1; i >= 0; i--)
+          if (i < n) {
+            const float gy = share0 * t.g[i];
+            adj += og * gy;
+            sums[P_OUTPUT_GAIN] += gy * sf[i];
+            gdrv[i] = om * adj;
+            const float prev = i > 0 ? sf[i > 0 ? i - 1 : 0] : start;
+            sums[P_DECAY] += adj * (prev - (ig * t.x[i] + sb));
+            adj = d * adj;
+          }
+        s0 = s; /* the next chunk's start */
+      }
+      if (runs1) {
+        const float start = st1[ch * C];
+        float s = start;
+#pragma unroll
+        for (int i = SCAN_BWD_L - 1; i >= 0; i--)
+          if (i < n) {
+            s = d * s + om * (ig * t.x[i] + sb);
+            sbk[i] = s;
+          }
+        float adj = a1;
+#pragma unroll
+        for (int i = 0; i < SCAN_BWD_L; i++)
+          if (i < n) {
+            const float gy = share1 * t.g[i];
+            adj += og * gy;
+            sums[P_OUTPUT_GAIN] += gy * sbk[i];
+            gdrv[i] += om * adj;
+            const float prev = i < n - 1 ? sbk[i < SCAN_BWD_L - 1 ? i + 1 : i] : start;
+            sums[P_DECAY] += adj * (prev - (ig * t.x[i] + sb));
+            adj = d * adj;
+          }
+        a1 = adj; /* the next chunk's entering adjoint */
+      }
+      /* the token terms, in token order */
+#pragma unroll
+      for (int i = 0; i < SCAN_BWD_L; i++)
+        if (i < n) {
+          sums[P_INPUT_GAIN] += gdrv[i] * t.x[i];
+          sums[P_STATE_BIAS] += gdrv[i];
+          if (a.gate_rows) {
+            const float yf = cuda_round_any(og * sf[i], a.dt),
+                        yb = cuda_round_any(og * sbk[i], a.dt);
+            sums[P_GATE] += t.g[i] * (yf - yb);
+          }
+          if (a.grad_tokens)
+            cuda_store_any(a.grad_tokens, a.dt, row + (k0 + i) * C,
+                           ig * gdrv[i] * (t.pass >> i & 1u ? 1.0f : 0.0f));
         }
     }
-    a.grad_init[(b * 2 + 0) * C + c] = runs0 ? a0 : 0.0f;
-    a.grad_init[(b * 2 + 1) * C + c] = runs1 ? a1 : 0.0f;
-  }
-}
+    (void)gate_passes; /* channel_outputs applies it */
 
-/* Pass 3, the blocks of pass 1: each run from its true values (steps (2b)
- * and (3)), the sums over the block's warps to partial[.][b][seg][c]. */
-__global__ void __launch_bounds__(32 * SCAN_BWD_MAX_WARPS)
-    tilessm_scan_backward_segments(scan_bwd_args a) {
-  __shared__ float run[P_COUNT][SCAN_BWD_MAX_WARPS][32];
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, NW = blockDim.x >> 5;
-  const int64_t C = a.C, NC = a.NC, groups = (C + 31) / 32, R = a.nseg * NW;
-  for (int64_t blk = blockIdx.x; blk < a.B * groups * a.nseg; blk += gridDim.x) {
-    const int64_t seg = blk % a.nseg, bg = blk / a.nseg, b = bg / groups;
-    const scan_bwd_lane L = lane_at(a, b, (bg % groups) * 32 + lane);
-    const int64_t r = seg * NW + w;
-    int64_t lo = r * a.cpw, hi = lo + a.cpw;
-    lo = lo > NC ? NC : lo;
-    hi = hi > NC ? NC : hi;
-    float sums[P_COUNT] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    if (L.live) {
-      const float *start = a.starts + (b * R + r) * C + L.c;
-      const int64_t q_stride = a.B * R * C;
-      walk_true(a, L, lo, hi, start[0], start[q_stride], start[2 * q_stride], start[3 * q_stride],
-                sums);
+    /* the block's sums over its warps in order */
+    for (int p = 0; p < P_COUNT; p++)
+      run[p][w][lane] = sums[p];
+    __syncthreads();
+    if (w == 0 && live) {
+      for (int p = 0; p < P_COUNT; p++) {
+        float sum = 0.0f;
+        for (int v = 0; v < NW; v++)
+          sum += run[p][v][lane];
+        a.partial[((int64_t)p * a.B + b) * C + c] = sum;
+      }
+      if (fused)
+        channel_outputs(a, o, c);
     }
-    block_sums(a, L, seg, sums, run);
+    __syncthreads(); /* run[] is read before the next block's (1) */
   }
 }
 
@@ -634,43 +451,27 @@ apx_status cuda_tilessm_scan_backward(void *state, const apx_tilessm_scan_backwa
   a.merge = (int)args->merge;
   a.grad_tokens = args->grad_tokens ? args->grad_tokens->data : nullptr;
 
-  /* the chunks, and warps enough that each walks at most a few; K across
-   * blocks (segments of warps * SCAN_BWD_SPLIT_CPW chunks, a block each)
-   * when a block a stream group would give its warps more than
-   * SCAN_BWD_SPLIT_CPW chunks each */
+  /* the chunks, and warps enough that each walks at most a few */
   const int64_t NC = (K + SCAN_BWD_L - 1) / SCAN_BWD_L;
   const int64_t max_warps = SCAN_BWD_MAX_WARPS;
-  const int split = NC > max_warps * SCAN_BWD_SPLIT_CPW;
   const int64_t warps = NC < 1 ? 1 : NC < max_warps ? NC : max_warps;
   a.NC = NC;
-  a.cpw = split ? (int64_t)SCAN_BWD_SPLIT_CPW : (NC + warps - 1) / warps;
-  a.nseg = split ? (NC + warps * a.cpw - 1) / (warps * a.cpw) : 1;
-  const int64_t R = split ? a.nseg * warps : 0; /* runs a stream */
+  a.cpw = (NC + warps - 1) / warps;
 
   const size_t bc = (size_t)(B * C);
-  const size_t chunk_bytes = cuda_align_up(2 * (size_t)NC * bc * sizeof(float));
-  const size_t partial_bytes = cuda_align_up(P_COUNT * (size_t)a.nseg * bc * sizeof(float));
-  const size_t init_bytes = cuda_align_up(2 * bc * sizeof(float));
-  const size_t runs_bytes = cuda_align_up(P_COUNT * (size_t)R * bc * sizeof(float));
-  const size_t starts_bytes = cuda_align_up(4 * (size_t)R * bc * sizeof(float));
-  const size_t bytes =
-      256 + chunk_bytes + partial_bytes + init_bytes + (split ? runs_bytes + starts_bytes : 0);
+  const size_t bytes = 256 + cuda_align_up(2 * (size_t)NC * bc * sizeof(float)) +
+                       cuda_align_up(P_COUNT * bc * sizeof(float)) +
+                       cuda_align_up(2 * bc * sizeof(float));
   cuda_workspace ws;
   s = cuda_ws_alloc(st, stream, bytes, &ws, "tilessm_scan_backward: workspace");
   if (s != APX_OK)
     return s;
   char *p = (char *)ws.ptr;
   a.chunk = (float *)p;
-  p += chunk_bytes;
+  p += cuda_align_up(2 * (size_t)NC * bc * sizeof(float));
   a.partial = (float *)p;
-  p += partial_bytes;
+  p += cuda_align_up(P_COUNT * bc * sizeof(float));
   a.grad_init = (float *)p;
-  p += init_bytes;
-  if (split) {
-    a.runs = (float *)p;
-    p += runs_bytes;
-    a.starts = (float *)p;
-  }
 
   scan_bwd_out o;
   memset(&o, 0, sizeof o);
@@ -689,22 +490,13 @@ apx_status cuda_tilessm_scan_backward(void *state, const apx_tilessm_scan_backwa
     o.grad_gate = args->grad_merge_gate->data;
     o.grad_gate_dt = (int)args->grad_merge_gate->dtype;
   }
-  const int fused = B == 1 && !split;
-  if (B > 0 && !split) {
+  const int fused = B == 1;
+  if (B > 0) {
     int64_t blocks = B * ((C + 31) / 32);
     if (blocks > 0x7fffffffLL)
       blocks = 0x7fffffffLL;
     tilessm_scan_backward_chunks<<<(unsigned)blocks, (unsigned)(32 * warps), 0, stream>>>(a, o,
                                                                                           fused);
-  }
-  if (B > 0 && split) {
-    int64_t blocks = B * ((C + 31) / 32) * a.nseg;
-    if (blocks > 0x7fffffffLL)
-      blocks = 0x7fffffffLL;
-    tilessm_scan_backward_runs<<<(unsigned)blocks, (unsigned)(32 * warps), 0, stream>>>(a);
-    cuda_geom gf = cuda_geom_1d(B * C, 128);
-    tilessm_scan_backward_fold<<<gf.blocks, gf.threads, 0, stream>>>(a, R);
-    tilessm_scan_backward_segments<<<(unsigned)blocks, (unsigned)(32 * warps), 0, stream>>>(a);
   }
   if (!fused) {
     cuda_geom gc = cuda_geom_1d(C, 128);
