@@ -49,6 +49,21 @@ struct fused_backward_geometry {
   float vs, vb, gs, gb;
 };
 
+/* A selected pixel's gradient (docs/ops.md, fused_pack_op_unpack_backward)
+ * from grad and the feature xv, its terms of the four scalars' sums added */
+template <typename T>
+static __device__ __forceinline__ T fused_grad_pixel(const fused_backward_geometry &g, float grad,
+                                                     float xv, float sums[4]) {
+  const float value = xv * g.vs + g.vb, gate = xv * g.gs + g.gb;
+  const bool on = gate > 0.0f;
+  const float relu = on ? gate : 0.0f, gated = on ? grad * value : 0.0f;
+  sums[0] += grad * xv * relu;
+  sums[1] += grad * relu;
+  sums[2] += gated * xv;
+  sums[3] += gated;
+  return cuda_dt<T>::from_f(on ? grad * (g.vs * gate + value * g.gs) : grad * 0.0f);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(FUSED_BACKWARD_THREADS)
     fused_backward_plane(const T *__restrict__ grad_out, const T *__restrict__ features,
@@ -68,15 +83,7 @@ __global__ void __launch_bounds__(FUSED_BACKWARD_THREADS)
       gf[p] = grad_t;
       continue;
     }
-    const float grad = cuda_dt<T>::to_f(grad_t), xv = cuda_dt<T>::load(x + p);
-    const float value = xv * g.vs + g.vb, gate = xv * g.gs + g.gb;
-    const bool on = gate > 0.0f;
-    gf[p] = cuda_dt<T>::from_f(on ? grad * (g.vs * gate + value * g.gs) : grad * 0.0f);
-    const float relu = on ? gate : 0.0f, gated = on ? grad * value : 0.0f;
-    sums[0] += grad * xv * relu;
-    sums[1] += grad * relu;
-    sums[2] += gated * xv;
-    sums[3] += gated;
+    gf[p] = fused_grad_pixel<T>(g, cuda_dt<T>::to_f(grad_t), cuda_dt<T>::load(x + p), sums);
   }
   if (!partial) return; /* the scalars' gradients were not asked for */
   __shared__ float red[4][FUSED_BACKWARD_THREADS];
@@ -177,16 +184,7 @@ __global__ void __launch_bounds__(FUSED_BACKWARD_THREADS)
         gf[p] = grad_t[e];
         continue;
       }
-      /* as fused_backward_plane */
-      const float grad = cuda_dt<T>::to_f(grad_t[e]), xv = cuda_dt<T>::to_f(x_t[e]);
-      const float value = xv * g.vs + g.vb, gate = xv * g.gs + g.gb;
-      const bool on = gate > 0.0f;
-      gf[p] = cuda_dt<T>::from_f(on ? grad * (g.vs * gate + value * g.gs) : grad * 0.0f);
-      const float relu = on ? gate : 0.0f, gated = on ? grad * value : 0.0f;
-      sums[0] += grad * xv * relu;
-      sums[1] += grad * relu;
-      sums[2] += gated * xv;
-      sums[3] += gated;
+      gf[p] = fused_grad_pixel<T>(g, cuda_dt<T>::to_f(grad_t[e]), cuda_dt<T>::to_f(x_t[e]), sums);
     }
   }
   if (!grad_scalars) return; /* uniform over the grid */

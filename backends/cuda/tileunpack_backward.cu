@@ -392,6 +392,32 @@ static float tub_round(float v, apx_dtype dt) {
   return v;
 }
 
+/* The index check of the call: ids or origins in range, and the levels'
+ * priority keys (validate.cu) */
+static void tub_check_desc(const apx_tileunpack_backward_args *a, const tub_geometry &g,
+                           cuda_check_desc *d) {
+  if (a->idx) {
+    cuda_check_init(d, APX_OP_TILEUNPACK_BACKWARD, "idx", a->idx);
+    d->lo = 0;
+    d->hi = (g.H / g.t) * (g.W / g.t) - 1;
+  } else {
+    cuda_check_init(d, APX_OP_TILEUNPACK_BACKWARD, "origins", a->origins);
+    d->pairs = 1;
+    d->count = g.B * g.K;
+    d->lo = 0;
+    d->hi = g.H - g.t;
+    d->lo2 = 0;
+    d->hi2 = g.W - g.t;
+  }
+  if (a->levels) {
+    d->levels = a->levels->data;
+    d->levels_is64 = g.levels64;
+    d->levels_count = g.B * g.K;
+    d->order_bits = g.order_bits;
+    d->key_k = g.K;
+  }
+}
+
 apx_status cuda_tileunpack_backward(void *state, const apx_tileunpack_backward_args *a,
                                     const apx_call *call) {
   cuda_state *st = (cuda_state *)state;
@@ -426,26 +452,7 @@ apx_status cuda_tileunpack_backward(void *state, const apx_tileunpack_backward_a
               ((g.H * g.W + g.K * g.t * g.t) / TILEUNPACK_BACKWARD_THREADS + 2) <
           0x7fffffffLL) {
     cuda_check_desc d;
-    if (a->idx) {
-      cuda_check_init(&d, APX_OP_TILEUNPACK_BACKWARD, "idx", a->idx);
-      d.lo = 0;
-      d.hi = (g.H / g.t) * (g.W / g.t) - 1;
-    } else {
-      cuda_check_init(&d, APX_OP_TILEUNPACK_BACKWARD, "origins", a->origins);
-      d.pairs = 1;
-      d.count = g.B * g.K;
-      d.lo = 0;
-      d.hi = g.H - g.t;
-      d.lo2 = 0;
-      d.hi2 = g.W - g.t;
-    }
-    if (a->levels) {
-      d.levels = a->levels->data;
-      d.levels_is64 = g.levels64;
-      d.levels_count = g.B * g.K;
-      d.order_bits = g.order_bits;
-      d.key_k = g.K;
-    }
+    tub_check_desc(a, g, &d);
     cuda_inline_check ic;
     if (!cuda_check_inline(st, dev, &d, &ic)) {
       cuda_checked chk; /* eager: checked (and refused) here; off: nothing */
@@ -466,26 +473,7 @@ apx_status cuda_tileunpack_backward(void *state, const apx_tileunpack_backward_a
   }
   if (g.K > 0) {
     cuda_check_desc d;
-    if (a->idx) {
-      cuda_check_init(&d, APX_OP_TILEUNPACK_BACKWARD, "idx", a->idx);
-      d.lo = 0;
-      d.hi = (g.H / g.t) * (g.W / g.t) - 1;
-    } else {
-      cuda_check_init(&d, APX_OP_TILEUNPACK_BACKWARD, "origins", a->origins);
-      d.pairs = 1;
-      d.count = g.B * g.K;
-      d.lo = 0;
-      d.hi = g.H - g.t;
-      d.lo2 = 0;
-      d.hi2 = g.W - g.t;
-    }
-    if (a->levels) {
-      d.levels = a->levels->data;
-      d.levels_is64 = g.levels64;
-      d.levels_count = g.B * g.K;
-      d.order_bits = g.order_bits;
-      d.key_k = g.K;
-    }
+    tub_check_desc(a, g, &d);
     cuda_checked chk;
     memset(&chk, 0, sizeof chk);
     s = cuda_check_run(st, dev, stream, &d, a->levels != NULL, &chk);
