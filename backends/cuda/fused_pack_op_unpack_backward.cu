@@ -212,6 +212,16 @@ __global__ void __launch_bounds__(FUSED_BACKWARD_THREADS)
     for (int s = 0; s < 4; s++) cuda_store_any(grad_scalars, scalars_dt, s, total[s]);
 }
 
+/* The index check of the call: ids within the tile grid, unique in a row
+ * with require_unique */
+static void fused_check_desc(const apx_fused_pack_op_unpack_backward_args *a,
+                             const fused_backward_geometry &g, int64_t K, cuda_check_desc *d) {
+  cuda_check_init(d, APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD, "idx", a->idx);
+  d->lo = 0;
+  d->hi = g.tiles - 1;
+  if (a->require_unique) d->unique_row = K;
+}
+
 /* The one-launch form (fits: see the host code); 0 or the failure. */
 template <typename T>
 static apx_status launch_small(cuda_state *st, int dev,
@@ -227,10 +237,7 @@ static apx_status launch_small(cuda_state *st, int dev,
   memset(&chk, 0, sizeof chk);
   if (K > 0 && B > 0) {
     cuda_check_desc d;
-    cuda_check_init(&d, APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD, "idx", a->idx);
-    d.lo = 0;
-    d.hi = g.tiles - 1;
-    if (a->require_unique) d.unique_row = K;
+    fused_check_desc(a, g, K, &d);
     if (!cuda_check_inline(st, dev, &d, &ic)) {
       apx_status status = cuda_check_run(st, dev, s, &d, 0, &chk);
       if (status != APX_OK) return status;
@@ -312,10 +319,7 @@ apx_status cuda_fused_pack_op_unpack_backward(void *state,
   memset(&chk, 0, sizeof chk);
   if (K > 0 && B > 0) {
     cuda_check_desc d;
-    cuda_check_init(&d, APX_OP_FUSED_PACK_OP_UNPACK_BACKWARD, "idx", a->idx);
-    d.lo = 0;
-    d.hi = g.tiles - 1;
-    if (a->require_unique) d.unique_row = K;
+    fused_check_desc(a, g, K, &d);
     s = cuda_check_run(st, dev, stream, &d, 0, &chk);
     if (s != APX_OK) return s;
   }
